@@ -1,0 +1,47 @@
+# Every target installs what it needs into .venv on first use, so a fresh clone works with nothing done by hand.
+PYTHON    ?= python3
+VENV      ?= .venv
+PY        := $(VENV)/bin/python
+SPEC      ?= cluster_configs/sweeps/default.yaml
+CLUSTER   ?= local
+OUT       ?=
+GPU_CLASSES ?=
+SEED      ?=
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# CuPy is installed only where a GPU is visible and no CuPy is importable yet (override: make CUPY=cupy-cuda13x).
+CUPY      ?= cupy-cuda12x
+HAVE_GPU  := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+
+.PHONY: sweep test notebooks lint clean-venv help
+
+help:
+	@echo "make sweep      run the default sweep (local Dask cluster; GPU if visible, else CPU)"
+	@echo "                vars: SPEC=cluster_configs/sweeps/X.yaml CLUSTER=local|slurm|FILE.yaml OUT=DIR GPU_CLASSES=v100,h100 SEED=N"
+	@echo "make test       run the test suite (GPU tests skip without a GPU)"
+	@echo "make notebooks  execute every notebook headless against the committed data"
+	@echo "make lint       ruff"
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@if [ "$(HAVE_GPU)" = yes ] && ! $(PY) -c 'import cupy' 2>/dev/null; then \
+		echo "GPU visible: installing $(CUPY)"; $(PY) -m pip install -q '$(CUPY)'; fi
+	touch $@
+
+sweep: $(VENV)/.installed
+	$(PY) -m pipeline sweep $(SPEC) --cluster $(CLUSTER) \
+		$(if $(OUT),--out $(OUT)) $(if $(GPU_CLASSES),--gpu-class $(GPU_CLASSES)) $(if $(SEED),--seed $(SEED))
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q
+
+notebooks: $(VENV)/.installed
+	$(PY) -m pipeline notebooks
+
+lint: $(VENV)/.installed
+	$(PY) -m ruff check kernels pipeline tests benchmarks
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,148 @@
+"""Launch spaces: named discrete parameters, a default configuration, constraints and seeded samplers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+Config = dict[str, int]
+
+
+class SpaceError(ValueError):
+    """A configuration names a parameter or value the space does not hold."""
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    values: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            raise SpaceError(f"parameter {self.name!r} has no values")
+        if len(set(self.values)) != len(self.values):
+            raise SpaceError(f"parameter {self.name!r} lists a value twice")
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A rule every valid configuration obeys; ``why`` is the message shown when it does not."""
+
+    why: str
+    holds: Callable[[Mapping[str, int]], bool]
+
+
+@dataclass(frozen=True)
+class Space:
+    """The Cartesian product of ``params`` minus configurations that break a constraint."""
+
+    params: tuple[Param, ...]
+    default: Config
+    constraints: tuple[Constraint, ...] = ()
+    name: str = ""
+    _index: dict[str, Param] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_index", {p.name: p for p in self.params})
+        if len(self._index) != len(self.params):
+            raise SpaceError("two parameters share a name")
+        self.validate(self.default)
+
+    @property
+    def names(self) -> list[str]:
+        return [p.name for p in self.params]
+
+    @property
+    def cardinality(self) -> int:
+        """Size of the Cartesian product (before constraints)."""
+        return math.prod(len(p.values) for p in self.params)
+
+    def __getitem__(self, name: str) -> Param:
+        return self._index[name]
+
+    def violations(self, config: Mapping[str, int]) -> list[str]:
+        """Every reason ``config`` is not a member of this space (empty when it is)."""
+        problems = []
+        missing = [n for n in self.names if n not in config]
+        extra = [n for n in config if n not in self._index]
+        if missing:
+            problems.append(f"missing parameters: {', '.join(missing)}")
+        if extra:
+            problems.append(f"unknown parameters: {', '.join(extra)}")
+        for name in self.names:
+            if name in config and int(config[name]) not in self._index[name].values:
+                problems.append(f"{name}={config[name]} is not one of {list(self._index[name].values)}")
+        if not problems:
+            problems += [c.why for c in self.constraints if not c.holds(config)]
+        return problems
+
+    def validate(self, config: Mapping[str, int]) -> Config:
+        problems = self.violations(config)
+        if problems:
+            raise SpaceError("; ".join(problems))
+        return {n: int(config[n]) for n in self.names}
+
+    def is_valid(self, config: Mapping[str, int]) -> bool:
+        return not self.violations(config)
+
+    def decode(self, index: int) -> Config:
+        """The configuration at position ``index`` of the product in mixed radix (last parameter fastest)."""
+        config = {}
+        for p in reversed(self.params):
+            index, digit = divmod(index, len(p.values))
+            config[p.name] = p.values[digit]
+        return {n: config[n] for n in self.names}
+
+    def grid(self) -> Iterator[Config]:
+        """Every valid configuration, in product order."""
+        for i in range(self.cardinality):
+            config = self.decode(i)
+            if self.is_valid(config):
+                yield config
+
+    def sample(self, n: int, seed: int) -> list[Config]:
+        """``n`` distinct valid configurations drawn uniformly with ``seed`` (fewer only if the space is smaller).
+
+        Small spaces are drawn without replacement from the product; large ones (the paper's 3.6e14) by drawing
+        each parameter independently and discarding repeats and constraint failures.
+        """
+        if n < 0:
+            raise SpaceError("sample count must be >= 0")
+        rng = np.random.default_rng(seed)
+        if self.cardinality <= 2_000_000:
+            order = rng.permutation(self.cardinality)
+            out = []
+            for i in order:
+                config = self.decode(int(i))
+                if self.is_valid(config):
+                    out.append(config)
+                    if len(out) == n:
+                        break
+            return out
+        seen: set[tuple[int, ...]] = set()
+        out = []
+        attempts = 0
+        while len(out) < n:
+            attempts += 1
+            if attempts > 100 * n + 1000:
+                raise SpaceError(f"could not draw {n} valid configurations: constraints reject almost all")
+            key = tuple(int(p.values[rng.integers(len(p.values))]) for p in self.params)
+            if key in seen:
+                continue
+            config = dict(zip(self.names, key, strict=True))
+            if self.is_valid(config):
+                seen.add(key)
+                out.append(config)
+        return out
+
+    def subspace(self, names: Sequence[str]) -> Space:
+        """The space over ``names`` only, other parameters fixed at their default (constraints kept)."""
+        params = tuple(self._index[n] for n in names)
+        fixed = {k: v for k, v in self.default.items() if k not in names}
+        constraints = tuple(
+            Constraint(c.why, lambda cfg, c=c: c.holds({**fixed, **cfg})) for c in self.constraints
+        )
+        return Space(params, {n: self.default[n] for n in names}, constraints, name=f"{self.name}[{','.join(names)}]")

@@ -1,0 +1,72 @@
+"""The interface between what runs on a device (``kernels``) and what plans and learns (``pipeline``).
+
+A workload is one kernel set on one case and size, bound to a backend. The pipeline only ever calls
+``space()``, ``run()``, ``check()`` and ``describe()``; everything else is the workload's own business.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from kernels.space import Space
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Median milliseconds per kernel and for the whole measured region, after warm-up."""
+
+    kernels: dict[str, float]
+    total: float
+    repeats: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Check:
+    """Whether a configuration computes the same answer as the default configuration."""
+
+    ok: bool
+    reason: str = ""
+
+
+@runtime_checkable
+class Workload(Protocol):
+    name: str
+    case: str
+    size: tuple[int, ...]
+
+    def space(self) -> Space: ...
+
+    def run(self, config: Mapping[str, int], repeats: int) -> Timing: ...
+
+    def check(self, config: Mapping[str, int]) -> Check: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class WorkloadError(ValueError):
+    """A workload, case or size that does not exist."""
+
+
+# Lazy "module:factory" strings keep this module import-light: a workload's CuPy or numpy code loads only when
+# that workload is asked for.
+_FACTORIES = {
+    "cfd": "kernels.cfd.workload:make_workload",
+    "tridiag": "kernels.tridiag.workload:make_workload",
+}
+
+
+def workload_names() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def make_workload(name: str, case: str, size: str | tuple[int, ...], backend: str = "auto", **options: Any) -> Workload:
+    """Build and prepare a workload: ``make_workload("cfd", "inlet", "208x64", "numpy")``."""
+    if name not in _FACTORIES:
+        raise WorkloadError(f"unknown workload {name!r}: choose one of {', '.join(workload_names())}")
+    module_name, factory = _FACTORIES[name].split(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, factory)(case=case, size=size, backend=backend, **options)
