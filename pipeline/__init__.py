@@ -1,0 +1,4 @@
+"""How experiments are planned, fanned out, stored, learned from and reported.
+
+Drives :mod:`kernels` only through :func:`kernels.workload.make_workload` and the workload interface.
+"""
