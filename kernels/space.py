@@ -37,7 +37,11 @@ class Constraint:
 
 @dataclass(frozen=True)
 class Space:
-    """The Cartesian product of ``params`` minus configurations that break a constraint."""
+    """The Cartesian product of ``params`` minus configurations that break a constraint.
+
+    The default configuration (what a user gets without tuning, e.g. one thread per cell) need not lie on the
+    value lists: it is always a valid configuration of its space, so it can be measured beside the samples.
+    """
 
     params: tuple[Param, ...]
     default: Config
@@ -49,6 +53,8 @@ class Space:
         object.__setattr__(self, "_index", {p.name: p for p in self.params})
         if len(self._index) != len(self.params):
             raise SpaceError("two parameters share a name")
+        if sorted(self.default) != sorted(self._index):
+            raise SpaceError("the default configuration must set every parameter exactly once")
         self.validate(self.default)
 
     @property
@@ -72,7 +78,10 @@ class Space:
             problems.append(f"missing parameters: {', '.join(missing)}")
         if extra:
             problems.append(f"unknown parameters: {', '.join(extra)}")
+        on_default = not missing and all(int(config[n]) == self.default.get(n) for n in self.names)
         for name in self.names:
+            if on_default:
+                break
             if name in config and int(config[name]) not in self._index[name].values:
                 problems.append(f"{name}={config[name]} is not one of {list(self._index[name].values)}")
         if not problems:

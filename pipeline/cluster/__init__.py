@@ -1,4 +1,68 @@
-"""Where work runs. ``open_cluster`` yields a connected ``distributed.Client`` whose workers each carry a Dask
-resource named after their GPU class (``{"h100": 1}``), so a task submitted with ``resources={cls: 1}`` only runs
-on that class's workers. Kinds: ``local`` (``pipeline.cluster.local``) and ``slurm`` (``pipeline.cluster.slurm``).
+"""Where work runs.
+
+``open_cluster`` yields a :class:`ClusterHandle` whose client's workers each carry a Dask resource named after
+their GPU class (``{"h100": 1}``), so a task submitted with ``resources={cls: 1}`` only runs on that class's
+workers. Kinds: ``local`` (:mod:`pipeline.cluster.local`: one worker per visible GPU, else one CPU worker) and
+``slurm`` (:mod:`pipeline.cluster.slurm`: dask-jobqueue, one job template per GPU class).
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import UserError
+
+CLUSTER_DIR = Path(__file__).resolve().parents[2] / "cluster_configs"
+
+
+@dataclass
+class ClusterHandle:
+    """A connected client plus what the sweep needs to know about the cluster behind it."""
+
+    client: Any  # distributed.Client
+    kind: str  # "local" or "slurm"
+    gpu_classes: list[str]  # the classes this cluster can serve, e.g. ["cpu"] or ["v100", "h100"]
+    dashboard: str  # address to print (with an ssh tunnel hint where it is not local)
+    facts: dict[str, Any] = field(default_factory=dict)  # per-class device facts known up front (slurm.yaml)
+
+
+def resolve_cluster_config(cluster: str) -> Path | None:
+    """``local`` -> None; ``slurm`` -> cluster_configs/slurm.yaml; anything else is a path to a YAML file."""
+    if cluster == "local":
+        return None
+    path = CLUSTER_DIR / "slurm.yaml" if cluster == "slurm" else Path(cluster)
+    if not path.is_file():
+        raise UserError(f"--cluster {cluster}: no such cluster config ({path})")
+    return path
+
+
+@contextmanager
+def open_cluster(
+    cluster: str,
+    gpu_classes: Sequence[str] | None,
+    workers_per_class: int,
+    workdir: Path,
+    log: Callable[[str], None] = print,
+) -> Iterator[ClusterHandle]:
+    """Start the cluster named by ``cluster`` (``local``, ``slurm`` or a YAML path), yield it, always tear it down.
+
+    ``gpu_classes`` limits a SLURM cluster to those classes (None: every class the config and spec name).
+    ``workdir`` is a folder private to this sweep (logs, credentials).
+    """
+    path = resolve_cluster_config(cluster)
+    if path is None:
+        from pipeline.cluster.local import open_local_cluster
+
+        with open_local_cluster(gpu_classes=gpu_classes, workdir=workdir, log=log) as handle:
+            yield handle
+        return
+    from pipeline.cluster.slurm import open_slurm_cluster
+
+    with open_slurm_cluster(
+        path, gpu_classes=gpu_classes, workers_per_class=workers_per_class, workdir=workdir, log=log
+    ) as handle:
+        yield handle

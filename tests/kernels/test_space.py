@@ -51,3 +51,9 @@ def test_subspace_fixes_others_at_default():
     sub = space.subspace(["a.threads"])
     assert sub.names == ["a.threads"]
     assert len(list(sub.grid())) == 4
+
+
+def test_default_may_lie_off_the_value_lists():
+    space = Space((Param("k.blocks", (100, 200)),), default={"k.blocks": 13312})
+    assert space.is_valid({"k.blocks": 13312})
+    assert not space.is_valid({"k.blocks": 400})
