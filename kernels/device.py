@@ -129,3 +129,19 @@ def measure_copy_bandwidth(backend: Backend, nbytes: int | None = None, repeats:
 def spec_dict(gpu_class: str) -> dict[str, Any]:
     spec = CLASS_SPECS.get(gpu_class)
     return asdict(spec) if spec else {}
+
+
+def visible_gpu_names() -> list[str]:
+    """Names of the CUDA devices visible to this process, in index order (empty without CuPy or a GPU).
+
+    The pipeline asks this before it starts one worker per GPU, so each worker can be named and routed by
+    class without the pipeline importing CuPy itself.
+    """
+    from kernels.backend import _import_cupy, gpu_count
+
+    cupy = _import_cupy()
+    names = []
+    for i in range(gpu_count()):
+        name = cupy.cuda.runtime.getDeviceProperties(i)["name"]
+        names.append(name.decode() if isinstance(name, bytes) else str(name))
+    return names
