@@ -1,0 +1,179 @@
+"""The tuning table: ranked launch parameters per (GPU class, problem size, kernel), as JSON.
+
+Two producers write it: a tuned run (``source: "runtime"``, measured in a real run on that GPU class and size:
+the next run locks to it without scanning) and a sweep's report (``source`` anything else, e.g. ``"sweep"`` or
+``"surrogate"``: a ranked short list the next run scans instead of the whole space). The canonical file::
+
+    {"format": "launchtune-tuning-table", "version": 1,
+     "entries": [{"gpu_class": "h100", "size": "3328x1024", "kernel": "xi_flux", "source": "sweep",
+                  "candidates": [{"blocks": 400, "threads": 128, "time_ms": 0.131}, ...]}, ...]}
+
+An entry may instead hold whole configurations of the workload's space, ``"configs": [{"xi_flux.blocks":
+400, "xi_flux.threads": 128, ...}, ...]`` (or one ``"config"``), best first and without ``kernel``: the reader
+splits them into one entry per kernel, so a report can export the configurations it re-measured as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+FORMAT = "launchtune-tuning-table"
+RUNTIME = "runtime"
+
+
+class TableError(ValueError):
+    """A tuning table that cannot be read; the message names the file and the field."""
+
+
+@dataclass
+class Entry:
+    gpu_class: str
+    size: str
+    kernel: str
+    candidates: list[dict[str, float]]  # best first; each has "blocks", "threads" and maybe "time_ms"
+    source: str = "sweep"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def params(self) -> list[tuple[int, int]]:
+        return [(int(c["blocks"]), int(c["threads"])) for c in self.candidates]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpu_class": self.gpu_class,
+            "size": self.size,
+            "kernel": self.kernel,
+            "source": self.source,
+            "candidates": self.candidates,
+            **self.extra,
+        }
+
+
+def size_key(size: str | Sequence[int]) -> str:
+    """``(3328, 1024)`` or ``"3328x1024"`` -> ``"3328x1024"``."""
+    if isinstance(size, str):
+        return size.strip().lower()
+    return "x".join(str(int(n)) for n in size)
+
+
+def _cells(size: str) -> float:
+    try:
+        return float(math.prod(int(n) for n in size.split("x")))
+    except ValueError:
+        return math.nan
+
+
+class TuningTable:
+    """Entries keyed by (GPU class, size, kernel); later ``add`` of the same key replaces the earlier one."""
+
+    def __init__(self, entries: Iterable[Entry] = ()):
+        self._entries: dict[tuple[str, str, str], Entry] = {}
+        for e in entries:
+            self.add(e)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def entries(self) -> list[Entry]:
+        return list(self._entries.values())
+
+    def add(self, entry: Entry) -> None:
+        self._entries[(entry.gpu_class, entry.size, entry.kernel)] = entry
+
+    def lookup(self, gpu_class: str, size: str | Sequence[int], kernel: str) -> Entry | None:
+        """The entry for exactly this key, else this class and kernel at the nearest size (by cell count)."""
+        size = size_key(size)
+        exact = self._entries.get((gpu_class, size, kernel))
+        if exact is not None:
+            return exact
+        near = [e for (g, _, k), e in self._entries.items() if g == gpu_class and k == kernel]
+        if not near:
+            return None
+        target = math.log(_cells(size)) if _cells(size) > 0 else 0.0
+        return min(
+            near, key=lambda e: abs(math.log(_cells(e.size)) - target) if _cells(e.size) > 0 else math.inf
+        )
+
+    # --- files --------------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str | Path) -> TuningTable:
+        path = Path(path)
+        try:
+            doc = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise TableError(f"{path}: tuning table not found") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise TableError(f"{path}: not a readable JSON tuning table ({exc})") from None
+        if not isinstance(doc, Mapping) or not isinstance(doc.get("entries"), list):
+            raise TableError(f"{path}: field 'entries' (a list) is missing")
+        table = cls()
+        for i, raw in enumerate(doc["entries"]):
+            for entry in _parse_entry(raw, f"{path}: entries[{i}]"):
+                table.add(entry)
+        return table
+
+    def save(self, path: str | Path) -> Path:
+        """Write atomically: a temporary file renamed over the target."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"format": FORMAT, "version": 1, "entries": [e.to_json() for e in self.entries]}
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        os.replace(tmp, path)
+        return path
+
+
+def _parse_entry(raw: Any, where: str) -> list[Entry]:
+    if not isinstance(raw, Mapping):
+        raise TableError(f"{where}: must be an object")
+    if not isinstance(raw.get("gpu_class"), str):
+        raise TableError(f"{where}: field 'gpu_class' (a string such as \"h100\") is missing")
+    if not isinstance(raw.get("size"), str | list):
+        raise TableError(f"{where}: field 'size' (such as \"3328x1024\") is missing")
+    gpu_class, size = str(raw["gpu_class"]), size_key(raw["size"])
+    source = str(raw.get("source", "sweep"))
+    known = {"gpu_class", "size", "kernel", "source", "candidates", "configs", "config"}
+    extra = {k: v for k, v in raw.items() if k not in known}
+    if "kernel" in raw:
+        cands = raw.get("candidates")
+        if not isinstance(cands, list) or not cands:
+            raise TableError(f"{where}: field 'candidates' must be a non-empty list")
+        out = []
+        for j, c in enumerate(cands):
+            if not isinstance(c, Mapping) or not all(_is_int(c.get(k)) for k in ("blocks", "threads")):
+                raise TableError(f"{where}.candidates[{j}]: needs integer 'blocks' and 'threads'")
+            out.append({k: (int(v) if k in ("blocks", "threads") else v) for k, v in c.items()})
+        return [Entry(gpu_class, size, str(raw["kernel"]), out, source, extra)]
+    configs = raw.get("configs", [raw["config"]] if "config" in raw else None)
+    if not isinstance(configs, list) or not configs:
+        raise TableError(f"{where}: needs 'kernel' with 'candidates', or 'configs' (whole configurations)")
+    per_kernel: dict[str, list[dict[str, float]]] = {}
+    for j, config in enumerate(configs):
+        if not isinstance(config, Mapping):
+            raise TableError(
+                f"{where}.configs[{j}]: must be an object of '<kernel>.blocks'/'<kernel>.threads'"
+            )
+        kernels = {k.rsplit(".", 1)[0] for k in config if k.endswith((".blocks", ".threads"))}
+        for k in sorted(kernels):
+            b, t = config.get(f"{k}.blocks"), config.get(f"{k}.threads")
+            if not (_is_int(b) and _is_int(t)):
+                raise TableError(
+                    f"{where}.configs[{j}]: '{k}.blocks' and '{k}.threads' must both be integers"
+                )
+            cand = {"blocks": int(b), "threads": int(t)}
+            if cand not in per_kernel.setdefault(k, []):
+                per_kernel[k].append(cand)
+    if not per_kernel:
+        raise TableError(f"{where}.configs: no '<kernel>.blocks' / '<kernel>.threads' parameters")
+    return [Entry(gpu_class, size, k, c, source, extra) for k, c in per_kernel.items()]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) or (isinstance(v, float) and v.is_integer())

@@ -1,0 +1,200 @@
+"""attach_tuners, tuning_summary, save_tuning on a small stand-in solver; the tuning table's files."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from kernels.autotune import (
+    IDLE,
+    STARTUP,
+    TableError,
+    TunerError,
+    TuningTable,
+    attach_tuners,
+    fit_candidates,
+    save_tuning,
+    tuning_summary,
+)
+from kernels.autotune.table import Entry
+from kernels.backend import get_backend
+from kernels.space import Param, Space
+
+KERNELS = ("xi_flux", "rhs")
+
+
+class FakeSolver:
+    """The solver side of the contract, launching nothing: each 'launch' just reads the tuner's param."""
+
+    def __init__(self, max_threads=None):
+        self.kernel_names = KERNELS
+        self.backend = get_backend("numpy")
+        self.size = (32, 16)
+        self.case = "inlet"
+        self.tuners = {}
+        self.max_threads_per_block = max_threads or {"xi_flux": 128, "rhs": 1024}
+        self.launched: list[tuple[str, tuple[int, int]]] = []
+
+    def space(self) -> Space:
+        params, default = [], {}
+        for k in KERNELS:
+            params += [Param(f"{k}.blocks", (100, 200, 300)), Param(f"{k}.threads", (64, 128, 256))]
+            default |= {f"{k}.blocks": 2, f"{k}.threads": 256}  # one thread per cell: off the lists
+        return Space(tuple(params), default)
+
+    def step(self) -> None:
+        for _stage in range(2):  # two Runge-Kutta stages: each kernel runs twice a step
+            for k in KERNELS:
+                tuner = self.tuners.get(k)
+                param = tuner.param if tuner else (2, 256)
+                if tuner:
+                    tuner.begin()
+                self.launched.append((k, param))
+                if tuner:
+                    tuner.end()
+
+
+def test_fit_candidates_drops_or_clamps_over_the_kernel_limit():
+    cands = [(1, 64), (1, 512), (2, 1024)]
+    assert fit_candidates(cands, 256) == [(1, 64)]
+    assert fit_candidates(cands, 256, policy="clamp") == [(1, 64), (1, 256), (2, 256)]
+    assert fit_candidates([(1, 512), (1, 1024)], 200) == [(1, 192)]  # nothing fits: clamp (one left)
+    assert fit_candidates(cands, None) == cands
+
+
+def test_scan_mode_tunes_every_kernel_within_limits_and_reports(tmp_path):
+    solver = FakeSolver()
+    tuners = attach_tuners(solver, "scan", samples=3, period_s=None)
+    assert solver.tuners is tuners and sorted(tuners) == sorted(KERNELS)
+    # default first, then the 3x3 grid; xi_flux's 256-thread candidates are over its limit of 128
+    assert tuners["xi_flux"].candidates[:3] == [(100, 64), (100, 128), (200, 64)]
+    assert len(tuners["xi_flux"].candidates) == 6 and (2, 256) not in tuners["xi_flux"].candidates
+    assert tuners["rhs"].candidates[0] == (2, 256) and len(tuners["rhs"].candidates) == 10
+    for _ in range(40):
+        solver.step()
+    assert all(t.state == IDLE for t in tuners.values())
+    assert max(p[1] for k, p in solver.launched if k == "xi_flux") <= 128
+    summary = tuning_summary(tuners)
+    rhs = summary["kernels"]["rhs"]
+    assert rhs["first_scan_launches"] == 1 + 10 * 3
+    assert rhs["first_scan_steps"] == 16  # 31 launches at two a step: steps 1 to 16
+    assert rhs["launches"] == 80 and summary["launches"] == 160
+    assert 0 <= summary["nonoptimal_share"] <= 1 and summary["all_tuned_at_step"] == 16
+    assert json.dumps(summary)  # summary.json-ready
+
+    written = save_tuning(tuners, tmp_path)
+    rows = list(csv.DictReader(open(written["launch_log"])))
+    assert len(rows) == 160 and set(rows[0]) >= {"kernel", "step", "state", "blocks", "threads", "time_ms"}
+    assert all(r["time_ms"] != "" for r in rows)
+    table = TuningTable.load(written["tuning_table"])
+    entry = table.lookup("cpu", "32x16", "rhs")
+    assert entry.source == "runtime" and entry.params[0] == (rhs["blocks"], rhs["threads"])
+
+
+def test_seeded_from_a_runtime_table_locks_without_scanning(tmp_path):
+    first = FakeSolver()
+    attach_tuners(first, "scan", samples=1, period_s=None)
+    for _ in range(20):
+        first.step()
+    path = save_tuning(first.tuners, tmp_path)["tuning_table"]
+    picked = {k: t.param for k, t in first.tuners.items()}
+
+    second = FakeSolver()
+    tuners = attach_tuners(second, "seeded", path)
+    assert all(t.state == IDLE for t in tuners.values())
+    second.step()
+    assert {k: p for k, p in second.launched} == picked
+    assert tuning_summary(tuners)["kernels"]["rhs"]["nonoptimal_launches"] == 0
+
+
+def test_seeded_from_a_sweep_table_scans_its_short_list(tmp_path):
+    table = TuningTable(
+        [
+            Entry(
+                "cpu", "64x16", "xi_flux", [{"blocks": 300, "threads": 64}, {"blocks": 100, "threads": 128}]
+            ),
+        ]
+    )
+    path = table.save(tmp_path / "t.json")
+    tuners = attach_tuners(FakeSolver(), "seeded", path, samples=1)
+    # nearest size of this class: default plus the table's two, not the whole space
+    # (the default, 256 threads, is over xi_flux's limit of 128 and dropped)
+    assert tuners["xi_flux"].candidates == [(300, 64), (100, 128)]
+    assert tuners["xi_flux"].state == STARTUP
+    assert len(tuners["rhs"].candidates) == 10  # no entry for rhs: full scan
+
+
+def test_seeded_keeps_the_default_when_it_can_run(tmp_path):
+    table = TuningTable([Entry("cpu", "32x16", "rhs", [{"blocks": 300, "threads": 64}])])
+    path = table.save(tmp_path / "t.json")
+    tuners = attach_tuners(FakeSolver(), "seeded", path, samples=1)
+    assert tuners["rhs"].candidates == [(2, 256), (300, 64)]
+
+
+def test_off_mode_attaches_nothing_and_bad_modes_are_named():
+    solver = FakeSolver()
+    assert attach_tuners(solver, "off") == {} and solver.tuners == {}
+    with pytest.raises(TunerError, match="--autotune must be one of"):
+        attach_tuners(solver, "fast")
+    with pytest.raises(TunerError, match="--tuning-table"):
+        attach_tuners(solver, "seeded")
+
+
+def test_table_reads_whole_configurations_as_a_report_exports_them(tmp_path):
+    doc = {
+        "entries": [
+            {
+                "gpu_class": "h100",
+                "size": [3328, 1024],
+                "source": "surrogate",
+                "configs": [
+                    {"xi_flux.blocks": 400, "xi_flux.threads": 128, "rhs.blocks": 100, "rhs.threads": 64},
+                    {"xi_flux.blocks": 500, "xi_flux.threads": 128, "rhs.blocks": 100, "rhs.threads": 64},
+                ],
+            }
+        ]
+    }
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    table = TuningTable.load(tmp_path / "t.json")
+    assert table.lookup("h100", "3328x1024", "xi_flux").params == [(400, 128), (500, 128)]
+    assert table.lookup("h100", "3328x1024", "rhs").params == [(100, 64)]
+    assert table.lookup("h100", "208x64", "rhs").size == "3328x1024"  # nearest size of the class
+    assert table.lookup("a100", "3328x1024", "rhs") is None
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("{", "not a readable JSON"),
+        ('{"rows": []}', "'entries'"),
+        (
+            '{"entries": [{"size": "1x1", "kernel": "k", "candidates": []}]}',
+            "entries\\[0\\]: field 'gpu_class'",
+        ),
+        (
+            '{"entries": [{"gpu_class": "h100", "size": "1x1", "kernel": "k", "candidates": []}]}',
+            "candidates",
+        ),
+        (
+            '{"entries": [{"gpu_class": "h100", "size": "1", "kernel": "k", "candidates": [{"blocks": 1}]}]}',
+            "threads",
+        ),
+        (
+            '{"entries": [{"gpu_class": "h100", "size": "1x1", "configs": [{"a": 1}]}]}',
+            "no '<kernel>.blocks'",
+        ),
+    ],
+)
+def test_bad_tables_name_the_file_and_field(tmp_path, text, match):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(TableError, match=match) as err:
+        TuningTable.load(path)
+    assert str(path) in str(err.value)
+
+
+def test_missing_table_is_a_clear_error(tmp_path):
+    with pytest.raises(TableError, match="not found"):
+        TuningTable.load(tmp_path / "nope.json")
