@@ -127,6 +127,7 @@ class Autotuner:
             self._times[:] = np.nan
             self._sample, self._warm = 0, self.warmup
         self._element, self._scan_rows = 0, []
+        self._scan_began = (self.step(), self.launches)  # moved to the scan's first launch when it comes
 
     def lock(self, param: Hashable) -> None:
         """Use ``param`` without scanning (a tuned value restored from a table); the period still applies."""

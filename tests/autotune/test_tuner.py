@@ -216,3 +216,11 @@ def test_idle_launches_untimed_when_asked():
     tuner, clock = make(["a"], samples=1, warmup=0, time_idle=False)
     drive(tuner, clock, lambda p: 1.0, 11)
     assert tuner.stats()["timed_ms"] == pytest.approx(1.0)
+
+
+def test_rejecting_the_last_candidate_of_a_scan_locks_on_the_rest():
+    tuner, clock = make(["a", "b", "bad"], samples=3, warmup=0)
+    drive(tuner, clock, {"a": 2.0, "b": 1.0}.get, 6)
+    tuner.begin()
+    tuner.reject()
+    assert tuner.state == IDLE and tuner.param == "b" and tuner.candidates == ["a", "b"]
