@@ -1,0 +1,270 @@
+"""The seven kernels in numpy: the CPU backend and the reference the CUDA kernels are checked against.
+
+Each function does, over whole arrays, exactly the arithmetic one CUDA thread does for one cell or face in
+``solver.cu``, in the same order (the CUDA module is compiled with ``--fmad=false``), so the two backends
+agree
+to the last bit except where the MMS source calls sin/cos.
+
+Array layout (all float64, index order [var, j, i], i fastest):
+  V (4, ny+4, nx+4) primitives rho, u, v, p with two ghost layers;  U0 (4, ny, nx) conserved at step start;
+  xi increments (4, ny, nx+2) for cells i = -1..nx;  eta increments (4, ny+2, nx) for cells j = -1..ny;
+  F (4, ny, nx+1) xi-face fluxes;  G (4, ny+1, nx) eta-face fluxes;  S, R (4, ny, nx);  dt (ny, nx).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.cfd.physics import GAMMA
+
+TINY = 1e-30
+WALL, FIXED, EXTRAP = 1, 0, 2
+
+
+def _safe(d: np.ndarray) -> np.ndarray:
+    return np.where(d >= 0.0, np.maximum(d, TINY), np.minimum(d, -TINY))
+
+
+def _psi(r: np.ndarray, limiter: int) -> np.ndarray:
+    if limiter == 1:  # minmod
+        return np.maximum(0.0, np.minimum(1.0, r))
+    if limiter == 2:  # van Leer
+        a = np.abs(r)
+        return (r + a) / (1.0 + a)
+    if limiter == 3:  # van Albada, clipped at zero for r < 0
+        return np.maximum(0.0, (r * r + r) / (r * r + 1.0))
+    raise ValueError(f"unknown limiter code {limiter}")
+
+
+def _increments(vm, vc, vp, out_p, out_m, limiter: int, c1: float, c2: float) -> None:
+    """MUSCL of Eq. (6): Q_L(k+1/2) = Q_k + incP(k), Q_R(k-1/2) = Q_k - incM(k) with c1 = eps/4 (1-kappa),
+    c2 = eps/4 (1+kappa) and the limiter values Psi(dp/dm), Psi(dm/dp) of cell k."""
+    dm = vc - vm
+    dp = vp - vc
+    if limiter == 0:
+        out_p[...] = c1 * dm + c2 * dp
+        out_m[...] = c2 * dm + c1 * dp
+        return
+    a = _psi(dp / _safe(dm), limiter)
+    b = _psi(dm / _safe(dp), limiter)
+    out_p[...] = c1 * a * dm + c2 * b * dp
+    out_m[...] = c2 * a * dm + c1 * b * dp
+
+
+def xi_limiter(V, incp, incm, nx: int, ny: int, limiter: int, c1: float, c2: float) -> None:
+    rows = slice(2, ny + 2)
+    _increments(
+        V[:, rows, 0 : nx + 2], V[:, rows, 1 : nx + 3], V[:, rows, 2 : nx + 4], incp, incm, limiter, c1, c2
+    )
+
+
+def eta_limiter(V, incp, incm, nx: int, ny: int, limiter: int, c1: float, c2: float) -> None:
+    cols = slice(2, nx + 2)
+    _increments(
+        V[:, 0 : ny + 2, cols], V[:, 1 : ny + 3, cols], V[:, 2 : ny + 4, cols], incp, incm, limiter, c1, c2
+    )
+
+
+def roe(left, right, sx, sy, entropy_fix: float, out) -> None:
+    """Roe's flux through a face with area-weighted normal (sx, sy); Harten's entropy fix on the acoustic
+    waves
+    with delta = entropy_fix * c. The central part uses (sx, sy) unnormalised so a uniform flow telescopes."""
+    g1 = GAMMA - 1.0
+    gg = GAMMA / (GAMMA - 1.0)
+    rl, ul, vl, pl = left
+    rr, ur, vr, pr = right
+    area = np.sqrt(sx * sx + sy * sy)
+    nx_ = sx / area
+    ny_ = sy / area
+    hl = gg * pl / rl + 0.5 * (ul * ul + vl * vl)
+    hr = gg * pr / rr + 0.5 * (ur * ur + vr * vr)
+    vsl = ul * sx + vl * sy
+    vsr = ur * sx + vr * sy
+    # Roe averages
+    sl = np.sqrt(rl)
+    sr = np.sqrt(rr)
+    rt = sl * sr
+    w = sl + sr
+    ut = (sl * ul + sr * ur) / w
+    vt = (sl * vl + sr * vr) / w
+    ht = (sl * hl + sr * hr) / w
+    q2 = ut * ut + vt * vt
+    ct = np.sqrt(g1 * (ht - 0.5 * q2))
+    vn = ut * nx_ + vt * ny_
+    dr = rr - rl
+    du = ur - ul
+    dv = vr - vl
+    dpr = pr - pl
+    dvn = du * nx_ + dv * ny_
+    delta = entropy_fix * ct
+    l1 = np.abs(vn - ct)
+    l1 = np.where(l1 < delta, (l1 * l1 + delta * delta) / (2.0 * delta), l1)
+    l2 = np.abs(vn)
+    l3 = np.abs(vn + ct)
+    l3 = np.where(l3 < delta, (l3 * l3 + delta * delta) / (2.0 * delta), l3)
+    c2 = ct * ct
+    a1 = l1 * ((dpr - rt * ct * dvn) / (2.0 * c2))
+    a2 = l2 * (dr - dpr / c2)
+    a3 = l3 * ((dpr + rt * ct * dvn) / (2.0 * c2))
+    a4 = l2 * rt
+    d0 = a1 + a2 + a3
+    d1 = a1 * (ut - ct * nx_) + a2 * ut + a3 * (ut + ct * nx_) + a4 * (du - nx_ * dvn)
+    d2 = a1 * (vt - ct * ny_) + a2 * vt + a3 * (vt + ct * ny_) + a4 * (dv - ny_ * dvn)
+    d3 = a1 * (ht - ct * vn) + a2 * (0.5 * q2) + a3 * (ht + ct * vn) + a4 * (ut * du + vt * dv - vn * dvn)
+    out[0] = 0.5 * ((rl * vsl + rr * vsr) - area * d0)
+    out[1] = 0.5 * ((rl * ul * vsl + sx * pl + (rr * ur * vsr + sx * pr)) - area * d1)
+    out[2] = 0.5 * ((rl * vl * vsl + sy * pl + (rr * vr * vsr + sy * pr)) - area * d2)
+    out[3] = 0.5 * ((rl * hl * vsl + rr * hr * vsr) - area * d3)
+
+
+def xi_flux(V, incp, incm, sxx, sxy, F, nx: int, ny: int, entropy_fix: float) -> None:
+    rows = slice(2, ny + 2)
+    left = V[:, rows, 1 : nx + 2] + incp[:, :, 0 : nx + 1]
+    right = V[:, rows, 2 : nx + 3] - incm[:, :, 1 : nx + 2]
+    roe(left, right, sxx, sxy, entropy_fix, F)
+
+
+def eta_flux(V, incp, incm, sex, sey, G, nx: int, ny: int, entropy_fix: float) -> None:
+    cols = slice(2, nx + 2)
+    left = V[:, 1 : ny + 2, cols] + incp[:, 0 : ny + 1, :]
+    right = V[:, 2 : ny + 3, cols] - incm[:, 1 : ny + 2, :]
+    roe(left, right, sex, sey, entropy_fix, G)
+
+
+def mms_source(x, y, consts) -> np.ndarray:
+    """(4, ...) divergence of the Euler fluxes of the manufactured solution, from the analytic derivatives.
+    ``consts`` is (4, 5) as ``physics.MMS`` with the wave numbers already multiplied by pi/L."""
+    c = consts
+    sxr, cxr = np.sin(c[0, 3] * x), np.cos(c[0, 3] * x)
+    syr, cyr = np.sin(c[0, 4] * y), np.cos(c[0, 4] * y)
+    sxu, cxu = np.sin(c[1, 3] * x), np.cos(c[1, 3] * x)
+    syu, cyu = np.sin(c[1, 4] * y), np.cos(c[1, 4] * y)
+    sxv, cxv = np.sin(c[2, 3] * x), np.cos(c[2, 3] * x)
+    syv, cyv = np.sin(c[2, 4] * y), np.cos(c[2, 4] * y)
+    sxp, cxp = np.sin(c[3, 3] * x), np.cos(c[3, 3] * x)
+    syp, cyp = np.sin(c[3, 4] * y), np.cos(c[3, 4] * y)
+    r = c[0, 0] + c[0, 1] * sxr + c[0, 2] * cyr
+    u = c[1, 0] + c[1, 1] * sxu + c[1, 2] * cyu
+    v = c[2, 0] + c[2, 1] * cxv + c[2, 2] * syv
+    p = c[3, 0] + c[3, 1] * cxp + c[3, 2] * syp
+    rx = c[0, 1] * c[0, 3] * cxr
+    ry = -c[0, 2] * c[0, 4] * syr
+    ux = c[1, 1] * c[1, 3] * cxu
+    uy = -c[1, 2] * c[1, 4] * syu
+    vx = -c[2, 1] * c[2, 3] * sxv
+    vy = c[2, 2] * c[2, 4] * cyv
+    px = -c[3, 1] * c[3, 3] * sxp
+    py = c[3, 2] * c[3, 4] * cyp
+    gg = GAMMA / (GAMMA - 1.0)
+    q2 = u * u + v * v
+    w = gg * p + 0.5 * r * q2  # rho E + p
+    wx = gg * px + 0.5 * rx * q2 + r * (u * ux + v * vx)
+    wy = gg * py + 0.5 * ry * q2 + r * (u * uy + v * vy)
+    s0 = rx * u + r * ux + ry * v + r * vy
+    s1 = rx * u * u + 2.0 * r * u * ux + px + ry * u * v + r * uy * v + r * u * vy
+    s2 = rx * u * v + r * ux * v + r * u * vx + ry * v * v + 2.0 * r * v * vy + py
+    s3 = ux * w + u * wx + vy * w + v * wy
+    return np.stack([s0, s1, s2, s3])
+
+
+def source(xc, yc, vol, consts, S, n: int, mode: int) -> None:
+    """mode 0 (inlet, free stream): the source is zero but the kernel still writes it, as in the paper."""
+    if mode == 0:
+        S[...] = 0.0
+        return
+    S[...] = mms_source(xc, yc, consts.reshape(4, 5)) * vol
+
+
+def rhs(F, G, S, R, nx: int, ny: int) -> None:
+    R[...] = S - ((F[:, :, 1:] - F[:, :, :-1]) + (G[:, 1:, :] - G[:, :-1, :]))
+
+
+def _reflect(r, u, v, p, sx, sy):
+    a = np.sqrt(sx * sx + sy * sy)
+    nx_ = sx / a
+    ny_ = sy / a
+    un = u * nx_ + v * ny_
+    return np.stack([r, u - 2.0 * un * nx_, v - 2.0 * un * ny_, p])
+
+
+def update(
+    U0,
+    R,
+    dt,
+    vol,
+    dtv,
+    V,
+    sxx,
+    sxy,
+    sex,
+    sey,
+    bw,
+    be,
+    bs,
+    bn,
+    nx: int,
+    ny: int,
+    alpha: float,
+    cfl: float,
+    first: bool,
+    last: bool,
+) -> None:
+    """One Runge-Kutta stage U = U0 + alpha dt/vol R, then primitives and ghost cells. On the first stage the
+    local time step is computed from the current state; on the last the new state becomes U0.
+    Ghosts: a wall cell's mirror image (cell k writes ghost -1-k, k = 0, 1), a copy for supersonic outflow,
+    nothing for fixed (inflow, free-stream, exact MMS) ghosts, which are set once."""
+    g1 = GAMMA - 1.0
+    Vi = V[:, 2 : ny + 2, 2 : nx + 2]
+    if first:
+        r, u, v, p = Vi
+        c = np.sqrt(GAMMA * p / r)
+        lx = np.abs(u * dtv[0] + v * dtv[1]) + c * np.sqrt(dtv[0] * dtv[0] + dtv[1] * dtv[1])
+        ly = np.abs(u * dtv[2] + v * dtv[3]) + c * np.sqrt(dtv[2] * dtv[2] + dtv[3] * dtv[3])
+        dt[...] = cfl * vol / (lx + ly)
+    f = alpha * dt / vol
+    un = U0 + f * R
+    r = un[0]
+    u = un[1] / r
+    v = un[2] / r
+    p = g1 * (un[3] - 0.5 * r * (u * u + v * v))
+    Vi[0], Vi[1], Vi[2], Vi[3] = r, u, v, p
+    if last:
+        U0[...] = un
+    fill_ghosts(V, np.stack([r, u, v, p]), sxx, sxy, sex, sey, bw, be, bs, bn, nx, ny)
+
+
+def fill_ghosts(V, new, sxx, sxy, sex, sey, bw, be, bs, bn, nx: int, ny: int) -> None:
+    """The ghost-cell part of ``update`` from the new interior primitives ``new`` (4, ny, nx); also used once
+    to fill the initial state's wall and outflow ghosts."""
+    # west (i = 0) and east (i = nx - 1) ghosts, one row per j
+    for k in (0, 1):
+        wall = bw == WALL
+        ext = bw == EXTRAP
+        ref = _reflect(*new[:, :, k], sxx[:, 0], sxy[:, 0])
+        V[:, 2 : ny + 2, 1 - k][:, wall] = ref[:, wall]
+        if k == 0:
+            V[:, 2 : ny + 2, 1][:, ext] = new[:, ext, 0]
+            V[:, 2 : ny + 2, 0][:, ext] = new[:, ext, 0]
+        wall = be == WALL
+        ext = be == EXTRAP
+        ref = _reflect(*new[:, :, nx - 1 - k], sxx[:, nx], sxy[:, nx])
+        V[:, 2 : ny + 2, nx + 2 + k][:, wall] = ref[:, wall]
+        if k == 0:
+            V[:, 2 : ny + 2, nx + 2][:, ext] = new[:, ext, nx - 1]
+            V[:, 2 : ny + 2, nx + 3][:, ext] = new[:, ext, nx - 1]
+    # south (j = 0) and north (j = ny - 1) ghosts, one column per i
+    for k in (0, 1):
+        wall = bs == WALL
+        ext = bs == EXTRAP
+        ref = _reflect(*new[:, k, :], sex[0], sey[0])
+        V[:, 1 - k, 2 : nx + 2][:, wall] = ref[:, wall]
+        if k == 0:
+            V[:, 1, 2 : nx + 2][:, ext] = new[:, 0, ext]
+            V[:, 0, 2 : nx + 2][:, ext] = new[:, 0, ext]
+        wall = bn == WALL
+        ext = bn == EXTRAP
+        ref = _reflect(*new[:, ny - 1 - k, :], sex[ny], sey[ny])
+        V[:, ny + 2 + k, 2 : nx + 2][:, wall] = ref[:, wall]
+        if k == 0:
+            V[:, ny + 2, 2 : nx + 2][:, ext] = new[:, ny - 1, ext]
+            V[:, ny + 3, 2 : nx + 2][:, ext] = new[:, ny - 1, ext]
