@@ -71,58 +71,64 @@ extern "C" __global__ void eta_limiter(const double* __restrict__ V, double* __r
     }
 }
 
-// Roe's flux with Harten's entropy fix on the acoustic waves; (sx, sy) is the area-weighted face normal.
-__device__ __forceinline__ void roe(double rl, double ul, double vl, double pl, double rr, double ur, double vr,
-                                    double pr, double sx, double sy, double entropy_fix, double* f) {
+// HLLC flux with Einfeldt's (Roe-averaged) wave speeds; (sx, sy) is the area-weighted face normal.
+// Mirrors reference.hllc: the same four candidate fluxes, the same selection.
+__device__ __forceinline__ void hllc(double rl, double ul, double vl, double pl, double rr, double ur, double vr,
+                                     double pr, double sx, double sy, double* f) {
     const double g1 = GAMMA - 1.0;
     const double gg = GAMMA / (GAMMA - 1.0);
     double area = sqrt(sx * sx + sy * sy);
     double nx_ = sx / area;
     double ny_ = sy / area;
-    double hl = gg * pl / rl + 0.5 * (ul * ul + vl * vl);
-    double hr = gg * pr / rr + 0.5 * (ur * ur + vr * vr);
-    double vsl = ul * sx + vl * sy;
-    double vsr = ur * sx + vr * sy;
+    double ql = ul * nx_ + vl * ny_;
+    double qr = ur * nx_ + vr * ny_;
+    double cl = sqrt(GAMMA * pl / rl);
+    double cr = sqrt(GAMMA * pr / rr);
+    double kl = 0.5 * (ul * ul + vl * vl);
+    double kr = 0.5 * (ur * ur + vr * vr);
+    double hl = gg * pl / rl + kl;
+    double hr = gg * pr / rr + kr;
     double sl = sqrt(rl);
     double sr = sqrt(rr);
-    double rt = sl * sr;
     double w = sl + sr;
     double ut = (sl * ul + sr * ur) / w;
     double vt = (sl * vl + sr * vr) / w;
     double ht = (sl * hl + sr * hr) / w;
-    double q2 = ut * ut + vt * vt;
-    double ct = sqrt(g1 * (ht - 0.5 * q2));
-    double vn = ut * nx_ + vt * ny_;
-    double dr = rr - rl;
-    double du = ur - ul;
-    double dv = vr - vl;
-    double dpr = pr - pl;
-    double dvn = du * nx_ + dv * ny_;
-    double delta = entropy_fix * ct;
-    double l1 = fabs(vn - ct);
-    l1 = l1 < delta ? (l1 * l1 + delta * delta) / (2.0 * delta) : l1;
-    double l2 = fabs(vn);
-    double l3 = fabs(vn + ct);
-    l3 = l3 < delta ? (l3 * l3 + delta * delta) / (2.0 * delta) : l3;
-    double c2 = ct * ct;
-    double a1 = l1 * ((dpr - rt * ct * dvn) / (2.0 * c2));
-    double a2 = l2 * (dr - dpr / c2);
-    double a3 = l3 * ((dpr + rt * ct * dvn) / (2.0 * c2));
-    double a4 = l2 * rt;
-    double d0 = a1 + a2 + a3;
-    double d1 = a1 * (ut - ct * nx_) + a2 * ut + a3 * (ut + ct * nx_) + a4 * (du - nx_ * dvn);
-    double d2 = a1 * (vt - ct * ny_) + a2 * vt + a3 * (vt + ct * ny_) + a4 * (dv - ny_ * dvn);
-    double d3 = a1 * (ht - ct * vn) + a2 * (0.5 * q2) + a3 * (ht + ct * vn) + a4 * (ut * du + vt * dv - vn * dvn);
-    f[0] = 0.5 * ((rl * vsl + rr * vsr) - area * d0);
-    f[1] = 0.5 * ((rl * ul * vsl + sx * pl + (rr * ur * vsr + sx * pr)) - area * d1);
-    f[2] = 0.5 * ((rl * vl * vsl + sy * pl + (rr * vr * vsr + sy * pr)) - area * d2);
-    f[3] = 0.5 * ((rl * hl * vsl + rr * hr * vsr) - area * d3);
+    double ct = sqrt(g1 * (ht - 0.5 * (ut * ut + vt * vt)));
+    double qt = ut * nx_ + vt * ny_;
+    double s_l = fmin(ql - cl, qt - ct);
+    double s_r = fmax(qr + cr, qt + ct);
+    if (s_l >= 0.0) {
+        double vs = ul * sx + vl * sy;
+        f[0] = rl * vs; f[1] = rl * ul * vs + sx * pl; f[2] = rl * vl * vs + sy * pl; f[3] = rl * hl * vs;
+        return;
+    }
+    if (s_r <= 0.0) {
+        double vs = ur * sx + vr * sy;
+        f[0] = rr * vs; f[1] = rr * ur * vs + sx * pr; f[2] = rr * vr * vs + sy * pr; f[3] = rr * hr * vs;
+        return;
+    }
+    double ml = rl * (s_l - ql);
+    double mr = rr * (s_r - qr);
+    double sm = (mr * qr - ml * ql + pl - pr) / (mr - ml);
+    double ps = ml * (sm - ql) + pl;
+    double m, u, v, q, p, e, s;
+    if (sm >= 0.0) { m = ml; u = ul; v = vl; q = ql; p = pl; e = pl / g1 + rl * kl; s = s_l; }
+    else { m = mr; u = ur; v = vr; q = qr; p = pr; e = pr / g1 + rr * kr; s = s_r; }
+    double d = s - sm;
+    double rs = m / d;
+    double rus = (m * u + (ps - p) * nx_) / d;
+    double rvs = (m * v + (ps - p) * ny_) / d;
+    double es = ((s - q) * e - p * q + ps * sm) / d;
+    f[0] = area * (rs * sm);
+    f[1] = area * (rus * sm + ps * nx_);
+    f[2] = area * (rvs * sm + ps * ny_);
+    f[3] = area * ((es + ps) * sm);
 }
 
 extern "C" __global__ void xi_flux(const double* __restrict__ V, const double* __restrict__ incp,
                                    const double* __restrict__ incm, const double* __restrict__ sxx,
-                                   const double* __restrict__ sxy, double* __restrict__ F, int nx, int ny,
-                                   double entropy_fix) {
+                                   const double* __restrict__ sxy, double* __restrict__ F, int nx, int ny) {
     const unsigned int w = nx + 1, W = nx + 4, iw = nx + 2;
     const size_t vs = (size_t)(ny + 4) * W, is = (size_t)ny * iw, fs = (size_t)ny * w;
     GRID_STRIDE(k, w * ny) {
@@ -133,15 +139,14 @@ extern "C" __global__ void xi_flux(const double* __restrict__ V, const double* _
             l[q] = V[q * vs + cl] + incp[q * is + il];
             r[q] = V[q * vs + cl + 1] - incm[q * is + il + 1];
         }
-        roe(l[0], l[1], l[2], l[3], r[0], r[1], r[2], r[3], sxx[k], sxy[k], entropy_fix, out);
+        hllc(l[0], l[1], l[2], l[3], r[0], r[1], r[2], r[3], sxx[k], sxy[k], out);
         for (int q = 0; q < 4; ++q) F[q * fs + k] = out[q];
     }
 }
 
 extern "C" __global__ void eta_flux(const double* __restrict__ V, const double* __restrict__ incp,
                                     const double* __restrict__ incm, const double* __restrict__ sex,
-                                    const double* __restrict__ sey, double* __restrict__ G, int nx, int ny,
-                                    double entropy_fix) {
+                                    const double* __restrict__ sey, double* __restrict__ G, int nx, int ny) {
     const unsigned int W = nx + 4;
     const size_t vs = (size_t)(ny + 4) * W, is = (size_t)(ny + 2) * nx, gs = (size_t)(ny + 1) * nx;
     GRID_STRIDE(k, (unsigned int)nx * (ny + 1)) {
@@ -152,7 +157,7 @@ extern "C" __global__ void eta_flux(const double* __restrict__ V, const double* 
             l[q] = V[q * vs + cl] + incp[q * is + il];
             r[q] = V[q * vs + cl + W] - incm[q * is + il + nx];
         }
-        roe(l[0], l[1], l[2], l[3], r[0], r[1], r[2], r[3], sex[k], sey[k], entropy_fix, out);
+        hllc(l[0], l[1], l[2], l[3], r[0], r[1], r[2], r[3], sex[k], sey[k], out);
         for (int q = 0; q < 4; ++q) G[q * gs + k] = out[q];
     }
 }

@@ -35,7 +35,6 @@ class Scheme:
     kappa: float = -1.0
     epsilon: float = 1.0
     limiter: str = "van_albada"
-    entropy_fix: float = 0.1
     cfl: float = 1.0
     stages: int = 4
 
@@ -217,12 +216,8 @@ class Solver:
         for stage, alpha in enumerate(sch.alphas):
             self._launch("xi_limiter", self.V, self.xip, self.xim, nx, ny, self._limiter, self._c1, self._c2)
             self._launch("eta_limiter", self.V, self.etp, self.etm, nx, ny, self._limiter, self._c1, self._c2)
-            self._launch(
-                "xi_flux", self.V, self.xip, self.xim, self.sxx, self.sxy, self.F, nx, ny, sch.entropy_fix
-            )
-            self._launch(
-                "eta_flux", self.V, self.etp, self.etm, self.sex, self.sey, self.G, nx, ny, sch.entropy_fix
-            )
+            self._launch("xi_flux", self.V, self.xip, self.xim, self.sxx, self.sxy, self.F, nx, ny)
+            self._launch("eta_flux", self.V, self.etp, self.etm, self.sex, self.sey, self.G, nx, ny)
             self._launch(
                 "source", self.xc, self.yc, self.vol, self.mms, self.S, nx * ny, self.setup.source_mode
             )
@@ -298,7 +293,7 @@ class Solver:
             "case": self.case,
             "size": list(self.size),
             "scheme": asdict(self.scheme),
-            "flux": "Roe with Harten entropy fix on the acoustic waves",
+            "flux": "HLLC with Einfeldt (Roe-averaged) wave speeds",
             "time_stepping": f"{self.scheme.stages}-stage low-storage Runge-Kutta, local time steps",
             "kernels": list(KERNEL_NAMES),
             "backend": self.backend.name,

@@ -1,0 +1,5 @@
+import sys
+
+from kernels.cfd.cli import main
+
+sys.exit(main())

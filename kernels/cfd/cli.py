@@ -1,0 +1,265 @@
+"""``python -m kernels.cfd run|mms``: run a case and write its solution, or verify the order of accuracy.
+
+User mistakes (a bad size, case, backend or option) print one line on stderr and exit with code 2; nothing is
+written before the run has succeeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernels.backend import BACKEND_NAMES
+from kernels.cfd.cases import CASES
+from kernels.cfd.physics import LIMITERS, mach
+from kernels.cfd.solver import Scheme, Solver, parse_size
+
+AUTOTUNE_MODES = ("off", "scan", "seeded")
+EQUATIONS = ("rho", "rhou", "rhov", "rhoE")
+
+
+class UsageError(ValueError):
+    """A mistake in the command line: reported in one line, exit code 2."""
+
+
+def _scheme_args(p: argparse.ArgumentParser, default_limiter: str) -> None:
+    g = p.add_argument_group("scheme")
+    g.add_argument(
+        "--limiter",
+        choices=sorted(LIMITERS),
+        default=default_limiter,
+        help=f"MUSCL limiter (default {default_limiter})",
+    )
+    g.add_argument(
+        "--kappa",
+        type=float,
+        default=-1.0,
+        help="MUSCL kappa of Eq. (6): -1 fully upwind (default), 0 Fromm, 1/3 third order, 1 central",
+    )
+    g.add_argument(
+        "--epsilon", type=float, default=1.0, help="MUSCL epsilon: 1 second order (default), 0 first"
+    )
+    g.add_argument("--cfl", type=float, default=1.0, help="CFL number of the local time step (default 1.0)")
+    g.add_argument("--stages", type=int, default=4, help="Runge-Kutta stages, alpha_k = 1/(s-k) (default 4)")
+
+
+def _scheme(ns: argparse.Namespace) -> Scheme:
+    return Scheme(kappa=ns.kappa, epsilon=ns.epsilon, limiter=ns.limiter, cfl=ns.cfl, stages=ns.stages)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m kernels.cfd",
+        description="2D finite-volume Euler solver (SENSEI 30-degree supersonic inlet, Xue & Roy) on CuPy or "
+        "numpy: seven kernels per Runge-Kutta stage, each with its own launch configuration.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser(
+        "run",
+        help="run a case and write solution.npz, residuals.csv, summary.json and mach.png",
+        description="Run a case for --steps time steps and write DIR/solution.npz (x, y, rho, u, v, p shaped "
+        "(NX, NY), i along the flow, j = 0 on the ramp wall), DIR/residuals.csv (L2 residual norms per "
+        "equation), DIR/summary.json and DIR/mach.png (Mach number with streamlines).",
+    )
+    run.add_argument("--case", default="inlet", help=f"one of {', '.join(CASES)} (default inlet)")
+    run.add_argument(
+        "--size", default="208x64", help="cells NXxNY, e.g. 3328x1024 (the paper's); default 208x64"
+    )
+    run.add_argument("--steps", type=int, default=2000, help="time steps (default 2000)")
+    run.add_argument("--backend", default="auto", help="auto (CuPy where a GPU is visible), cupy or numpy")
+    run.add_argument("--out", required=True, help="output directory (created; files in it are replaced)")
+    run.add_argument(
+        "--residual-every",
+        type=int,
+        default=0,
+        help="compute residual norms every N steps (default: about 200 rows per run)",
+    )
+    run.add_argument("--smoothing", type=int, default=0, help="elliptic (Winslow) grid-smoothing sweeps (0)")
+    run.add_argument(
+        "--autotune",
+        default="off",
+        help="runtime tuning of each kernel's launch: off (default), scan, seeded",
+    )
+    run.add_argument("--tuning-table", default=None, help="tuning table JSON seeding --autotune seeded")
+    run.add_argument("--no-plot", action="store_true", help="skip mach.png")
+    _scheme_args(run, "minmod")
+    mms = sub.add_parser(
+        "mms",
+        help="observed order of accuracy with the manufactured solution of Roy et al. (2004)",
+        description="Converge the manufactured-solution case on N x N grids of the unit square and print "
+        "the L2 "
+        "error of density and pressure with the observed order between successive grids.",
+    )
+    mms.add_argument("--sizes", default="32,64,128", help="comma-separated N (default 32,64,128)")
+    mms.add_argument("--backend", default="numpy", help="numpy (default), cupy or auto")
+    mms.add_argument("--out", default=None, help="directory for mms.json (optional)")
+    mms.add_argument("--drop", type=float, default=10.0, help="residual orders to converge each grid (10)")
+    _scheme_args(mms, "van_albada")
+    return parser
+
+
+def _check_common(ns: argparse.Namespace) -> None:
+    if ns.backend not in BACKEND_NAMES:
+        raise UsageError(f"--backend {ns.backend!r}: choose one of {', '.join(BACKEND_NAMES)}")
+    if ns.cfl <= 0:
+        raise UsageError(f"--cfl must be positive (got {ns.cfl})")
+
+
+def _write_atomically(out: Path, files: dict[str, Any]) -> None:
+    """Write every file into a temporary directory beside ``out``, then move them in: a failed run leaves
+    nothing half-written."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for name, writer in files.items():
+            writer(tmp / name)
+        out.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            os.replace(tmp / name, out / name)
+    finally:
+        for p in tmp.glob("*"):
+            p.unlink()
+        tmp.rmdir()
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    _check_common(ns)
+    if ns.case not in CASES:
+        raise UsageError(f"--case {ns.case!r}: choose one of {', '.join(CASES)}")
+    try:
+        size = parse_size(ns.size)
+    except ValueError as e:
+        raise UsageError(f"--size: {e}") from None
+    if ns.steps < 1:
+        raise UsageError(f"--steps must be >= 1 (got {ns.steps})")
+    if ns.autotune not in AUTOTUNE_MODES:
+        raise UsageError(f"--autotune {ns.autotune!r}: choose one of {', '.join(AUTOTUNE_MODES)}")
+    if ns.tuning_table and not Path(ns.tuning_table).is_file():
+        raise UsageError(f"--tuning-table {ns.tuning_table}: no such file")
+    out = Path(ns.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: exists and is not a directory")
+    solver = Solver(ns.case, size, ns.backend, scheme=_scheme(ns), smoothing=ns.smoothing)
+    tuners = None
+    if ns.autotune != "off":
+        from kernels.autotune import attach_tuners, tuning_summary
+
+        tuners = attach_tuners(solver, ns.autotune, ns.tuning_table)
+    every = ns.residual_every or max(1, ns.steps // 200)
+    rows: list[list[float]] = []
+    first = None
+    report_every = max(1, ns.steps // 10)
+    t0 = time.perf_counter()
+    for k in range(ns.steps):
+        norms = solver.step(residuals=(k % every == 0 or k == ns.steps - 1))
+        if norms is not None:
+            if not np.all(np.isfinite(norms)):
+                print(f"error: the solution diverged (residual not finite) at step {k}", file=sys.stderr)
+                return 1
+            first = first if first is not None else np.maximum(norms, 1e-300)
+            rows.append([k, *norms, *(norms / first)])
+        if (k + 1) % report_every == 0 or k + 1 == ns.steps:
+            drop = -np.log10(max(rows[-1][5:9])) if rows else 0.0
+            print(
+                f"step {k + 1}/{ns.steps}  residual down {drop:.2f} orders  {time.perf_counter() - t0:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+    solver.backend.synchronize()
+    wall = time.perf_counter() - t0
+    w = solver.primitives()
+    m = solver.setup.metrics
+    x, y = m.xc.T.copy(), m.yc.T.copy()
+    summary: dict[str, Any] = {
+        "case": ns.case,
+        "size": list(size),
+        "steps": ns.steps,
+        "wall_s": round(wall, 4),
+        "ms_per_step": round(wall / ns.steps * 1e3, 4),
+        "residual_orders_dropped": [round(float(-np.log10(v)), 3) for v in rows[-1][5:9]],
+        "final_residuals": dict(zip(EQUATIONS, map(float, rows[-1][1:5]), strict=True)),
+        "solver": solver.describe(),
+        "launch": {k: list(v) for k, v in solver.launch.items()},
+        "mach_range": [float(mach(w).min()), float(mach(w).max())],
+        "command": " ".join(["python -m kernels.cfd", *sys.argv[1:]]),
+    }
+    from kernels.device import describe_device
+
+    summary["device"] = describe_device(solver.backend)
+    if tuners is not None:
+        summary["autotune"] = tuning_summary(tuners)
+
+    def write_npz(p: Path) -> None:
+        with open(p, "wb") as f:
+            np.savez_compressed(f, x=x, y=y, rho=w[0], u=w[1], v=w[2], p=w[3])
+
+    def write_csv(p: Path) -> None:
+        with open(p, "w", newline="") as f:
+            wr = csv.writer(f)
+            wr.writerow(["step", *(f"l2_{e}" for e in EQUATIONS), *(f"rel_{e}" for e in EQUATIONS)])
+            for r in rows:
+                wr.writerow([int(r[0]), *(f"{v:.6e}" for v in r[1:])])
+
+    files: dict[str, Any] = {
+        "solution.npz": write_npz,
+        "residuals.csv": write_csv,
+        "summary.json": lambda p: p.write_text(json.dumps(summary, indent=2, default=str) + "\n"),
+    }
+    if not ns.no_plot:
+        from kernels.cfd.plot import mach_figure
+
+        title = f"{ns.case} {size[0]}x{size[1]}, {ns.steps} steps"
+        files["mach.png"] = lambda p: mach_figure(x, y, mach(w), w[1], w[2], p, title)
+    _write_atomically(out, files)
+    print(f"wrote {', '.join(files)} to {out}")
+    return 0
+
+
+def cmd_mms(ns: argparse.Namespace) -> int:
+    from kernels.cfd.mms import run_mms
+
+    _check_common(ns)
+    try:
+        sizes = [int(s) for s in ns.sizes.split(",") if s.strip()]
+    except ValueError:
+        raise UsageError(f"--sizes {ns.sizes!r}: give comma-separated integers, e.g. 32,64,128") from None
+    if len(sizes) < 2 or any(n < 4 for n in sizes) or sorted(set(sizes)) != sizes:
+        raise UsageError(f"--sizes {ns.sizes!r}: give at least two increasing sizes, each >= 4")
+    result = run_mms(
+        sizes, ns.backend, _scheme(ns), drop=ns.drop, progress=lambda s: print(s, file=sys.stderr, flush=True)
+    )
+    print(f"{'N':>6} {'L2(rho)':>12} {'order':>6} {'L2(p)':>12} {'order':>6}")
+    for k, n in enumerate(sizes):
+        o_r = f"{result['order_rho'][k - 1]:6.3f}" if k else "     -"
+        o_p = f"{result['order_p'][k - 1]:6.3f}" if k else "     -"
+        print(f"{n:>6} {result['l2_rho'][k]:12.4e} {o_r} {result['l2_p'][k]:12.4e} {o_p}")
+    if ns.out:
+        out = Path(ns.out)
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"--out {out}: exists and is not a directory")
+        _write_atomically(out, {"mms.json": lambda p: p.write_text(json.dumps(result, indent=2) + "\n")})
+        print(f"wrote {out / 'mms.json'}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    try:
+        return cmd_run(ns) if ns.command == "run" else cmd_mms(ns)
+    except ValueError as e:  # UsageError, BackendError, SpaceError, a bad scheme option
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
