@@ -1,10 +1,18 @@
 """Run-time autotuning after HOOMD-blue: one tuner per kernel, tuned during the real run's steps.
 
 The CFD solver's CLI calls :func:`attach_tuners` (``--autotune {off,scan,seeded} --tuning-table FILE``),
-:func:`tuning_summary` for ``summary.json`` and :func:`save_tuning` for the launch log and the tuned table.
+:func:`tuning_summary` for ``summary.json`` and :func:`tuning_files` (or :func:`save_tuning`) for the launch
+log and the tuned table.
 """
 
-from kernels.autotune.attach import MODES, attach_tuners, fit_candidates, save_tuning, tuning_summary
+from kernels.autotune.attach import (
+    MODES,
+    attach_tuners,
+    fit_candidates,
+    save_tuning,
+    tuning_files,
+    tuning_summary,
+)
 from kernels.autotune.log import LaunchLog
 from kernels.autotune.table import Entry, TableError, TuningTable
 from kernels.autotune.tuner import IDLE, SCANNING, STARTUP, Autotuner, TunerError
@@ -23,5 +31,6 @@ __all__ = [
     "attach_tuners",
     "fit_candidates",
     "save_tuning",
+    "tuning_files",
     "tuning_summary",
 ]

@@ -159,31 +159,47 @@ def tuning_summary(tuners: Mapping[str, Autotuner]) -> dict[str, Any]:
     }
 
 
+def tuning_files(tuners: Mapping[str, Autotuner], keep: int = 8) -> dict[str, Callable[[Path], Any]]:
+    """Writers for ``launches.csv`` and ``tuning_table.json`` (this run's tuned values), by file name.
+
+    Shaped for a CLI that writes every output into a temporary folder first and moves them in at the end.
+    """
+    for tuner in tuners.values():
+        tuner.flush()
+    files: dict[str, Callable[[Path], Any]] = {}
+    logs = {id(t.log): t.log for t in tuners.values() if t.log is not None}
+    if logs:
+        (log,) = logs.values()
+        files["launches.csv"] = log.write_csv
+    entries = [e for e in (table_entry(n, t, keep) for n, t in tuners.items()) if e is not None]
+    if entries:
+        files["tuning_table.json"] = TuningTable(entries).save
+    return files
+
+
 def save_tuning(
-    tuners: Mapping[str, Autotuner], out_dir: str | Path, table_path: str | Path | None = None, keep: int = 8
+    tuners: Mapping[str, Autotuner],
+    out_dir: str | Path,
+    table_path: str | Path | None = None,
+    keep: int = 8,
 ) -> dict[str, Path]:
     """Write ``launches.csv`` and the tuned table (``tuning_table.json`` in ``out_dir``, or ``table_path``).
 
-    A table file already there is merged into (this run's entries replace those of the same key), so one file
-    can collect tuned values over sizes and GPU classes.
+    A table file already at ``table_path`` is merged into (this run's entries replace those of the same key),
+    so one file can collect tuned values over sizes and GPU classes.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    files = tuning_files(tuners, keep)
     written: dict[str, Path] = {}
-    logs = {id(t.log): t.log for t in tuners.values() if t.log is not None}
-    for log in logs.values():
-        for t in tuners.values():
-            t.flush()
-        written["launch_log"] = log.write_csv(out_dir / "launches.csv")
+    if "launches.csv" in files:
+        written["launch_log"] = files["launches.csv"](out_dir / "launches.csv")
     target = Path(table_path) if table_path else out_dir / "tuning_table.json"
-    table = TuningTable.load(target) if target.exists() else TuningTable()
-    added = 0
-    for name, tuner in tuners.items():
-        entry = table_entry(name, tuner, keep)
-        if entry is not None:
-            table.add(entry)
-            added += 1
-    if added:
+    entries = [e for e in (table_entry(n, t, keep) for n, t in tuners.items()) if e is not None]
+    if entries:
+        table = TuningTable.load(target) if target.exists() else TuningTable()
+        for e in entries:
+            table.add(e)
         written["tuning_table"] = table.save(target)
     return written
 
