@@ -90,7 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="off",
         help="runtime tuning of each kernel's launch: off (default), scan, seeded",
     )
-    run.add_argument("--tuning-table", default=None, help="tuning table JSON seeding --autotune seeded")
+    run.add_argument(
+        "--tuning-table",
+        default=None,
+        help="tuning table JSON seeding --autotune seeded (a sweep report's, or DIR/tuning_table.json of a "
+        "tuned run: its entries for this GPU class and size are locked without scanning)",
+    )
     run.add_argument("--no-plot", action="store_true", help="skip mach.png")
     _scheme_args(run, "minmod")
     mms = sub.add_parser(
@@ -215,6 +220,10 @@ def cmd_run(ns: argparse.Namespace) -> int:
         "residuals.csv": write_csv,
         "summary.json": lambda p: p.write_text(json.dumps(summary, indent=2, default=str) + "\n"),
     }
+    if tuners is not None:  # launches.csv (the launch log) and tuning_table.json (for --autotune seeded)
+        from kernels.autotune import tuning_files
+
+        files.update(tuning_files(tuners))
     if not ns.no_plot:
         from kernels.cfd.plot import mach_figure
 
