@@ -1,0 +1,31 @@
+"""Tuners on the CuPy backend: CUDA-event timing, the compiled kernels' limits, the same bits as untuned."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels.autotune import IDLE, attach_tuners, tuning_summary
+
+pytestmark = pytest.mark.gpu
+
+
+def test_scan_on_the_gpu_tunes_within_kernel_limits_and_changes_no_bits():
+    from kernels.cfd.solver import Solver
+
+    plain = Solver("inlet", "416x128", "cupy")
+    tuned = Solver("inlet", "416x128", "cupy")
+    tuners = attach_tuners(tuned, "scan", samples=3, period_s=None)
+    for name, tuner in tuners.items():
+        assert all(t <= tuned.max_threads_per_block[name] for _, t in tuner.candidates)
+        assert type(tuner.clock).__name__ == "EventStopwatch"
+    steps = -(-(1 + 3 * max(len(t.candidates) for t in tuners.values())) // tuned.scheme.stages) + 3
+    for _ in range(steps):
+        plain.step()
+        tuned.step()
+    assert all(t.state == IDLE for t in tuners.values())
+    np.testing.assert_array_equal(plain.primitives(), tuned.primitives())
+    summary = tuning_summary(tuners)
+    for k in summary["kernels"].values():
+        assert k["best_ms"] is not None and 0 < k["best_ms"] < 50
+        assert 0 < k["timed_ms"] and 0 <= k["nonoptimal_share"] <= 1
