@@ -147,12 +147,14 @@ def tuning_summary(tuners: Mapping[str, Autotuner]) -> dict[str, Any]:
         }
     timed = sum(k["timed_ms"] for k in kernels.values())
     off = sum(k["nonoptimal_ms"] for k in kernels.values())
+    excess = sum(k["excess_ms"] or 0.0 for k in kernels.values())
     steps = [k["tuned_at_step"] for k in kernels.values()]
     return {
         "kernels": kernels,
         "timed_ms": timed,
         "nonoptimal_ms": off,
         "nonoptimal_share": off / timed if timed else 0.0,
+        "excess_ms": excess,
         "nonoptimal_launches": sum(k["nonoptimal_launches"] for k in kernels.values()),
         "launches": sum(k["launches"] for k in kernels.values()),
         "all_tuned_at_step": max(steps) if steps and None not in steps else None,

@@ -170,10 +170,11 @@ class Autotuner:
         )
         off = [ms for p, ms in open_rows if p != best]
         finished = [s for s in self.scans if not s["restored"]]
+        best_ms = ranked[0][1] if ranked and ranked[0][0] == best else None
         return {
             "state": self.state,
             "param": best,
-            "best_ms": ranked[0][1] if ranked and ranked[0][0] == best else None,
+            "best_ms": best_ms,
             "candidates": len(self.candidates),
             "launches": self.launches,
             "scans_finished": len(finished),
@@ -183,6 +184,10 @@ class Autotuner:
             "first_scan_steps": finished[0]["step"] - finished[0]["began_step"] + 1 if finished else None,
             "nonoptimal_launches": self.nonoptimal_launches + len(off),
             "nonoptimal_ms": self.nonoptimal_ms + sum(off),
+            # what those launches cost beyond running at the best: the time tuning actually lost
+            "excess_ms": self.nonoptimal_ms + sum(off) - (self.nonoptimal_launches + len(off)) * best_ms
+            if best_ms is not None
+            else None,
             "timed_ms": self.total_ms + sum(ms for _, ms in open_rows),
         }
 

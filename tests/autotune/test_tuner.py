@@ -198,6 +198,7 @@ def test_stats_and_log_count_nonoptimal_launches_and_time():
     # warm-up at 1 plus 3 samples of 1 and 3 of 3 ran at non-optimal parameters
     assert s["param"] == 2 and s["nonoptimal_launches"] == 7
     assert s["nonoptimal_ms"] == pytest.approx(4 * 2.0 + 3 * 4.0)
+    assert s["excess_ms"] == pytest.approx(4 * 2.0 + 3 * 4.0 - 7 * 1.0)
     assert s["timed_ms"] == pytest.approx(4 * 2.0 + 3 * 1.0 + 3 * 4.0 + 90 * 1.0)
     assert s["launches"] == 100 and s["scans_finished"] == 1 and s["first_scan_launches"] == 10
     assert len(log) == 100 and sum(r[6] for r in log.rows) == 7
