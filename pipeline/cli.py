@@ -13,7 +13,12 @@ import sys
 from pipeline.errors import UserError
 
 COMMANDS = [
-    # "sweep", "merge", "train", "report", "strategies", ...  (module names under pipeline.commands)
+    # module names under pipeline.commands; add yours on its own line
+    "sweep",
+    "merge",
+    "train",
+    "report",
+    "streams",
 ]
 
 

@@ -1,0 +1,24 @@
+"""``python -m pipeline merge DIR``: gather a sweep's shards into DIR/merged (Parquet, partitioned by class)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("merge", help="merge a sweep's shards", description=__doc__ + "\n\nA corrupt shard is "
+                       "named in the error; delete it and rerun the sweep to re-measure that batch.")
+    p.add_argument("dir", type=Path, help="sweep folder (holds shards/)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipeline.errors import UserError
+    from pipeline.shards import list_shards, merge
+
+    if not args.dir.is_dir():
+        raise UserError(f"{args.dir}: no such sweep folder")
+    table = merge(args.dir)
+    print(f"merged {table.num_rows} rows from {len(list_shards(args.dir))} shards into {args.dir / 'merged'}")
+    return 0

@@ -1,0 +1,28 @@
+"""``python -m pipeline report DIR``: write DIR/report.json, report.md, figures/*.png and tuning_table.json.
+
+Re-measured times (predicted best and default) come from DIR/validation.json, which the sweep writes while its
+cluster is up; models are loaded with skops and a fixed list of trusted types (a file with others is refused).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="write the report of a trained sweep", description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dir", type=Path, help="sweep folder (holds merged/ and models/)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipeline.errors import UserError
+    from pipeline.report import build_report
+
+    if not args.dir.is_dir():
+        raise UserError(f"{args.dir}: no such sweep folder")
+    build_report(args.dir)
+    print(f"report: {args.dir / 'report.md'}")
+    return 0

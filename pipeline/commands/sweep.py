@@ -1,0 +1,63 @@
+"""``python -m pipeline sweep SPEC.yaml``: plan, measure on the cluster, merge, train, re-measure, report."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from pipeline.paths import results_root
+from pipeline.spec import check_gpu_class, load_spec
+
+EPILOG = """\
+examples:
+  python -m pipeline sweep cluster_configs/sweeps/default.yaml            # local cluster, results/default/
+  python -m pipeline sweep SPEC.yaml --samples 50 --out /tmp/try          # a quick look
+  python -m pipeline sweep SPEC.yaml --cluster slurm                      # one SLURM job per GPU class
+  python -m pipeline sweep SPEC.yaml --gpu-class v100 --force             # redo only the v100 partition
+
+A rerun of the same command skips finished shards (resume after a crash). Output folder layout:
+shards/gpu_class=<C>/shard-<batch>.parquet, merged/, models/, figures/, report.json, report.md,
+tuning_table.json. Without --out, results go to results/<spec name>/ ($LAUNCHTUNE_RESULTS overrides results/).
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="run a sweep spec end to end", description=__doc__, epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("spec", type=Path, help="sweep spec YAML (see cluster_configs/sweeps/)")
+    p.add_argument("--cluster", default="local",
+                   help="'local' (default: one worker per visible GPU, else one CPU worker), 'slurm' "
+                        "(cluster_configs/slurm.yaml) or a cluster config YAML")
+    p.add_argument("--out", type=Path, help="sweep folder (default: results/<spec name>)")
+    p.add_argument("--samples", type=int, help="random samples per GPU class (overrides the spec)")
+    p.add_argument("--gpu-class", help="only these classes, comma-separated (e.g. v100,h100)")
+    p.add_argument("--force", action="store_true",
+                   help="re-measure: with --gpu-class only those partitions, else the whole folder afresh")
+    p.add_argument("--seed", type=int, help="sampling and training seed (overrides the spec)")
+    p.add_argument("--workers-per-class", type=int, default=1, help="SLURM: workers per GPU class (default 1)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipeline.errors import UserError
+    from pipeline.sweep import run_sweep
+
+    spec = load_spec(args.spec)
+    if args.samples is not None:
+        if args.samples < 0:
+            raise UserError(f"--samples: must be >= 0 (got {args.samples})")
+        spec = dataclasses.replace(spec, samples=args.samples)
+    if args.seed is not None:
+        if args.seed < 0:
+            raise UserError(f"--seed: must be >= 0 (got {args.seed})")
+        spec = dataclasses.replace(spec, seed=args.seed)
+    classes = None
+    if args.gpu_class:
+        classes = [check_gpu_class(c.strip(), "--gpu-class") for c in args.gpu_class.split(",")]
+    out = args.out.expanduser().resolve() if args.out else spec.default_out()
+    print(f"sweep {spec.name}: {spec.workload}/{spec.case}/{spec.size} -> {out}  (results root {results_root()})",
+          flush=True)
+    run_sweep(spec, out, args.cluster, classes, args.force, args.workers_per_class,
+              log=lambda m: print(m, flush=True))
+    return 0

@@ -1,0 +1,154 @@
+"""Surrogate models (scikit-learn estimators) and their storage with skops and an explicit trust list.
+
+Three models learn total time from launch parameters, compared on one split:
+
+- ``mlp``: the CFD seed's Table 2 network (Adam, ReLU, alpha 1e-4, beta 0.95/0.90, lr 9e-4, 200 epochs, batch
+  200, tol 1e-6, epsilon 1e-9) behind a StandardScaler. The seed omits the layer widths; ours are in the spec.
+  The target is standardised too, because Adam on raw milliseconds converges slowly when times span 20x.
+- ``gbr``: gradient-boosted trees, the strong off-the-shelf baseline for tabular data.
+- ``additive``: one lookup table per kernel (its own parameters -> its median time) summed, plus the measured
+  remainder. It is exact where kernels do not interact, costs nothing to train, and its optimum is found
+  kernel by kernel (each kernel's small grid) instead of by sampling the 3.6e14 joint space.
+
+Models are files read back by the report; pickle would run whatever a file's author put in it, so skops loads
+only the types named in ``TRUSTED`` (plus skops' own safe defaults) and refuses a file with any other type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.compose import TransformedTargetRegressor
+from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.neural_network import MLPRegressor
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from pipeline.errors import UserError
+
+MODEL_NAMES = ("mlp", "gbr", "additive")
+
+
+class AdditiveKernelModel(RegressorMixin, BaseEstimator):
+    """Total time = sum over kernels of a per-kernel table (median over samples sharing that kernel's parameters)
+    + the median remainder (time outside the tuned kernels). Unseen parameter tuples take the mean of the
+    ``neighbours`` nearest seen tuples in standardised parameter space.
+
+    ``groups`` maps each kernel to the column indices of its parameters in X; ``kernel_times`` (fit only) holds
+    the measured per-kernel times, one column per kernel in ``groups`` order.
+    """
+
+    def __init__(self, groups: dict[str, list[int]] | None = None, neighbours: int = 3):
+        self.groups = groups
+        self.neighbours = neighbours
+
+    def fit(self, X: Any, y: Any, kernel_times: Any = None) -> AdditiveKernelModel:
+        X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+        if kernel_times is None:
+            raise ValueError("AdditiveKernelModel.fit needs kernel_times (one column per kernel)")
+        kt = np.asarray(kernel_times, dtype=float)
+        self.kernels_ = list(self.groups)
+        self.keys_, self.values_, self.scale_ = {}, {}, {}
+        for j, kernel in enumerate(self.kernels_):
+            cols = self.groups[kernel]
+            sub = X[:, cols]
+            keys, inverse = np.unique(sub, axis=0, return_inverse=True)
+            inverse = inverse.ravel()
+            medians = np.array([np.median(kt[inverse == i, j]) for i in range(len(keys))])
+            self.keys_[kernel] = keys
+            self.values_[kernel] = medians
+            scale = sub.std(axis=0)
+            self.scale_[kernel] = np.where(scale > 0, scale, 1.0)
+        self.rest_ = float(np.median(y - kt.sum(axis=1)))
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def predict_kernel(self, kernel: str, sub: Any) -> np.ndarray:
+        """Predicted time of one kernel for rows of its own parameters."""
+        sub = np.atleast_2d(np.asarray(sub, dtype=float))
+        keys, values, scale = self.keys_[kernel], self.values_[kernel], self.scale_[kernel]
+        d = (((sub[:, None, :] - keys[None, :, :]) / scale) ** 2).sum(axis=2)
+        k = min(self.neighbours, len(keys))
+        exact = d.min(axis=1) == 0
+        nearest = np.argsort(d, axis=1)[:, :k]
+        out = values[nearest].mean(axis=1)
+        out[exact] = values[d[exact].argmin(axis=1)]
+        return out
+
+    def predict(self, X: Any) -> np.ndarray:
+        X = np.asarray(X, dtype=float)
+        total = np.full(len(X), self.rest_)
+        for kernel in self.kernels_:
+            total += self.predict_kernel(kernel, X[:, self.groups[kernel]])
+        return total
+
+    def best_per_kernel(self, features: Sequence[str], values: dict[str, list[int]]) -> dict[str, int]:
+        """The predicted optimum, kernel by kernel over each kernel's own value grid."""
+        best: dict[str, int] = {}
+        for kernel in self.kernels_:
+            names = [features[i] for i in self.groups[kernel]]
+            grids = np.meshgrid(*[values[n] for n in names], indexing="ij")
+            grid = np.stack([g.ravel() for g in grids], axis=1)
+            i = int(np.argmin(self.predict_kernel(kernel, grid)))
+            best.update({n: int(grid[i, c]) for c, n in enumerate(names)})
+        return best
+
+
+def make_mlp(
+    hidden_layers: Sequence[int], max_epochs: int, seed: int, n_train: int = 200
+) -> TransformedTargetRegressor:
+    mlp = MLPRegressor(
+        hidden_layer_sizes=tuple(hidden_layers), activation="relu", solver="adam", alpha=1e-4,
+        beta_1=0.95, beta_2=0.90, learning_rate="adaptive", learning_rate_init=9e-4, max_iter=max_epochs,
+        batch_size=max(1, min(200, n_train)), tol=1e-6, epsilon=1e-9, random_state=seed,
+    )
+    return TransformedTargetRegressor(regressor=make_pipeline(StandardScaler(), mlp), transformer=StandardScaler())
+
+
+def make_gbr(seed: int) -> HistGradientBoostingRegressor:
+    # Early stopping on a 10% validation share: stops in tens of rounds on small sweeps, runs longer on big ones.
+    return HistGradientBoostingRegressor(max_iter=300, learning_rate=0.1, early_stopping=True, random_state=seed)
+
+
+def loss_curve(model: Any) -> list[float]:
+    """The MLP's training loss per epoch (empty for models that have none)."""
+    if isinstance(model, TransformedTargetRegressor):
+        return [float(v) for v in getattr(model.regressor_[-1], "loss_curve_", [])]
+    return []
+
+
+# Beyond skops' default-trusted scikit-learn and numpy types, exactly these may appear in our model files.
+TRUSTED = [
+    "pipeline.models.AdditiveKernelModel",
+    "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
+    "sklearn.neural_network._stochastic_optimizers.AdamOptimizer",
+]
+
+
+def save_model(model: Any, path: Path) -> None:
+    import skops.io as sio
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    sio.dump(model, tmp)
+    tmp.replace(path)
+
+
+def load_model(path: Path) -> Any:
+    """Load a skops model file, refusing any type outside ``TRUSTED`` (never a pickle)."""
+    import skops.io as sio
+
+    if not path.is_file():
+        raise UserError(f"{path}: no such model file (run `python -m pipeline train` first)")
+    try:
+        untrusted = sio.get_untrusted_types(file=path)
+    except Exception as exc:
+        raise UserError(f"{path}: not a readable skops model file ({exc})") from None
+    refused = [t for t in untrusted if t not in TRUSTED]
+    if refused:
+        raise UserError(f"{path}: refused to load a model file with untrusted types: {', '.join(refused)}")
+    return sio.load(path, trusted=[t for t in untrusted if t in TRUSTED])

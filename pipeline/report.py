@@ -1,0 +1,254 @@
+"""The report of a sweep folder: report.json (machine-readable), report.md, figures/*.png, tuning_table.json.
+
+Reads only Parquet, JSON and skops files (models through the trust list). Re-measured results come from
+``validation.json``, written by the sweep while its cluster was up; without it the report says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline.errors import UserError
+from pipeline.models import load_model
+from pipeline.schema import kernel_column, kernel_params
+from pipeline.shards import load_merged
+from pipeline.train import design, features_for, ok_rows, read_sweep, split
+
+TABLE_FORMAT = "launchtune.tuning_table/1"
+TOP_CANDIDATES = 5
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except ValueError as exc:
+        raise UserError(f"{path}: unreadable {what} ({exc})") from None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _config(row: pd.Series, params: list[str]) -> dict[str, int]:
+    return {p: int(row[p]) for p in params}
+
+
+def _clean(obj: Any) -> Any:
+    """JSON has no NaN: missing numbers become null, numpy scalars plain Python."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def class_summary(frame: pd.DataFrame, cls: str, plan: dict[str, Any], metrics: dict[str, Any],
+                  validation: dict[str, Any] | None) -> dict[str, Any]:
+    rows = frame[frame["gpu_class"] == cls]
+    ok = ok_rows(frame, cls)
+    counts = rows["status"].value_counts()
+    params = plan["params"]
+    out: dict[str, Any] = {
+        "samples": int(len(rows)), "ok": int(counts.get("ok", 0)), "invalid": int(counts.get("invalid", 0)),
+        "failed": int(counts.get("failed", 0)),
+        "device_name": str(rows["device_name"].iloc[0]) if len(rows) else None,
+        "device_class": sorted(rows["device_class"].unique().tolist()),
+    }
+    group = metrics.get("groups", {}).get(cls, {})
+    models = group.get("models", {})
+    mlp = models.get("mlp", {})
+    out.update(r2_train=mlp.get("r2_train"), r2_test=mlp.get("r2_test"), mse_test=mlp.get("mse_test"))
+    out["models"] = {n: {k: m[k] for k in ("r2_train", "r2_test", "mse_test", "fit_seconds")}
+                     for n, m in models.items()}
+    out["search_model"] = group.get("search_model")
+    if len(ok):
+        best = ok.loc[ok["total_ms"].idxmin()]
+        out["best_sampled_ms"] = float(best["total_ms"])
+        out["best_sampled_config"] = _config(best, params)
+    else:
+        out["best_sampled_ms"], out["best_sampled_config"] = None, None
+    v = (validation or {}).get(cls)
+    if v:
+        top = v["candidates"][0]
+        default = v["default"]
+        out["predicted_best_config"] = top["config"]
+        out["predicted_best_predicted_ms"] = top["predicted_ms"]
+        out["predicted_best_measured_ms"] = top.get("total_ms") if top["status"] == "ok" else None
+        out["predicted_best_status"] = top["status"]
+        out["default_config"] = default["config"]
+        out["default_measured_ms"] = default.get("total_ms") if default["status"] == "ok" else None
+        measured = [c for c in v["candidates"] if c["status"] == "ok"]
+        out["best_remeasured_ms"] = min((c["total_ms"] for c in measured), default=None)
+        a, b = out["default_measured_ms"], out["predicted_best_measured_ms"]
+        out["speedup_over_default"] = a / b if a and b else None
+        out["remeasure_repeats"] = v.get("repeats")
+    else:
+        out.update(predicted_best_config=None, predicted_best_predicted_ms=None, predicted_best_measured_ms=None,
+                   default_config=plan.get("default"), default_measured_ms=None, best_remeasured_ms=None,
+                   speedup_over_default=None, note="no re-measurement: validation.json is missing")
+    return out
+
+
+def tuning_entry(frame: pd.DataFrame, cls: str, spec, plan: dict[str, Any], validation: dict | None) -> dict:
+    """Best measured configuration and the next few for one class, for the runtime autotuner."""
+    params = plan["params"]
+    candidates = []
+    v = (validation or {}).get(cls)
+    if v:
+        for c in v["candidates"]:
+            if c["status"] == "ok":
+                candidates.append({"config": c["config"], "ms": c["total_ms"], "source": "remeasured"})
+    ok = ok_rows(frame, cls)
+    for _, row in ok.nsmallest(TOP_CANDIDATES, "total_ms").iterrows():
+        candidates.append({"config": _config(row, params), "ms": float(row["total_ms"]), "source": "sampled"})
+    seen, unique = set(), []
+    for c in sorted(candidates, key=lambda c: c["ms"]):
+        key = tuple(sorted(c["config"].items()))
+        if key not in seen:
+            seen.add(key)
+            unique.append(c)
+    default_ms = v["default"].get("total_ms") if v and v["default"]["status"] == "ok" else None
+    per_kernel = {}
+    pk = ok[ok["sampler"] == "per_kernel_exhaustive"]
+    for kernel, names in kernel_params(params).items():
+        col = kernel_column(kernel)
+        if col in pk and pk[col].notna().any():
+            top = pk.dropna(subset=[col]).nsmallest(TOP_CANDIDATES, col).drop_duplicates(subset=names)
+            per_kernel[kernel] = [{**{n: int(r[n]) for n in names}, "ms": float(r[col])} for _, r in top.iterrows()]
+    return {
+        "gpu_class": cls, "workload": spec.workload, "case": spec.case, "size": spec.size,
+        "best": unique[0]["config"] if unique else plan["default"],
+        "best_ms": unique[0]["ms"] if unique else None,
+        "default": plan["default"], "default_ms": default_ms,
+        "candidates": unique[:TOP_CANDIDATES], "per_kernel": per_kernel,
+    }
+
+
+def _figures(sweep_dir: Path, frame: pd.DataFrame, plan: dict[str, Any], spec, metrics: dict, log) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("matplotlib is not installed: figures skipped")
+        return []
+    fig_dir = sweep_dir / "figures"
+    fig_dir.mkdir(exist_ok=True)
+    made = []
+    for group, entry in metrics.get("groups", {}).items():
+        if "mlp" not in entry.get("models", {}):
+            continue
+        rows = ok_rows(frame, None if group == "combined" else group)
+        X, y = design(rows, features_for(plan, group == "combined")), rows["total_ms"].to_numpy(float)
+        tr, te = split(rows, spec.test_fraction, spec.seed)
+        model = load_model(sweep_dir / "models" / group / "mlp.skops")
+        fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), sharex=True, sharey=True)
+        for ax, idx, title in ((axes[0], tr, "train"), (axes[1], te, "test")):
+            pred = model.predict(X[idx])
+            ax.scatter(y[idx], pred, s=6, alpha=0.5)
+            lo, hi = float(min(y.min(), pred.min())), float(max(y.max(), pred.max()))
+            ax.plot([lo, hi], [lo, hi], color="red", lw=1)
+            r2 = entry["models"]["mlp"][f"r2_{title}"]
+            ax.set_title(f"{group} {title} (n={len(idx)}, R2={r2:.3f})")
+            ax.set_xlabel("measured total (ms)")
+        axes[0].set_ylabel("predicted total (ms)")
+        fig.tight_layout()
+        name = f"{group}-pred-vs-actual.png"
+        fig.savefig(fig_dir / name, dpi=110)
+        plt.close(fig)
+        made.append(name)
+        curve = entry["models"]["mlp"].get("loss_curve") or []
+        if curve:
+            fig, ax = plt.subplots(figsize=(5, 3.5))
+            ax.semilogy(np.arange(1, len(curve) + 1), curve)
+            ax.set_xlabel("epoch")
+            ax.set_ylabel("training loss (standardised MSE / 2)")
+            ax.set_title(f"{group} MLP loss history")
+            fig.tight_layout()
+            name = f"{group}-loss.png"
+            fig.savefig(fig_dir / name, dpi=110)
+            plt.close(fig)
+            made.append(name)
+    return made
+
+
+def _fmt(x: Any, digits: int = 4) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+def _markdown(report: dict[str, Any]) -> str:
+    lines = [f"# Sweep `{report['sweep_id']}`", "",
+             f"{report['workload']} / {report['case']} / {report['size']}, seed {report['seed']}, "
+             f"created {report['created']}.", ""]
+    if report.get("throughput"):
+        t = report["throughput"]
+        lines += [f"Measured {t['rows']} configurations in {t['seconds']:.1f} s on {t['workers']} worker(s): "
+                  f"{t['samples_per_minute']:.1f} samples per minute.", ""]
+    lines += ["| class | samples | ok | invalid | failed | MLP R2 train | MLP R2 test | MLP MSE test | search model "
+              "| best sampled ms | default ms | predicted best ms | speed-up |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
+    for cls, c in report["classes"].items():
+        lines.append(
+            f"| {cls} | {c['samples']} | {c['ok']} | {c['invalid']} | {c['failed']} | {_fmt(c['r2_train'], 3)} "
+            f"| {_fmt(c['r2_test'], 3)} | {_fmt(c['mse_test'])} | {c.get('search_model') or 'n/a'} "
+            f"| {_fmt(c['best_sampled_ms'])} | {_fmt(c['default_measured_ms'])} "
+            f"| {_fmt(c['predicted_best_measured_ms'])} | {_fmt(c['speedup_over_default'], 3)} |")
+    lines += ["", "## Models (R2 on the held-out split)", "", "| group | model | R2 train | R2 test | MSE test |",
+              "| --- | --- | ---: | ---: | ---: |"]
+    for group, models in report["models"].items():
+        for name, m in models.items():
+            lines.append(f"| {group} | {name} | {_fmt(m['r2_train'], 3)} | {_fmt(m['r2_test'], 3)} "
+                         f"| {_fmt(m['mse_test'])} |")
+    for cls, c in report["classes"].items():
+        if c.get("predicted_best_config"):
+            cfg = ", ".join(f"{k}={v}" for k, v in c["predicted_best_config"].items())
+            lines += ["", f"**{cls}** predicted best ({c['search_model']}): {cfg}"]
+    if report["figures"]:
+        lines += ["", "## Figures", ""] + [f"![{f}](figures/{f})" for f in report["figures"]]
+    return "\n".join(lines) + "\n"
+
+
+def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
+    spec, plan = read_sweep(sweep_dir)
+    frame = load_merged(sweep_dir)
+    metrics = _read_json(sweep_dir / "models" / "metrics.json", "model metrics")
+    if metrics is None:
+        raise UserError(f"{sweep_dir}: no trained models (run `python -m pipeline train {sweep_dir}` first)")
+    validation = _read_json(sweep_dir / "validation.json", "validation results")
+    timing = _read_json(sweep_dir / "timing.json", "timing")
+    classes = sorted(frame["gpu_class"].unique())
+    report = {
+        "sweep_id": spec.name, "workload": spec.workload, "case": spec.case, "size": spec.size, "seed": spec.seed,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"), "data_hash": metrics.get("data_hash"),
+        "spec": spec.to_dict(), "throughput": timing,
+        "classes": {c: class_summary(frame, c, plan, metrics, validation) for c in classes},
+        "models": {g: {n: {k: m[k] for k in ("r2_train", "r2_test", "mse_test")} for n, m in e["models"].items()}
+                   for g, e in metrics["groups"].items()},
+    }
+    report["figures"] = _figures(sweep_dir, frame, plan, spec, metrics, log)
+    table = {"format": TABLE_FORMAT, "created": report["created"], "sweep_id": spec.name,
+             "entries": [tuning_entry(frame, c, spec, plan, validation) for c in classes]}
+    _write_atomic(sweep_dir / "report.json", json.dumps(_clean(report), indent=1))
+    _write_atomic(sweep_dir / "report.md", _markdown(report))
+    _write_atomic(sweep_dir / "tuning_table.json", json.dumps(_clean(table), indent=1))
+    return report

@@ -1,0 +1,211 @@
+"""Sweep specs: what to measure, where, how many samples, how to learn from them.
+
+A spec is YAML under ``cluster_configs/sweeps/``. Every key is checked here once, so a wrong key or value stops the
+sweep before any cluster starts, with a message naming the file and the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernels.backend import BACKEND_NAMES
+from kernels.device import GPU_CLASSES
+from pipeline.errors import UserError
+from pipeline.paths import check_slug, inside, results_root
+from pipeline.yamlio import check_keys, load_yaml
+
+SAMPLERS = ("random", "per_kernel_exhaustive")
+
+_TOP = {
+    "required": ["name", "workload", "case", "size"],
+    "optional": [
+        "description", "backend", "options", "gpu_classes", "samples", "test_fraction", "samplers", "repeats",
+        "batch_size", "check", "seed", "validate", "train", "output",
+    ],
+}
+_VALIDATE_KEYS = ["top_k", "pool", "repeats"]
+_TRAIN_KEYS = ["hidden_layers", "max_epochs"]
+
+
+@dataclass(frozen=True)
+class ValidateSpec:
+    """How the predicted best is found and re-measured: ``pool`` candidates ranked, ``top_k`` re-measured."""
+
+    top_k: int = 3
+    pool: int = 20000
+    repeats: int = 5
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    # Table 2 of the CFD seed gives every MLP hyperparameter except the layer sizes; these are our choice.
+    hidden_layers: tuple[int, ...] = (64, 64, 32)
+    max_epochs: int = 200
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    workload: str
+    case: str
+    size: str
+    backend: str = "auto"
+    options: dict[str, Any] = field(default_factory=dict)
+    gpu_classes: tuple[str, ...] | None = None  # None: every class the cluster serves
+    samples: int = 200
+    test_fraction: float = 0.25
+    samplers: tuple[str, ...] = ("random",)
+    repeats: int = 3
+    batch_size: int = 25
+    check: bool = True
+    seed: int = 0
+    validate: ValidateSpec = field(default_factory=ValidateSpec)
+    train: TrainSpec = field(default_factory=TrainSpec)
+    output: str | None = None
+    description: str = ""
+    source: str = ""  # the file it came from
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["gpu_classes"] = list(self.gpu_classes) if self.gpu_classes else None
+        d["samplers"] = list(self.samplers)
+        d["train"]["hidden_layers"] = list(self.train.hidden_layers)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SweepSpec:
+        d = dict(d)
+        d["gpu_classes"] = tuple(d["gpu_classes"]) if d.get("gpu_classes") else None
+        d["samplers"] = tuple(d["samplers"])
+        d["validate"] = ValidateSpec(**d["validate"])
+        train = dict(d["train"])
+        train["hidden_layers"] = tuple(train["hidden_layers"])
+        d["train"] = TrainSpec(**train)
+        return cls(**d)
+
+    def planning_key(self) -> dict[str, Any]:
+        """The fields that decide which configurations are measured; a rerun must agree on all of them."""
+        keys = ("workload", "case", "size", "backend", "options", "samples", "samplers", "repeats", "batch_size",
+                "check", "seed")
+        d = self.to_dict()
+        return {k: d[k] for k in keys}
+
+    def default_out(self) -> Path:
+        """The sweep folder when ``--out`` is not given: ``results/<output or name>``, never outside results/."""
+        return inside(results_root(), self.output or self.name, f"{self.source}: output")
+
+
+def _int(value: Any, where: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UserError(f"{where}: must be an integer >= {minimum} (got {value!r})")
+    return value
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str | int) or isinstance(value, bool) or str(value).strip() == "":
+        raise UserError(f"{where}: must be a non-empty string (got {value!r})")
+    return str(value)
+
+
+def _size(value: Any, where: str) -> str:
+    text = _str(value, where).lower().replace(" ", "")
+    parts = text.split("x")
+    if not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise UserError(f"{where}: must be a positive size like 208x64 or 100000 (got {value!r})")
+    return text
+
+
+def _gpu_class_list(value: Any, where: str) -> tuple[str, ...] | None:
+    if value in (None, "auto"):
+        return None
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",")]
+    if not isinstance(value, list) or not value:
+        raise UserError(f"{where}: must be 'auto' or a list of GPU classes (got {value!r})")
+    return tuple(check_gpu_class(v, where) for v in value)
+
+
+def check_gpu_class(value: Any, where: str) -> str:
+    """A known class name (``h100``, ``cpu``, ...): an unknown one is a typo until proven otherwise."""
+    if value not in GPU_CLASSES:
+        raise UserError(f"{where}: unknown GPU class {value!r} (known: {', '.join(GPU_CLASSES)})")
+    return value
+
+
+def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
+    """Validate a spec mapping; ``source`` (the file name) prefixes every message."""
+    check_keys(data, source, **_TOP)
+    f = f"{source}: "
+    name = check_slug(_str(data["name"], f + "name"), f + "name")
+    workload = _str(data["workload"], f + "workload")
+    backend = data.get("backend", "auto")
+    if backend not in BACKEND_NAMES:
+        raise UserError(f"{f}backend: {backend!r} is not one of {', '.join(BACKEND_NAMES)}")
+    options = data.get("options") or {}
+    if not isinstance(options, dict):
+        raise UserError(f"{f}options: must be a mapping of workload options (got {options!r})")
+    samplers = data.get("samplers", ["random"])
+    if isinstance(samplers, str):
+        samplers = [samplers]
+    if not isinstance(samplers, list) or not samplers or any(s not in SAMPLERS for s in samplers):
+        raise UserError(f"{f}samplers: must list one or more of {', '.join(SAMPLERS)} (got {samplers!r})")
+    test_fraction = data.get("test_fraction", 0.25)
+    if not isinstance(test_fraction, int | float) or not 0.05 <= test_fraction <= 0.5:
+        raise UserError(f"{f}test_fraction: must be a number between 0.05 and 0.5 (got {test_fraction!r})")
+    check = data.get("check", True)
+    if not isinstance(check, bool):
+        raise UserError(f"{f}check: must be true or false (got {check!r})")
+
+    validate = data.get("validate") or {}
+    if not isinstance(validate, dict):
+        raise UserError(f"{f}validate: must be a mapping with {', '.join(_VALIDATE_KEYS)}")
+    check_keys(validate, f + "validate", optional=_VALIDATE_KEYS)
+    vdef = ValidateSpec()
+    vspec = ValidateSpec(
+        top_k=_int(validate.get("top_k", vdef.top_k), f + "validate.top_k", 1),
+        pool=_int(validate.get("pool", vdef.pool), f + "validate.pool", 1),
+        repeats=_int(validate.get("repeats", vdef.repeats), f + "validate.repeats", 1),
+    )
+    train = data.get("train") or {}
+    if not isinstance(train, dict):
+        raise UserError(f"{f}train: must be a mapping with {', '.join(_TRAIN_KEYS)}")
+    check_keys(train, f + "train", optional=_TRAIN_KEYS)
+    layers = train.get("hidden_layers", list(TrainSpec().hidden_layers))
+    if not isinstance(layers, list) or not layers:
+        raise UserError(f"{f}train.hidden_layers: must be a list of layer widths (got {layers!r})")
+    tspec = TrainSpec(
+        hidden_layers=tuple(_int(w, f + "train.hidden_layers", 1) for w in layers),
+        max_epochs=_int(train.get("max_epochs", TrainSpec().max_epochs), f + "train.max_epochs", 1),
+    )
+    output = data.get("output")
+    if output is not None:
+        output = _str(output, f + "output")
+        inside(results_root(), output, f + "output")
+
+    return SweepSpec(
+        name=name,
+        workload=workload,
+        case=_str(data["case"], f + "case"),
+        size=_size(data["size"], f + "size"),
+        backend=backend,
+        options=options,
+        gpu_classes=_gpu_class_list(data.get("gpu_classes"), f + "gpu_classes"),
+        samples=_int(data.get("samples", 200), f + "samples", 0),
+        test_fraction=float(test_fraction),
+        samplers=tuple(dict.fromkeys(samplers)),
+        repeats=_int(data.get("repeats", 3), f + "repeats", 1),
+        batch_size=_int(data.get("batch_size", 25), f + "batch_size", 1),
+        check=check,
+        seed=_int(data.get("seed", 0), f + "seed", 0),
+        validate=vspec,
+        train=tspec,
+        output=output,
+        description=str(data.get("description", "")),
+        source=source,
+    )
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    return parse_spec(load_yaml(path), str(path))

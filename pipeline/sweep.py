@@ -1,0 +1,212 @@
+"""The sweep graph: plan on each class's worker -> one task per (class, batch) writing a shard -> merge -> train
+-> re-measure the predicted best and the default on each class -> report.
+
+Finished shards are skipped on rerun, so an interrupted sweep resumes where it stopped; ``force`` with classes
+redoes only those partitions. Tasks carry ``resources={class: 1}`` so a class's batches run only on its workers.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import UserError
+from pipeline.shards import is_finished, list_shards, merge, shard_dir, shard_path
+from pipeline.spec import SweepSpec
+
+Log = Callable[[str], None]
+
+
+def batches(configs: Sequence[tuple[str, dict[str, int]]], size: int) -> list[tuple[str, list]]:
+    """Consecutive sample ids in batches of ``size``; batch names are stable, so a rerun finds its shards."""
+    rows = [(i, sampler, config) for i, (sampler, config) in enumerate(configs)]
+    return [(f"{b // size:05d}", rows[b:b + size]) for b in range(0, len(rows), size)]
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    tmp.replace(path)
+
+
+def check_previous(out: Path, spec: SweepSpec, force: bool, classes: Sequence[str] | None, log: Log) -> None:
+    """A folder holds one sweep: a rerun must plan the same samples, or start afresh with --force."""
+    meta = out / "sweep.json"
+    if not meta.is_file():
+        return
+    try:
+        old = json.loads(meta.read_text())["planning_key"]
+    except (ValueError, KeyError) as exc:
+        raise UserError(f"{meta}: unreadable sweep description ({exc}); remove the folder or pick another --out")
+    new = spec.planning_key()
+    differs = [k for k in new if old.get(k) != new[k]]
+    if not differs:
+        return
+    if force and not classes:
+        log(f"--force: {out} was planned with other {', '.join(differs)}; starting it afresh")
+        for name in ("shards", "merged", "models", "plan", "figures"):
+            shutil.rmtree(out / name, ignore_errors=True)
+        for name in ("validation.json", "report.json", "report.md", "tuning_table.json", "timing.json"):
+            (out / name).unlink(missing_ok=True)
+        return
+    k = differs[0]
+    raise UserError(
+        f"{out}: this folder holds a sweep planned with {k}={old.get(k)!r}, not {new[k]!r}; use another --out, "
+        "or --force (without --gpu-class) to start it afresh"
+    )
+
+
+def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool) -> dict[str, Any]:
+    from pipeline.worker import plan_task
+
+    path = out / "plan" / f"{cls}.json"
+    if path.is_file() and not replan:
+        return json.loads(path.read_text())
+    future = client.submit(plan_task, spec.to_dict(), list(spec.samplers), spec.samples, spec.seed,
+                           resources={cls: 1}, pure=False, key=f"plan-{cls}-{time.time_ns()}")
+    plan = future.result()
+    _write_json(path, plan)
+    return plan
+
+
+def _measure(client, spec: SweepSpec, plans: dict[str, dict], out: Path, log: Log) -> dict[str, Any]:
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    from pipeline.worker import measure_batch
+
+    spec_d = spec.to_dict()
+    futures, skipped = [], 0
+    for cls, plan in plans.items():
+        facts = {k: plan[k] for k in ("params", "kernels")}
+        for batch, rows in batches(plan["configs"], spec.batch_size):
+            path = shard_path(out, cls, batch)
+            if is_finished(path):
+                skipped += 1
+                continue
+            futures.append(client.submit(
+                measure_batch, spec_d, facts, cls, batch, rows, str(path), str(out),
+                resources={cls: 1}, pure=False, retries=2, key=f"measure-{cls}-{batch}-{time.time_ns()}",
+            ))
+    if skipped:
+        log(f"{skipped} finished shard(s) kept; {len(futures)} batch(es) to measure")
+    t0 = time.perf_counter()
+    rows = counts_ok = 0
+    errors = []
+    with tqdm(total=len(futures), unit="batch", desc="measure", file=sys.stderr, mininterval=0.5) as bar:
+        for future in as_completed(futures):
+            try:
+                result = future.result()
+                rows += result["rows"]
+                counts_ok += result["ok"]
+            except Exception as exc:
+                errors.append(f"{future.key}: {type(exc).__name__}: {exc}")
+            bar.update(1)
+    seconds = time.perf_counter() - t0
+    if errors:
+        raise RuntimeError(f"{len(errors)} batch task(s) failed; first: {errors[0]}")
+    workers = len(client.scheduler_info()["workers"])
+    timing = {"rows": rows, "ok": counts_ok, "batches": len(futures), "seconds": round(seconds, 2),
+              "workers": workers, "samples_per_minute": round(60 * rows / seconds, 2) if seconds > 0 else None,
+              "at": datetime.now(UTC).isoformat(timespec="seconds")}
+    if futures:
+        _write_json(out / "timing.json", timing)
+    return timing
+
+
+def _remeasure(client, spec: SweepSpec, plans: dict[str, dict], trained: dict, metrics: dict, out: Path,
+               log: Log) -> None:
+    from pipeline.worker import remeasure_task
+
+    path = out / "validation.json"
+    validation = json.loads(path.read_text()) if path.is_file() else {}
+    futures = {}
+    for cls, plan in plans.items():
+        entry = metrics["groups"].get(cls, {})
+        if cls not in trained or "search_model" not in entry:
+            continue
+        name = entry["search_model"]
+        models = trained[cls]
+        extra = [plan["default"]]
+        if "additive" in models:
+            extra.append({**plan["default"], **models["additive"].best_per_kernel(plan["params"], plan["values"])})
+        futures[cls] = (name, client.submit(
+            remeasure_task, spec.to_dict(), models[name], plan["params"], extra, spec.validate.pool,
+            spec.validate.top_k, spec.validate.repeats, spec.seed + 1,
+            resources={cls: 1}, pure=False, key=f"remeasure-{cls}-{time.time_ns()}",
+        ))
+    for cls, (name, future) in futures.items():
+        result = future.result()
+        result.update(model=name, repeats=spec.validate.repeats)
+        validation[cls] = result
+        top, default = result["candidates"][0], result["default"]
+        log(f"re-measured {cls}: predicted best {top.get('total_ms')} ms ({top['status']}), "
+            f"default {default.get('total_ms')} ms")
+    _write_json(path, validation)
+
+
+def _up_to_date(out: Path, plans: dict[str, dict]) -> bool:
+    """True when the merged data is what the saved models were trained on and every class was re-measured."""
+    from pipeline.shards import load_merged
+    from pipeline.train import data_hash
+
+    try:
+        metrics = json.loads((out / "models" / "metrics.json").read_text())
+        validation = json.loads((out / "validation.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return metrics.get("data_hash") == data_hash(load_merged(out)) and all(c in validation for c in plans)
+
+
+def run_sweep(
+    spec: SweepSpec, out: Path, cluster: str, classes: Sequence[str] | None, force: bool,
+    workers_per_class: int = 1, log: Log = print,
+) -> dict[str, Any]:
+    """Everything ``python -m pipeline sweep`` does, in order; returns the report."""
+    from pipeline.cluster import open_cluster
+    from pipeline.report import build_report
+    from pipeline.train import train_sweep
+
+    out.mkdir(parents=True, exist_ok=True)
+    check_previous(out, spec, force, classes, log)
+    wanted = list(classes or spec.gpu_classes or []) or None
+    with open_cluster(cluster, wanted, workers_per_class, out / ".dask", log) as handle:
+        chosen = wanted or list(handle.gpu_classes)
+        for cls in chosen:
+            if cls not in handle.gpu_classes:
+                raise UserError(f"GPU class {cls!r} is not served by this cluster (it serves: "
+                                f"{', '.join(handle.gpu_classes)})")
+        plans = {}
+        for cls in chosen:
+            redo = force and (not classes or cls in classes)
+            if redo and classes:
+                shutil.rmtree(shard_dir(out, cls), ignore_errors=True)
+            plans[cls] = _plan_class(handle.client, spec, cls, out, replan=redo)
+            log(f"plan {cls}: {len(plans[cls]['configs'])} configurations on {plans[cls]['device']['device_name']}")
+        first = next(iter(plans.values()))
+        _write_json(out / "sweep.json", {
+            "spec": spec.to_dict(), "planning_key": spec.planning_key(),
+            "plan": {k: first[k] for k in ("params", "values", "default", "kernels")},
+            "updated": datetime.now(UTC).isoformat(timespec="seconds"),
+        })
+        timing = _measure(handle.client, spec, plans, out, log)
+        if timing["batches"]:
+            log(f"measured {timing['rows']} configurations in {timing['seconds']} s "
+                f"({timing['samples_per_minute']} per minute)")
+        merged = merge(out)
+        log(f"merged {merged.num_rows} rows from {len(list_shards(out))} shards into {out / 'merged'}")
+        if _up_to_date(out, plans):
+            log("nothing new since the last training: models and re-measurements kept")
+        else:
+            trained = train_sweep(out, log)
+            _remeasure(handle.client, spec, plans, trained["models"], trained["metrics"], out, log)
+    report = build_report(out, log)
+    log(f"report: {out / 'report.md'}")
+    return report

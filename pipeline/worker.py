@@ -1,0 +1,232 @@
+"""What runs on a Dask worker: build the workload once, plan, measure batches into shards, re-measure winners.
+
+Every function here takes plain data (dicts, lists, paths) and returns plain data, so the scheduler can retry a
+task on another worker after one dies. A configuration that breaks (launch failure, wrong answer) becomes a row
+with a status and a reason; it never takes the worker down.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import socket
+import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kernels.backend import get_backend
+from kernels.device import describe_device
+from kernels.workload import Workload, WorkloadError, make_workload, workload_names
+from pipeline.paths import assert_inside
+from pipeline.schema import kernel_column, kernel_params, shard_schema
+
+# One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a batch
+# should not pay it again. Keyed by the fields that define the workload.
+_CACHE: dict[str, tuple[Workload, dict[str, Any]]] = {}
+
+
+def _workload_key(spec: Mapping[str, Any]) -> str:
+    keys = ("workload", "case", "size", "backend", "options")
+    return json.dumps({k: spec[k] for k in keys}, sort_keys=True, default=str)
+
+
+def build_workload(spec: Mapping[str, Any]) -> Workload:
+    """A registered name (``cfd``) through kernels.workload, or ``module:factory`` for a user's own workload."""
+    name = spec["workload"]
+    args = dict(case=spec["case"], size=spec["size"], backend=spec["backend"], **(spec.get("options") or {}))
+    if ":" not in name:
+        return make_workload(name, **args)
+    module_name, _, factory = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        make = getattr(module, factory)
+    except (ImportError, AttributeError) as exc:
+        raise WorkloadError(
+            f"workload {name!r}: cannot import {factory!r} from {module_name!r} ({exc}); "
+            f"use a registered name ({', '.join(workload_names())}) or module:factory"
+        ) from exc
+    return make(**args)
+
+
+def get_workload(spec: Mapping[str, Any]) -> tuple[Workload, dict[str, Any]]:
+    """The cached workload for ``spec`` plus the facts of the device it runs on."""
+    key = _workload_key(spec)
+    if key not in _CACHE:
+        workload = build_workload(spec)
+        facts = describe_device(get_backend(spec["backend"]))
+        _CACHE[key] = (workload, facts)
+    return _CACHE[key]
+
+
+def forget_workload(spec: Mapping[str, Any]) -> None:
+    """Drop a workload after a failure: a GPU context poisoned by a bad launch must not fail every later row."""
+    _CACHE.pop(_workload_key(spec), None)
+
+
+def _kernels_of(workload: Workload, params: list[str]) -> list[str]:
+    info = workload.describe()
+    described = info.get("kernels") or info.get("kernel_names")
+    if described:
+        return [str(k) for k in described]
+    return [k for k, ps in kernel_params(params).items() if any("." in p for p in ps)]
+
+
+def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: int) -> dict[str, Any]:
+    """Draw the configurations to measure, on a worker of the class (constraints may depend on the device)."""
+    workload, facts = get_workload(spec)
+    space = workload.space()
+    params = space.names
+    out: dict[str, Any] = {
+        "params": params,
+        "values": {p.name: list(p.values) for p in space.params},
+        "default": space.default,
+        "kernels": _kernels_of(workload, params),
+        "device": facts,
+        "configs": [],  # (sampler, config) in sample-id order
+    }
+    if "random" in samplers:
+        out["configs"] += [("random", c) for c in space.sample(samples, seed)]
+    if "per_kernel_exhaustive" in samplers:
+        for names in kernel_params(params).values():
+            for sub in space.subspace(names).grid():
+                out["configs"].append(("per_kernel_exhaustive", {**space.default, **sub}))
+    return out
+
+
+def _versions(facts: Mapping[str, Any]) -> str:
+    from pipeline import __version__
+
+    return json.dumps(
+        {
+            "python": platform.python_version(),
+            "numpy": facts.get("numpy_version", ""),
+            "cupy": facts.get("cupy_version", ""),
+            "cuda_runtime": facts.get("cuda_runtime", 0),
+            "cuda_driver": facts.get("cuda_driver", 0),
+            "pipeline": __version__,
+        },
+        sort_keys=True,
+    )
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().name)
+    except (ImportError, ValueError):
+        return f"pid{os.getpid()}"
+
+
+def measure_one(spec: Mapping[str, Any], config: Mapping[str, int], repeats: int, check: bool) -> dict[str, Any]:
+    """Check then time one configuration; any exception becomes status ``failed`` with its reason."""
+    try:
+        workload, _ = get_workload(spec)
+        space = workload.space()
+        problems = space.violations(config)
+        if problems:
+            return {"status": "invalid", "reason": "; ".join(problems), "verified": False}
+        config = space.validate(config)
+        verified = False
+        if check:
+            result = workload.check(config)
+            if not result.ok:
+                return {"status": "invalid", "reason": result.reason or "check failed", "verified": False}
+            verified = True
+        timing = workload.run(config, repeats)
+        return {"status": "ok", "reason": "", "verified": verified, "total_ms": float(timing.total),
+                "kernels": {k: float(v) for k, v in timing.kernels.items()}}
+    except Exception as exc:  # a launch failure is data, not a crash
+        forget_workload(spec)
+        reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+        return {"status": "failed", "reason": reason, "verified": False}
+
+
+def measure_batch(
+    spec: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    gpu_class: str,
+    batch: str,
+    rows: list[tuple[int, str, dict[str, int]]],
+    shard_path: str,
+    sweep_dir: str,
+) -> dict[str, Any]:
+    """Measure ``rows`` (sample id, sampler, config) and write them as one shard, atomically."""
+    path = assert_inside(Path(sweep_dir), Path(shard_path))
+    _, facts = get_workload(spec)
+    params, kernels = plan["params"], plan["kernels"]
+    schema = shard_schema(params, kernels)
+    fixed = {
+        "sweep_id": spec["name"], "batch": batch, "workload": spec["workload"], "case": spec["case"],
+        "size": spec["size"], "backend": facts["backend"], "gpu_class": gpu_class,
+        "device_class": facts["gpu_class"], "device_name": facts["device_name"], "sm_count": facts["sm_count"],
+        "peak_fp64_gflops": facts["peak_fp64_gflops"], "spec_bandwidth_gbs": facts["spec_bandwidth_gbs"],
+        "spec_memory_gb": facts["spec_memory_gb"], "repeats": spec["repeats"], "host": socket.gethostname(),
+        "worker": _worker_name(), "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_partition": os.environ.get("SLURM_JOB_PARTITION"), "seed": spec["seed"],
+        "versions": _versions(facts),
+    }
+    records = []
+    for sample_id, sampler, config in rows:
+        m = measure_one(spec, config, spec["repeats"], spec["check"])
+        _, facts = get_workload(spec)  # rebuilt if the last row failed
+        rec = {**fixed, "sample_id": sample_id, "sampler": sampler, "status": m["status"], "reason": m["reason"],
+               "verified": m["verified"], "total_ms": m.get("total_ms"), "timestamp": datetime.now(UTC)}
+        rec.update({p: int(config[p]) if p in config else None for p in params})
+        times = m.get("kernels", {})
+        rec.update({kernel_column(k): times.get(k) for k in kernels})
+        records.append(rec)
+    table = pa.Table.from_pylist(records, schema=schema)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    os.replace(tmp, path)  # atomic: a killed worker leaves a stray .tmp, never a half shard
+    counts = {s: sum(r["status"] == s for r in records) for s in ("ok", "invalid", "failed")}
+    return {"batch": batch, "gpu_class": gpu_class, "rows": len(records), **counts}
+
+
+def remeasure_task(
+    spec: Mapping[str, Any], model: Any, features: list[str], extra_configs: list[dict[str, int]],
+    pool: int, top_k: int, repeats: int, seed: int,
+) -> dict[str, Any]:
+    """Rank a candidate pool with ``model`` on the class's own worker, then measure the top few and the default.
+
+    Candidates are drawn here because the space's constraints are the device's; what counts afterwards is the
+    measured time, not the prediction.
+    """
+    import numpy as np
+
+    workload, facts = get_workload(spec)
+    space = workload.space()
+    candidates = space.sample(pool, seed)
+    candidates += [space.validate(c) for c in extra_configs if space.is_valid(c)]
+    seen, unique = set(), []
+    for c in candidates:
+        key = tuple(c[p] for p in space.names)
+        if key not in seen:
+            seen.add(key)
+            unique.append(c)
+    X = np.array([[c[f] for f in features] for c in unique], dtype=float)
+    predicted = model.predict(X)
+    order = np.argsort(predicted)[:top_k]
+    measured = []
+    for i in order:
+        m = measure_one(spec, unique[i], repeats, True)
+        measured.append({"config": unique[i], "predicted_ms": float(predicted[i]), **m})
+    default = measure_one(spec, space.default, repeats, True)
+    return {
+        "device": facts,
+        "host": socket.gethostname(),
+        "worker": _worker_name(),
+        "pool": len(unique),
+        "candidates": measured,
+        "default": {"config": space.default, **default},
+        "python": sys.version.split()[0],
+    }

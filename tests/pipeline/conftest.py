@@ -1,0 +1,57 @@
+"""Helpers for pipeline tests: a spec writer and a runner of the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+FAKE = "tests.pipeline.fake_workload:make_workload"
+
+
+def base_spec(**overrides) -> dict:
+    spec = {
+        "name": "fake", "workload": FAKE, "case": "demo", "size": "8x4", "backend": "numpy", "samples": 30,
+        "samplers": ["random"], "batch_size": 10, "repeats": 1,
+        "validate": {"pool": 100, "top_k": 2, "repeats": 2},
+        "train": {"hidden_layers": [8], "max_epochs": 20},
+    }
+    spec.update(overrides)
+    return spec
+
+
+@pytest.fixture
+def write_spec(tmp_path):
+    def write(name: str = "spec.yaml", **overrides) -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(base_spec(**overrides)))
+        return path
+
+    return write
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 240,
+            background: bool = False):
+    """``python -m pipeline ARGS`` from the repository, results root in ``cwd`` (a tmp folder)."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
+    if cwd is not None:
+        full_env.setdefault("LAUNCHTUNE_RESULTS", str(Path(cwd) / "results"))
+    cmd = [sys.executable, "-m", "pipeline", *args]
+    if background:
+        return subprocess.Popen(cmd, cwd=cwd or REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    return subprocess.run(cmd, cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def one_line_error(result) -> str:
+    """The CLI's answer to a user mistake: exit 2 and exactly one line on stderr."""
+    assert result.returncode == 2, (result.returncode, result.stdout[-2000:], result.stderr[-3000:])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    return lines[0]
