@@ -14,7 +14,7 @@
 3. Per kernel: the tuned parameters' time alone against the exhaustive best and the default; whole-step times
    of the default, exhaustive-best and tuned configurations re-measured with more repeats.
 
-Writes results.json, exhaustive.csv, launches_scan.csv, launches_seeded.csv, tuning_table.json and
+Writes results.json, exhaustive.csv, launches_scan.csv.gz, launches_seeded.csv.gz, tuning_table.json and
 seed_table.json under --out, and prints a short table last.
 """
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
+import gzip
 import json
 import sys
 import time
@@ -112,6 +113,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5, help="repeats per exhaustive configuration")
     ap.add_argument("--run-seconds", type=float, default=40.0, help="length of each run at the default speed")
     ap.add_argument("--max-steps", type=int, default=20000)
+    ap.add_argument("--work", default="/tmp/autotune_runtime", help="folder for the runs' own outputs")
     ap.add_argument("--seed", type=int, default=0, help="seed of the emulated sweep's random samples")
     args = ap.parse_args()
     out = Path(args.out)
@@ -177,7 +179,8 @@ def measure(args: argparse.Namespace, out: Path, partial: dict) -> int:
     steps = int(min(args.max_steps, max(200, args.run_seconds * 1e3 / default_step)))
     print(f"default step {default_step:.3f} ms -> {steps} steps per run", flush=True)
     runs, states = {}, {}
-    scan_dir, seed_dir = out / "scan", out / "seeded"
+    work = Path(args.work)  # the runs' own folders stay out of --out (the device returns few files)
+    scan_dir, seed_dir = work / "scan", work / "seeded"
     for mode, table, folder in [
         ("off", None, None),
         ("scan", None, scan_dir),
@@ -241,7 +244,8 @@ def measure(args: argparse.Namespace, out: Path, partial: dict) -> int:
 
     # copy the launch logs and the exported table up one level (what comes back from $OUT)
     for mode, folder in (("scan", scan_dir), ("seeded", seed_dir)):
-        (out / f"launches_{mode}.csv").write_bytes((folder / "launches.csv").read_bytes())
+        with gzip.open(out / f"launches_{mode}.csv.gz", "wb") as f:
+            f.write((folder / "launches.csv").read_bytes())
     (out / "tuning_table.json").write_bytes((scan_dir / "tuning_table.json").read_bytes())
 
     result = {
