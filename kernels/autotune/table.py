@@ -8,9 +8,10 @@ the next run locks to it without scanning) and a sweep's report (``source`` anyt
      "entries": [{"gpu_class": "h100", "size": "3328x1024", "kernel": "xi_flux", "source": "sweep",
                   "candidates": [{"blocks": 400, "threads": 128, "time_ms": 0.131}, ...]}, ...]}
 
-An entry may instead hold whole configurations of the workload's space, ``"configs": [{"xi_flux.blocks":
-400, "xi_flux.threads": 128, ...}, ...]`` (or one ``"config"``), best first and without ``kernel``: the reader
-splits them into one entry per kernel, so a report can export the configurations it re-measured as they are.
+An entry without ``kernel`` is a sweep report's (``pipeline/report.py``): ``per_kernel`` (kernel -> ranked
+``{"xi_flux.blocks": 400, "xi_flux.threads": 128, "ms": ...}``), ``best`` (a whole configuration),
+``candidates`` (``[{"config": {...}, "ms": ...}]``, best first), ``configs`` or ``config``; the reader splits
+them into one entry per kernel, per-kernel rankings first, so a report exports what it measured as it is.
 """
 
 from __future__ import annotations
@@ -139,8 +140,8 @@ def _parse_entry(raw: Any, where: str) -> list[Entry]:
         raise TableError(f"{where}: field 'size' (such as \"3328x1024\") is missing")
     gpu_class, size = str(raw["gpu_class"]), size_key(raw["size"])
     source = str(raw.get("source", "sweep"))
-    known = {"gpu_class", "size", "kernel", "source", "candidates", "configs", "config"}
-    extra = {k: v for k, v in raw.items() if k not in known}
+    known = {"gpu_class", "size", "kernel", "source", "candidates", "configs", "config", "per_kernel", "best"}
+    extra = {k: v for k, v in raw.items() if k not in known and isinstance(v, str | int | float)}
     if "kernel" in raw:
         cands = raw.get("candidates")
         if not isinstance(cands, list) or not cands:
@@ -151,27 +152,59 @@ def _parse_entry(raw: Any, where: str) -> list[Entry]:
                 raise TableError(f"{where}.candidates[{j}]: needs integer 'blocks' and 'threads'")
             out.append({k: (int(v) if k in ("blocks", "threads") else v) for k, v in c.items()})
         return [Entry(gpu_class, size, str(raw["kernel"]), out, source, extra)]
-    configs = raw.get("configs", [raw["config"]] if "config" in raw else None)
-    if not isinstance(configs, list) or not configs:
-        raise TableError(f"{where}: needs 'kernel' with 'candidates', or 'configs' (whole configurations)")
+    # A sweep report's entry: per-kernel rankings first (each kernel measured over its own space), then whole
+    # configurations (best, candidates, configs, config), each split into its kernels' (blocks, threads).
     per_kernel: dict[str, list[dict[str, float]]] = {}
-    for j, config in enumerate(configs):
-        if not isinstance(config, Mapping):
+
+    def take(kernel: str, item: Any, part: str) -> None:
+        if not isinstance(item, Mapping):
+            raise TableError(f"{where}.{part}: must be an object")
+        b = item.get(f"{kernel}.blocks", item.get("blocks"))
+        t = item.get(f"{kernel}.threads", item.get("threads"))
+        if not (_is_int(b) and _is_int(t)):
             raise TableError(
-                f"{where}.configs[{j}]: must be an object of '<kernel>.blocks'/'<kernel>.threads'"
+                f"{where}.{part}: '{kernel}.blocks' and '{kernel}.threads' must both be integers"
             )
-        kernels = {k.rsplit(".", 1)[0] for k in config if k.endswith((".blocks", ".threads"))}
-        for k in sorted(kernels):
-            b, t = config.get(f"{k}.blocks"), config.get(f"{k}.threads")
-            if not (_is_int(b) and _is_int(t)):
-                raise TableError(
-                    f"{where}.configs[{j}]: '{k}.blocks' and '{k}.threads' must both be integers"
-                )
-            cand = {"blocks": int(b), "threads": int(t)}
-            if cand not in per_kernel.setdefault(k, []):
-                per_kernel[k].append(cand)
+        cand = {"blocks": int(b), "threads": int(t)}
+        ms = item.get("ms", item.get("time_ms"))
+        if not any(
+            c["blocks"] == cand["blocks"] and c["threads"] == cand["threads"]
+            for c in per_kernel.get(kernel, [])
+        ):
+            per_kernel.setdefault(kernel, []).append(
+                cand | ({"time_ms": ms} if isinstance(ms, int | float) else {})
+            )
+
+    ranked = raw.get("per_kernel") or {}
+    if not isinstance(ranked, Mapping):
+        raise TableError(f"{where}.per_kernel: must be an object of kernel -> ranked list")
+    for kernel, items in ranked.items():
+        if not isinstance(items, list):
+            raise TableError(f"{where}.per_kernel.{kernel}: must be a list")
+        for j, item in enumerate(items):
+            take(kernel, item, f"per_kernel.{kernel}[{j}]")
+    configs: list[tuple[str, Any]] = []
+    if isinstance(raw.get("best"), Mapping):
+        configs.append(("best", raw["best"]))
+    for part in ("candidates", "configs"):
+        items = raw.get(part)
+        if items is not None and not isinstance(items, list):
+            raise TableError(f"{where}.{part}: must be a list")
+        for j, item in enumerate(items or []):
+            config = item.get("config", item) if isinstance(item, Mapping) else item
+            configs.append((f"{part}[{j}]", config))
+    if "config" in raw:
+        configs.append(("config", raw["config"]))
+    for part, config in configs:
+        if not isinstance(config, Mapping):
+            raise TableError(f"{where}.{part}: must be an object of '<kernel>.blocks'/'<kernel>.threads'")
+        for kernel in sorted({k.rsplit(".", 1)[0] for k in config if k.endswith((".blocks", ".threads"))}):
+            take(kernel, config, part)
     if not per_kernel:
-        raise TableError(f"{where}.configs: no '<kernel>.blocks' / '<kernel>.threads' parameters")
+        raise TableError(
+            f"{where}: needs 'kernel' with 'candidates', or whole configurations of "
+            "'<kernel>.blocks'/'<kernel>.threads' (per_kernel, best, candidates, configs)"
+        )
     return [Entry(gpu_class, size, k, c, source, extra) for k, c in per_kernel.items()]
 
 

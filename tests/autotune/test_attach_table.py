@@ -142,26 +142,40 @@ def test_off_mode_attaches_nothing_and_bad_modes_are_named():
         attach_tuners(solver, "seeded")
 
 
-def test_table_reads_whole_configurations_as_a_report_exports_them(tmp_path):
+def test_table_reads_a_sweep_report_entry_per_kernel_rankings_first(tmp_path):
+    # the shape pipeline/report.py writes: best, candidates of whole configurations, per_kernel rankings
+    best = {"xi_flux.blocks": 400, "xi_flux.threads": 128, "rhs.blocks": 100, "rhs.threads": 64}
     doc = {
+        "format": "launchtune.tuning_table/1",
         "entries": [
             {
                 "gpu_class": "h100",
-                "size": [3328, 1024],
-                "source": "surrogate",
-                "configs": [
-                    {"xi_flux.blocks": 400, "xi_flux.threads": 128, "rhs.blocks": 100, "rhs.threads": 64},
-                    {"xi_flux.blocks": 500, "xi_flux.threads": 128, "rhs.blocks": 100, "rhs.threads": 64},
+                "workload": "cfd",
+                "size": "3328x1024",
+                "best": best,
+                "best_ms": 1.0,
+                "default": {"xi_flux.blocks": 13312, "xi_flux.threads": 256},
+                "candidates": [
+                    {"config": best, "ms": 1.0, "source": "remeasured"},
+                    {"config": {**best, "xi_flux.blocks": 500}, "ms": 1.1, "source": "sampled"},
                 ],
+                "per_kernel": {"rhs": [{"rhs.blocks": 900, "rhs.threads": 32, "ms": 0.1}]},
             }
-        ]
+        ],
     }
     (tmp_path / "t.json").write_text(json.dumps(doc))
     table = TuningTable.load(tmp_path / "t.json")
     assert table.lookup("h100", "3328x1024", "xi_flux").params == [(400, 128), (500, 128)]
-    assert table.lookup("h100", "3328x1024", "rhs").params == [(100, 64)]
-    assert table.lookup("h100", "208x64", "rhs").size == "3328x1024"  # nearest size of the class
+    assert table.lookup("h100", "3328x1024", "rhs").params == [(900, 32), (100, 64)]
+    assert table.lookup("h100", "3328x1024", "rhs").source == "sweep"  # scanned, never locked
+    assert table.lookup("h100", (208, 64), "rhs").size == "3328x1024"  # nearest size of the class
     assert table.lookup("a100", "3328x1024", "rhs") is None
+    assert TuningTable.load(table.save(tmp_path / "again.json")).lookup(
+        "h100", "3328x1024", "rhs"
+    ).params == [
+        (900, 32),
+        (100, 64),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -183,7 +197,7 @@ def test_table_reads_whole_configurations_as_a_report_exports_them(tmp_path):
         ),
         (
             '{"entries": [{"gpu_class": "h100", "size": "1x1", "configs": [{"a": 1}]}]}',
-            "no '<kernel>.blocks'",
+            "needs 'kernel' with 'candidates'",
         ),
     ],
 )
