@@ -3,8 +3,9 @@
 The solver wraps each launch in ``begin()`` / ``end()`` and launches with ``param``. While scanning, every
 ``end()`` times the launch (it waits for the launch to finish, as HOOMD does) and moves to the next sample; a
 scan is a fixed number of ``end()`` calls whatever the timings are, so a tuner that never finishes cannot
-happen. Once the scan is over the best candidate by the reducer is locked and ``param`` stays put until the
-period (launches or seconds) runs out, then a re-scan replaces one sample per candidate and picks again.
+happen. Once the scan is over the best candidate by the reducer is locked and ``param`` stays put until a
+period runs out (``period`` launches of this kernel, ``period_s`` seconds or ``period_steps`` solver steps),
+then a re-scan replaces one sample per candidate and picks again.
 
 States: ``startup`` (first full scan: ``warmup`` untimed launches, then ``samples`` consecutive launches per
 candidate in the given order), ``scanning`` (a re-scan: one launch per candidate), ``idle`` (locked).
@@ -44,6 +45,7 @@ class Autotuner:
         samples: int = 5,
         period: int | None = None,
         period_s: float | None = 300.0,
+        period_steps: int | None = None,
         reducer: str = "median",
         clock: Stopwatch | None = None,
         wallclock: Callable[[], float] = time.monotonic,
@@ -62,9 +64,13 @@ class Autotuner:
             raise TunerError(
                 f"tuner {name!r}: reducer must be one of {', '.join(REDUCERS)} (got {reducer!r})"
             )
-        if (period is not None and period < 1) or (period_s is not None and period_s <= 0) or warmup < 0:
-            raise TunerError(f"tuner {name!r}: period and period_s must be positive, warmup >= 0")
-        self.samples, self.period, self.period_s, self.reducer = samples, period, period_s, reducer
+        periods = (period, period_s, period_steps)
+        if any(p is not None and p <= 0 for p in periods) or warmup < 0:
+            raise TunerError(
+                f"tuner {name!r}: period, period_s and period_steps must be positive, warmup >= 0"
+            )
+        self.samples, self.reducer = samples, reducer
+        self.period, self.period_s, self.period_steps = periods
         self.clock = clock if clock is not None else _host_stopwatch()
         self.wallclock, self.warmup, self.time_idle = wallclock, warmup, time_idle
         self.step = step or (lambda: -1)
@@ -134,7 +140,8 @@ class Autotuner:
         if param not in self.candidates:
             self.candidates.append(param)
             self._times = np.vstack([self._times, np.full((1, self.samples), np.nan)])
-        self._best, self.state, self._calls, self._locked_at = param, IDLE, 0, self.wallclock()
+        self._best, self.state, self._calls = param, IDLE, 0
+        self._locked_at, self._locked_step = self.wallclock(), self.step()
         self.scans.append({"step": self.step(), "launches": 0, "best": param, "restored": True})
 
     def reject(self) -> None:
@@ -221,7 +228,8 @@ class Autotuner:
                 "restored": False,
             }
         )
-        self.state, self._calls, self._locked_at, self._scan_rows = IDLE, 0, self.wallclock(), []
+        self.state, self._calls, self._scan_rows = IDLE, 0, []
+        self._locked_at, self._locked_step = self.wallclock(), self.step()
 
     def _end_idle(self, start: Any, param: Hashable) -> None:
         if self.time_idle:
@@ -232,8 +240,10 @@ class Autotuner:
                 row, a, b = self._pending.popleft()
                 self._idle_time(row, self.clock.elapsed_ms(a, b))
         self._calls += 1
-        if (self.period is not None and self._calls >= self.period) or (
-            self.period_s is not None and self.wallclock() - self._locked_at >= self.period_s
+        if (
+            (self.period is not None and self._calls >= self.period)
+            or (self.period_s is not None and self.wallclock() - self._locked_at >= self.period_s)
+            or (self.period_steps is not None and self.step() - self._locked_step >= self.period_steps)
         ):
             self.start_scan()
 

@@ -165,6 +165,7 @@ def test_lock_restores_a_tuned_value_without_scanning_then_full_scan_after_perio
         ({"reducer": "min"}, "reducer"),
         ({"period": 0}, "period"),
         ({"period_s": 0.0}, "period"),
+        ({"period_steps": 0}, "period"),
     ],
 )
 def test_bad_arguments_are_refused(kw, match):
@@ -225,3 +226,17 @@ def test_rejecting_the_last_candidate_of_a_scan_locks_on_the_rest():
     tuner.begin()
     tuner.reject()
     assert tuner.state == IDLE and tuner.param == "b" and tuner.candidates == ["a", "b"]
+
+
+def test_rescan_after_period_in_solver_steps():
+    step = [0]
+    tuner, clock = make(["a", "b"], samples=1, warmup=0, period_steps=3, step=lambda: step[0])
+    drive(tuner, clock, {"a": 1.0, "b": 2.0}.get, 2)
+    assert tuner.state == IDLE
+    for _ in range(2):  # two launches a step: the period counts steps, not launches
+        step[0] += 1
+        drive(tuner, clock, lambda p: 1.0, 2)
+    assert tuner.state == IDLE
+    step[0] += 1
+    drive(tuner, clock, lambda p: 1.0, 1)
+    assert tuner.state == SCANNING
