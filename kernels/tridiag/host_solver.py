@@ -1,0 +1,98 @@
+"""Stage 2's host solver: ``host_thomas.c`` built once with the system C compiler, called through ctypes.
+
+Falls back to LAPACK ``dgtsv`` (one core, through scipy) where no C compiler or OpenMP is available;
+``name()`` says which one runs, and the workload records it with every timing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from kernels.tridiag.system import ZeroPivotError
+
+SOURCE = Path(__file__).with_name("host_thomas.c")
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "launchtune"
+
+
+@functools.cache
+def _library() -> ctypes.CDLL | None:
+    src = SOURCE.read_bytes()
+    tag = hashlib.sha256(src).hexdigest()[:16]
+    for directory in (_cache_dir(), Path(tempfile.gettempdir()) / "launchtune"):
+        lib = directory / f"host_thomas_{tag}.so"
+        try:
+            if not lib.exists():
+                directory.mkdir(parents=True, exist_ok=True)
+                tmp = lib.with_suffix(f".{os.getpid()}.tmp")
+                cc = os.environ.get("CC", "cc")
+                subprocess.run(
+                    [cc, "-O3", "-fopenmp", "-shared", "-fPIC", "-o", str(tmp), str(SOURCE)],
+                    check=True,
+                    capture_output=True,
+                    timeout=120,
+                )
+                os.replace(tmp, lib)  # atomic: a concurrent worker never loads a half-written library
+            dll = ctypes.CDLL(str(lib))
+        except (OSError, subprocess.SubprocessError):
+            continue
+        fn = dll.tridiag_solve
+        fn.restype = ctypes.c_long
+        fn.argtypes = [ctypes.c_long, *([ctypes.c_void_p] * 5), ctypes.c_int]
+        return dll
+    return None
+
+
+def name() -> str:
+    return "thomas-omp" if _library() is not None else "lapack-dgtsv"
+
+
+def default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+class HostSolver:
+    """Solves the ``(4, N)`` interface buffer (sub, diag, super, rhs) in place; the answer lands in row 3."""
+
+    def __init__(self, size: int, threads: int | None = None):
+        self.lib = _library()
+        self.threads = threads or default_threads()
+        self.work = np.empty(size) if self.lib is not None else np.empty(0)
+
+    @property
+    def name(self) -> str:
+        return "thomas-omp" if self.lib is not None else "lapack-dgtsv"
+
+    def solve(self, iface: np.ndarray) -> np.ndarray:
+        if self.lib is None:
+            from kernels.tridiag.partition import stage2
+
+            return stage2(iface)
+        n = iface.shape[1]
+        if not (iface.flags.c_contiguous and iface.dtype == np.float64 and self.work.size >= n):
+            raise ValueError("interface buffer must be C-contiguous float64 (4, N) within the work size")
+        ptr = iface.ctypes.data
+        status = self.lib.tridiag_solve(
+            n, ptr, ptr + 8 * n, ptr + 16 * n, ptr + 24 * n, self.work.ctypes.data, self.threads
+        )
+        if status:
+            where = f"row {abs(status) - 1}" if status > 0 else f"the threads' {2 * self.threads}-row system"
+            raise ZeroPivotError(
+                f"zero pivot in the interface system ({where}): the matrix is singular or not "
+                "diagonally dominant"
+            )
+        return iface[3]

@@ -1,0 +1,120 @@
+"""Tridiagonal systems: the storage convention, test systems, residuals, input checks and chunking.
+
+Convention (shared by every solver here): a system of ``n`` unknowns is one ``(4, n)`` float64 array whose
+rows are the sub-diagonal ``a``, the diagonal ``b``, the super-diagonal ``c`` and the right-hand side ``d``;
+row ``i`` reads ``a[i] x[i-1] + b[i] x[i] + c[i] x[i+1] = d[i]``. ``a[0]`` and ``c[n-1]`` are ignored. One
+array rather than four so that a chunk of all four rows moves host-to-device in one 2-D copy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+STREAM_CHOICES = (1, 2, 4, 8, 16, 32)
+MIN_M = 3  # a sub-system needs at least one interior row between its two interface rows
+
+
+class TridiagError(ValueError):
+    """Bad input to a tridiagonal solver: non-positive size, bad stream count, bad sub-system size."""
+
+
+class ZeroPivotError(ArithmeticError):
+    """Elimination met an exact zero pivot: singular, or unsafe for elimination without pivoting."""
+
+
+def parse_size(size: int | str | tuple[int, ...]) -> int:
+    """``1000``, ``"1000"``, ``"1e6"``, ``"2.5e7"`` or ``(1000,)`` -> a positive int number of unknowns."""
+    if isinstance(size, tuple | list):
+        if len(size) != 1:
+            raise TridiagError(
+                f"size {size!r}: a tridiagonal system has one dimension (the number of unknowns)"
+            )
+        size = size[0]
+    try:
+        value = float(size) if isinstance(size, str) else size
+        n = int(value)
+    except (TypeError, ValueError):
+        raise TridiagError(f"size {size!r} is not a number of unknowns") from None
+    if n != value or n <= 0:
+        raise TridiagError(f"size {size!r} must be a positive whole number of unknowns")
+    return n
+
+
+def check_streams(streams: int) -> int:
+    if isinstance(streams, bool) or int(streams) != streams or int(streams) not in STREAM_CHOICES:
+        raise TridiagError(
+            f"streams={streams!r} must be a power of two from 1 to 32 ({', '.join(map(str, STREAM_CHOICES))})"
+        )
+    return int(streams)
+
+
+def check_m(m: int) -> int:
+    if isinstance(m, bool) or int(m) != m or not MIN_M <= int(m) <= 64:
+        raise TridiagError(f"sub-system size m={m!r} must be a whole number from {MIN_M} to 64")
+    return int(m)
+
+
+def num_blocks(n: int, m: int) -> int:
+    """Sub-systems of ``m`` rows covering ``n`` unknowns; the last is padded with identity rows."""
+    return -(-n // m)
+
+
+def chunk_bounds(blocks: int, streams: int) -> list[tuple[int, int]]:
+    """Contiguous, near-equal ranges of sub-systems, one per stream; empty ranges are dropped (n small)."""
+    edges = [round(j * blocks / streams) for j in range(streams + 1)]
+    return [(s, e) for s, e in zip(edges[:-1], edges[1:], strict=True) if e > s]
+
+
+def random_system(n: int, seed: int = 0, out: np.ndarray | None = None, dominance: float = 1.0) -> np.ndarray:
+    """A random, strictly row diagonally dominant system: ``|b| >= |a| + |c| + dominance``, signs random.
+
+    Written into ``out`` when given (a pinned buffer), so a 10^8-unknown system is never held twice.
+    """
+    rng = np.random.default_rng(seed)
+    abcd = np.empty((4, n)) if out is None else out
+    rng.random(out=abcd[0])
+    abcd[0] -= 0.5
+    rng.random(out=abcd[2])
+    abcd[2] -= 0.5
+    abcd[0, 0] = 0.0
+    abcd[2, n - 1] = 0.0
+    rng.random(out=abcd[1])
+    abcd[1] += np.abs(abcd[0]) + np.abs(abcd[2]) + dominance
+    abcd[1] *= np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    rng.random(out=abcd[3])
+    abcd[3] -= 0.5
+    return abcd
+
+
+def heat_system(n: int, r: float = 0.5, seed: int = 0, out: np.ndarray | None = None) -> np.ndarray:
+    """One implicit-Euler step of the 1-D heat equation (-r, 1+2r, -r) with Dirichlet ends, random field."""
+    rng = np.random.default_rng(seed)
+    abcd = np.empty((4, n)) if out is None else out
+    abcd[0] = -r
+    abcd[1] = 1.0 + 2.0 * r
+    abcd[2] = -r
+    abcd[0, 0] = 0.0
+    abcd[2, n - 1] = 0.0
+    rng.random(out=abcd[3])
+    return abcd
+
+
+def residual(abcd: np.ndarray, x: np.ndarray) -> float:
+    """``||A x - d|| / ||d||`` (2-norms), in float64 on the host."""
+    a, b, c, d = abcd
+    r = b * x
+    r[1:] += a[1:] * x[:-1]
+    r[:-1] += c[:-1] * x[1:]
+    r -= d
+    norm_d = float(np.linalg.norm(d))
+    return float(np.linalg.norm(r)) / (norm_d if norm_d > 0 else 1.0)
+
+
+def to_banded(abcd: np.ndarray) -> np.ndarray:
+    """The ``(3, n)`` band storage of ``scipy.linalg.solve_banded((1, 1), ...)``."""
+    a, b, c, _ = abcd
+    ab = np.zeros((3, abcd.shape[1]))
+    ab[0, 1:] = c[:-1]
+    ab[1] = b
+    ab[2, :-1] = a[1:]
+    return ab

@@ -1,0 +1,218 @@
+"""The ``tridiag`` workload: the partition solver on one system, end to end (host -> device -> host).
+
+``size`` is the number of unknowns. Cases: ``random`` (random strictly diagonally dominant, seeded) and
+``heat`` (one implicit step of the 1-D heat equation). Launch space: ``streams`` (1..32, powers of two),
+``threads`` per block and the sub-system size ``m``; the default (what a user gets untuned) is the seed's 1
+stream, 256 threads, m = 10. ``run`` reports, in ``Timing.kernels``, the seven stage times of the serial
+(one-stream) pipeline with the same ``threads`` and ``m`` (what the seed's stream model needs), and in
+``Timing.total`` the end-to-end time under the configuration's stream count.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from kernels.backend import get_backend
+from kernels.space import Constraint, Param, Space
+from kernels.tridiag import partition
+from kernels.tridiag.system import (
+    STREAM_CHOICES,
+    TridiagError,
+    check_m,
+    check_streams,
+    heat_system,
+    parse_size,
+    random_system,
+    residual,
+)
+from kernels.workload import Check, Timing
+
+CASES = ("random", "heat")
+THREADS = (32, 64, 128, 256, 512, 1024)
+M_VALUES = (4, 6, 8, 10, 12, 16, 24, 32)
+DEFAULT = {"streams": 1, "threads": 256, "m": 10}
+STAGES = ("t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h")
+RESIDUAL_TOL = 1e-12
+AGREE_TOL = 1e-11
+
+
+class TridiagWorkload:
+    name = "tridiag"
+
+    def __init__(self, case: str, n: int, backend: str = "auto", seed: int = 0):
+        if case not in CASES:
+            raise TridiagError(f"unknown tridiag case {case!r}: choose one of {', '.join(CASES)}")
+        self.case, self.n, self.seed = case, n, seed
+        self.size = (n,)
+        self.backend = get_backend(backend)
+        if self.backend.is_gpu:  # pinned, so uploads are DMA at full rate and async
+            from kernels.tridiag.cuda_solver import empty_pinned
+
+            self.abcd = empty_pinned(self.backend.xp, (4, n))
+        else:
+            self.abcd = np.empty((4, n))
+        if case == "random":
+            random_system(n, seed=seed, out=self.abcd)
+        else:
+            heat_system(n, seed=seed, out=self.abcd)
+        self._solver: Any = None
+        self._stage_cache: dict[tuple[int, int, int], dict[str, float]] = {}
+        self._ref: dict[int, np.ndarray] = {}
+
+    # -- the interface ---------------------------------------------------------------------------------------
+    def space(self) -> Space:
+        constraints: tuple[Constraint, ...] = ()
+        if self.backend.is_gpu:
+            from kernels.tridiag.cuda_solver import max_threads
+
+            cp = self.backend.xp
+            constraints = (
+                Constraint(
+                    "threads exceeds the compiled kernel's max threads per block for this m",
+                    lambda c: int(c["threads"]) <= max_threads(cp, int(c["m"])),
+                ),
+            )
+        params = (Param("streams", STREAM_CHOICES), Param("threads", THREADS), Param("m", M_VALUES))
+        return Space(params, dict(DEFAULT), constraints, name=f"tridiag[{self.case},{self.n}]")
+
+    def run(self, config: Mapping[str, int], repeats: int = 5) -> Timing:
+        streams, threads, m = self._config(config)
+        repeats = max(1, int(repeats))
+        stages = self.stage_times(threads, m, repeats)
+        self._solve(streams, threads, m)  # warm-up
+        runs = [self._solve(streams, threads, m) for _ in range(repeats)]
+        med = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
+        extra = {
+            "total_1stream": stages["total"],
+            "stage1_span": med.get("stage1", float("nan")),
+            "host_span": med.get("host", float("nan")),
+            "stage3_span": med.get("stage3", float("nan")),
+            "backend": self.backend.name,
+            "host_solver": self._solver.host_solver.name if self.backend.is_gpu else "lapack-dgtsv",
+        }
+        return Timing(
+            kernels={k: stages[k] for k in STAGES}, total=med["total"], repeats=repeats, extra=extra
+        )
+
+    def check(self, config: Mapping[str, int]) -> Check:
+        streams, threads, m = self._config(config)
+        try:
+            x = self.solve(streams, threads, m)
+        except ArithmeticError as exc:
+            return Check(False, str(exc))
+        if not np.all(np.isfinite(x)):
+            return Check(False, "non-finite unknowns in the solution")
+        res = residual(self.abcd, x)
+        if not res < RESIDUAL_TOL:
+            return Check(False, f"residual {res:.3e} >= {RESIDUAL_TOL:g}")
+        ref = self.reference(m)
+        diff = float(np.linalg.norm(x - ref) / max(np.linalg.norm(ref), 1e-300))
+        if not diff < AGREE_TOL:
+            return Check(False, f"differs from the numpy reference by {diff:.3e} (relative)")
+        return Check(True, f"residual {res:.2e}, relative difference to reference {diff:.2e}")
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "workload": self.name,
+            "case": self.case,
+            "size": self.n,
+            "seed": self.seed,
+            "backend": self.backend.name,
+            "bytes_in": 32 * self.n,
+            "bytes_out": 8 * self.n,
+        }
+
+    # -- beyond the interface --------------------------------------------------------------------------------
+    def solve(self, streams: int = 1, threads: int = 256, m: int = 10) -> np.ndarray:
+        """A fresh copy of the solution under one configuration (output poisoned first)."""
+        if self.backend.is_gpu:
+            solver = self._gpu(threads, m)
+            solver.x_host.fill(np.nan)
+            solver.solve(check_streams(streams))
+            return np.array(solver.x_host)
+        return partition.solve(self.abcd, check_m(m), check_streams(streams))
+
+    def reference(self, m: int = 10) -> np.ndarray:
+        """The numpy partition method's solution (same algorithm, on the host), cached per ``m``."""
+        if m not in self._ref:
+            self._ref = {m: partition.solve(self.abcd, m, 1)}
+        return self._ref[m]
+
+    def stage_times(self, threads: int = 256, m: int = 10, repeats: int = 5) -> dict[str, float]:
+        """Median stage times of the serial pipeline (one stream), cached per (threads, m, repeats)."""
+        key = (threads, m, repeats)
+        if key not in self._stage_cache:
+            self._solve(1, threads, m, detail=True)
+            runs = [self._solve(1, threads, m, detail=True) for _ in range(repeats)]
+            self._stage_cache[key] = {k: float(np.median([r[k] for r in runs])) for k in (*STAGES, "total")}
+        return self._stage_cache[key]
+
+    def _config(self, config: Mapping[str, int]) -> tuple[int, int, int]:
+        cfg = {**DEFAULT, **{k: int(v) for k, v in config.items()}}
+        unknown = sorted(set(cfg) - set(DEFAULT))
+        if unknown:
+            raise TridiagError(f"unknown tridiag parameter {unknown[0]!r} (known: streams, threads, m)")
+        if cfg["threads"] <= 0:
+            raise TridiagError(f"threads={cfg['threads']} must be positive")
+        return check_streams(cfg["streams"]), cfg["threads"], check_m(cfg["m"])
+
+    def _gpu(self, threads: int, m: int) -> Any:
+        from kernels.tridiag.cuda_solver import CudaPartitionSolver
+
+        if self._solver is None or self._solver.m != m:
+            self._solver = None  # free the old device buffers before allocating new ones
+            self._solver = CudaPartitionSolver(self.backend.xp, self.abcd, m=m, threads=threads)
+        else:
+            self._solver.set_threads(threads)
+        return self._solver
+
+    def _solve(self, streams: int, threads: int, m: int, detail: bool = False) -> dict[str, float]:
+        if self.backend.is_gpu:
+            return self._gpu(threads, m).solve(streams, detail=detail)
+        return _timed_numpy(self.abcd, m, streams)
+
+
+def _timed_numpy(abcd: np.ndarray, m: int, streams: int) -> dict[str, float]:
+    """The numpy pipeline with host-clock stage times (no transfers on the CPU: those stages are 0)."""
+    from kernels.tridiag.system import chunk_bounds
+
+    t0 = time.perf_counter()
+    blocks = partition.padded_blocks(abcd, m)
+    p = blocks.shape[1]
+    chunks = chunk_bounds(p, streams)
+    iface = np.empty((4, 2 * p))
+    for s, e in chunks:
+        iface[:, 2 * s : 2 * e] = partition.stage1(blocks[:, s:e])
+    t1 = time.perf_counter()
+    z = partition.stage2(iface)
+    t2 = time.perf_counter()
+    x = np.empty((p, m))
+    for s, e in chunks:
+        x[s:e] = partition.stage3(blocks[:, s:e], z[2 * s : 2 * e])
+    t3 = time.perf_counter()
+    ms = 1e3
+    out = dict.fromkeys(STAGES, 0.0)
+    out.update(
+        t1_comp=(t1 - t0) * ms,
+        t2_host=(t2 - t1) * ms,
+        t3_comp=(t3 - t2) * ms,
+        total=(t3 - t0) * ms,
+        stage1=(t1 - t0) * ms,
+        host=(t2 - t1) * ms,
+        stage3=(t3 - t2) * ms,
+    )
+    return out
+
+
+def make_workload(
+    case: str = "random", size: int | str | tuple[int, ...] = 100_000, backend: str = "auto", **options: Any
+) -> TridiagWorkload:
+    """``make_workload("random", "1e6", "numpy", seed=1)``; options: ``seed``."""
+    unknown = sorted(set(options) - {"seed"})
+    if unknown:
+        raise TridiagError(f"unknown tridiag option {unknown[0]!r} (known: seed)")
+    return TridiagWorkload(case, parse_size(size), backend, seed=int(options.get("seed", 0)))

@@ -1,0 +1,34 @@
+"""``python -m kernels.tridiag solve`` driven as a user would (numpy backend, so it runs anywhere)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+
+def _run(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "kernels.tridiag", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_solve_prints_residual_and_stages():
+    out = _run("solve", "--size", "12345", "--streams", "8", "--backend", "numpy", "--repeats", "2")
+    assert out.returncode == 0, out.stderr
+    assert "residual ||Ax-b||/||b|| = " in out.stdout and "(ok)" in out.stdout
+    for stage in ("t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h"):
+        assert stage in out.stdout
+    assert "end to end, 8 streams" in out.stdout
+
+
+def test_bad_input_is_one_line_exit_2():
+    for args in (["--size", "-3"], ["--size", "1000", "--streams", "12"], ["--size", "10", "--m", "2"]):
+        out = _run("solve", *args, "--backend", "numpy")
+        assert out.returncode == 2, (args, out.stdout, out.stderr)
+        assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1, out.stderr

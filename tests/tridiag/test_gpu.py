@@ -1,0 +1,90 @@
+"""The CUDA partition solver against the numpy reference, for every stream count (runs on the lent GPU)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels.tridiag import partition
+from kernels.tridiag.system import ZeroPivotError, random_system, residual
+
+pytestmark = pytest.mark.gpu
+
+SIZES = [1, 5, 9, 10, 11, 321, 4099, 100_003, 1_000_001]
+
+
+@pytest.fixture(scope="module")
+def cp():
+    import cupy
+
+    return cupy
+
+
+def _pinned_system(cp, n, seed):
+    from kernels.tridiag.cuda_solver import empty_pinned
+
+    return random_system(n, seed=seed, out=empty_pinned(cp, (4, n)))
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_every_stream_count_matches_reference(cp, n):
+    from kernels.tridiag.cuda_solver import CudaPartitionSolver
+
+    rng = np.random.default_rng(n)
+    abcd = _pinned_system(cp, n, seed=n)
+    for m in (10, int(rng.choice([3, 4, 7, 16, 32]))):
+        threads = int(rng.choice([32, 64, 128, 256, 512]))
+        solver = CudaPartitionSolver(cp, abcd, m=m, threads=threads)
+        ref = partition.solve(abcd, m=m)
+        for streams in (1, 2, 4, 8, 16, 32):
+            solver.x_host.fill(np.nan)  # poison: every unknown must be written
+            times = solver.solve(streams, detail=streams == 1)
+            x = np.array(solver.x_host)
+            assert np.all(np.isfinite(x)), (n, m, streams)
+            assert residual(abcd, x) < 1e-12, (n, m, streams, threads)
+            assert np.linalg.norm(x - ref) <= 1e-12 * np.linalg.norm(ref), (n, m, streams)
+            assert times["total"] > 0
+
+
+def test_stage_times_add_up(cp):
+    from kernels.tridiag.cuda_solver import STAGES, CudaPartitionSolver
+
+    solver = CudaPartitionSolver(cp, _pinned_system(cp, 200_000, 1))
+    times = solver.solve(1, detail=True)
+    assert all(times[s] >= 0 for s in STAGES)
+    assert sum(times[s] for s in STAGES) == pytest.approx(times["total"], rel=1e-3)
+
+
+def test_zero_pivot_is_reported_and_solver_recovers(cp):
+    from kernels.tridiag.cuda_solver import CudaPartitionSolver
+
+    abcd = _pinned_system(cp, 1000, 2)
+    saved = abcd[1, 11]
+    abcd[1, 11] = 0.0
+    solver = CudaPartitionSolver(cp, abcd)
+    with pytest.raises(ZeroPivotError):
+        solver.solve(4)
+    abcd[1, 11] = saved
+    solver.solve(4)
+    assert residual(abcd, np.array(solver.x_host)) < 1e-12
+
+
+def test_workload_on_gpu(cp):
+    from kernels.tridiag.workload import make_workload
+
+    work = make_workload("heat", 77_777, "cupy")
+    for config in work.space().sample(6, seed=3):
+        check = work.check(config)
+        assert check.ok, (config, check.reason)
+    timing = work.run({"streams": 8, "threads": 256, "m": 10}, repeats=3)
+    assert timing.total > 0 and timing.kernels["t1_h2d"] > 0
+
+
+@pytest.mark.parametrize("pivot", [True, False])
+def test_gtsv2_baseline(cp, pivot):
+    from kernels.tridiag.gtsv2 import GtsvBaseline
+
+    abcd = _pinned_system(cp, 50_001, 4)
+    base = GtsvBaseline(cp, abcd, pivot=pivot)
+    assert base.solve() > 0
+    assert residual(abcd, np.array(base.x_host)) < 1e-12
