@@ -18,6 +18,7 @@ COMMANDS = [
     "merge",
     "train",
     "report",
+    "cluster",
     "streams",
 ]
 

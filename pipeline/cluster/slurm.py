@@ -23,6 +23,7 @@ import asyncio
 import getpass
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -185,6 +186,7 @@ class ClassScaler:
         self._counter = dict.fromkeys(self.classes, 0)
         self._failures = dict.fromkeys(self.classes, 0)
         self._first_seen: dict[str, float] = {}
+        self._idle_since: dict[str, float] = {}
         self._last_poll = 0.0
         self._states: dict[str, str] | None = None
         self._stop = threading.Event()
@@ -319,7 +321,10 @@ class ClassScaler:
         for cls in self.classes:
             names = [n for n in spec if self._class_of(n) == cls]
             want = min(self.workers_per_class, demand[cls])
-            if demand[cls] == 0 and names:
+            if demand[cls] or not names:
+                self._idle_since.pop(cls, None)
+            elif now - self._idle_since.setdefault(cls, now) >= self.config.release_idle_after_s:
+                # idle long enough: not a gap between the sweep's steps (plan -> measure -> re-measure)
                 changed |= await self._retire(cls, names, connected)
             for _ in range(want - len(names)):
                 name = f"{cls}-{self._counter[cls]}"
@@ -448,7 +453,11 @@ def build_cluster(
     config: SlurmConfig, jobs: Sequence[ClassJob], workdir: Path, credentials: Credentials | None
 ) -> ClassSLURMCluster:
     log_dir = workdir / "slurm-logs"
-    tag = workdir.resolve().name[:24]
+    # Job names carry the sweep folder's name (not the hidden ".dask" in it), so squeue shows whose they are.
+    folder = next(
+        (p.name for p in (workdir.resolve(), *workdir.resolve().parents) if p.name[:1] not in ("", ".")), ""
+    )
+    tag = re.sub(r"[^A-Za-z0-9_-]+", "-", folder)[:24] or "sweep"
     templates = {
         j.gpu_class: job_options(j, job_name=f"lt-{tag}-{j.gpu_class}", log_directory=str(log_dir))
         for j in jobs

@@ -30,7 +30,7 @@ JOB_KEYS = (
     "local_directory",
 )
 CLASS_KEYS = ("partition", "device", *JOB_KEYS)
-SCHEDULER_KEYS = ("interface", "dashboard", "tls", "max_job_failures")
+SCHEDULER_KEYS = ("interface", "dashboard", "tls", "max_job_failures", "release_idle_after_s")
 DEVICE_KEYS = ("peak_fp64_gflops", "bandwidth_gbs", "memory_gb", "source")
 _CLASS_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 _WALLTIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
@@ -66,6 +66,7 @@ class SlurmConfig:
     dashboard: str = "127.0.0.1:8787"
     tls: bool = True
     max_job_failures: int = 3
+    release_idle_after_s: float = 60.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def select(self, gpu_classes: list[str] | None) -> list[ClassJob]:
@@ -207,6 +208,9 @@ def load_slurm_config(path: str | Path) -> SlurmConfig:
         raise UserError(
             f"{name}: scheduler.max_job_failures: expected a positive whole number, got {failures!r}"
         )
+    idle = scheduler.get("release_idle_after_s", 60)
+    if not isinstance(idle, int | float) or isinstance(idle, bool) or idle < 0:
+        raise UserError(f"{name}: scheduler.release_idle_after_s: expected seconds >= 0, got {idle!r}")
     dashboard = scheduler.get("dashboard", "127.0.0.1:8787")
     if dashboard is not None and not re.match(r"^[\w.\-\[\]:]*:\d+$", str(dashboard)):
         raise UserError(
@@ -220,6 +224,7 @@ def load_slurm_config(path: str | Path) -> SlurmConfig:
         dashboard=None if dashboard is None else str(dashboard),
         tls=tls,
         max_job_failures=failures,
+        release_idle_after_s=float(idle),
     )
 
 

@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  python -m pipeline cluster --dry-run\n"
-        "  python -m pipeline cluster --dry-run my-site.yaml --gpu-class v100,h100",
+        "  python -m pipeline cluster --dry-run my-site.yaml --gpu-class v100,h100\n",
     )
     p.add_argument(
         "config",

@@ -51,6 +51,7 @@ def write_cluster_config(
             "dashboard": "127.0.0.1:0",
             "tls": tls,
             "max_job_failures": max_job_failures,
+            "release_idle_after_s": 3,  # short: the tests watch a finished class give its jobs back
         },
         "defaults": {
             "gres": "gpu:1",

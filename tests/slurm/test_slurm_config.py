@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,8 @@ from pipeline.cluster.slurm import dry_run_scripts
 from pipeline.cluster.slurm_config import lifetime_args, load_slurm_config, walltime_seconds
 from pipeline.errors import UserError
 
-SHIPPED = Path(__file__).resolve().parents[2] / "cluster_configs" / "slurm.yaml"
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = REPO / "cluster_configs" / "slurm.yaml"
 
 
 def test_shipped_config_has_every_class_with_device_facts_from_the_spec_table():
@@ -144,3 +148,31 @@ def test_credentials_are_private_while_the_sweep_runs_and_gone_after(tmp_path):
     with pytest.raises(RuntimeError), sweep_credentials(workdir) as creds:
         raise RuntimeError("a sweep that fails")
     assert not creds.directory.exists()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cluster_command_dry_run_prints_the_job_script():
+    result = _cli("cluster", "--dry-run", "--gpu-class", "v100")
+    assert result.returncode == 0, result.stderr
+    assert "#SBATCH -p v100" in result.stdout and "--resources v100=1" in result.stdout
+    assert "c2075" not in result.stdout  # only the class asked for
+
+
+def test_cluster_command_bad_config_is_one_line_exit_2(tmp_path):
+    path = _write(tmp_path, {"classes": {"v100": {"partition": "p", "walltime": "soon"}}})
+    result = _cli("cluster", str(path))
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "site.yaml: classes.v100.walltime" in lines[0], result.stderr
+    assert result.stdout == ""
