@@ -36,9 +36,8 @@ def _scheme_args(p: argparse.ArgumentParser, default_limiter: str) -> None:
     g = p.add_argument_group("scheme")
     g.add_argument(
         "--limiter",
-        choices=sorted(LIMITERS),
         default=default_limiter,
-        help=f"MUSCL limiter (default {default_limiter})",
+        help=f"MUSCL limiter: {', '.join(LIMITERS)} (default {default_limiter})",
     )
     g.add_argument(
         "--kappa",
@@ -54,6 +53,8 @@ def _scheme_args(p: argparse.ArgumentParser, default_limiter: str) -> None:
 
 
 def _scheme(ns: argparse.Namespace) -> Scheme:
+    if ns.limiter not in LIMITERS:
+        raise UsageError(f"--limiter {ns.limiter!r}: choose one of {', '.join(LIMITERS)}")
     return Scheme(kappa=ns.kappa, epsilon=ns.epsilon, limiter=ns.limiter, cfl=ns.cfl, stages=ns.stages)
 
 

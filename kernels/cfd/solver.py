@@ -34,7 +34,7 @@ class Scheme:
 
     kappa: float = -1.0
     epsilon: float = 1.0
-    limiter: str = "van_albada"
+    limiter: str = "minmod"
     cfl: float = 1.0
     stages: int = 4
 
