@@ -1,0 +1,61 @@
+"""An interrupted sweep, or one whose jobs cannot start a worker, leaves no job and no credentials behind."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from tests.slurm.conftest import write_cluster_config
+from tests.slurm.test_slurm_sweep import Sweep, write_spec
+
+pytestmark = pytest.mark.slurm
+
+
+def active(slurm) -> list[dict]:
+    return [j for j in slurm.squeue() if j["State"] in ("PENDING", "RUNNING", "CONFIGURING")]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_sweep_cancels_its_jobs_and_removes_credentials(slurm, cluster_config, tmp_path, signum):
+    out = tmp_path / "out"
+    sweep = Sweep(
+        str(write_spec(tmp_path / "spec.yaml")),
+        "--cluster",
+        str(cluster_config),
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    try:
+        sweep.wait_for("slurm: worker ")  # a job is running and its worker connected
+        assert active(slurm)
+        sweep.proc.send_signal(signum)
+        rc = sweep.finish(timeout=90)
+    finally:
+        if sweep.proc.poll() is None:
+            sweep.proc.kill()
+    assert rc == 130, sweep.tail()  # the CLI's answer to an interruption
+    assert active(slurm) == [], slurm.squeue()
+    assert not (out / ".dask" / "credentials").exists()
+
+
+def test_jobs_that_cannot_start_a_worker_stop_the_sweep_with_the_log(slurm, tmp_path):
+    config = write_cluster_config(tmp_path / "broken.yaml", setup=["exit 3"], max_job_failures=2)
+    out = tmp_path / "out"
+    sweep = Sweep(
+        str(write_spec(tmp_path / "spec.yaml")), "--cluster", str(config), "--out", str(out), cwd=tmp_path
+    )
+    try:
+        rc = sweep.finish(timeout=120)
+    finally:
+        if sweep.proc.poll() is None:
+            sweep.proc.kill()
+    assert rc == 2, sweep.tail()
+    error = [line for line in sweep.lines if line.startswith("error: ")]
+    assert len(error) == 1, sweep.tail()
+    assert "broken.yaml: classes." in error[0] and "jobs ended before their Dask worker connected" in error[0]
+    log_file = error[0].rsplit("log: ", 1)[1].strip()
+    assert log_file.endswith(".err") and (tmp_path / "out" / ".dask" / "slurm-logs").is_dir()
+    assert active(slurm) == []
+    assert not (out / ".dask" / "credentials").exists()
