@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernels.autotune.table import FORMAT as TABLE_FORMAT  # one format, read by the runtime autotuner
 from pipeline.errors import UserError
 from pipeline.models import load_model
 from pipeline.schema import kernel_column, kernel_params
 from pipeline.shards import load_merged
 from pipeline.train import design, features_for, ok_rows, read_sweep, split
 
-TABLE_FORMAT = "launchtune.tuning_table/1"
 TOP_CANDIDATES = 5
 
 
@@ -131,7 +131,7 @@ def tuning_entry(frame: pd.DataFrame, cls: str, spec, plan: dict[str, Any], vali
             top = pk.dropna(subset=[col]).nsmallest(TOP_CANDIDATES, col).drop_duplicates(subset=names)
             per_kernel[kernel] = [{**{n: int(r[n]) for n in names}, "ms": float(r[col])} for _, r in top.iterrows()]
     return {
-        "gpu_class": cls, "workload": spec.workload, "case": spec.case, "size": spec.size,
+        "gpu_class": cls, "workload": spec.workload, "case": spec.case, "size": spec.size, "source": "sweep",
         "best": unique[0]["config"] if unique else plan["default"],
         "best_ms": unique[0]["ms"] if unique else None,
         "default": plan["default"], "default_ms": default_ms,
@@ -246,7 +246,7 @@ def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
                    for g, e in metrics["groups"].items()},
     }
     report["figures"] = _figures(sweep_dir, frame, plan, spec, metrics, log)
-    table = {"format": TABLE_FORMAT, "created": report["created"], "sweep_id": spec.name,
+    table = {"format": TABLE_FORMAT, "version": 1, "created": report["created"], "sweep_id": spec.name,
              "entries": [tuning_entry(frame, c, spec, plan, validation) for c in classes]}
     _write_atomic(sweep_dir / "report.json", json.dumps(_clean(report), indent=1))
     _write_atomic(sweep_dir / "report.md", _markdown(report))

@@ -76,7 +76,9 @@ def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool) -> d
     return plan
 
 
-def _measure(client, spec: SweepSpec, plans: dict[str, dict], out: Path, log: Log) -> dict[str, Any]:
+def _measure(
+    client, spec: SweepSpec, plans: dict[str, dict], out: Path, log: Log, max_minutes: float | None = None
+) -> dict[str, Any]:
     from distributed import as_completed
     from tqdm import tqdm
 
@@ -86,7 +88,10 @@ def _measure(client, spec: SweepSpec, plans: dict[str, dict], out: Path, log: Lo
     futures, skipped = [], 0
     for cls, plan in plans.items():
         facts = {k: plan[k] for k in ("params", "kernels")}
-        for batch, rows in batches(plan["configs"], spec.batch_size):
+        # Batches holding per-kernel grids go first: they are few, and a time-limited sweep should not lose them.
+        ordered = sorted(batches(plan["configs"], spec.batch_size),
+                         key=lambda b: not any(row[1] == "per_kernel_exhaustive" for row in b[1]))
+        for batch, rows in ordered:
             path = shard_path(out, cls, batch)
             if is_finished(path):
                 skipped += 1
@@ -100,20 +105,29 @@ def _measure(client, spec: SweepSpec, plans: dict[str, dict], out: Path, log: Lo
     t0 = time.perf_counter()
     rows = counts_ok = 0
     errors = []
+    done = 0
+    timeout = max_minutes * 60 if max_minutes else None
     with tqdm(total=len(futures), unit="batch", desc="measure", file=sys.stderr, mininterval=0.5) as bar:
-        for future in as_completed(futures):
-            try:
-                result = future.result()
-                rows += result["rows"]
-                counts_ok += result["ok"]
-            except Exception as exc:
-                errors.append(f"{future.key}: {type(exc).__name__}: {exc}")
-            bar.update(1)
+        try:
+            for future in as_completed(futures, timeout=timeout):
+                try:
+                    result = future.result()
+                    rows += result["rows"]
+                    counts_ok += result["ok"]
+                except Exception as exc:
+                    errors.append(f"{future.key}: {type(exc).__name__}: {exc}")
+                done += 1
+                bar.update(1)
+        except TimeoutError:
+            pending = [f for f in futures if not f.done()]
+            client.cancel(pending)
+            log(f"time limit of {max_minutes} min reached: {done} of {len(futures)} batches measured; the same "
+                "command again measures the rest")
     seconds = time.perf_counter() - t0
     if errors:
         raise RuntimeError(f"{len(errors)} batch task(s) failed; first: {errors[0]}")
     workers = len(client.scheduler_info()["workers"])
-    timing = {"rows": rows, "ok": counts_ok, "batches": len(futures), "seconds": round(seconds, 2),
+    timing = {"rows": rows, "ok": counts_ok, "batches": done, "batches_planned": len(futures) + skipped, "seconds": round(seconds, 2),
               "workers": workers, "samples_per_minute": round(60 * rows / seconds, 2) if seconds > 0 else None,
               "at": datetime.now(UTC).isoformat(timespec="seconds")}
     if futures:
@@ -167,7 +181,7 @@ def _up_to_date(out: Path, plans: dict[str, dict]) -> bool:
 
 def run_sweep(
     spec: SweepSpec, out: Path, cluster: str, classes: Sequence[str] | None, force: bool,
-    workers_per_class: int = 1, log: Log = print,
+    workers_per_class: int = 1, log: Log = print, max_minutes: float | None = None,
 ) -> dict[str, Any]:
     """Everything ``python -m pipeline sweep`` does, in order; returns the report."""
     from pipeline.cluster import open_cluster
@@ -196,7 +210,7 @@ def run_sweep(
             "plan": {k: first[k] for k in ("params", "values", "default", "kernels")},
             "updated": datetime.now(UTC).isoformat(timespec="seconds"),
         })
-        timing = _measure(handle.client, spec, plans, out, log)
+        timing = _measure(handle.client, spec, plans, out, log, max_minutes)
         if timing["batches"]:
             log(f"measured {timing['rows']} configurations in {timing['seconds']} s "
                 f"({timing['samples_per_minute']} per minute)")

@@ -35,6 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="re-measure: with --gpu-class only those partitions, else the whole folder afresh")
     p.add_argument("--seed", type=int, help="sampling and training seed (overrides the spec)")
+    p.add_argument("--max-minutes", type=float,
+                   help="stop measuring after this long and go on with what is measured (rerun to finish)")
     p.add_argument("--workers-per-class", type=int, default=1, help="SLURM: workers per GPU class (default 1)")
     p.set_defaults(func=run)
 
@@ -52,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
         if args.seed < 0:
             raise UserError(f"--seed: must be >= 0 (got {args.seed})")
         spec = dataclasses.replace(spec, seed=args.seed)
+    if args.max_minutes is not None and args.max_minutes <= 0:
+        raise UserError(f"--max-minutes: must be > 0 (got {args.max_minutes})")
     classes = None
     if args.gpu_class:
         classes = [check_gpu_class(c.strip(), "--gpu-class") for c in args.gpu_class.split(",")]
@@ -59,5 +63,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"sweep {spec.name}: {spec.workload}/{spec.case}/{spec.size} -> {out}  (results root {results_root()})",
           flush=True)
     run_sweep(spec, out, args.cluster, classes, args.force, args.workers_per_class,
+              max_minutes=args.max_minutes,
               log=lambda m: print(m, flush=True))
     return 0
