@@ -83,3 +83,33 @@ def test_cupy_backend_without_gpu_is_a_clear_error(tmp_path):
     r = cli("run", "--backend", "cupy", "--out", str(tmp_path / "x"))
     assert r.returncode == 2 and "cupy" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_run_with_runtime_autotuning_records_it(tmp_path):
+    out = tmp_path / "tuned"
+    r = cli(
+        "run",
+        "--size",
+        "52x16",
+        "--steps",
+        "20",
+        "--backend",
+        "numpy",
+        "--autotune",
+        "scan",
+        "--no-plot",
+        "--out",
+        str(out),
+    )
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["autotune"]["kernels"]) == {
+        "xi_limiter",
+        "eta_limiter",
+        "xi_flux",
+        "eta_flux",
+        "source",
+        "rhs",
+        "update",
+    }
+    assert (out / "launches.csv").read_text().count("\n") > 7 * 4 * 20 * 0.9
