@@ -107,7 +107,10 @@ def _measure(
     errors = []
     done = 0
     timeout = max_minutes * 60 if max_minutes else None
-    with tqdm(total=len(futures), unit="batch", desc="measure", file=sys.stderr, mininterval=0.5) as bar:
+    # A bar on a terminal; in a log file (a batch job, CI) a plain line every tenth of the way instead.
+    tty = sys.stderr.isatty()
+    step = max(1, len(futures) // 10)
+    with tqdm(total=len(futures), unit="batch", desc="measure", file=sys.stderr, disable=not tty) as bar:
         try:
             for future in as_completed(futures, timeout=timeout):
                 try:
@@ -118,6 +121,8 @@ def _measure(
                     errors.append(f"{future.key}: {type(exc).__name__}: {exc}")
                 done += 1
                 bar.update(1)
+                if not tty and (done % step == 0 or done == len(futures)):
+                    log(f"measure: {done}/{len(futures)} batches, {time.perf_counter() - t0:.0f} s")
         except TimeoutError:
             pending = [f for f in futures if not f.done()]
             client.cancel(pending)

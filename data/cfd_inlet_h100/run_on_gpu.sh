@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The paper-sized CFD sweep (cluster_configs/sweeps/cfd_inlet_paper.yaml) through the real CLI on one lent GPU,
+# measuring for MINUTES (default 5.5) so the whole call fits a 10-minute command, then merge, train, re-measure,
+# report. Everything lands in $OUT: run.log, device.json, nvidia-smi.txt, sweep.tar.gz (the sweep folder).
+# Run from the repository root, with the wheels of dask/distributed/skops in .whl (see the working agreement).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
+  > "$OUT/nvidia-smi.txt" 2>&1
+python3 - > "$OUT/device.json" <<'PY'
+import json, platform, cupy
+from kernels.backend import get_backend
+from kernels.device import describe_device
+facts = describe_device(get_backend("cupy"))
+facts.update(python=platform.python_version(), cupy=cupy.__version__)
+print(json.dumps(facts, indent=1))
+PY
+SWEEP=/tmp/cfd_inlet_paper
+date -u +"start %Y-%m-%dT%H:%M:%SZ" | tee "$OUT/run.log"
+python3 -m pipeline sweep cluster_configs/sweeps/cfd_inlet_paper.yaml --out "$SWEEP" \
+  --max-minutes "${MINUTES:-5.5}" 2>&1 | tee -a "$OUT/run.log"
+status=${PIPESTATUS[0]}
+date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" | tee -a "$OUT/run.log"
+tar -C "$(dirname $SWEEP)" --exclude .dask -czf "$OUT/sweep.tar.gz" "$(basename $SWEEP)"
+cp "$SWEEP/report.md" "$OUT/" 2>/dev/null
+python3 - "$SWEEP" <<'PY'
+import json, sys
+d = sys.argv[1]
+t = json.load(open(f"{d}/timing.json"))
+r = json.load(open(f"{d}/report.json"))
+print(f"\nsamples measured {t['rows']} (ok {t['ok']}) in {t['seconds']} s: {t['samples_per_minute']} per minute; "
+      f"10,000 samples would take {10000 / t['samples_per_minute']:.1f} min")
+for cls, c in r["classes"].items():
+    print(cls, {k: c.get(k) for k in ("samples", "ok", "invalid", "failed", "r2_test", "search_model",
+                                       "best_sampled_ms", "default_measured_ms", "predicted_best_measured_ms",
+                                       "speedup_over_default")})
+    print("models", c["models"])
+PY
+exit $status
