@@ -7,6 +7,9 @@ CLUSTER   ?= local
 OUT       ?=
 GPU_CLASSES ?=
 SEED      ?=
+SAMPLES   ?=
+MAX_MINUTES ?=
+FORCE     ?=
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # CuPy is installed only where a GPU is visible and no CuPy is importable yet (override: make CUPY=cupy-cuda13x).
@@ -18,6 +21,7 @@ HAVE_GPU  := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 help:
 	@echo "make sweep      run the default sweep (local Dask cluster; GPU if visible, else CPU)"
 	@echo "                vars: SPEC=cluster_configs/sweeps/X.yaml CLUSTER=local|slurm|FILE.yaml OUT=DIR GPU_CLASSES=v100,h100 SEED=N"
+	@echo "                SAMPLES=N MAX_MINUTES=M FORCE=1"
 	@echo "make test       run the test suite (GPU tests skip without a GPU)"
 	@echo "make notebooks  execute every notebook headless against the committed data"
 	@echo "make lint       ruff"
@@ -32,7 +36,8 @@ $(VENV)/.installed: pyproject.toml
 
 sweep: $(VENV)/.installed
 	$(PY) -m pipeline sweep $(SPEC) --cluster $(CLUSTER) \
-		$(if $(OUT),--out $(OUT)) $(if $(GPU_CLASSES),--gpu-class $(GPU_CLASSES)) $(if $(SEED),--seed $(SEED))
+		$(if $(OUT),--out $(OUT)) $(if $(GPU_CLASSES),--gpu-class $(GPU_CLASSES)) $(if $(SEED),--seed $(SEED)) \
+		$(if $(SAMPLES),--samples $(SAMPLES)) $(if $(MAX_MINUTES),--max-minutes $(MAX_MINUTES)) $(if $(FORCE),--force)
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
