@@ -34,11 +34,13 @@ MODEL_NAMES = ("mlp", "gbr", "additive")
 
 
 class AdditiveKernelModel(RegressorMixin, BaseEstimator):
-    """Total time = sum over kernels of a per-kernel table (median over samples sharing that kernel's parameters)
+    """Total time = sum over kernels of a per-kernel table (median over samples sharing that kernel's
+    parameters)
     + the median remainder (time outside the tuned kernels). Unseen parameter tuples take the mean of the
     ``neighbours`` nearest seen tuples in standardised parameter space.
 
-    ``groups`` maps each kernel to the column indices of its parameters in X; ``kernel_times`` (fit only) holds
+    ``groups`` maps each kernel to the column indices of its parameters in X; ``kernel_times`` (fit only)
+    holds
     the measured per-kernel times, one column per kernel in ``groups`` order.
     """
 
@@ -102,16 +104,31 @@ def make_mlp(
     hidden_layers: Sequence[int], max_epochs: int, seed: int, n_train: int = 200
 ) -> TransformedTargetRegressor:
     mlp = MLPRegressor(
-        hidden_layer_sizes=tuple(hidden_layers), activation="relu", solver="adam", alpha=1e-4,
-        beta_1=0.95, beta_2=0.90, learning_rate="adaptive", learning_rate_init=9e-4, max_iter=max_epochs,
-        batch_size=max(1, min(200, n_train)), tol=1e-6, epsilon=1e-9, random_state=seed,
+        hidden_layer_sizes=tuple(hidden_layers),
+        activation="relu",
+        solver="adam",
+        alpha=1e-4,
+        beta_1=0.95,
+        beta_2=0.90,
+        learning_rate="adaptive",
+        learning_rate_init=9e-4,
+        max_iter=max_epochs,
+        batch_size=max(1, min(200, n_train)),
+        tol=1e-6,
+        epsilon=1e-9,
+        random_state=seed,
     )
-    return TransformedTargetRegressor(regressor=make_pipeline(StandardScaler(), mlp), transformer=StandardScaler())
+    return TransformedTargetRegressor(
+        regressor=make_pipeline(StandardScaler(), mlp), transformer=StandardScaler()
+    )
 
 
 def make_gbr(seed: int) -> HistGradientBoostingRegressor:
-    # Early stopping on a 10% validation share: stops in tens of rounds on small sweeps, runs longer on big ones.
-    return HistGradientBoostingRegressor(max_iter=300, learning_rate=0.1, early_stopping=True, random_state=seed)
+    # Early stopping on a 10% validation share: stops in tens of rounds on small sweeps, runs longer on big
+    # ones.
+    return HistGradientBoostingRegressor(
+        max_iter=300, learning_rate=0.1, early_stopping=True, random_state=seed
+    )
 
 
 def loss_curve(model: Any) -> list[float]:

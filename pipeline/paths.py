@@ -1,6 +1,7 @@
 """Where results may be written: every output path is resolved and checked to lie inside the results folder.
 
-A sweep spec is data that may come from someone else; it names an output folder, and that name must not be able
+A sweep spec is data that may come from someone else; it names an output folder, and that name must not be
+able
 to point a worker at ``~/.ssh`` or another user's files (``../..``, absolute paths, symlinks out of the tree).
 """
 

@@ -57,14 +57,21 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def class_summary(frame: pd.DataFrame, cls: str, plan: dict[str, Any], metrics: dict[str, Any],
-                  validation: dict[str, Any] | None) -> dict[str, Any]:
+def class_summary(
+    frame: pd.DataFrame,
+    cls: str,
+    plan: dict[str, Any],
+    metrics: dict[str, Any],
+    validation: dict[str, Any] | None,
+) -> dict[str, Any]:
     rows = frame[frame["gpu_class"] == cls]
     ok = ok_rows(frame, cls)
     counts = rows["status"].value_counts()
     params = plan["params"]
     out: dict[str, Any] = {
-        "samples": int(len(rows)), "ok": int(counts.get("ok", 0)), "invalid": int(counts.get("invalid", 0)),
+        "samples": int(len(rows)),
+        "ok": int(counts.get("ok", 0)),
+        "invalid": int(counts.get("invalid", 0)),
         "failed": int(counts.get("failed", 0)),
         "device_name": str(rows["device_name"].iloc[0]) if len(rows) else None,
         "device_class": sorted(rows["device_class"].unique().tolist()),
@@ -73,8 +80,9 @@ def class_summary(frame: pd.DataFrame, cls: str, plan: dict[str, Any], metrics: 
     models = group.get("models", {})
     mlp = models.get("mlp", {})
     out.update(r2_train=mlp.get("r2_train"), r2_test=mlp.get("r2_test"), mse_test=mlp.get("mse_test"))
-    out["models"] = {n: {k: m[k] for k in ("r2_train", "r2_test", "mse_test", "fit_seconds")}
-                     for n, m in models.items()}
+    out["models"] = {
+        n: {k: m[k] for k in ("r2_train", "r2_test", "mse_test", "fit_seconds")} for n, m in models.items()
+    }
     out["search_model"] = group.get("search_model")
     if len(ok):
         best = ok.loc[ok["total_ms"].idxmin()]
@@ -98,9 +106,16 @@ def class_summary(frame: pd.DataFrame, cls: str, plan: dict[str, Any], metrics: 
         out["speedup_over_default"] = a / b if a and b else None
         out["remeasure_repeats"] = v.get("repeats")
     else:
-        out.update(predicted_best_config=None, predicted_best_predicted_ms=None, predicted_best_measured_ms=None,
-                   default_config=plan.get("default"), default_measured_ms=None, best_remeasured_ms=None,
-                   speedup_over_default=None, note="no re-measurement: validation.json is missing")
+        out.update(
+            predicted_best_config=None,
+            predicted_best_predicted_ms=None,
+            predicted_best_measured_ms=None,
+            default_config=plan.get("default"),
+            default_measured_ms=None,
+            best_remeasured_ms=None,
+            speedup_over_default=None,
+            note="no re-measurement: validation.json is missing",
+        )
     return out
 
 
@@ -129,17 +144,27 @@ def tuning_entry(frame: pd.DataFrame, cls: str, spec, plan: dict[str, Any], vali
         col = kernel_column(kernel)
         if col in pk and pk[col].notna().any():
             top = pk.dropna(subset=[col]).nsmallest(TOP_CANDIDATES, col).drop_duplicates(subset=names)
-            per_kernel[kernel] = [{**{n: int(r[n]) for n in names}, "ms": float(r[col])} for _, r in top.iterrows()]
+            per_kernel[kernel] = [
+                {**{n: int(r[n]) for n in names}, "ms": float(r[col])} for _, r in top.iterrows()
+            ]
     return {
-        "gpu_class": cls, "workload": spec.workload, "case": spec.case, "size": spec.size, "source": "sweep",
+        "gpu_class": cls,
+        "workload": spec.workload,
+        "case": spec.case,
+        "size": spec.size,
+        "source": "sweep",
         "best": unique[0]["config"] if unique else plan["default"],
         "best_ms": unique[0]["ms"] if unique else None,
-        "default": plan["default"], "default_ms": default_ms,
-        "candidates": unique[:TOP_CANDIDATES], "per_kernel": per_kernel,
+        "default": plan["default"],
+        "default_ms": default_ms,
+        "candidates": unique[:TOP_CANDIDATES],
+        "per_kernel": per_kernel,
     }
 
 
-def _figures(sweep_dir: Path, frame: pd.DataFrame, plan: dict[str, Any], spec, metrics: dict, log) -> list[str]:
+def _figures(
+    sweep_dir: Path, frame: pd.DataFrame, plan: dict[str, Any], spec, metrics: dict, log
+) -> list[str]:
     try:
         import matplotlib
 
@@ -197,28 +222,47 @@ def _fmt(x: Any, digits: int = 4) -> str:
 
 
 def _markdown(report: dict[str, Any]) -> str:
-    lines = [f"# Sweep `{report['sweep_id']}`", "",
-             f"{report['workload']} / {report['case']} / {report['size']}, seed {report['seed']}, "
-             f"created {report['created']}.", ""]
+    lines = [
+        f"# Sweep `{report['sweep_id']}`",
+        "",
+        f"{report['workload']} / {report['case']} / {report['size']}, seed {report['seed']}, "
+        f"created {report['created']}.",
+        "",
+    ]
     if report.get("throughput"):
         t = report["throughput"]
-        lines += [f"Measured {t['rows']} configurations in {t['seconds']:.1f} s on {t['workers']} worker(s): "
-                  f"{t['samples_per_minute']:.1f} samples per minute.", ""]
-    lines += ["| class | samples | ok | invalid | failed | MLP R2 train | MLP R2 test | MLP MSE test | search model "
-              "| best sampled ms | default ms | predicted best ms | speed-up |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |"]
+        lines += [
+            f"Measured {t['rows']} configurations in {t['seconds']:.1f} s on {t['workers']} worker(s): "
+            f"{t['samples_per_minute']:.1f} samples per minute.",
+            "",
+        ]
+    lines += [
+        "| class | samples | ok | invalid | failed | MLP R2 train | MLP R2 test | MLP MSE test "
+        "| search model "
+        "| best sampled ms | default ms | predicted best ms | speed-up |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
     for cls, c in report["classes"].items():
         lines.append(
-            f"| {cls} | {c['samples']} | {c['ok']} | {c['invalid']} | {c['failed']} | {_fmt(c['r2_train'], 3)} "
+            f"| {cls} | {c['samples']} | {c['ok']} | {c['invalid']} | {c['failed']} "
+            f"| {_fmt(c['r2_train'], 3)} "
             f"| {_fmt(c['r2_test'], 3)} | {_fmt(c['mse_test'])} | {c.get('search_model') or 'n/a'} "
             f"| {_fmt(c['best_sampled_ms'])} | {_fmt(c['default_measured_ms'])} "
-            f"| {_fmt(c['predicted_best_measured_ms'])} | {_fmt(c['speedup_over_default'], 3)} |")
-    lines += ["", "## Models (R2 on the held-out split)", "", "| group | model | R2 train | R2 test | MSE test |",
-              "| --- | --- | ---: | ---: | ---: |"]
+            f"| {_fmt(c['predicted_best_measured_ms'])} | {_fmt(c['speedup_over_default'], 3)} |"
+        )
+    lines += [
+        "",
+        "## Models (R2 on the held-out split)",
+        "",
+        "| group | model | R2 train | R2 test | MSE test |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
     for group, models in report["models"].items():
         for name, m in models.items():
-            lines.append(f"| {group} | {name} | {_fmt(m['r2_train'], 3)} | {_fmt(m['r2_test'], 3)} "
-                         f"| {_fmt(m['mse_test'])} |")
+            lines.append(
+                f"| {group} | {name} | {_fmt(m['r2_train'], 3)} | {_fmt(m['r2_test'], 3)} "
+                f"| {_fmt(m['mse_test'])} |"
+            )
     for cls, c in report["classes"].items():
         if c.get("predicted_best_config"):
             cfg = ", ".join(f"{k}={v}" for k, v in c["predicted_best_config"].items())
@@ -238,16 +282,29 @@ def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
     timing = _read_json(sweep_dir / "timing.json", "timing")
     classes = sorted(frame["gpu_class"].unique())
     report = {
-        "sweep_id": spec.name, "workload": spec.workload, "case": spec.case, "size": spec.size, "seed": spec.seed,
-        "created": datetime.now(UTC).isoformat(timespec="seconds"), "data_hash": metrics.get("data_hash"),
-        "spec": spec.to_dict(), "throughput": timing,
+        "sweep_id": spec.name,
+        "workload": spec.workload,
+        "case": spec.case,
+        "size": spec.size,
+        "seed": spec.seed,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "data_hash": metrics.get("data_hash"),
+        "spec": spec.to_dict(),
+        "throughput": timing,
         "classes": {c: class_summary(frame, c, plan, metrics, validation) for c in classes},
-        "models": {g: {n: {k: m[k] for k in ("r2_train", "r2_test", "mse_test")} for n, m in e["models"].items()}
-                   for g, e in metrics["groups"].items()},
+        "models": {
+            g: {n: {k: m[k] for k in ("r2_train", "r2_test", "mse_test")} for n, m in e["models"].items()}
+            for g, e in metrics["groups"].items()
+        },
     }
     report["figures"] = _figures(sweep_dir, frame, plan, spec, metrics, log)
-    table = {"format": TABLE_FORMAT, "version": 1, "created": report["created"], "sweep_id": spec.name,
-             "entries": [tuning_entry(frame, c, spec, plan, validation) for c in classes]}
+    table = {
+        "format": TABLE_FORMAT,
+        "version": 1,
+        "created": report["created"],
+        "sweep_id": spec.name,
+        "entries": [tuning_entry(frame, c, spec, plan, validation) for c in classes],
+    }
     _write_atomic(sweep_dir / "report.json", json.dumps(_clean(report), indent=1))
     _write_atomic(sweep_dir / "report.md", _markdown(report))
     _write_atomic(sweep_dir / "tuning_table.json", json.dumps(_clean(table), indent=1))

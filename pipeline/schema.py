@@ -1,7 +1,9 @@
 """The one declared Parquet schema of a shard (and so of the merged data).
 
-Fixed columns first (who, where, what, how it went), then one int64 column per launch parameter (named as in the
-workload's space, e.g. ``xi_flux.blocks``) and one float64 column per kernel time (``ms.<kernel>``). The parameter
+Fixed columns first (who, where, what, how it went), then one int64 column per launch parameter (named as
+in the
+workload's space, e.g. ``xi_flux.blocks``) and one float64 column per kernel time (``ms.<kernel>``). The
+parameter
 and kernel lists come from the workload, so a sweep's schema is fixed the moment its plan is made.
 """
 
@@ -50,7 +52,7 @@ def kernel_column(kernel: str) -> str:
 
 
 def shard_schema(params: Sequence[str], kernels: Sequence[str]) -> pa.Schema:
-    """The schema of every shard of a sweep whose space has ``params`` and whose workload times ``kernels``."""
+    """The schema of each shard of a sweep whose space has ``params``, whose workload times ``kernels``."""
     fields = list(FIXED_FIELDS)
     fields += [pa.field(p, pa.int64()) for p in params]
     fields += [pa.field(kernel_column(k), pa.float64()) for k in kernels]

@@ -32,7 +32,7 @@ def list_shards(sweep_dir: Path) -> list[Path]:
 
 
 def read_shard(path: Path) -> pa.Table:
-    """Read one shard or name it in a UserError: a truncated or foreign file must not sink the merge silently."""
+    """Read one shard or raise a UserError naming it: a truncated file must not crash the merge unnamed."""
     try:
         return pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
@@ -54,15 +54,19 @@ def is_finished(path: Path) -> bool:
 
 
 def merge(sweep_dir: Path) -> pa.Table:
-    """Concatenate every shard into ``DIR/merged`` (partitioned by gpu_class), replacing the old merge whole."""
+    """Concatenate every shard into ``DIR/merged`` (by gpu_class), replacing the old merge whole."""
     shards = list_shards(sweep_dir)
     if not shards:
-        raise UserError(f"{sweep_dir}: no shards under {sweep_dir / 'shards'} (run `python -m pipeline sweep` first)")
+        raise UserError(
+            f"{sweep_dir}: no shards under {sweep_dir / 'shards'} (run `python -m pipeline sweep` first)"
+        )
     tables = []
     for path in shards:
         table = read_shard(path)
         if tables and not table.schema.equals(tables[0].schema, check_metadata=False):
-            raise UserError(f"{path}: schema differs from {shards[0]} (shards of two different sweeps in one folder?)")
+            raise UserError(
+                f"{path}: schema differs from {shards[0]} (shards of two different sweeps in one folder?)"
+            )
         expected = path.parent.name.split("=", 1)[1]
         classes = set(table.column("gpu_class").to_pylist())
         if classes - {expected}:
@@ -77,8 +81,9 @@ def merge(sweep_dir: Path) -> pa.Table:
     merged = merged.sort_by([("gpu_class", "ascending"), ("sample_id", "ascending")])
     target = sweep_dir / "merged"
     tmp = sweep_dir / f".merged-{uuid.uuid4().hex[:8]}.tmp"
-    pq.write_to_dataset(merged, tmp, partition_cols=["gpu_class"], basename_template="part-{i}.parquet",
-                        compression="zstd")
+    pq.write_to_dataset(
+        merged, tmp, partition_cols=["gpu_class"], basename_template="part-{i}.parquet", compression="zstd"
+    )
     old = None
     if target.exists():
         old = sweep_dir / f".merged-old-{uuid.uuid4().hex[:8]}.tmp"
@@ -93,7 +98,9 @@ def load_merged(sweep_dir: Path) -> pd.DataFrame:
     """The merged data as a DataFrame with ``gpu_class`` as a plain string column."""
     target = sweep_dir / "merged"
     if not target.is_dir() or not any(target.glob("gpu_class=*/*.parquet")):
-        raise UserError(f"{sweep_dir}: no merged data in {target} (run `python -m pipeline merge {sweep_dir}`)")
+        raise UserError(
+            f"{sweep_dir}: no merged data in {target} (run `python -m pipeline merge {sweep_dir}`)"
+        )
     try:
         frame = pq.read_table(target, partitioning="hive").to_pandas()
     except (pa.ArrowException, OSError) as exc:

@@ -1,6 +1,7 @@
 """Sweep specs: what to measure, where, how many samples, how to learn from them.
 
-A spec is YAML under ``cluster_configs/sweeps/``. Every key is checked here once, so a wrong key or value stops the
+A spec is YAML under ``cluster_configs/sweeps/``. Every key is checked here once, so a wrong key or value
+stops the
 sweep before any cluster starts, with a message naming the file and the field.
 """
 
@@ -21,8 +22,20 @@ SAMPLERS = ("random", "per_kernel_exhaustive")
 _TOP = {
     "required": ["name", "workload", "case", "size"],
     "optional": [
-        "description", "backend", "options", "gpu_classes", "samples", "test_fraction", "samplers", "repeats",
-        "batch_size", "check", "seed", "validate", "train", "output",
+        "description",
+        "backend",
+        "options",
+        "gpu_classes",
+        "samples",
+        "test_fraction",
+        "samplers",
+        "repeats",
+        "batch_size",
+        "check",
+        "seed",
+        "validate",
+        "train",
+        "output",
     ],
 }
 _VALIDATE_KEYS = ["top_k", "pool", "repeats"]
@@ -87,13 +100,24 @@ class SweepSpec:
 
     def planning_key(self) -> dict[str, Any]:
         """The fields that decide which configurations are measured; a rerun must agree on all of them."""
-        keys = ("workload", "case", "size", "backend", "options", "samples", "samplers", "repeats", "batch_size",
-                "check", "seed")
+        keys = (
+            "workload",
+            "case",
+            "size",
+            "backend",
+            "options",
+            "samples",
+            "samplers",
+            "repeats",
+            "batch_size",
+            "check",
+            "seed",
+        )
         d = self.to_dict()
         return {k: d[k] for k in keys}
 
     def default_out(self) -> Path:
-        """The sweep folder when ``--out`` is not given: ``results/<output or name>``, never outside results/."""
+        """The sweep folder without ``--out``: ``results/<output or name>``, never outside results/."""
         return inside(results_root(), self.output or self.name, f"{self.source}: output")
 
 

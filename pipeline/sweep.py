@@ -1,8 +1,10 @@
-"""The sweep graph: plan on each class's worker -> one task per (class, batch) writing a shard -> merge -> train
+"""The sweep graph: plan on each class's worker -> one task per (class, batch) writing a shard -> merge ->
+train
 -> re-measure the predicted best and the default on each class -> report.
 
 Finished shards are skipped on rerun, so an interrupted sweep resumes where it stopped; ``force`` with classes
-redoes only those partitions. Tasks carry ``resources={class: 1}`` so a class's batches run only on its workers.
+redoes only those partitions. Tasks carry ``resources={class: 1}`` so a class's batches run only on its
+workers.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ Log = Callable[[str], None]
 def batches(configs: Sequence[tuple[str, dict[str, int]]], size: int) -> list[tuple[str, list]]:
     """Consecutive sample ids in batches of ``size``; batch names are stable, so a rerun finds its shards."""
     rows = [(i, sampler, config) for i, (sampler, config) in enumerate(configs)]
-    return [(f"{b // size:05d}", rows[b:b + size]) for b in range(0, len(rows), size)]
+    return [(f"{b // size:05d}", rows[b : b + size]) for b in range(0, len(rows), size)]
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -44,7 +46,9 @@ def check_previous(out: Path, spec: SweepSpec, force: bool, classes: Sequence[st
     try:
         old = json.loads(meta.read_text())["planning_key"]
     except (ValueError, KeyError) as exc:
-        raise UserError(f"{meta}: unreadable sweep description ({exc}); remove the folder or pick another --out")
+        raise UserError(
+            f"{meta}: unreadable sweep description ({exc}); remove the folder or pick another --out"
+        ) from None
     new = spec.planning_key()
     differs = [k for k in new if old.get(k) != new[k]]
     if not differs:
@@ -58,7 +62,8 @@ def check_previous(out: Path, spec: SweepSpec, force: bool, classes: Sequence[st
         return
     k = differs[0]
     raise UserError(
-        f"{out}: this folder holds a sweep planned with {k}={old.get(k)!r}, not {new[k]!r}; use another --out, "
+        f"{out}: this folder holds a sweep planned with {k}={old.get(k)!r}, not {new[k]!r}; "
+        "use another --out, "
         "or --force (without --gpu-class) to start it afresh"
     )
 
@@ -69,8 +74,16 @@ def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool) -> d
     path = out / "plan" / f"{cls}.json"
     if path.is_file() and not replan:
         return json.loads(path.read_text())
-    future = client.submit(plan_task, spec.to_dict(), list(spec.samplers), spec.samples, spec.seed,
-                           resources={cls: 1}, pure=False, key=f"plan-{cls}-{time.time_ns()}")
+    future = client.submit(
+        plan_task,
+        spec.to_dict(),
+        list(spec.samplers),
+        spec.samples,
+        spec.seed,
+        resources={cls: 1},
+        pure=False,
+        key=f"plan-{cls}-{time.time_ns()}",
+    )
     plan = future.result()
     _write_json(path, plan)
     return plan
@@ -88,18 +101,33 @@ def _measure(
     futures, skipped = [], 0
     for cls, plan in plans.items():
         facts = {k: plan[k] for k in ("params", "kernels")}
-        # Batches holding per-kernel grids go first: they are few, and a time-limited sweep should not lose them.
-        ordered = sorted(batches(plan["configs"], spec.batch_size),
-                         key=lambda b: not any(row[1] == "per_kernel_exhaustive" for row in b[1]))
+        # Batches holding per-kernel grids go first: they are few, and a time-limited sweep should not lose
+        # them.
+        ordered = sorted(
+            batches(plan["configs"], spec.batch_size),
+            key=lambda b: not any(row[1] == "per_kernel_exhaustive" for row in b[1]),
+        )
         for batch, rows in ordered:
             path = shard_path(out, cls, batch)
             if is_finished(path):
                 skipped += 1
                 continue
-            futures.append(client.submit(
-                measure_batch, spec_d, facts, cls, batch, rows, str(path), str(out),
-                resources={cls: 1}, pure=False, retries=2, key=f"measure-{cls}-{batch}-{time.time_ns()}",
-            ))
+            futures.append(
+                client.submit(
+                    measure_batch,
+                    spec_d,
+                    facts,
+                    cls,
+                    batch,
+                    rows,
+                    str(path),
+                    str(out),
+                    resources={cls: 1},
+                    pure=False,
+                    retries=2,
+                    key=f"measure-{cls}-{batch}-{time.time_ns()}",
+                )
+            )
     if skipped:
         log(f"{skipped} finished shard(s) kept; {len(futures)} batch(es) to measure")
     t0 = time.perf_counter()
@@ -126,22 +154,33 @@ def _measure(
         except TimeoutError:
             pending = [f for f in futures if not f.done()]
             client.cancel(pending)
-            log(f"time limit of {max_minutes} min reached: {done} of {len(futures)} batches measured; the same "
-                "command again measures the rest")
+            log(
+                f"time limit of {max_minutes} min reached: {done} of {len(futures)} batches measured; "
+                "the same "
+                "command again measures the rest"
+            )
     seconds = time.perf_counter() - t0
     if errors:
         raise RuntimeError(f"{len(errors)} batch task(s) failed; first: {errors[0]}")
     workers = len(client.scheduler_info()["workers"])
-    timing = {"rows": rows, "ok": counts_ok, "batches": done, "batches_planned": len(futures) + skipped, "seconds": round(seconds, 2),
-              "workers": workers, "samples_per_minute": round(60 * rows / seconds, 2) if seconds > 0 else None,
-              "at": datetime.now(UTC).isoformat(timespec="seconds")}
+    timing = {
+        "rows": rows,
+        "ok": counts_ok,
+        "batches": done,
+        "batches_planned": len(futures) + skipped,
+        "seconds": round(seconds, 2),
+        "workers": workers,
+        "samples_per_minute": round(60 * rows / seconds, 2) if seconds > 0 else None,
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
     if futures:
         _write_json(out / "timing.json", timing)
     return timing
 
 
-def _remeasure(client, spec: SweepSpec, plans: dict[str, dict], trained: dict, metrics: dict, out: Path,
-               log: Log) -> None:
+def _remeasure(
+    client, spec: SweepSpec, plans: dict[str, dict], trained: dict, metrics: dict, out: Path, log: Log
+) -> None:
     from pipeline.worker import remeasure_task
 
     path = out / "validation.json"
@@ -155,19 +194,35 @@ def _remeasure(client, spec: SweepSpec, plans: dict[str, dict], trained: dict, m
         models = trained[cls]
         extra = [plan["default"]]
         if "additive" in models:
-            extra.append({**plan["default"], **models["additive"].best_per_kernel(plan["params"], plan["values"])})
-        futures[cls] = (name, client.submit(
-            remeasure_task, spec.to_dict(), models[name], plan["params"], extra, spec.validate.pool,
-            spec.validate.top_k, spec.validate.repeats, spec.seed + 1,
-            resources={cls: 1}, pure=False, key=f"remeasure-{cls}-{time.time_ns()}",
-        ))
+            extra.append(
+                {**plan["default"], **models["additive"].best_per_kernel(plan["params"], plan["values"])}
+            )
+        futures[cls] = (
+            name,
+            client.submit(
+                remeasure_task,
+                spec.to_dict(),
+                models[name],
+                plan["params"],
+                extra,
+                spec.validate.pool,
+                spec.validate.top_k,
+                spec.validate.repeats,
+                spec.seed + 1,
+                resources={cls: 1},
+                pure=False,
+                key=f"remeasure-{cls}-{time.time_ns()}",
+            ),
+        )
     for cls, (name, future) in futures.items():
         result = future.result()
         result.update(model=name, repeats=spec.validate.repeats)
         validation[cls] = result
         top, default = result["candidates"][0], result["default"]
-        log(f"re-measured {cls}: predicted best {top.get('total_ms')} ms ({top['status']}), "
-            f"default {default.get('total_ms')} ms")
+        log(
+            f"re-measured {cls}: predicted best {top.get('total_ms')} ms ({top['status']}), "
+            f"default {default.get('total_ms')} ms"
+        )
     _write_json(path, validation)
 
 
@@ -185,8 +240,14 @@ def _up_to_date(out: Path, plans: dict[str, dict]) -> bool:
 
 
 def run_sweep(
-    spec: SweepSpec, out: Path, cluster: str, classes: Sequence[str] | None, force: bool,
-    workers_per_class: int = 1, log: Log = print, max_minutes: float | None = None,
+    spec: SweepSpec,
+    out: Path,
+    cluster: str,
+    classes: Sequence[str] | None,
+    force: bool,
+    workers_per_class: int = 1,
+    log: Log = print,
+    max_minutes: float | None = None,
 ) -> dict[str, Any]:
     """Everything ``python -m pipeline sweep`` does, in order; returns the report."""
     from pipeline.cluster import open_cluster
@@ -200,25 +261,36 @@ def run_sweep(
         chosen = wanted or list(handle.gpu_classes)
         for cls in chosen:
             if cls not in handle.gpu_classes:
-                raise UserError(f"GPU class {cls!r} is not served by this cluster (it serves: "
-                                f"{', '.join(handle.gpu_classes)})")
+                raise UserError(
+                    f"GPU class {cls!r} is not served by this cluster (it serves: "
+                    f"{', '.join(handle.gpu_classes)})"
+                )
         plans = {}
         for cls in chosen:
             redo = force and (not classes or cls in classes)
             if redo and classes:
                 shutil.rmtree(shard_dir(out, cls), ignore_errors=True)
             plans[cls] = _plan_class(handle.client, spec, cls, out, replan=redo)
-            log(f"plan {cls}: {len(plans[cls]['configs'])} configurations on {plans[cls]['device']['device_name']}")
+            log(
+                f"plan {cls}: {len(plans[cls]['configs'])} configurations "
+                f"on {plans[cls]['device']['device_name']}"
+            )
         first = next(iter(plans.values()))
-        _write_json(out / "sweep.json", {
-            "spec": spec.to_dict(), "planning_key": spec.planning_key(),
-            "plan": {k: first[k] for k in ("params", "values", "default", "kernels")},
-            "updated": datetime.now(UTC).isoformat(timespec="seconds"),
-        })
+        _write_json(
+            out / "sweep.json",
+            {
+                "spec": spec.to_dict(),
+                "planning_key": spec.planning_key(),
+                "plan": {k: first[k] for k in ("params", "values", "default", "kernels")},
+                "updated": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+        )
         timing = _measure(handle.client, spec, plans, out, log, max_minutes)
         if timing["batches"]:
-            log(f"measured {timing['rows']} configurations in {timing['seconds']} s "
-                f"({timing['samples_per_minute']} per minute)")
+            log(
+                f"measured {timing['rows']} configurations in {timing['seconds']} s "
+                f"({timing['samples_per_minute']} per minute)"
+            )
         merged = merge(out)
         log(f"merged {merged.num_rows} rows from {len(list_shards(out))} shards into {out / 'merged'}")
         if _up_to_date(out, plans):

@@ -31,7 +31,9 @@ def read_sweep(sweep_dir: Path) -> tuple[SweepSpec, dict[str, Any]]:
     """The spec a sweep folder was made with and its plan facts (parameters, values, default, kernels)."""
     meta = sweep_dir / "sweep.json"
     if not meta.is_file():
-        raise UserError(f"{sweep_dir}: not a sweep folder (no sweep.json; run `python -m pipeline sweep` first)")
+        raise UserError(
+            f"{sweep_dir}: not a sweep folder (no sweep.json; run `python -m pipeline sweep` first)"
+        )
     try:
         data = json.loads(meta.read_text())
         return SweepSpec.from_dict(data["spec"]), data["plan"]
@@ -60,16 +62,21 @@ def design(rows: pd.DataFrame, features: list[str]) -> np.ndarray:
 
 
 def data_hash(frame: pd.DataFrame) -> str:
-    return hashlib.sha256(pd.util.hash_pandas_object(frame.drop(columns=["timestamp"]), index=False).values
-                          .tobytes()).hexdigest()[:16]
+    return hashlib.sha256(
+        pd.util.hash_pandas_object(frame.drop(columns=["timestamp"]), index=False).values.tobytes()
+    ).hexdigest()[:16]
 
 
 def _score(model: Any, X: np.ndarray, y: np.ndarray, tr: np.ndarray, te: np.ndarray, seconds: float) -> dict:
     p_tr, p_te = model.predict(X[tr]), model.predict(X[te])
     return {
-        "r2_train": float(r2_score(y[tr], p_tr)), "r2_test": float(r2_score(y[te], p_te)),
-        "mse_train": float(mean_squared_error(y[tr], p_tr)), "mse_test": float(mean_squared_error(y[te], p_te)),
-        "n_train": int(len(tr)), "n_test": int(len(te)), "fit_seconds": round(seconds, 3),
+        "r2_train": float(r2_score(y[tr], p_tr)),
+        "r2_test": float(r2_score(y[te], p_te)),
+        "mse_train": float(mean_squared_error(y[tr], p_tr)),
+        "mse_test": float(mean_squared_error(y[te], p_te)),
+        "n_train": int(len(tr)),
+        "n_test": int(len(te)),
+        "fit_seconds": round(seconds, 3),
         "loss_curve": loss_curve(model),
     }
 
@@ -79,8 +86,10 @@ def fit_models(rows: pd.DataFrame, plan: dict[str, Any], spec: SweepSpec, combin
     features = features_for(plan, combined)
     X, y = design(rows, features), rows["total_ms"].to_numpy(float)
     tr, te = split(rows, spec.test_fraction, spec.seed)
-    makers = {"mlp": lambda: make_mlp(spec.train.hidden_layers, spec.train.max_epochs, spec.seed, len(tr)),
-              "gbr": lambda: make_gbr(spec.seed)}
+    makers = {
+        "mlp": lambda: make_mlp(spec.train.hidden_layers, spec.train.max_epochs, spec.seed, len(tr)),
+        "gbr": lambda: make_gbr(spec.seed),
+    }
     out = {}
     for name, make in makers.items():
         model = make()
@@ -88,9 +97,17 @@ def fit_models(rows: pd.DataFrame, plan: dict[str, Any], spec: SweepSpec, combin
         model.fit(X[tr], y[tr])
         out[name] = (model, _score(model, X, y, tr, te, time.perf_counter() - t0))
     kernel_cols = [kernel_column(k) for k in plan["kernels"]]
-    groups = {k: [features.index(p) for p in ps] for k, ps in kernel_params(plan["params"]).items()
-              if k in plan["kernels"]}
-    if not combined and groups and all(c in rows for c in kernel_cols) and rows[kernel_cols].notna().all().all():
+    groups = {
+        k: [features.index(p) for p in ps]
+        for k, ps in kernel_params(plan["params"]).items()
+        if k in plan["kernels"]
+    }
+    if (
+        not combined
+        and groups
+        and all(c in rows for c in kernel_cols)
+        and rows[kernel_cols].notna().all().all()
+    ):
         model = AdditiveKernelModel(groups=groups)
         times = rows[[kernel_column(k) for k in groups]].to_numpy(float)
         t0 = time.perf_counter()
@@ -113,14 +130,20 @@ def train_sweep(sweep_dir: Path, log=print) -> dict[str, Any]:
     groups: dict[str, str | None] = {c: c for c in classes}
     groups["combined"] = None
     metrics: dict[str, Any] = {
-        "data_hash": data_hash(frame), "seed": spec.seed, "test_fraction": spec.test_fraction,
+        "data_hash": data_hash(frame),
+        "seed": spec.seed,
+        "test_fraction": spec.test_fraction,
         "versions": {"sklearn": sklearn.__version__, "skops": skops.__version__, "numpy": np.__version__},
         "groups": {},
     }
     trained: dict[str, dict[str, Any]] = {}
     for group, cls in groups.items():
         rows = ok_rows(frame, cls)
-        entry: dict[str, Any] = {"features": features_for(plan, cls is None), "rows": int(len(rows)), "models": {}}
+        entry: dict[str, Any] = {
+            "features": features_for(plan, cls is None),
+            "rows": int(len(rows)),
+            "models": {},
+        }
         if len(rows) < MIN_ROWS:
             entry["skipped"] = f"only {len(rows)} ok samples (need {MIN_ROWS})"
             metrics["groups"][group] = entry
@@ -135,7 +158,10 @@ def train_sweep(sweep_dir: Path, log=print) -> dict[str, Any]:
         entry["search_model"] = max(entry["models"], key=lambda n: entry["models"][n]["r2_test"])
         metrics["groups"][group] = entry
         trained[group] = {n: m for n, (m, _) in fitted.items()}
-        log(f"train {group}: " + ", ".join(f"{n} R2 test {s['r2_test']:.3f}" for n, s in entry["models"].items()))
+        log(
+            f"train {group}: "
+            + ", ".join(f"{n} R2 test {s['r2_test']:.3f}" for n, s in entry["models"].items())
+        )
     (sweep_dir / "models").mkdir(parents=True, exist_ok=True)
     tmp = sweep_dir / "models" / ".metrics.json.tmp"
     tmp.write_text(json.dumps(metrics, indent=1))

@@ -1,7 +1,9 @@
 """What runs on a Dask worker: build the workload once, plan, measure batches into shards, re-measure winners.
 
-Every function here takes plain data (dicts, lists, paths) and returns plain data, so the scheduler can retry a
-task on another worker after one dies. A configuration that breaks (launch failure, wrong answer) becomes a row
+Every function here takes plain data (dicts, lists, paths) and returns plain data, so the scheduler can
+retry a
+task on another worker after one dies. A configuration that breaks (launch failure, wrong answer) becomes a
+row
 with a status and a reason; it never takes the worker down.
 """
 
@@ -27,7 +29,8 @@ from kernels.workload import Workload, WorkloadError, make_workload, workload_na
 from pipeline.paths import assert_inside
 from pipeline.schema import kernel_column, kernel_params, shard_schema
 
-# One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a batch
+# One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a
+# batch
 # should not pay it again. Keyed by the fields that define the workload.
 _CACHE: dict[str, tuple[Workload, dict[str, Any]]] = {}
 
@@ -38,7 +41,7 @@ def _workload_key(spec: Mapping[str, Any]) -> str:
 
 
 def build_workload(spec: Mapping[str, Any]) -> Workload:
-    """A registered name (``cfd``) through kernels.workload, or ``module:factory`` for a user's own workload."""
+    """A registered name (``cfd``) through kernels.workload, or ``module:factory`` for one's own workload."""
     name = spec["workload"]
     args = dict(case=spec["case"], size=spec["size"], backend=spec["backend"], **(spec.get("options") or {}))
     if ":" not in name:
@@ -66,7 +69,7 @@ def get_workload(spec: Mapping[str, Any]) -> tuple[Workload, dict[str, Any]]:
 
 
 def forget_workload(spec: Mapping[str, Any]) -> None:
-    """Drop a workload after a failure: a GPU context poisoned by a bad launch must not fail every later row."""
+    """Drop a workload after a failure: a context poisoned by a bad launch must not fail every later row."""
     _CACHE.pop(_workload_key(spec), None)
 
 
@@ -125,7 +128,9 @@ def _worker_name() -> str:
         return f"pid{os.getpid()}"
 
 
-def measure_one(spec: Mapping[str, Any], config: Mapping[str, int], repeats: int, check: bool) -> dict[str, Any]:
+def measure_one(
+    spec: Mapping[str, Any], config: Mapping[str, int], repeats: int, check: bool
+) -> dict[str, Any]:
     """Check then time one configuration; any exception becomes status ``failed`` with its reason."""
     try:
         workload, _ = get_workload(spec)
@@ -141,8 +146,13 @@ def measure_one(spec: Mapping[str, Any], config: Mapping[str, int], repeats: int
                 return {"status": "invalid", "reason": result.reason or "check failed", "verified": False}
             verified = True
         timing = workload.run(config, repeats)
-        return {"status": "ok", "reason": "", "verified": verified, "total_ms": float(timing.total),
-                "kernels": {k: float(v) for k, v in timing.kernels.items()}}
+        return {
+            "status": "ok",
+            "reason": "",
+            "verified": verified,
+            "total_ms": float(timing.total),
+            "kernels": {k: float(v) for k, v in timing.kernels.items()},
+        }
     except Exception as exc:  # a launch failure is data, not a crash
         forget_workload(spec)
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
@@ -164,21 +174,41 @@ def measure_batch(
     params, kernels = plan["params"], plan["kernels"]
     schema = shard_schema(params, kernels)
     fixed = {
-        "sweep_id": spec["name"], "batch": batch, "workload": spec["workload"], "case": spec["case"],
-        "size": spec["size"], "backend": facts["backend"], "gpu_class": gpu_class,
-        "device_class": facts["gpu_class"], "device_name": facts["device_name"], "sm_count": facts["sm_count"],
-        "peak_fp64_gflops": facts["peak_fp64_gflops"], "spec_bandwidth_gbs": facts["spec_bandwidth_gbs"],
-        "spec_memory_gb": facts["spec_memory_gb"], "repeats": spec["repeats"], "host": socket.gethostname(),
-        "worker": _worker_name(), "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-        "slurm_partition": os.environ.get("SLURM_JOB_PARTITION"), "seed": spec["seed"],
+        "sweep_id": spec["name"],
+        "batch": batch,
+        "workload": spec["workload"],
+        "case": spec["case"],
+        "size": spec["size"],
+        "backend": facts["backend"],
+        "gpu_class": gpu_class,
+        "device_class": facts["gpu_class"],
+        "device_name": facts["device_name"],
+        "sm_count": facts["sm_count"],
+        "peak_fp64_gflops": facts["peak_fp64_gflops"],
+        "spec_bandwidth_gbs": facts["spec_bandwidth_gbs"],
+        "spec_memory_gb": facts["spec_memory_gb"],
+        "repeats": spec["repeats"],
+        "host": socket.gethostname(),
+        "worker": _worker_name(),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_partition": os.environ.get("SLURM_JOB_PARTITION"),
+        "seed": spec["seed"],
         "versions": _versions(facts),
     }
     records = []
     for sample_id, sampler, config in rows:
         m = measure_one(spec, config, spec["repeats"], spec["check"])
         _, facts = get_workload(spec)  # rebuilt if the last row failed
-        rec = {**fixed, "sample_id": sample_id, "sampler": sampler, "status": m["status"], "reason": m["reason"],
-               "verified": m["verified"], "total_ms": m.get("total_ms"), "timestamp": datetime.now(UTC)}
+        rec = {
+            **fixed,
+            "sample_id": sample_id,
+            "sampler": sampler,
+            "status": m["status"],
+            "reason": m["reason"],
+            "verified": m["verified"],
+            "total_ms": m.get("total_ms"),
+            "timestamp": datetime.now(UTC),
+        }
         rec.update({p: int(config[p]) if p in config else None for p in params})
         times = m.get("kernels", {})
         rec.update({kernel_column(k): times.get(k) for k in kernels})
@@ -193,10 +223,17 @@ def measure_batch(
 
 
 def remeasure_task(
-    spec: Mapping[str, Any], model: Any, features: list[str], extra_configs: list[dict[str, int]],
-    pool: int, top_k: int, repeats: int, seed: int,
+    spec: Mapping[str, Any],
+    model: Any,
+    features: list[str],
+    extra_configs: list[dict[str, int]],
+    pool: int,
+    top_k: int,
+    repeats: int,
+    seed: int,
 ) -> dict[str, Any]:
-    """Rank a candidate pool with ``model`` on the class's own worker, then measure the top few and the default.
+    """Rank a candidate pool with ``model`` on the class's own worker, then measure the top few and the
+    default.
 
     Candidates are drawn here because the space's constraints are the device's; what counts afterwards is the
     measured time, not the prediction.

@@ -1,7 +1,9 @@
 """The embedded default cluster: one process worker per visible GPU (pinned and named), else one CPU worker.
 
-Everything listens on 127.0.0.1 only: on a shared login or GPU node, a scheduler on a public port would let any
-other user submit code that runs as you. The dashboard is on loopback too; the printed line says how to tunnel.
+Everything listens on 127.0.0.1 only: on a shared login or GPU node, a scheduler on a public port would let
+any
+other user submit code that runs as you. The dashboard is on loopback too; the printed line says how to
+tunnel.
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def tunnel_hint(dashboard: str) -> str:
 def open_local_cluster(
     gpu_classes: Sequence[str] | None, workdir: Path, log: Callable[[str], None] = print
 ) -> Iterator[ClusterHandle]:
-    """Start a loopback-only LocalCluster of process workers, one per GPU (or one CPU worker); always close it.
+    """Start a loopback-only LocalCluster of process workers, one per GPU (or one CPU worker); always close
+    it.
 
     Each worker carries the Dask resource ``{<its class>: 1}`` and runs one task at a time
     (``threads_per_worker=1``): two kernels timed at once on one GPU would time each other.

@@ -1,4 +1,4 @@
-"""``python -m pipeline merge DIR``: gather a sweep's shards into DIR/merged (Parquet, partitioned by class)."""
+"""``python -m pipeline merge DIR``: gather a sweep's shards into DIR/merged (Parquet, by GPU class)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ from pathlib import Path
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("merge", help="merge a sweep's shards", description=__doc__ + "\n\nA corrupt shard is "
-                       "named in the error; delete it and rerun the sweep to re-measure that batch.")
+    p = sub.add_parser(
+        "merge",
+        help="merge a sweep's shards",
+        description=__doc__ + "\n\nA corrupt shard is "
+        "named in the error; delete it and rerun the sweep to re-measure that batch.",
+    )
     p.add_argument("dir", type=Path, help="sweep folder (holds shards/)")
     p.set_defaults(func=run)
 

@@ -23,21 +23,37 @@ tuning_table.json. Without --out, results go to results/<spec name>/ ($LAUNCHTUN
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sweep", help="run a sweep spec end to end", description=__doc__, epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "sweep",
+        help="run a sweep spec end to end",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("spec", type=Path, help="sweep spec YAML (see cluster_configs/sweeps/)")
-    p.add_argument("--cluster", default="local",
-                   help="'local' (default: one worker per visible GPU, else one CPU worker), 'slurm' "
-                        "(cluster_configs/slurm.yaml) or a cluster config YAML")
+    p.add_argument(
+        "--cluster",
+        default="local",
+        help="'local' (default: one worker per visible GPU, else one CPU worker), 'slurm' "
+        "(cluster_configs/slurm.yaml) or a cluster config YAML",
+    )
     p.add_argument("--out", type=Path, help="sweep folder (default: results/<spec name>)")
     p.add_argument("--samples", type=int, help="random samples per GPU class (overrides the spec)")
     p.add_argument("--gpu-class", help="only these classes, comma-separated (e.g. v100,h100)")
-    p.add_argument("--force", action="store_true",
-                   help="re-measure: with --gpu-class only those partitions, else the whole folder afresh")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="re-measure: with --gpu-class only those partitions, else the whole folder afresh",
+    )
     p.add_argument("--seed", type=int, help="sampling and training seed (overrides the spec)")
-    p.add_argument("--max-minutes", type=float,
-                   help="stop measuring after this long and go on with what is measured (rerun to finish)")
-    p.add_argument("--workers-per-class", type=int, default=1, help="SLURM: workers per GPU class (default 1)")
+    p.add_argument(
+        "--max-minutes",
+        type=float,
+        help="stop measuring after this long and go on with what is measured (rerun to finish)",
+    )
+    p.add_argument(
+        "--workers-per-class", type=int, default=1, help="SLURM: workers per GPU class (default 1)"
+    )
     p.set_defaults(func=run)
 
 
@@ -60,9 +76,19 @@ def run(args: argparse.Namespace) -> int:
     if args.gpu_class:
         classes = [check_gpu_class(c.strip(), "--gpu-class") for c in args.gpu_class.split(",")]
     out = args.out.expanduser().resolve() if args.out else spec.default_out()
-    print(f"sweep {spec.name}: {spec.workload}/{spec.case}/{spec.size} -> {out}  (results root {results_root()})",
-          flush=True)
-    run_sweep(spec, out, args.cluster, classes, args.force, args.workers_per_class,
-              max_minutes=args.max_minutes,
-              log=lambda m: print(m, flush=True))
+    print(
+        f"sweep {spec.name}: {spec.workload}/{spec.case}/{spec.size} -> {out}"
+        f"  (results root {results_root()})",
+        flush=True,
+    )
+    run_sweep(
+        spec,
+        out,
+        args.cluster,
+        classes,
+        args.force,
+        args.workers_per_class,
+        max_minutes=args.max_minutes,
+        log=lambda m: print(m, flush=True),
+    )
     return 0

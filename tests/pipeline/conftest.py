@@ -16,8 +16,15 @@ FAKE = "tests.pipeline.fake_workload:make_workload"
 
 def base_spec(**overrides) -> dict:
     spec = {
-        "name": "fake", "workload": FAKE, "case": "demo", "size": "8x4", "backend": "numpy", "samples": 30,
-        "samplers": ["random"], "batch_size": 10, "repeats": 1,
+        "name": "fake",
+        "workload": FAKE,
+        "case": "demo",
+        "size": "8x4",
+        "backend": "numpy",
+        "samples": 30,
+        "samplers": ["random"],
+        "batch_size": 10,
+        "repeats": 1,
         "validate": {"pool": 100, "top_k": 2, "repeats": 2},
         "train": {"hidden_layers": [8], "max_epochs": 20},
     }
@@ -35,16 +42,22 @@ def write_spec(tmp_path):
     return write
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 240,
-            background: bool = False):
+def run_cli(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict | None = None,
+    timeout: float = 240,
+    background: bool = False,
+):
     """``python -m pipeline ARGS`` from the repository, results root in ``cwd`` (a tmp folder)."""
     full_env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
     if cwd is not None:
         full_env.setdefault("LAUNCHTUNE_RESULTS", str(Path(cwd) / "results"))
     cmd = [sys.executable, "-m", "pipeline", *args]
     if background:
-        return subprocess.Popen(cmd, cwd=cwd or REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True)
+        return subprocess.Popen(
+            cmd, cwd=cwd or REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
     return subprocess.run(cmd, cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
 
 

@@ -1,4 +1,5 @@
-"""A tiny workload for pipeline tests, plugged in through the ``module:factory`` form of a spec's ``workload``.
+"""A tiny workload for pipeline tests, plugged in through the ``module:factory`` form of a spec's
+``workload``.
 
 Two "kernels" whose times are a known function of their launch parameters (plus seeded noise), one
 configuration family that fails ``check()`` and one that raises like a failed launch, so every status and both
@@ -28,15 +29,26 @@ class FakeWorkload:
     name = "fake"
 
     def __init__(self, case: str, size: str, backend: str, delay: float = 0.0, pid_dir: str | None = None):
-        self.case, self.size, self.backend, self.delay = case, tuple(int(s) for s in str(size).split("x")), backend, delay
+        self.case, self.size, self.backend, self.delay = (
+            case,
+            tuple(int(s) for s in str(size).split("x")),
+            backend,
+            delay,
+        )
         if pid_dir:
             Path(pid_dir).mkdir(parents=True, exist_ok=True)
             (Path(pid_dir) / f"{os.getpid()}.pid").write_text(str(os.getpid()))
         self._space = Space(
-            params=(Param("a.blocks", (1, 2, 4, 8)), Param("a.threads", (32, 64, 128)),
-                    Param("b.blocks", (1, 2, 4)), Param("b.threads", (32, 64))),
+            params=(
+                Param("a.blocks", (1, 2, 4, 8)),
+                Param("a.threads", (32, 64, 128)),
+                Param("b.blocks", (1, 2, 4)),
+                Param("b.threads", (32, 64)),
+            ),
             default={"a.blocks": 2, "a.threads": 32, "b.blocks": 2, "b.threads": 32},
-            constraints=(Constraint("a: blocks x threads <= 512", lambda c: c["a.blocks"] * c["a.threads"] <= 512),),
+            constraints=(
+                Constraint("a: blocks x threads <= 512", lambda c: c["a.blocks"] * c["a.threads"] <= 512),
+            ),
             name="fake",
         )
         self._rng = np.random.default_rng(0)
@@ -54,8 +66,12 @@ class FakeWorkload:
             raise RuntimeError("simulated launch failure: too many resources requested")
         if self.delay:
             time.sleep(self.delay)
-        a = kernel_ms(config["a.blocks"], config["a.threads"], 4, 64) * (1 + 0.01 * self._rng.standard_normal())
-        b = kernel_ms(config["b.blocks"], config["b.threads"], 2, 64) * (1 + 0.01 * self._rng.standard_normal())
+        a = kernel_ms(config["a.blocks"], config["a.threads"], 4, 64) * (
+            1 + 0.01 * self._rng.standard_normal()
+        )
+        b = kernel_ms(config["b.blocks"], config["b.threads"], 2, 64) * (
+            1 + 0.01 * self._rng.standard_normal()
+        )
         return Timing(kernels={"a": a, "b": b}, total=a + b + 0.2, repeats=repeats)
 
     def describe(self) -> dict[str, Any]:

@@ -18,8 +18,20 @@ from kernels.autotune.table import TuningTable
 from pipeline.schema import FIXED_FIELDS
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 
-REPORT_KEYS = {"samples", "ok", "invalid", "failed", "r2_train", "r2_test", "mse_test", "predicted_best_config",
-               "predicted_best_measured_ms", "default_measured_ms", "best_sampled_ms", "speedup_over_default"}
+REPORT_KEYS = {
+    "samples",
+    "ok",
+    "invalid",
+    "failed",
+    "r2_train",
+    "r2_test",
+    "mse_test",
+    "predicted_best_config",
+    "predicted_best_measured_ms",
+    "default_measured_ms",
+    "best_sampled_ms",
+    "speedup_over_default",
+}
 
 
 def _ok(result):
@@ -74,7 +86,8 @@ def test_sweep_end_to_end_then_rerun_then_per_class_rerun(finished):
     assert REPORT_KEYS <= set(cls)
     assert cls["samples"] == n and cls["ok"] + cls["invalid"] + cls["failed"] == n
     assert cls["predicted_best_measured_ms"] > 0 and cls["default_measured_ms"] > 0
-    # the fake workload's best is a.blocks=4, a.threads=64, b.blocks=2, b.threads=64; the additive model finds it
+    # the fake workload's best is a.blocks=4, a.threads=64, b.blocks=2, b.threads=64; the additive model
+    # finds it
     assert report["classes"]["cpu"]["models"]["additive"]["r2_test"] > 0.9
     assert cls["predicted_best_config"] == {"a.blocks": 4, "a.threads": 64, "b.blocks": 2, "b.threads": 64}
     assert cls["speedup_over_default"] > 1.2
@@ -101,7 +114,9 @@ def test_sweep_end_to_end_then_rerun_then_per_class_rerun(finished):
         t = t.set_column(t.schema.get_field_index("gpu_class"), "gpu_class", pa.array(["v100"] * t.num_rows))
         pq.write_table(t, other / path.name)
     v100 = _shards(out, "v100")
-    result = _ok(run_cli("sweep", str(spec), "--out", str(out), "--gpu-class", "cpu", "--force", cwd=tmp_path))
+    result = _ok(
+        run_cli("sweep", str(spec), "--out", str(out), "--gpu-class", "cpu", "--force", cwd=tmp_path)
+    )
     assert _shards(out, "v100") == v100
     redone = _shards(out)
     assert set(redone) == set(shards) and all(redone[k] != shards[k] for k in shards)
@@ -140,7 +155,8 @@ def test_real_cfd_workload_runs_through_the_cli(tmp_path):
     spec = tmp_path / "cfd.yaml"
     spec.write_text(
         "name: cfd_tiny\nworkload: cfd\ncase: inlet\nsize: 64x24\nbackend: numpy\nsamples: 12\nrepeats: 1\n"
-        "batch_size: 6\nvalidate: {pool: 50, top_k: 1, repeats: 1}\ntrain: {hidden_layers: [8], max_epochs: 10}\n"
+        "batch_size: 6\nvalidate: {pool: 50, top_k: 1, repeats: 1}\n"
+        "train: {hidden_layers: [8], max_epochs: 10}\n"
     )
     result = _ok(run_cli("sweep", str(spec), cwd=tmp_path))
     out = tmp_path / "results/cfd_tiny"

@@ -29,7 +29,9 @@ def test_local_workers_one_per_gpu_pinned_and_named():
     names = ["NVIDIA H100 80GB HBM3", "Tesla V100-SXM2-16GB"]
     workers = plan_local_workers(names, None)
     assert [(w["name"], w["gpu_class"], w["env"]["CUDA_VISIBLE_DEVICES"]) for w in workers] == [
-        ("h100-gpu0", "h100", "0"), ("v100-gpu1", "v100", "1")]
+        ("h100-gpu0", "h100", "0"),
+        ("v100-gpu1", "v100", "1"),
+    ]
     # where the parent already restricts the GPUs, each worker gets the physical id of its GPU
     pinned = plan_local_workers(names, "3,5")
     assert [w["env"]["CUDA_VISIBLE_DEVICES"] for w in pinned] == ["3", "5"]
@@ -45,8 +47,10 @@ def test_worker_guard_refuses_paths_outside_the_sweep(tmp_path):
 
 def _shard(path, cls, ids):
     schema = shard_schema(["a.blocks"], ["a"])
-    rows = [{"sample_id": i, "gpu_class": cls, "status": "ok", "a.blocks": 1, "ms.a": 1.0, "total_ms": 1.0}
-            for i in ids]
+    rows = [
+        {"sample_id": i, "gpu_class": cls, "status": "ok", "a.blocks": 1, "ms.a": 1.0, "total_ms": 1.0}
+        for i in ids
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
 
@@ -54,9 +58,11 @@ def _shard(path, cls, ids):
 def test_schema_is_fixed_fields_then_params_then_kernels():
     schema = shard_schema(["x.blocks", "x.threads"], ["x"])
     assert schema.names[: len(FIXED_FIELDS)] == [f.name for f in FIXED_FIELDS]
-    assert schema.names[len(FIXED_FIELDS):] == ["x.blocks", "x.threads", "ms.x"]
-    assert kernel_params(["x.blocks", "x.threads", "streams"]) == {"x": ["x.blocks", "x.threads"],
-                                                                   "streams": ["streams"]}
+    assert schema.names[len(FIXED_FIELDS) :] == ["x.blocks", "x.threads", "ms.x"]
+    assert kernel_params(["x.blocks", "x.threads", "streams"]) == {
+        "x": ["x.blocks", "x.threads"],
+        "streams": ["streams"],
+    }
 
 
 def test_merge_names_a_corrupt_shard(tmp_path):
@@ -83,7 +89,9 @@ def test_merge_partitions_by_class(tmp_path):
     merged = merge(tmp_path)
     assert merged.num_rows == 5
     assert sorted(p.parent.name for p in (tmp_path / "merged").glob("*/*.parquet")) == [
-        "gpu_class=cpu", "gpu_class=h100"]
+        "gpu_class=cpu",
+        "gpu_class=h100",
+    ]
 
 
 def test_additive_model_is_exact_on_additive_data_and_finds_each_kernels_best():
