@@ -186,6 +186,10 @@ def measure_size(cp, n: int, repeats: int, bw: dict, check_ref: bool) -> tuple[l
                 "stage3_span": t.extra["stage3_span"],
                 **{s: stages[s] for s in STAGES},
                 "total_1stream": stages["total"],
+                "total_min": t.extra["total_min"],
+                "total_max": t.extra["total_max"],
+                "host_span_max": t.extra["host_span_max"],
+                "host_threads": t.extra["host_threads"],
                 "residual": res,
                 "ref_reldiff": diff,
                 "repeats": repeats,
@@ -207,36 +211,61 @@ def measure_size(cp, n: int, repeats: int, bw: dict, check_ref: bool) -> tuple[l
     best = min(rows, key=lambda r: r["total_ms"])
     base.update(best_streams=best["streams"], best_ms=best["total_ms"], one_stream_ms=rows[0]["total_ms"])
     tuning = []
-    if n >= 10**7 and n in (10**7, 10**8):
-        for m in (4, 10, 16, 32):
-            for k in (1, 8, 32):
-                t = work.run({"streams": k, "threads": 256, "m": m}, repeats=max(3, repeats // 2))
-                tuning.append(
-                    {
-                        "size": n,
-                        "m": m,
-                        "threads": 256,
-                        "streams": k,
-                        "total_ms": t.total,
-                        "t2_host": t.kernels["t2_host"],
-                        "residual": residual(work.abcd, work.solve(k, 256, m)),
-                    }
-                )
-        for th in (64, 128, 512, 1024):
-            t = work.run({"streams": 32, "threads": th, "m": 10}, repeats=max(3, repeats // 2))
-            tuning.append(
-                {
-                    "size": n,
-                    "m": 10,
-                    "threads": th,
-                    "streams": 32,
-                    "total_ms": t.total,
-                    "t2_host": t.kernels["t2_host"],
-                    "residual": float("nan"),
-                }
-            )
+    if n in (10**6, 10**7, 10**8):
+        tuning += tune_size(cp, work, n, max(3, repeats // 2))
     del work
     return rows, {**base, "_tuning": tuning}
+
+
+def tune_size(cp, work, n: int, repeats: int) -> list[dict]:
+    """m x streams, threads per block, host solver threads; a failing point is recorded, not fatal."""
+    from kernels.tridiag.cuda_solver import max_threads
+
+    out = []
+
+    def point(kind: str, config: dict, host_threads: int | None = None) -> None:
+        row = {
+            "size": n,
+            "kind": kind,
+            **config,
+            "host_threads": host_threads,
+            "total_ms": float("nan"),
+            "t2_host": float("nan"),
+            "host_span_max": float("nan"),
+            "residual": float("nan"),
+            "error": "",
+        }
+        try:
+            if host_threads is not None:
+                work._gpu(config["threads"], config["m"]).host_solver.threads = host_threads
+                work._stage_cache.clear()
+            t = work.run(config, repeats=repeats)
+            row.update(
+                total_ms=t.total,
+                t2_host=t.kernels["t2_host"],
+                host_span_max=t.extra["host_span_max"],
+                host_threads=t.extra["host_threads"],
+            )
+            row["residual"] = residual(
+                work.abcd, work.solve(config["streams"], config["threads"], config["m"])
+            )
+        except Exception as exc:  # keep measuring the rest; the reason lands in the CSV
+            row["error"] = f"{type(exc).__name__}: {exc}"
+        out.append(row)
+
+    from kernels.tridiag.host_solver import default_threads
+
+    for ht in (1, 4, 8, 16):
+        point("host_threads", {"streams": 1, "threads": 256, "m": 10}, ht)
+    point("host_threads", {"streams": 1, "threads": 256, "m": 10}, default_threads())
+    for m in (4, 10, 16, 32):
+        for k in (1, 8, 32):
+            point("m_streams", {"streams": k, "threads": 256, "m": m})
+    for th in (64, 128, 512, 1024):
+        if th <= max_threads(cp, 10):
+            point("threads", {"streams": 8, "threads": th, "m": 10})
+    work._stage_cache.clear()
+    return out
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
@@ -275,6 +304,7 @@ def main() -> int:
     meta["host_solver"] = {"name": name(), "threads": default_threads()}
     log(f"bandwidth {bw}  tau {meta['tau_ms']:.5f} ms")
     meta["overlap"] = overlap_diagnostic(cp)
+    (out / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
     for r in meta["overlap"]:
         log(f"overlap {r['method']:20s} k={r['streams']:2d} {r['ms']:8.3f} ms correct={r['correct']}")
     sizes = (

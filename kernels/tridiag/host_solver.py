@@ -28,6 +28,10 @@ def _cache_dir() -> Path:
 
 @functools.cache
 def _library() -> ctypes.CDLL | None:
+    # Keep OpenMP's idle threads spinning between solves rather than sleeping: on the lent H100 VM the host
+    # stage was bimodal (0.5 ms or 15 ms at 10^6 unknowns, 16 threads), which looks like threads woken late or
+    # preempted (not yet confirmed). Only takes effect if libgomp is loaded here first; a user's setting wins.
+    os.environ.setdefault("GOMP_SPINCOUNT", "100000000")
     src = SOURCE.read_bytes()
     tag = hashlib.sha256(src).hexdigest()[:16]
     for directory in (_cache_dir(), Path(tempfile.gettempdir()) / "launchtune"):
@@ -59,10 +63,16 @@ def name() -> str:
 
 
 def default_threads() -> int:
+    """``LAUNCHTUNE_HOST_THREADS``, else half the usable cores (at most 16): the other half stays free for the
+    Python thread and the CUDA driver, so no OpenMP thread waits for a preempted one at the barrier."""
+    env = os.environ.get("LAUNCHTUNE_HOST_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    return max(1, min(16, cores // 2))
 
 
 class HostSolver:

@@ -93,6 +93,10 @@ class TridiagWorkload:
             "stage3_span": med.get("stage3", float("nan")),
             "backend": self.backend.name,
             "host_solver": self._solver.host_solver.name if self.backend.is_gpu else "lapack-dgtsv",
+            "host_threads": self._solver.host_solver.threads if self.backend.is_gpu else 1,
+            "total_min": float(min(r["total"] for r in runs)),
+            "total_max": float(max(r["total"] for r in runs)),
+            "host_span_max": float(max(r.get("host", float("nan")) for r in runs)),
         }
         return Timing(
             kernels={k: stages[k] for k in STAGES}, total=med["total"], repeats=repeats, extra=extra

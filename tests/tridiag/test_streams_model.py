@@ -10,7 +10,15 @@ import pandas as pd
 import pytest
 
 from pipeline.errors import UserError
-from pipeline.streams_model import STAGES, evaluate, gomez_luna, load_dataset, nearest_choice, tables
+from pipeline.streams_model import (
+    STAGES,
+    denoise_host,
+    evaluate,
+    gomez_luna,
+    load_dataset,
+    nearest_choice,
+    tables,
+)
 from tests.conftest import REPO
 
 SIZES = sorted({int(round(f * 10**i)) for i in range(3, 8) for f in (1, 2.5, 4, 5, 7.5, 8)} | {10**8})
@@ -64,6 +72,20 @@ def test_models_find_the_optimum():
     assert s["ours_test_sizes"]["of"] == 8
     table = pd.DataFrame(result["table"])
     assert (table["seed_lost_pct"] >= -1e-9).all() and (table["ours_lost_pct"] >= -1e-9).all()
+
+
+def test_denoise_host_removes_host_spikes():
+    df = synthetic(noise=0.0)
+    df["stage1_span"] = df["t1_h2d"] + df["t1_comp"] + df["t1_d2h"]
+    df["stage3_span"] = df["total_ms"] - df["stage1_span"] - df["t2_host"]
+    spiky = df.copy()
+    spiky.loc[(spiky["size"] == 10**6) & (spiky["streams"] == 1), "total_ms"] += 15.0  # a host-stage stall
+    sizes, _ = tables(denoise_host(spiky))
+    clean, _ = tables(df)
+    assert sizes.loc[10**6, "best_streams"] == clean.loc[10**6, "best_streams"]
+    assert tables(spiky)[0].loc[10**6, "best_ms"] == pytest.approx(clean.loc[10**6, "best_ms"])
+    with pytest.raises(UserError, match="stage1_span"):
+        denoise_host(synthetic())
 
 
 def test_gomez_luna():
