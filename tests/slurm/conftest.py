@@ -42,7 +42,12 @@ def slurm(tmp_path_factory) -> LocalSlurm:
 
 
 def write_cluster_config(
-    path: Path, *, tls: bool = True, setup: list[str] | None = None, max_job_failures: int = 3
+    path: Path,
+    *,
+    tls: bool = True,
+    setup: list[str] | None = None,
+    max_job_failures: int = 3,
+    release_idle_after_s: float = 3,
 ) -> Path:
     """A copy of cluster_configs/slurm.yaml reduced to the two test partitions, sized for a 2-core machine."""
     config = {
@@ -51,7 +56,8 @@ def write_cluster_config(
             "dashboard": "127.0.0.1:0",
             "tls": tls,
             "max_job_failures": max_job_failures,
-            "release_idle_after_s": 3,  # short: the tests watch a finished class give its jobs back
+            # short by default: the tests watch a finished class give its jobs back
+            "release_idle_after_s": release_idle_after_s,
         },
         "defaults": {
             "gres": "gpu:1",
