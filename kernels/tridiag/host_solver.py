@@ -31,7 +31,9 @@ def _library() -> ctypes.CDLL | None:
     # Keep OpenMP's idle threads spinning between solves rather than sleeping: on the lent H100 VM the host
     # stage was bimodal (0.5 ms or 15 ms at 10^6 unknowns, 16 threads), which looks like threads woken late or
     # preempted (not yet confirmed). Only takes effect if libgomp is loaded here first; a user's setting wins.
-    os.environ.setdefault("GOMP_SPINCOUNT", "100000000")
+    # Spinning threads would starve the caller on a small machine, so only where half the cores stay free.
+    if _cores() >= 8:
+        os.environ.setdefault("GOMP_SPINCOUNT", "100000000")
     src = SOURCE.read_bytes()
     tag = hashlib.sha256(src).hexdigest()[:16]
     for directory in (_cache_dir(), Path(tempfile.gettempdir()) / "launchtune"):
@@ -68,11 +70,14 @@ def default_threads() -> int:
     env = os.environ.get("LAUNCHTUNE_HOST_THREADS", "")
     if env.isdigit() and int(env) > 0:
         return int(env)
+    return max(1, min(16, _cores() // 2))
+
+
+def _cores() -> int:
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:
-        cores = os.cpu_count() or 1
-    return max(1, min(16, cores // 2))
+        return os.cpu_count() or 1
 
 
 class HostSolver:
