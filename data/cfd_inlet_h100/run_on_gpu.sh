@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The paper-sized CFD sweep (cluster_configs/sweeps/cfd_inlet_paper.yaml) through the real CLI on one lent GPU,
-# measuring for MINUTES (default 5.5) so the whole call fits a 10-minute command, then merge, train, re-measure,
+# measuring for MINUTES (default 5) so the whole call fits a 10-minute command, then merge, train, re-measure,
 # report. Everything lands in $OUT: run.log, device.json, nvidia-smi.txt, sweep.tar.gz (the sweep folder).
 # Run from the repository root, with the wheels of dask/distributed/skops in .whl (see the working agreement).
 set -uo pipefail
@@ -18,10 +18,23 @@ facts = describe_device(get_backend("cupy"))
 facts.update(python=platform.python_version(), cupy=cupy.__version__)
 print(json.dumps(facts, indent=1))
 PY
+# Pre-flight (seconds): the CUDA path must agree with the default configuration before minutes are spent.
+python3 - <<'PY' 2>&1 | tee "$OUT/preflight.log" || exit 3
+import time
+from kernels.workload import make_workload
+t = time.perf_counter()
+w = make_workload("cfd", "inlet", "3328x1024", "cupy", space="paper")
+print(f"build {time.perf_counter() - t:.1f} s")
+space = w.space()
+for c in [space.default] + space.sample(3, 123):
+    t = time.perf_counter(); ok = w.check(c); t1 = time.perf_counter(); r = w.run(c, 3); t2 = time.perf_counter()
+    print(f"check {ok.ok} {ok.reason[:80]} ({t1 - t:.2f} s)  run total {r.total:.3f} ms/step ({t2 - t1:.2f} s)")
+    assert ok.ok, "CUDA result differs from the default configuration's"
+PY
 SWEEP=/tmp/cfd_inlet_paper
 date -u +"start %Y-%m-%dT%H:%M:%SZ" | tee "$OUT/run.log"
-python3 -m pipeline sweep cluster_configs/sweeps/cfd_inlet_paper.yaml --out "$SWEEP" \
-  --max-minutes "${MINUTES:-5.5}" 2>&1 | tee -a "$OUT/run.log"
+timeout "${SWEEP_LIMIT_S:-500}" python3 -m pipeline sweep cluster_configs/sweeps/cfd_inlet_paper.yaml \
+  --out "$SWEEP" --max-minutes "${MINUTES:-5}" 2>&1 | tee -a "$OUT/run.log"
 status=${PIPESTATUS[0]}
 date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" | tee -a "$OUT/run.log"
 tar -C "$(dirname $SWEEP)" --exclude .dask -czf "$OUT/sweep.tar.gz" "$(basename $SWEEP)"
