@@ -14,12 +14,12 @@
 #define GRID_STRIDE(k, n) \
     for (unsigned int k = blockIdx.x * blockDim.x + threadIdx.x; k < (unsigned int)(n); k += gridDim.x * blockDim.x)
 
-__device__ __forceinline__ double safe_den(double d) { return d >= 0.0 ? fmax(d, TINY) : fmin(d, -TINY); }
-
-__device__ __forceinline__ double psi(double r, int limiter) {
-    if (limiter == 1) return fmax(0.0, fmin(1.0, r));
-    if (limiter == 2) { double a = fabs(r); return (r + a) / (1.0 + a); }
-    return fmax(0.0, (r * r + r) / (r * r + 1.0));
+// Psi(dp/dm) * dm without the ratio (the limiters offered are symmetric, so this is also Psi(dm/dp) * dp):
+// mirrors reference.limited_slope.
+__device__ __forceinline__ double limited_slope(double dm, double dp, int limiter) {
+    if (limiter == 1) return dm * dp > 0.0 ? copysign(fmin(fabs(dm), fabs(dp)), dm) : 0.0;
+    if (limiter == 2) return (dp * fabs(dm) + fabs(dp) * dm) / (fabs(dm) + fabs(dp) + TINY);
+    return fmax(0.0, dm * dp) * (dm + dp) / (dm * dm + dp * dp + TINY);
 }
 
 __device__ __forceinline__ void increments(double vm, double vc, double vp, int limiter, double c1, double c2,
@@ -31,10 +31,9 @@ __device__ __forceinline__ void increments(double vm, double vc, double vp, int 
         *im = c2 * dm + c1 * dp;
         return;
     }
-    double a = psi(dp / safe_den(dm), limiter);
-    double b = psi(dm / safe_den(dp), limiter);
-    *ip = c1 * a * dm + c2 * b * dp;
-    *im = c2 * a * dm + c1 * b * dp;
+    double s = limited_slope(dm, dp, limiter);
+    *ip = c1 * s + c2 * s;
+    *im = c2 * s + c1 * s;
 }
 
 extern "C" __global__ void xi_limiter(const double* __restrict__ V, double* __restrict__ incp,
