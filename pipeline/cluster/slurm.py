@@ -236,7 +236,8 @@ class ClassScaler:
                     demand[cls] += 1
         return demand
 
-    async def _poll_squeue(self) -> dict[str, str] | None:
+    async def _poll_squeue(self) -> dict[str, tuple[str, str]] | None:
+        """Our jobs' (state, pending reason) as squeue sees them; None when squeue did not answer."""
         if not self.job_ids:
             return {}
         proc = await asyncio.create_subprocess_exec(
@@ -246,7 +247,7 @@ class ClassScaler:
             "-u",
             getpass.getuser(),
             "-o",
-            "%i %T",
+            "%i %T %r",
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
@@ -255,9 +256,9 @@ class ClassScaler:
             return None  # a busy controller: judge nothing this time
         states = {}
         for line in out.decode().splitlines():
-            parts = line.split()
-            if len(parts) == 2:
-                states[parts[0]] = parts[1]
+            parts = line.split(None, 2)
+            if len(parts) >= 2:
+                states[parts[0]] = (parts[1], parts[2].strip() if len(parts) == 3 else "")
         return states
 
     async def _tick(self) -> None:
@@ -293,7 +294,11 @@ class ClassScaler:
                 continue
             if self._first_seen.get(job.job_id, 1e300) >= poll_started:
                 continue  # submitted after squeue answered
-            state = states.get(job.job_id, "GONE")
+            state, reason = states.get(job.job_id, ("GONE", ""))
+            if state == "PENDING" and reason and reason != rec.get("reason"):
+                # A job that waits says why (Priority, Resources, or a request the partition cannot meet).
+                rec["reason"] = reason
+                self.log(f"slurm: {self._class_of(name)}: job {job.job_id} pending ({reason})")
             if state in ACTIVE_STATES:
                 continue
             rec["ended"], rec["state"] = now, state
