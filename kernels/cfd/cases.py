@@ -61,8 +61,7 @@ def build_case(case: str, nx: int, ny: int, smoothing: int = 0) -> CaseSetup:
         xg, yg = _ghost_centres(m)
         V = mms_exact(xg, yg)
         # Start from the constant part of the solution; every ghost holds the exact solution (supersonic
-        # inflow
-        # on west and south, and on east and north the upwind flux never reads them).
+        # inflow on west and south, and on east and north the upwind flux never reads them).
         for q in range(4):
             V[q, 2:-2, 2:-2] = MMS[q, 0]
         fixed = np.int32(FIXED)

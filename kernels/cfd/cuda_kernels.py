@@ -1,9 +1,7 @@
-"""The CUDA side: one ``RawModule`` compiled from ``solver.cu``, seven kernels, each launched with its own
-grid.
+"""The CUDA side: one ``RawModule`` compiled from ``solver.cu``, seven kernels, each with its own grid.
 
-Compiled with ``--fmad=false`` so every multiply and add rounds as numpy's does: the CuPy and numpy
-backends then
-agree to the last bit except for sin/cos in the MMS source (the kernels are memory-bound, so the fused
+Compiled with ``--fmad=false`` so every multiply and add rounds as numpy's does: the CuPy and numpy backends
+then agree to the last bit except for sin/cos in the MMS source (the kernels are memory-bound, so fused
 multiply-adds would buy little).
 """
 

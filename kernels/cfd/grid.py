@@ -1,8 +1,7 @@
 """Structured grids and their finite-volume metrics.
 
-The inlet geometry is Table 1 of Xue & Roy (the SENSEI 30-degree supersonic inlet); the MMS case runs on
-the unit
-square of Roy et al. (2004). Grids are built once on the host in float64 and copied to the device by the
+The inlet geometry is Table 1 of Xue & Roy (the SENSEI 30-degree supersonic inlet); the MMS case runs on the
+unit square of Roy et al. (2004). Grids are built once on the host in float64 and copied to the device by the
 solver.
 
 Index convention everywhere: vertex ``(i, j)`` with ``i`` along xi (the flow direction) and ``j`` along eta
@@ -41,10 +40,8 @@ def _resample(points: np.ndarray, n: int) -> np.ndarray:
 def _inlet_boundaries(nx: int, ny: int, dense: int = 20000) -> tuple[np.ndarray, ...]:
     tan = np.tan(np.radians(RAMP_ANGLE_DEG))
     # eta_min: the ramp y = x tan(30 deg) up to the floor height, then the floor y = 0.2. Table 1 lets the
-    # ramp
-    # run to x = 0.35 (y = 0.2021), 2 mm above the floor; we end the ramp where it meets y = 0.2 (x =
-    # 0.3464) so
-    # the wall is continuous.
+    # ramp run to x = 0.35 (y = 0.2021), 2 mm above the floor; we end the ramp where it meets y = 0.2 (x =
+    # 0.3464) so the wall is continuous.
     x_corner = FLOOR_Y / tan
     xb = np.concatenate([np.linspace(0.0, x_corner, dense), np.linspace(x_corner, X_OUT, dense)[1:]])
     bottom = np.stack([xb, np.minimum(xb * tan, FLOOR_Y)], axis=1)

@@ -28,9 +28,9 @@ def freestream() -> tuple[float, float, float, float]:
     return float(rho), float(MACH_INF * c), 0.0, P_INF
 
 
-# Roy et al. (2004), supersonic case: for each of rho, u, v, p the constant phi0, the x- and y-amplitudes
-# and the
-# x- and y-wave numbers (in units of pi/L, L = 1 m). Which of sine/cosine is used is fixed per variable below.
+# Roy et al. (2004), supersonic case: for each of rho, u, v, p the constant phi0, the x- and y-amplitudes and
+# the x- and y-wave numbers (in units of pi/L, L = 1 m). Which of sine/cosine is used is fixed per variable
+# below.
 MMS = np.array(
     [
         # phi0,   phi_x,  phi_y,  a_x, a_y

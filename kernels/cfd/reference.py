@@ -2,8 +2,7 @@
 
 Each function does, over whole arrays, exactly the arithmetic one CUDA thread does for one cell or face in
 ``solver.cu``, in the same order (the CUDA module is compiled with ``--fmad=false``), so the two backends
-agree
-to the last bit except where the MMS source calls sin/cos.
+agree to the last bit except where the MMS source calls sin/cos.
 
 Array layout (all float64, index order [var, j, i], i fastest):
   V (4, ny+4, nx+4) primitives rho, u, v, p with two ghost layers;  U0 (4, ny, nx) conserved at step start;
