@@ -283,9 +283,15 @@ class ClassScaler:
         for name in [n for n in spec if self._class_of(n) in self._counter]:
             job = cluster.workers.get(name)
             rec = self.jobs.get(name)
-            if job is None:  # SpecCluster dropped it after its worker was lost
+            if job is None:  # SpecCluster dropped it after its worker was lost (before squeue said why)
                 del spec[name]
                 changed = True
+                if rec is not None and rec["ended"] is None:
+                    rec["ended"], rec["state"] = now, "LOST"
+                    self.log(
+                        f"slurm: {self._class_of(name)}: job {rec['job_id']} lost its worker; its running "
+                        "batch is retried on another worker"
+                    )
                 continue
             if job.job_id and job.job_id not in self.job_ids:
                 self.job_ids.add(job.job_id)

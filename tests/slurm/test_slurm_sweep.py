@@ -10,6 +10,7 @@ slurm_partition and slurm_job_id), jobs are gone, credentials are gone. Then a p
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -149,7 +150,10 @@ def test_cli_sweep_through_slurm_with_cancel_tls_and_rerun(slurm, cluster_config
             sweep.proc.terminate()
             sweep.proc.wait(30)
     assert done_before < SAMPLES // BATCH, "the cancel came after v100 had finished: not mid-sweep"
-    assert f"job {victim} ended (CANCELLED)" in "\n".join(sweep.lines), sweep.tail()
+    # the cluster noticed (from squeue, or from the scheduler losing the worker first)
+    assert re.search(rf"job {victim} (ended \(CANCELLED\)|lost its worker)", "\n".join(sweep.lines)), (
+        sweep.tail()
+    )
 
     jobs = {j["JobID"]: j for j in slurm.squeue()}
     assert jobs[victim]["State"] == "CANCELLED"
