@@ -40,7 +40,8 @@ class Space:
     """The Cartesian product of ``params`` minus configurations that break a constraint.
 
     The default configuration (what a user gets without tuning, e.g. one thread per cell) need not lie on the
-    value lists: it is always a valid configuration of its space, so it can be measured beside the samples.
+    value lists: it is always a valid configuration of its space, so it can be measured beside the samples,
+    and each parameter may take its default value beside its listed ones (one kernel tuned, others default).
     """
 
     params: tuple[Param, ...]
@@ -78,11 +79,11 @@ class Space:
             problems.append(f"missing parameters: {', '.join(missing)}")
         if extra:
             problems.append(f"unknown parameters: {', '.join(extra)}")
-        on_default = not missing and all(int(config[n]) == self.default.get(n) for n in self.names)
         for name in self.names:
-            if on_default:
-                break
-            if name in config and int(config[name]) not in self._index[name].values:
+            # Each parameter may also take its own default value, so one kernel can be tuned while the others
+            # stay at their defaults (the per-kernel sweeps of the pipeline and the runtime autotuner).
+            value = int(config[name]) if name in config else None
+            if name in config and value not in self._index[name].values and value != self.default.get(name):
                 problems.append(f"{name}={config[name]} is not one of {list(self._index[name].values)}")
         if not problems:
             problems += [c.why for c in self.constraints if not c.holds(config)]

@@ -57,3 +57,13 @@ def test_default_may_lie_off_the_value_lists():
     space = Space((Param("k.blocks", (100, 200)),), default={"k.blocks": 13312})
     assert space.is_valid({"k.blocks": 13312})
     assert not space.is_valid({"k.blocks": 400})
+
+
+def test_each_parameter_may_keep_its_default_while_others_are_tuned():
+    space = Space(
+        (Param("a.blocks", (100, 200)), Param("b.blocks", (100, 200))),
+        default={"a.blocks": 13312, "b.blocks": 9},
+    )
+    assert space.is_valid({"a.blocks": 13312, "b.blocks": 200})
+    assert space.is_valid({"a.blocks": 100, "b.blocks": 9})
+    assert not space.is_valid({"a.blocks": 13312, "b.blocks": 10})
