@@ -20,6 +20,7 @@ COMMANDS = [
     "report",
     "cluster",
     "streams",
+    "strategies",
 ]
 
 

@@ -1,0 +1,168 @@
+"""``python -m pipeline strategies``: run search strategies on recorded data and score their picks.
+
+One run prints one JSON line (strategy, budget, seed, config, time, optimum, ...). ``--compare`` runs every
+strategy at several budgets and seeds and writes a table (CSV and markdown) and a figure of mean
+picked/optimum
+against budget. ``--export`` turns a Kernel Tuner cache into our Parquet dataset form.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pipeline.errors import UserError
+
+EPILOG = """\
+examples (HUB=../shared/data/benchmark_hub):
+  python -m pipeline strategies --dataset $HUB/convolution/A100.json.gz --budget 100
+  python -m pipeline strategies --dataset results/cfd/merged --strategy random_mlp --budget 500 --seeds 5
+  python -m pipeline strategies --dataset $HUB/convolution --strategy transfer --budget 20
+  python -m pipeline strategies --dataset $HUB/convolution --compare --out data/strategies
+  python -m pipeline strategies --dataset A100.json.gz --export a100.parquet
+
+A dataset is a Kernel Tuner cache (.json/.json.gz), our sweep Parquet (file or directory; one dataset per
+gpu_class), or a directory of caches (one per GPU). With several GPUs, each is tuned in turn, and `transfer`
+trains on the others (leave-one-GPU-out). `time` is the recorded time of the pick (ms); `optimum` the best
+recorded time; what the strategy saw while searching were noisy replays drawn from the recorded repeats.
+"""
+
+
+def _budgets(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError("budgets must be positive integers")
+    return values
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from pipeline.strategies import strategy_names
+
+    p = subparsers.add_parser(
+        "strategies",
+        help="run and compare search strategies on recorded data (replay)",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--dataset", required=True, help="cache file, Parquet file/directory, or directory of caches"
+    )
+    p.add_argument(
+        "--strategy",
+        default="default",
+        choices=strategy_names(),
+        help="search strategy (default: %(default)s, the one we recommend)",
+    )
+    p.add_argument(
+        "--budget", type=int, default=100, help="measurements each run may spend (default: %(default)s)"
+    )
+    p.add_argument("--seeds", type=int, default=1, help="runs with seeds 0..K-1 (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=None, help="run only this seed (reproduces one JSON line)")
+    p.add_argument("--gpu", default=None, help="tune only the dataset of this GPU (name as printed in 'gpu')")
+    p.add_argument(
+        "--repeats", type=int, default=7, help="replayed repeats per measurement (median; default 7)"
+    )
+    p.add_argument(
+        "--compare", action="store_true", help="run every strategy at --budgets; write table and figure"
+    )
+    p.add_argument(
+        "--budgets",
+        type=_budgets,
+        default=[20, 50, 100, 200],
+        help="budgets for --compare (default: 20,50,100,200)",
+    )
+    p.add_argument(
+        "--strategies", default=None, help="comma-separated strategies for --compare (default: all)"
+    )
+    p.add_argument(
+        "--out", default="strategies_out", help="folder for --compare outputs (default: %(default)s)"
+    )
+    p.add_argument("--workers", type=int, default=None, help="processes for --compare (default: CPU count)")
+    p.add_argument(
+        "--export",
+        default=None,
+        metavar="PARQUET",
+        help="write the dataset as our Parquet form and exit (imports a Kernel Tuner cache)",
+    )
+    p.set_defaults(func=run)
+
+
+def _select(datasets: list, gpu: str | None, path: str) -> list:
+    if gpu is None:
+        return datasets
+    chosen = [d for d in datasets if d.name == gpu]
+    if not chosen:
+        raise UserError(f"{path}: no GPU {gpu!r} (has: {', '.join(d.name for d in datasets)})")
+    return chosen
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipeline.datasets import load_datasets, write_parquet
+    from pipeline.strategies import NEEDS_PRIOR
+
+    if args.budget < 1:
+        raise UserError("--budget: must be at least 1")
+    if args.seeds < 1:
+        raise UserError("--seeds: must be at least 1")
+    datasets = load_datasets(args.dataset)
+    if args.export:
+        if len(datasets) != 1:
+            raise UserError(f"{args.dataset}: --export takes one dataset, found {len(datasets)} (use --gpu)")
+        out = write_parquet(datasets[0], args.export)
+        print(json.dumps({"exported": str(out), **datasets[0].summary()}))
+        return 0
+    if args.compare:
+        return _compare(args, datasets)
+    targets = _select(datasets, args.gpu, args.dataset)
+    from pipeline.strategies.evaluate import run_one
+
+    seeds = [args.seed] if args.seed is not None else list(range(args.seeds))
+    resolved = args.strategy
+    for d in targets:
+        prior = [o for o in datasets if o is not d] if resolved in NEEDS_PRIOR else []
+        for seed in seeds:
+            record = run_one(d, args.strategy, args.budget, seed, prior, repeats=args.repeats)
+            print(json.dumps(record), flush=True)
+    return 0
+
+
+def _compare(args: argparse.Namespace, datasets: list) -> int:
+    from pipeline.strategies import STRATEGIES
+    from pipeline.strategies.evaluate import compare, markdown, plot, summarize
+
+    names = args.strategies.split(",") if args.strategies else list(STRATEGIES)
+    unknown = [n for n in names if n not in STRATEGIES and n != "default"]
+    if unknown:
+        raise UserError(
+            f"--strategies: unknown strategy {unknown[0]!r} (choose from {', '.join(STRATEGIES)})"
+        )
+    targets = _select(datasets, args.gpu, args.dataset)
+    out = Path(args.out)
+
+    def progress(done: int, total: int) -> None:
+        print(f"\r{done}/{total} runs", end="" if done < total else "\n", file=sys.stderr, flush=True)
+
+    runs = compare(
+        datasets, names, args.budgets, args.seeds, workers=args.workers, progress=progress, targets=targets
+    )
+    if runs.empty:
+        raise UserError(f"{args.dataset}: no strategy could run at budgets {args.budgets}")
+    table = summarize(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    runs.assign(config=runs["config"].map(json.dumps)).to_csv(out / "runs.csv", index=False)
+    table.to_csv(out / "table.csv", index=False, float_format="%.4f")
+    (out / "table.md").write_text(markdown(table))
+    plot(table, str(out / "ratio_vs_budget.png"), title=f"{Path(args.dataset).name}: mean over GPUs")
+    print(markdown(table))
+    print(
+        json.dumps(
+            {"written": [str(out / n) for n in ("runs.csv", "table.csv", "table.md", "ratio_vs_budget.png")]}
+        )
+    )
+    return 0

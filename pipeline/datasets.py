@@ -1,0 +1,337 @@
+"""Recorded tuning datasets: one table of measured configurations per device, from any source we can read.
+
+Two sources today:
+
+* a **Kernel Tuner cache** (``*.json`` or ``*.json.gz``, the format of the FAIR Benchmark Hub): one entry per
+  configuration with the objective ``time`` (ms), the repeated ``times`` and a non-numeric ``time`` for a
+  failed configuration;
+* **our own Parquet** from the sweep pipeline (a file or a directory of shards): one column per launch
+  parameter (``<kernel>.blocks``, ``<kernel>.threads``, ...), per-kernel time columns, a total time and a
+  ``status``; rows of several GPU classes become one dataset per class.
+
+Every source becomes a :class:`Dataset` so replay, strategies and transfer never care where the data came
+from."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.errors import UserError
+
+TIME = "time"  # the objective column of every Dataset frame (ms; NaN where the configuration failed)
+STATUS = "status"  # "ok", "invalid" or "failed"
+_PARAMS_META = b"launchtune.params"  # schema metadata key: the parameter columns of a file we wrote
+
+# Parquet column names we accept for the total time, the per-row repeated times and the GPU class, in order of
+# preference (the sweep pipeline's schema names them; older or hand-made files may use the others).
+_TOTAL_COLUMNS = ("total_ms", "total", "time_ms", "time")
+_TIMES_COLUMNS = ("total_times", "times")
+_CLASS_COLUMNS = ("gpu_class",)
+# A per-kernel time column for kernel K: "K.ms", "K_ms", "ms.K", "time.K", "K.time" (first match wins).
+_KERNEL_TIME_PATTERNS = ("{k}.ms", "{k}_ms", "ms.{k}", "time.{k}", "{k}.time")
+_LAUNCH_PARAM = re.compile(
+    r"^(?P<kernel>[A-Za-z0-9_]+)\.(?P<what>blocks|threads|gang|vector|block_x|block_y)$"
+)
+
+# Device facts for GPUs that are not in kernels.device (the Benchmark Hub's cards), for combined training.
+# Public spec-sheet figures: peak FP32 TFLOP/s (non-tensor), memory bandwidth GB/s, SMs or CUs (one MI250X
+# GCD,
+# which is what HIP sees as a device), last-level cache MB, vendor (1 = NVIDIA).
+EXTRA_DEVICE_FACTS: dict[str, dict[str, float]] = {
+    "A100": dict(fp32_tflops=19.5, bandwidth_gbs=1555, units=108, cache_mb=40, nvidia=1),
+    "A4000": dict(fp32_tflops=19.2, bandwidth_gbs=448, units=48, cache_mb=4, nvidia=1),
+    "A6000": dict(fp32_tflops=38.7, bandwidth_gbs=768, units=84, cache_mb=6, nvidia=1),
+    "MI250X": dict(fp32_tflops=23.9, bandwidth_gbs=1638, units=110, cache_mb=8, nvidia=0),
+    "W6600": dict(fp32_tflops=10.4, bandwidth_gbs=224, units=28, cache_mb=32, nvidia=0),
+    "W7800": dict(fp32_tflops=45.2, bandwidth_gbs=576, units=70, cache_mb=64, nvidia=0),
+    "H100": dict(fp32_tflops=67.0, bandwidth_gbs=3350, units=132, cache_mb=50, nvidia=1),
+    "H200": dict(fp32_tflops=67.0, bandwidth_gbs=4800, units=132, cache_mb=50, nvidia=1),
+    "V100": dict(fp32_tflops=15.7, bandwidth_gbs=900, units=80, cache_mb=6, nvidia=1),
+    "P100": dict(fp32_tflops=9.3, bandwidth_gbs=720, units=56, cache_mb=4, nvidia=1),
+}
+DEVICE_FEATURES = ("fp32_tflops", "bandwidth_gbs", "units", "cache_mb", "nvidia")
+
+
+@dataclass
+class Dataset:
+    """Every recorded configuration of one kernel (set) on one device.
+
+    ``frame`` has one row per distinct configuration: the ``params`` columns, ``time`` (the recorded median,
+    ms; NaN for a failed configuration), ``status``, the per-kernel time columns named in ``kernel_times``,
+    and a ``times`` column of repeated totals (an array per row; empty where none were recorded). ``kernels``
+    maps a kernel to the parameters that launch it: when it is non-empty the total is (nearly) the sum of the
+    kernels' times and each kernel depends on its own parameters only (the CFD step)."""
+
+    name: str
+    params: list[str]
+    frame: pd.DataFrame
+    kernels: dict[str, list[str]] = field(default_factory=dict)
+    kernel_times: dict[str, str] = field(default_factory=dict)  # kernel -> column of its time
+    default: dict[str, int] | None = None
+    device: dict[str, Any] = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def ok(self) -> pd.DataFrame:
+        return self.frame[self.frame[STATUS] == "ok"]
+
+    @property
+    def optimum(self) -> float:
+        """The best recorded time (ms): the reference every strategy's pick is divided by."""
+        return float(self.ok[TIME].min())
+
+    def values(self, param: str) -> list[int]:
+        return sorted(int(v) for v in self.frame[param].unique())
+
+    def device_vector(self) -> np.ndarray | None:
+        """Numeric device facts for combined training (None where this device is unknown)."""
+        facts = self.device.get("features")
+        if not facts:
+            return None
+        return np.array([float(facts[k]) for k in DEVICE_FEATURES])
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "configurations": int(len(self.frame)),
+            "ok": int(len(self.ok)),
+            "optimum_ms": self.optimum,
+            "params": self.params,
+            "kernels": list(self.kernels),
+            "source": self.source,
+        }
+
+
+def _device_features(name: str) -> dict[str, float] | None:
+    key = name.upper()
+    for short, facts in EXTRA_DEVICE_FACTS.items():
+        if short in key.replace(" ", "").replace("-", ""):
+            return facts
+    return None
+
+
+# -------------------------------------------------------------------------------------- Kernel Tuner cache
+def load_kernel_tuner_cache(path: str | Path) -> Dataset:
+    """Read a Kernel Tuner cache file (``.json`` or ``.json.gz``) into a Dataset.
+
+    Parameters that take one value only (``use_cmem``, ``filter_height`` in the convolution cache) are
+    constants of the problem, not tuning parameters, and are dropped. A configuration whose ``time`` is not a
+    number (``RuntimeFailedConfig``, ``CompilationFailedConfig``, ...) is kept with status ``failed``: a
+    strategy that tries it spends a measurement, as it would on the device."""
+    path = Path(path)
+    try:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            raw = json.load(f)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(
+            f"{path}: not a readable Kernel Tuner cache ({exc.__class__.__name__}: {exc})"
+        ) from None
+    if not isinstance(raw, dict) or "cache" not in raw or "tune_params_keys" not in raw:
+        raise UserError(f"{path}: not a Kernel Tuner cache (expected keys 'tune_params_keys' and 'cache')")
+    keys = list(raw["tune_params_keys"])
+    objective = raw.get("objective", "time")
+    rows, times = [], []
+    for key, entry in raw["cache"].items():
+        missing = [k for k in keys if k not in entry]
+        if missing:
+            raise UserError(f"{path}: cache entry {key!r} lacks parameter {missing[0]!r}")
+        value = entry.get(objective)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+        row = {k: entry[k] for k in keys}
+        row[TIME] = float(value) if ok else np.nan
+        row[STATUS] = "ok" if ok else "failed"
+        rows.append(row)
+        rep = entry.get("times") if ok else None
+        times.append(np.asarray(rep, dtype=float) if isinstance(rep, list) and rep else np.empty(0))
+    if not rows:
+        raise UserError(f"{path}: the cache holds no configurations")
+    frame = pd.DataFrame(rows)
+    params = [k for k in keys if frame[k].nunique() > 1]
+    for k in params:
+        if not pd.api.types.is_integer_dtype(frame[k]):
+            raise UserError(
+                f"{path}: parameter {k!r} is not integer-valued; only integer parameters are supported"
+            )
+    frame = frame[params + [TIME, STATUS]].copy()
+    frame["times"] = times
+    device_name = str(raw.get("device_name") or "").strip()
+    name = path.name.split(".")[0]
+    if not device_name:
+        device_name = name
+    feats = _device_features(device_name) or _device_features(name)
+    return Dataset(
+        name=name,
+        params=params,
+        frame=frame.reset_index(drop=True),
+        device={"device_name": device_name, "features": feats, "kernel_name": raw.get("kernel_name", "")},
+        source=str(path),
+    )
+
+
+# ------------------------------------------------------------------------------------------------ our Parquet
+def _first(columns: Sequence[str], choices: Sequence[str]) -> str | None:
+    return next((c for c in choices if c in columns), None)
+
+
+def _from_sweep_frame(df: pd.DataFrame, name: str, source: str, declared: list[str] | None = None) -> Dataset:
+    cols = list(df.columns)
+    launch = [c for c in cols if _LAUNCH_PARAM.match(c)]
+    extra = [c for c in ("streams",) if c in cols]
+    if declared:  # a file we wrote ourselves names its parameters in the schema metadata
+        missing = [c for c in declared if c not in cols]
+        if missing:
+            raise UserError(f"{source}: declared parameter column {missing[0]!r} is missing")
+        extra = [c for c in declared if c not in launch]
+    params = launch + extra
+    if not params:
+        raise UserError(
+            f"{source}: no launch-parameter columns ('<kernel>.blocks', '<kernel>.threads') found"
+        )
+    total = _first(cols, _TOTAL_COLUMNS)
+    if total is None:
+        raise UserError(f"{source}: no total-time column (one of {', '.join(_TOTAL_COLUMNS)})")
+    kernels: dict[str, list[str]] = {}
+    for c in launch:
+        kernels.setdefault(_LAUNCH_PARAM.match(c)["kernel"], []).append(c)
+    kernel_times = {}
+    for k in kernels:
+        col = _first(cols, [p.format(k=k) for p in _KERNEL_TIME_PATTERNS])
+        if col is not None:
+            kernel_times[k] = col
+    if extra or len(kernel_times) != len(kernels):
+        kernels, kernel_times = {}, {}  # not separable: a global parameter or a kernel without its own time
+    status = df["status"].astype(str) if "status" in df else pd.Series("ok", index=df.index)
+    times_col = _first(cols, _TIMES_COLUMNS)
+    work = df[params].copy()
+    for p in params:
+        if work[p].isna().any():
+            raise UserError(f"{source}: column {p!r} has empty values")
+        work[p] = work[p].astype(int)
+    work[TIME] = pd.to_numeric(df[total], errors="coerce").where(status == "ok")
+    work[STATUS] = np.where(work[TIME].notna(), "ok", np.where(status == "ok", "failed", status))
+    for col in kernel_times.values():
+        work[col] = pd.to_numeric(df[col], errors="coerce")
+    if times_col:
+        work["_times"] = [np.asarray(v, dtype=float) if v is not None else np.empty(0) for v in df[times_col]]
+    else:
+        work["_times"] = [np.empty(0)] * len(df)
+    # One row per distinct configuration: repeated rows of one configuration (a random sample that hit a
+    # per-kernel sweep point, a rerun) pool their totals as the repeated times, so replay keeps their spread.
+    groups = []
+    for key, g in work.groupby(params, sort=False):
+        okg = g[g[STATUS] == "ok"]
+        row = dict(zip(params, key if isinstance(key, tuple) else (key,), strict=True))
+        if len(okg):
+            reps = np.concatenate(list(okg["_times"]))
+            if not len(reps) and len(okg) > 1:
+                reps = okg[TIME].to_numpy()
+            row[TIME] = float(okg[TIME].median())
+            row[STATUS] = "ok"
+            for col in kernel_times.values():
+                row[col] = float(okg[col].median())
+            row["times"] = np.asarray(reps, dtype=float)
+        else:
+            row[TIME] = np.nan
+            row[STATUS] = str(g[STATUS].iloc[0])
+            for col in kernel_times.values():
+                row[col] = np.nan
+            row["times"] = np.empty(0)
+        groups.append(row)
+    frame = pd.DataFrame(groups)
+    default = None
+    if "sampler" in df and (df["sampler"] == "default").any():
+        default = {p: int(df.loc[df["sampler"] == "default", p].iloc[0]) for p in params}
+    elif "sampler" in df and (df["sampler"] == "per_kernel_exhaustive").any():
+        # per-kernel sweeps hold every other kernel at the default: the most common value of each column
+        sweep = df.loc[df["sampler"] == "per_kernel_exhaustive", params]
+        default = {p: int(sweep[p].mode().iloc[0]) for p in params}
+    device_name = str(df["device_name"].iloc[0]) if "device_name" in df else name
+    feats = _device_features(device_name) or _device_features(name)
+    return Dataset(
+        name,
+        params,
+        frame,
+        kernels,
+        kernel_times,
+        default,
+        {"device_name": device_name, "features": feats},
+        source,
+    )
+
+
+def load_parquet(path: str | Path) -> list[Dataset]:
+    """Read our sweep Parquet (a file or a directory dataset) as one Dataset per GPU class."""
+    path = Path(path)
+    try:
+        table = pq.read_table(path)
+        df = table.to_pandas()
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file or directory") from None
+    except Exception as exc:  # pyarrow raises several unrelated types for a corrupt file
+        raise UserError(f"{path}: not a readable Parquet dataset ({exc.__class__.__name__}: {exc})") from None
+    if df.empty:
+        raise UserError(f"{path}: the dataset holds no rows")
+    meta = table.schema.metadata or {}
+    declared = json.loads(meta[_PARAMS_META]) if _PARAMS_META in meta else None
+    cls = _first(list(df.columns), _CLASS_COLUMNS)
+    if cls is None:
+        return [_from_sweep_frame(df, path.stem, str(path), declared)]
+    return [
+        _from_sweep_frame(g.reset_index(drop=True), str(key), f"{path}[{cls}={key}]", declared)
+        for key, g in df.groupby(df[cls].astype(str), sort=True)
+    ]
+
+
+# -------------------------------------------------------------------------------------------- entry points
+def _is_cache(p: Path) -> bool:
+    return p.name.endswith((".json", ".json.gz"))
+
+
+def load_datasets(path: str | Path) -> list[Dataset]:
+    """Every dataset under ``path``: a cache file, a Parquet file, or a directory of either (one per device).
+    """
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: no such file or directory")
+    if path.is_file():
+        return [load_kernel_tuner_cache(path)] if _is_cache(path) else load_parquet(path)
+    caches = sorted(p for p in path.iterdir() if p.is_file() and _is_cache(p))
+    if caches:
+        return [load_kernel_tuner_cache(p) for p in caches]
+    if any(path.rglob("*.parquet")):
+        return load_parquet(path)
+    raise UserError(f"{path}: holds neither Kernel Tuner caches (*.json[.gz]) nor Parquet files")
+
+
+def write_parquet(dataset: Dataset, path: str | Path) -> Path:
+    """Save a dataset (an imported cache, say) as Parquet our loader reads back; written to a temporary name
+    and renamed so a crash never leaves half a file."""
+    path = Path(path)
+    frame = dataset.frame.copy()
+    frame["total_times"] = [list(map(float, t)) for t in frame.pop("times")]
+    frame = frame.rename(columns={TIME: "total_ms"})
+    frame["gpu_class"] = dataset.name
+    frame["device_name"] = dataset.device.get("device_name", dataset.name)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    meta[_PARAMS_META] = json.dumps(dataset.params).encode()
+    table = table.replace_schema_metadata(meta)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+    return path

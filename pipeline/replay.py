@@ -1,0 +1,194 @@
+"""A workload that answers from a recorded dataset instead of a device.
+
+It implements the same interface as a live workload (``space``, ``run``, ``check``, ``describe``), so every
+search strategy can be scored offline against thousands of recorded configurations, and then run unchanged on
+a GPU. Each ``run`` draws ``repeats`` of the configuration's recorded repeated times (with replacement) and
+returns their median: the pick of a strategy is made on noisy measurements, as it would be on the device,
+while its score uses the recorded median (:meth:`ReplayWorkload.recorded_time`).
+
+A separable dataset (the CFD step: per-kernel times, each kernel launched by its own parameters) can also
+answer configurations nobody recorded: the step time is estimated as the sum of each kernel's recorded time
+under its own parameters plus the recorded overhead (total minus the kernels' sum). Such answers say so
+(``Timing.extra["source"] == "additive"``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from kernels.space import Config, Constraint, Param, Space
+from kernels.workload import Check, Timing
+from pipeline.datasets import STATUS, TIME, Dataset
+
+
+class ReplayError(KeyError):
+    """A configuration the dataset cannot answer (never recorded and not estimable)."""
+
+
+class ReplayWorkload:
+    """Answers ``run(config)`` from ``dataset``; ``seed`` fixes the noise drawn from the recorded repeats."""
+
+    name = "replay"
+
+    def __init__(self, dataset: Dataset, seed: int = 0, estimate_unrecorded: bool = True) -> None:
+        self.dataset = dataset
+        self.case = dataset.name
+        self.size: tuple[int, ...] = ()
+        self.params = list(dataset.params)
+        self._rng = np.random.default_rng(seed)
+        frame = dataset.frame
+        keys = frame[self.params].to_numpy(dtype=np.int64)
+        self._keys = keys
+        self._row = {tuple(int(v) for v in k): i for i, k in enumerate(keys)}
+        self._time = frame[TIME].to_numpy(dtype=float)
+        self._ok = (frame[STATUS] == "ok").to_numpy()
+        self._times = list(frame["times"]) if "times" in frame else [np.empty(0)] * len(frame)
+        self._kernel_cols = dict(dataset.kernel_times)
+        self._kernel_time = {k: frame[c].to_numpy(dtype=float) for k, c in self._kernel_cols.items()}
+        self._additive = self._build_additive() if (estimate_unrecorded and dataset.kernels) else None
+        values = [Param(p, tuple(dataset.values(p))) for p in self.params]
+        if dataset.default is not None:
+            default = {p: int(dataset.default[p]) for p in self.params}
+        else:  # a cache has no default launch: take the first recorded working configuration
+            first = int(np.flatnonzero(self._ok)[0]) if self._ok.any() else 0
+            default = dict(zip(self.params, (int(v) for v in keys[first]), strict=True))
+        self._space = Space(
+            tuple(values),
+            default,
+            (Constraint("the dataset holds no record of this configuration", self.answerable),),
+            name=f"replay:{dataset.name}",
+        )
+
+    # -------------------------------------------------------------------------------------- additive model
+    def _build_additive(self) -> dict[str, Any] | None:
+        """Per kernel: its median recorded time under each of its own parameter settings; plus the overhead.
+        """
+        ok = self._ok
+        if not ok.any():
+            return None
+        index = {p: i for i, p in enumerate(self.params)}
+        tables: dict[str, dict[tuple[int, ...], float]] = {}
+        total_kernels = np.zeros(ok.sum())
+        for kernel, names in self.dataset.kernels.items():
+            cols = [index[n] for n in names]
+            times = self._kernel_time[kernel][ok]
+            sub = self._keys[ok][:, cols]
+            by: dict[tuple[int, ...], list[float]] = {}
+            for key, t in zip(map(tuple, sub.tolist()), times, strict=True):
+                if np.isfinite(t):
+                    by.setdefault(key, []).append(float(t))
+            tables[kernel] = {k: float(np.median(v)) for k, v in by.items()}
+            total_kernels += np.nan_to_num(times)
+        overhead = float(np.median(self._time[ok] - total_kernels))
+        rel = [
+            t / m for t, m in zip(self._times, self._time, strict=True) if len(t) and np.isfinite(m) and m > 0
+        ]
+        spread = np.concatenate(rel) if rel else np.ones(1)
+        return {
+            "cols": {k: [index[n] for n in v] for k, v in self.dataset.kernels.items()},
+            "tables": tables,
+            "overhead": overhead,
+            "spread": spread,
+        }
+
+    def _estimate(self, key: tuple[int, ...]) -> tuple[float, dict[str, float]] | None:
+        add = self._additive
+        if add is None:
+            return None
+        parts = {}
+        for kernel, cols in add["cols"].items():
+            t = add["tables"][kernel].get(tuple(key[c] for c in cols))
+            if t is None:
+                return None
+            parts[kernel] = t
+        return sum(parts.values()) + add["overhead"], parts
+
+    # -------------------------------------------------------------------------------------------- interface
+    def _key(self, config: Mapping[str, int]) -> tuple[int, ...]:
+        return tuple(int(config[p]) for p in self.params)
+
+    def answerable(self, config: Mapping[str, int]) -> bool:
+        key = self._key(config)
+        return key in self._row or self._estimate(key) is not None
+
+    def space(self) -> Space:
+        return self._space
+
+    def candidates(self) -> list[Config]:
+        """Every recorded configuration (failed ones too: a strategy learns they fail by trying them)."""
+        return [dict(zip(self.params, map(int, k), strict=True)) for k in self._keys]
+
+    def run(self, config: Mapping[str, int], repeats: int = 7) -> Timing:
+        key = self._key(config)
+        row = self._row.get(key)
+        if row is None:
+            est = self._estimate(key)
+            if est is None:
+                raise ReplayError(
+                    f"{self.dataset.name}: no record of {dict(config)} and no way to estimate it"
+                )
+            total, parts = est
+            noise = float(np.median(self._rng.choice(self._additive["spread"], size=max(1, repeats))))
+            return Timing(
+                {k: v * noise for k, v in parts.items()},
+                total * noise,
+                repeats,
+                {"status": "ok", "source": "additive"},
+            )
+        if not self._ok[row]:
+            return Timing({}, float("inf"), repeats, {"status": "failed", "source": "recorded"})
+        recorded = self._time[row]
+        times = self._times[row]
+        total = (
+            float(np.median(self._rng.choice(times, size=max(1, repeats)))) if len(times) else float(recorded)
+        )
+        scale = total / recorded if recorded > 0 else 1.0
+        kernels = {k: float(v[row]) * scale for k, v in self._kernel_time.items()}
+        return Timing(kernels, total, repeats, {"status": "ok", "source": "recorded"})
+
+    def recorded_time(self, config: Mapping[str, int]) -> tuple[float, str]:
+        """The recorded median time of ``config`` (ms; inf if it failed) and where it came from."""
+        key = self._key(config)
+        row = self._row.get(key)
+        if row is not None:
+            return (float(self._time[row]) if self._ok[row] else float("inf")), "recorded"
+        est = self._estimate(key)
+        if est is None:
+            raise ReplayError(f"{self.dataset.name}: no record of {dict(config)}")
+        return est[0], "additive"
+
+    def optimum(self) -> tuple[Config, float]:
+        """The best answerable configuration and its time: the best recorded one, or for a separable dataset
+        the better of that and every kernel's best recorded setting composed (the separable optimum)."""
+        ok = np.flatnonzero(self._ok)
+        best = int(ok[np.argmin(self._time[ok])])
+        config = dict(zip(self.params, map(int, self._keys[best]), strict=True))
+        time = float(self._time[best])
+        if self._additive is not None:
+            composed = dict(config)
+            for kernel, names in self.dataset.kernels.items():
+                table = self._additive["tables"][kernel]
+                if table:
+                    key = min(table, key=table.get)
+                    composed.update(zip(names, key, strict=True))
+            t, _ = self.recorded_time(composed)
+            if t < time:
+                config, time = composed, t
+        return config, time
+
+    def check(self, config: Mapping[str, int]) -> Check:
+        key = self._key(config)
+        row = self._row.get(key)
+        if row is None:
+            return Check(self._estimate(key) is not None, "" if self._estimate(key) else "not recorded")
+        return Check(bool(self._ok[row]), "" if self._ok[row] else "recorded as failed")
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "workload": self.name,
+            "case": self.case,
+            "source": self.dataset.source,
+            **self.dataset.device,
+        }

@@ -1,0 +1,159 @@
+"""What every strategy is given and returns: a measuring session with a hard budget, and the pick.
+
+A strategy is a function ``tune(session) -> None`` that spends ``session.budget`` measurements through
+``session.measure``; the pick is always the best configuration it *measured* (a model's prediction alone is
+never trusted), so a strategy's quality is the recorded time of that pick. The session refuses a measurement
+past the budget, which makes "budgets are respected exactly" a property of the session, not of each strategy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kernels.space import Config
+from kernels.workload import Workload
+from pipeline.errors import UserError
+
+POOL_LIMIT = 50_000  # a larger space is searched over a seeded random pool of this many configurations
+
+
+class BudgetExhausted(RuntimeError):
+    """A strategy asked for a measurement past its budget (a bug in the strategy)."""
+
+
+class StrategyError(UserError):
+    """A strategy cannot run as asked (a budget too small for exhaustive search, no data for transfer)."""
+
+
+@dataclass
+class Measurement:
+    config: Config
+    time: float  # ms; inf when the configuration failed
+    kernels: dict[str, float] = field(default_factory=dict)
+
+
+class Session:
+    """Candidates, features and a budgeted ``measure`` over one workload.
+
+    ``prior`` holds datasets of other devices for transfer strategies; ``rng`` is the strategy's only source
+    of randomness, seeded by ``seed``.
+    """
+
+    def __init__(
+        self,
+        workload: Workload,
+        budget: int,
+        seed: int,
+        repeats: int = 7,
+        prior: Sequence[Any] = (),
+        kernels: Mapping[str, Sequence[str]] | None = None,
+        device: Mapping[str, Any] | None = None,
+    ) -> None:
+        if budget < 1:
+            raise StrategyError(f"budget must be at least 1 measurement, got {budget}")
+        self.workload = workload
+        self.budget = int(budget)
+        self.seed = int(seed)
+        self.repeats = int(repeats)
+        self.prior = list(prior)
+        self.kernels = {k: list(v) for k, v in (kernels or {}).items()}
+        self.device = dict(device or {})
+        self.rng = np.random.default_rng(seed)
+        self.space = workload.space()
+        self.names = self.space.names
+        if hasattr(workload, "candidates"):
+            configs = workload.candidates()
+        elif self.space.cardinality <= POOL_LIMIT:
+            configs = list(self.space.grid())
+        else:
+            configs = self.space.sample(POOL_LIMIT, seed)
+        self.X = np.array([[c[n] for n in self.names] for c in configs], dtype=float)
+        self._index = {tuple(int(v) for v in row): i for i, row in enumerate(self.X)}
+        self.history: list[Measurement] = []
+        self.measured: dict[int, float] = {}  # candidate index -> measured time
+
+    # ---------------------------------------------------------------------------------------------- measuring
+    @property
+    def used(self) -> int:
+        return len(self.history)
+
+    @property
+    def remaining(self) -> int:
+        return self.budget - self.used
+
+    def config(self, i: int) -> Config:
+        return dict(zip(self.names, (int(v) for v in self.X[i]), strict=True))
+
+    def index_of(self, config: Mapping[str, int]) -> int | None:
+        return self._index.get(tuple(int(config[n]) for n in self.names))
+
+    def can_measure(self, config: Mapping[str, int]) -> bool:
+        answerable = getattr(self.workload, "answerable", None)
+        return self.space.is_valid(config) if answerable is None else bool(answerable(config))
+
+    def measure(self, config: Mapping[str, int]) -> float:
+        """Measure ``config`` once (``repeats`` runs, median) and spend one unit of budget."""
+        if self.used >= self.budget:
+            raise BudgetExhausted(f"budget of {self.budget} measurements is spent")
+        timing = self.workload.run(config, self.repeats)
+        status = timing.extra.get("status", "ok")
+        t = float(timing.total) if status == "ok" else float("inf")
+        cfg = {n: int(config[n]) for n in self.names}
+        self.history.append(Measurement(cfg, t, dict(timing.kernels)))
+        i = self.index_of(cfg)
+        if i is not None:
+            self.measured[i] = min(t, self.measured.get(i, float("inf")))
+        return t
+
+    def measure_index(self, i: int) -> float:
+        return self.measure(self.config(int(i)))
+
+    def unmeasured(self) -> np.ndarray:
+        mask = np.ones(len(self.X), dtype=bool)
+        mask[list(self.measured)] = False
+        return np.flatnonzero(mask)
+
+    def measure_random(self, n: int) -> None:
+        """Measure ``n`` distinct, not yet measured candidates drawn uniformly."""
+        pool = self.unmeasured()
+        n = min(n, len(pool), self.remaining)
+        for i in self.rng.choice(pool, size=n, replace=False):
+            self.measure_index(int(i))
+
+    def measure_ranked(self, scores: np.ndarray, n: int) -> None:
+        """Measure the ``n`` not yet measured candidates with the lowest ``scores`` (one per candidate)."""
+        pool = self.unmeasured()
+        n = min(n, len(pool), self.remaining)
+        if n <= 0:
+            return
+        order = pool[np.argsort(scores[pool], kind="stable")[:n]]
+        for i in order:
+            self.measure_index(int(i))
+
+    # ------------------------------------------------------------------------------------------ training data
+    def training_data(self, clip: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Features and log times of the measured candidates.
+
+        A failed configuration counts as twice the slowest seen, so a model learns to avoid the region where
+        launches fail instead of ignoring it. ``clip`` caps every time at ``clip`` times the best seen: a
+        search only needs to rank the good configurations, and a model that spends its capacity explaining a
+        70x slow-down (a wavefront-misaligned block on an AMD GPU) ranks the good ones worse.
+        """
+        idx = np.array(list(self.measured), dtype=int)
+        t = np.array([self.measured[i] for i in idx])
+        finite = np.isfinite(t)
+        worst = np.log(t[finite].max()) + np.log(2) if finite.any() else 0.0
+        y = np.where(finite, np.log(np.where(finite, t, 1.0)), worst)
+        if clip is not None and len(y):
+            y = np.minimum(y, y.min() + np.log(clip))
+        return self.X[idx], y
+
+    def best(self) -> Measurement:
+        ok = [m for m in self.history if np.isfinite(m.time)]
+        if not ok:
+            return self.history[0] if self.history else Measurement(self.space.default, float("inf"))
+        return min(ok, key=lambda m: m.time)

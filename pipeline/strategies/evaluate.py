@@ -1,0 +1,146 @@
+"""Scoring strategies on recorded data: one run -> one record; many runs -> the table of mean(picked/optimum).
+
+What counts is the *recorded* time of the pick over the best recorded time: the pick itself was chosen on
+noisy replayed measurements, so a strategy gains nothing from knowing the medians."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pipeline.datasets import Dataset
+from pipeline.replay import ReplayWorkload
+from pipeline.strategies import DEFAULT, NEEDS_PRIOR, get_strategy
+from pipeline.strategies.base import Session, StrategyError
+
+# Separate noise streams: the strategy's own choices and the replayed measurement noise never share draws.
+_NOISE_OFFSET = 1_000_003
+
+
+def run_one(
+    dataset: Dataset, strategy: str, budget: int, seed: int, prior: Sequence[Dataset] = (), repeats: int = 7
+) -> dict[str, Any]:
+    """Run ``strategy`` once on a replay of ``dataset``; the record the CLI prints as one JSON line."""
+    workload = ReplayWorkload(dataset, seed=seed + _NOISE_OFFSET)
+    session = Session(
+        workload,
+        budget,
+        seed,
+        repeats=repeats,
+        prior=prior,
+        kernels=dataset.kernels,
+        device={"dataset": dataset},
+    )
+    get_strategy(strategy)(session)
+    pick = session.best()
+    time, source = workload.recorded_time(pick.config)
+    _, optimum = workload.optimum()
+    return {
+        "strategy": strategy,
+        "budget": budget,
+        "seed": seed,
+        "config": pick.config,
+        "time": time,
+        "optimum": optimum,
+        "ratio": time / optimum,
+        "measured": session.used,
+        "gpu": dataset.name,
+        "time_source": source,
+        **({"resolved": DEFAULT} if strategy == "default" else {}),
+    }
+
+
+def _task(args: tuple) -> dict[str, Any] | None:
+    dataset, strategy, budget, seed, prior = args
+    try:
+        return run_one(dataset, strategy, budget, seed, prior)
+    except StrategyError:
+        return (
+            None  # e.g. exhaustive search under a budget smaller than the space: a blank cell, not a failure
+        )
+
+
+def compare(
+    datasets: Sequence[Dataset],
+    strategies: Iterable[str],
+    budgets: Iterable[int],
+    seeds: int,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    targets: Sequence[Dataset] | None = None,
+) -> pd.DataFrame:
+    """Every (target, strategy, budget, seed) run; transfer strategies get the other datasets as prior."""
+    tasks = []
+    for d in targets if targets is not None else datasets:
+        others = [o for o in datasets if o is not d]
+        for s in strategies:
+            if s in NEEDS_PRIOR and not others:
+                continue
+            for b in budgets:
+                for seed in range(seeds):
+                    tasks.append((d, s, int(b), seed, others if s in NEEDS_PRIOR else []))
+    workers = workers or max(1, min(len(tasks), os.cpu_count() or 1))
+    records = []
+    if workers == 1:
+        for n, t in enumerate(tasks, 1):
+            records.append(_task(t))
+            if progress:
+                progress(n, len(tasks))
+    else:
+        with ProcessPoolExecutor(workers) as pool:
+            for n, rec in enumerate(pool.map(_task, tasks, chunksize=1), 1):
+                records.append(rec)
+                if progress:
+                    progress(n, len(tasks))
+    return pd.DataFrame([r for r in records if r is not None])
+
+
+def summarize(runs: pd.DataFrame) -> pd.DataFrame:
+    """mean(picked/optimum) per strategy x budget x GPU (plus the mean over GPUs), and the seeds behind it."""
+    g = runs.groupby(["strategy", "budget", "gpu"])["ratio"]
+    table = g.mean().unstack("gpu")
+    table["mean"] = table.mean(axis=1)
+    table["seeds"] = g.size().groupby(["strategy", "budget"]).min()
+    return table.reset_index()
+
+
+def plot(table: pd.DataFrame, path: str, title: str = "") -> None:
+    """mean(picked/optimum) over GPUs against budget, one line per strategy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
+    for name, g in table.groupby("strategy"):
+        g = g.sort_values("budget")
+        ax.plot(g["budget"], g["mean"], marker="o", label=name)
+    ax.axhline(1.05, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("budget (measurements)")
+    ax.set_ylabel("mean picked / optimum (recorded)")
+    ax.set_title(title or "strategies on recorded data")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def markdown(table: pd.DataFrame) -> str:
+    cols = list(table.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
+    for _, row in table.iterrows():
+        cells = [
+            f"{v:.3f}"
+            if isinstance(v, float) and not np.isnan(v)
+            else ("" if isinstance(v, float) else str(v))
+            for v in row
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

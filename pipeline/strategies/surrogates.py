@@ -1,0 +1,98 @@
+"""The models strategies learn from, each a scikit-learn estimator so any of them plugs into any strategy."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.ensemble import ExtraTreesRegressor
+from sklearn.gaussian_process import GaussianProcessRegressor
+from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+from sklearn.linear_model import RidgeCV
+from sklearn.neural_network import MLPRegressor
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures, StandardScaler
+
+# Hidden layers of the seed's MLP: the paper (Xue & Roy, Table 2) gives every other hyperparameter but not the
+# layer sizes ("multiple hidden layers"); we chose three layers of 64, a common size for 14 inputs that trains
+# in well under a second on a few hundred samples.
+SEED_MLP_HIDDEN = (64, 64, 64)
+
+
+def seed_mlp(seed: int, hidden: tuple[int, ...] = SEED_MLP_HIDDEN) -> Pipeline:
+    """The seed's network (Table 2): StandardScaler then a ReLU MLP trained by Adam."""
+    return make_pipeline(
+        StandardScaler(),
+        MLPRegressor(
+            hidden_layer_sizes=hidden,
+            activation="relu",
+            solver="adam",
+            alpha=1e-4,
+            beta_1=0.95,
+            beta_2=0.90,
+            learning_rate="adaptive",
+            learning_rate_init=0.0009,
+            max_iter=200,
+            batch_size=200,
+            tol=1e-6,
+            epsilon=1e-9,
+            random_state=seed,
+        ),
+    )
+
+
+def additive(n_params: int) -> Pipeline:
+    """log time = one effect per parameter value + one per pair of parameter values, ridge-shrunk.
+
+    Launch parameters act multiplicatively (twice the threads, half the blocks), so effects add on log time;
+    the pair terms catch the interactions that matter most (block shape x tile shape) without a black box.
+    """
+    steps: list = [OneHotEncoder(handle_unknown="ignore", sparse_output=False)]
+    if n_params > 1:
+        steps.append(PolynomialFeatures(degree=2, interaction_only=True, include_bias=False))
+    return make_pipeline(*steps, RidgeCV(alphas=np.logspace(-3, 2, 11)))
+
+
+def forest(seed: int, n_estimators: int = 100) -> ExtraTreesRegressor:
+    """Randomised trees: the spread of their predictions is the uncertainty an iterative search explores."""
+    return ExtraTreesRegressor(n_estimators=n_estimators, min_samples_leaf=1, random_state=seed, n_jobs=1)
+
+
+def forest_mean_std(model: ExtraTreesRegressor, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    per_tree = np.stack([t.predict(X) for t in model.estimators_])
+    return per_tree.mean(axis=0), per_tree.std(axis=0)
+
+
+def _wide_positive_int(col: np.ndarray) -> bool:
+    return bool(col.min() > 0 and col.max() / col.min() > 4 and np.all(col == np.round(col)))
+
+
+def log_features(X: np.ndarray) -> np.ndarray:
+    """Launch sizes act on a log scale (16 vs 32 threads matters as much as 128 vs 256): log2 of every column
+    whose values are positive integers spanning more than a factor of 4; other columns as they are."""
+    X = np.asarray(X, dtype=float)
+    out = X.copy()
+    for j in range(X.shape[1]):
+        if _wide_positive_int(X[:, j]):
+            out[:, j] = np.log2(X[:, j])
+    return out
+
+
+def launch_features(X: np.ndarray) -> np.ndarray:
+    """Each parameter, plus for every launch size its log2, whether it is a power of two and its largest
+    power-of-two divisor: hardware runs threads in warps (32) or wavefronts (64), so a block of 64, 128 or 256
+    can be ten times faster than one of 80 or 192 on the same GPU (MI250X in the convolution data), a step no
+    smooth function of the size itself can learn from a few samples."""
+    X = np.asarray(X, dtype=float)
+    cols = []
+    for j in range(X.shape[1]):
+        c = X[:, j]
+        cols.append(c)
+        if _wide_positive_int(c):
+            ci = c.astype(np.int64)
+            cols += [np.log2(c), ((ci & (ci - 1)) == 0).astype(float), np.log2((ci & -ci).astype(float))]
+    return np.column_stack(cols)
+
+
+def gaussian_process(n_features: int, seed: int) -> Pipeline:
+    kernel = ConstantKernel(1.0) * Matern(length_scale=np.ones(n_features), nu=2.5) + WhiteKernel(1e-3)
+    gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, n_restarts_optimizer=0, random_state=seed)
+    return make_pipeline(StandardScaler(), gp)

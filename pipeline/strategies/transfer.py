@@ -1,0 +1,71 @@
+"""Transfer from other GPUs: a combined model over their recorded data, with device facts as features (the
+seed's combined training, Fig. 14), ranks the new GPU's candidates before it has measured anything; a few
+measurements on the new GPU then correct that ranking.
+
+Leave-one-GPU-out is this strategy run on one device's dataset with the other devices as ``session.prior``.
+Rounds: measure the prior's best few, then fit a small forest on the new GPU's own measurements with the
+combined model's prediction as an extra feature (so it learns where the new GPU departs from the others), and
+measure where that forest is promising or unsure.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.strategies.base import Session, StrategyError
+from pipeline.strategies.surrogates import forest, forest_mean_std, launch_features
+
+_CACHE: dict[tuple, object] = {}
+KAPPA = 0.5
+CLIP = 3.0  # the combined model learns log(t / best) capped at 3x: only the good region needs ranking
+
+
+def _device_vector(dataset) -> np.ndarray:
+    v = dataset.device_vector()
+    if v is None:
+        raise StrategyError(f"{dataset.name}: no device facts known, so it cannot join combined training")
+    return np.log(v + 1.0)  # spec figures span orders of magnitude; the vendor flag stays 0 / log 2
+
+
+def combined_model(prior: list, names: list[str]):
+    """One forest over every prior device's recorded configurations: params + device facts -> log(t/best)."""
+    key = (tuple(d.source or d.name for d in prior), tuple(names))
+    if key in _CACHE:
+        return _CACHE[key]
+    X, y = [], []
+    for d in prior:
+        ok = d.ok
+        dev = _device_vector(d)
+        feats = launch_features(ok[names].to_numpy(dtype=float))
+        X.append(np.hstack([feats, np.tile(dev, (len(ok), 1))]))
+        y.append(np.minimum(np.log(ok["time"].to_numpy() / ok["time"].min()), np.log(CLIP)))
+    model = forest(0, n_estimators=60).fit(np.vstack(X), np.concatenate(y))
+    _CACHE[key] = model
+    return model
+
+
+def prior_scores(session: Session, target_device: np.ndarray) -> np.ndarray:
+    if not session.prior:
+        raise StrategyError("transfer needs recorded data of other GPUs (--dataset: a directory of several)")
+    model = combined_model(session.prior, session.names)
+    X = np.hstack([launch_features(session.X), np.tile(target_device, (len(session.X), 1))])
+    return model.predict(X)
+
+
+def tune(session: Session, first_fraction: float = 0.5, rounds: int = 4) -> None:
+    target = session.device.get("dataset")
+    if target is None:
+        raise StrategyError("transfer needs the target device's facts (run it on a recorded dataset)")
+    prior = prior_scores(session, _device_vector(target))
+    session.measure_ranked(prior, max(1, round(first_fraction * session.budget)))
+    batch = max(1, session.remaining // rounds)
+    features = np.column_stack([launch_features(session.X), prior])
+    r = 0
+    while session.remaining:
+        _, y = session.training_data(clip=CLIP)
+        idx = list(session.measured)
+        model = forest(session.seed + r).fit(features[idx], y)
+        mean, std = forest_mean_std(model, features)
+        last = session.remaining <= batch
+        session.measure_ranked(mean - (0.0 if last else KAPPA) * std, min(batch, session.remaining))
+        r += 1

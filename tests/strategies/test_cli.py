@@ -1,0 +1,73 @@
+"""End to end: the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", "strategies", *map(str, args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_one_json_line_per_run(cache_file):
+    r = cli("--dataset", cache_file, "--strategy", "random", "--budget", 5, "--seeds", 3)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [x["seed"] for x in lines] == [0, 1, 2]
+    for x in lines:
+        assert {"strategy", "budget", "seed", "config", "time", "optimum"} <= set(x)
+        assert x["budget"] == 5 and x["measured"] == 5 and x["time"] >= x["optimum"]
+    again = cli("--dataset", cache_file, "--strategy", "random", "--budget", 5, "--seed", 1)
+    assert json.loads(again.stdout) == lines[1]
+
+
+def test_compare_writes_table_and_figure(cache_dir, tmp_path):
+    out = tmp_path / "cmp"
+    r = cli(
+        "--dataset",
+        cache_dir,
+        "--compare",
+        "--budgets",
+        "5,10",
+        "--seeds",
+        2,
+        "--workers",
+        1,
+        "--strategies",
+        "random,iterative,transfer",
+        "--out",
+        out,
+    )
+    assert r.returncode == 0, r.stderr
+    table = (out / "table.csv").read_text().splitlines()
+    assert table[0].startswith("strategy,budget,A100,A4000,W6600,mean,seeds")
+    assert len(table) == 1 + 3 * 2
+    assert (out / "ratio_vs_budget.png").stat().st_size > 1000
+    assert "| iterative | 10 |" in (out / "table.md").read_text()
+
+
+def test_export_imports_a_cache(cache_file, tmp_path):
+    r = cli("--dataset", cache_file, "--export", tmp_path / "a.parquet")
+    assert r.returncode == 0, r.stderr
+    r2 = cli("--dataset", tmp_path / "a.parquet", "--strategy", "per_kernel_exhaustive", "--budget", 60)
+    assert json.loads(r2.stdout)["config"] == {"block_size_x": 64, "block_size_y": 4, "tile": 2}
+
+
+def test_user_mistakes_are_one_line_and_exit_2(tmp_path, cache_file):
+    r = cli("--dataset", tmp_path / "missing.json.gz")
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0 and "missing.json.gz" in r.stderr
+    r = cli("--dataset", cache_file, "--strategy", "per_kernel_exhaustive", "--budget", 10)
+    assert r.returncode == 2 and "needs a budget of 60" in r.stderr
+    r = cli("--dataset", cache_file, "--gpu", "H100")
+    assert r.returncode == 2 and "no GPU 'H100'" in r.stderr

@@ -1,0 +1,103 @@
+"""Reading recorded data (Kernel Tuner caches, our sweep Parquet) and replaying it with real noise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline.datasets import load_datasets, write_parquet
+from pipeline.errors import UserError
+from pipeline.replay import ReplayError, ReplayWorkload
+from tests.strategies.conftest import DEFAULT, KERNEL_BEST, cache_time, kernel_ms
+
+
+def test_cache_loads_params_failures_and_device_facts(cache_file):
+    (d,) = load_datasets(cache_file)
+    assert d.params == ["block_size_x", "block_size_y", "tile"]  # use_cmem takes one value: a constant
+    assert len(d.frame) == 60 and (d.frame["status"] == "failed").sum() == 1
+    assert d.device["features"]["bandwidth_gbs"] == 1555
+    best = d.ok.loc[d.ok["time"].idxmin()]
+    assert (best["block_size_x"], best["block_size_y"], best["tile"]) == (64, 4, 2)
+    assert d.optimum == pytest.approx(cache_time(64, 4, 2), rel=0.02)
+
+
+def test_cache_export_round_trip(cache_file, tmp_path):
+    (d,) = load_datasets(cache_file)
+    out = write_parquet(d, tmp_path / "a100.parquet")
+    (back,) = load_datasets(out)
+    assert back.params == d.params
+    merged = d.frame.merge(back.frame, on=d.params, suffixes=("", "_back"))
+    assert len(merged) == 60
+    assert np.allclose(merged["time"].fillna(-1), merged["time_back"].fillna(-1))
+    assert all(np.allclose(a, b) for a, b in zip(merged["times"], merged["times_back"], strict=True))
+
+
+@pytest.mark.parametrize("content", [b"not json", b'{"cache": {}}'])
+def test_bad_cache_is_a_user_error_naming_the_file(tmp_path, content):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(UserError, match="bad.json"):
+        load_datasets(path)
+
+
+def test_missing_path_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="no such file"):
+        load_datasets(tmp_path / "nope.json.gz")
+
+
+def test_replay_draws_from_recorded_repeats(cache_file):
+    (d,) = load_datasets(cache_file)
+    config = {"block_size_x": 32, "block_size_y": 2, "tile": 1}
+    row = d.frame[(d.frame["block_size_x"] == 32) & (d.frame["block_size_y"] == 2) & (d.frame["tile"] == 1)]
+    times = row["times"].iloc[0]
+    w = ReplayWorkload(d, seed=3)
+    draws = [w.run(config, repeats=1).total for _ in range(200)]
+    assert set(np.round(draws, 12)) <= set(np.round(times, 12))
+    assert len(set(draws)) > 3  # noise is real: not one fixed answer
+    again = ReplayWorkload(d, seed=3)
+    assert [again.run(config, repeats=1).total for _ in range(200)] == draws
+
+
+def test_replay_failed_and_unrecorded(cache_file):
+    (d,) = load_datasets(cache_file)
+    w = ReplayWorkload(d)
+    failed = {"block_size_x": 256, "block_size_y": 8, "tile": 3}
+    assert w.run(failed, 3).extra["status"] == "failed" and not w.check(failed).ok
+    assert w.recorded_time(failed)[0] == float("inf")
+    unknown = {"block_size_x": 16, "block_size_y": 1, "tile": 7}
+    assert not w.answerable(unknown)
+    with pytest.raises(ReplayError):
+        w.run(unknown, 1)
+
+
+def test_sweep_parquet_is_separable_with_inferred_default(sweep_file):
+    (d,) = load_datasets(sweep_file)
+    assert d.name == "h100"
+    assert d.kernels == {
+        "flux": ["flux.blocks", "flux.threads"],
+        "update": ["update.blocks", "update.threads"],
+    }
+    assert d.kernel_times == {"flux": "ms.flux", "update": "ms.update"}
+    assert d.default == DEFAULT
+    assert (d.frame["status"] == "failed").sum() >= 1
+
+
+def test_replay_estimates_unrecorded_configuration_additively(sweep_file):
+    (d,) = load_datasets(sweep_file)
+    w = ReplayWorkload(d)
+    best = {"flux.blocks": 200, "flux.threads": 128, "update.blocks": 400, "update.threads": 64}
+    assert not ((d.frame[list(best)] == pd.Series(best)).all(axis=1)).any(), "fixture must not record it"
+    t, source = w.recorded_time(best)
+    assert source == "additive"
+    expected = sum(kernel_ms(k, *KERNEL_BEST[k]) for k in KERNEL_BEST) + 0.1
+    assert t == pytest.approx(expected, rel=0.01)
+    config, optimum = w.optimum()
+    assert config == best and optimum == pytest.approx(t)
+
+
+def test_parquet_without_launch_columns_is_a_user_error(tmp_path):
+    path = tmp_path / "x.parquet"
+    pd.DataFrame({"a": [1, 2], "total_ms": [1.0, 2.0]}).to_parquet(path)
+    with pytest.raises(UserError, match="x.parquet.*launch-parameter"):
+        load_datasets(path)

@@ -1,0 +1,105 @@
+"""Every strategy on small recorded datasets: budgets respected exactly, seeds reproduce, optima found."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.datasets import load_datasets
+from pipeline.replay import ReplayWorkload
+from pipeline.strategies import STRATEGIES, get_strategy, strategy_names
+from pipeline.strategies.base import BudgetExhausted, Session, StrategyError
+from pipeline.strategies.evaluate import run_one
+
+SEARCHERS = [s for s in STRATEGIES if s not in ("per_kernel_exhaustive", "transfer")]
+
+
+@pytest.mark.parametrize("strategy", SEARCHERS)
+@pytest.mark.parametrize("budget", [1, 7, 25])
+def test_budget_is_spent_exactly(cache_file, strategy, budget):
+    (d,) = load_datasets(cache_file)
+    session = Session(ReplayWorkload(d, seed=1), budget, seed=2, kernels=d.kernels, device={"dataset": d})
+    get_strategy(strategy)(session)
+    assert session.used == budget
+    assert len({tuple(m.config.values()) for m in session.history}) == budget  # no configuration twice
+
+
+def test_session_refuses_past_budget(cache_file):
+    (d,) = load_datasets(cache_file)
+    session = Session(ReplayWorkload(d), 2, seed=0)
+    session.measure_random(5)
+    assert session.used == 2
+    with pytest.raises(BudgetExhausted):
+        session.measure_index(0)
+
+
+@pytest.mark.parametrize("strategy", [*SEARCHERS, "default"])
+def test_a_seed_reproduces_a_run(cache_file, strategy):
+    (d,) = load_datasets(cache_file)
+    first = run_one(d, strategy, 12, seed=5)
+    assert run_one(d, strategy, 12, seed=5) == first
+    assert set(first) >= {"strategy", "budget", "seed", "config", "time", "optimum"}
+
+
+def test_seeds_differ(cache_file):
+    (d,) = load_datasets(cache_file)
+    picks = {tuple(run_one(d, "random", 5, seed=s)["config"].values()) for s in range(6)}
+    assert len(picks) > 1
+
+
+def test_exhaustive_finds_the_known_optimum(cache_file):
+    (d,) = load_datasets(cache_file)
+    rec = run_one(d, "per_kernel_exhaustive", 60, seed=0)
+    assert rec["config"] == {"block_size_x": 64, "block_size_y": 4, "tile": 2}
+    assert rec["time"] == rec["optimum"] and rec["measured"] == 60
+
+
+def test_exhaustive_refuses_a_budget_below_the_space(cache_file):
+    (d,) = load_datasets(cache_file)
+    with pytest.raises(StrategyError, match="needs a budget of 60"):
+        run_one(d, "per_kernel_exhaustive", 59, seed=0)
+
+
+def test_per_kernel_exhaustive_composes_the_separable_optimum(sweep_file):
+    (d,) = load_datasets(sweep_file)
+    rec = run_one(d, "per_kernel_exhaustive", 2 * 12 + 1, seed=0)
+    assert rec["config"] == {
+        "flux.blocks": 200,
+        "flux.threads": 128,
+        "update.blocks": 400,
+        "update.threads": 64,
+    }
+    assert rec["time_source"] == "additive" and rec["time"] == pytest.approx(rec["optimum"])
+
+
+def test_additive_strategy_uses_per_kernel_times(sweep_file):
+    (d,) = load_datasets(sweep_file)
+    rec = run_one(d, "random_additive", 20, seed=1)
+    assert rec["measured"] == 20
+    assert rec["time"] / rec["optimum"] < 1.02
+
+
+def test_model_strategies_beat_random_on_a_smooth_space(cache_file):
+    """Averaged over seeds, learning from measurements must pay on a bowl-shaped space."""
+    (d,) = load_datasets(cache_file)
+
+    def mean_ratio(strategy: str) -> float:
+        return sum(run_one(d, strategy, 10, s)["ratio"] for s in range(8)) / 8
+
+    rand = mean_ratio("random")
+    assert mean_ratio("iterative") < rand
+    assert mean_ratio("bayes") < rand
+
+
+def test_transfer_uses_the_other_gpus(cache_dir):
+    datasets = load_datasets(cache_dir)
+    target, prior = datasets[0], datasets[1:]
+    rec = run_one(target, "transfer", 6, seed=0, prior=prior)
+    assert rec["measured"] == 6 and rec["time"] / rec["optimum"] < 1.1
+    with pytest.raises(StrategyError, match="other GPUs"):
+        run_one(target, "transfer", 6, seed=0, prior=[])
+
+
+def test_unknown_strategy_is_a_user_error():
+    with pytest.raises(StrategyError, match="unknown strategy 'nope'"):
+        get_strategy("nope")
+    assert "default" in strategy_names()
