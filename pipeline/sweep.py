@@ -107,7 +107,7 @@ def _measure(
             batches(plan["configs"], spec.batch_size),
             key=lambda b: not any(row[1] == "per_kernel_exhaustive" for row in b[1]),
         )
-        for batch, rows in ordered:
+        for rank, (batch, rows) in enumerate(ordered):
             path = shard_path(out, cls, batch)
             if is_finished(path):
                 skipped += 1
@@ -125,6 +125,9 @@ def _measure(
                     resources={cls: 1},
                     pure=False,
                     retries=2,
+                    # Dask does not keep submission order on its own; a time-limited sweep must measure the
+                    # plan's batches in order (per-kernel grids first, then sample ids).
+                    priority=len(ordered) - rank,
                     key=f"measure-{cls}-{batch}-{time.time_ns()}",
                 )
             )

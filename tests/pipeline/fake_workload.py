@@ -45,12 +45,12 @@ class FakeWorkload:
                 Param("b.blocks", (1, 2, 4)),
                 Param("b.threads", (32, 64)),
             ),
-            default={"a.blocks": 2, "a.threads": 32, "b.blocks": 2, "b.threads": 32},
+            default={"a.blocks": 3, "a.threads": 32, "b.blocks": 2, "b.threads": 32},
             constraints=(
                 Constraint("a: blocks x threads <= 512", lambda c: c["a.blocks"] * c["a.threads"] <= 512),
             ),
             name="fake",
-        )
+        )  # a.blocks=3 is off its list, like the CFD default (one thread per cell), to catch mixed configs
         self._rng = np.random.default_rng(0)
 
     def space(self) -> Space:

@@ -74,6 +74,10 @@ def test_sweep_end_to_end_then_rerun_then_per_class_rerun(finished):
     merged = pq.read_table(out / "merged", partitioning="hive").to_pandas()
     assert len(merged) == n and merged["sample_id"].is_unique
     assert set(merged["status"]) == {"ok", "invalid", "failed"}  # the fake workload makes all three
+    per_kernel = merged[merged["sampler"] == "per_kernel_exhaustive"]
+    assert len(per_kernel) == (4 * 3 - 1) + 3 * 2  # blocks 8 x threads 128 breaks the constraint
+    assert (per_kernel["status"] == "ok").sum() > len(per_kernel) / 2
+    assert not per_kernel["reason"].str.contains("is not one of").any()
     failed = merged[merged["status"] == "failed"]
     assert failed["reason"].str.contains("simulated launch failure").all() and failed["total_ms"].isna().all()
     assert (merged["seed"] == 0).all() and (merged["device_class"] == "cpu").all()
@@ -220,3 +224,20 @@ def test_help_answers(tmp_path):
         result = _ok(run_cli(command, "--help", cwd=tmp_path))
         assert "usage:" in result.stdout
     assert "--gpu-class" in run_cli("sweep", "--help", cwd=tmp_path).stdout
+
+
+@pytest.mark.slow
+def test_time_limit_measures_batches_in_plan_order_and_a_rerun_finishes(tmp_path, write_spec):
+    spec = write_spec(
+        samples=60, batch_size=5, samplers=["random", "per_kernel_exhaustive"], options={"delay": 0.05}
+    )
+    out = tmp_path / "out"
+    result = _ok(run_cli("sweep", str(spec), "--out", str(out), "--max-minutes", "0.05", cwd=tmp_path))
+    assert "time limit of 0.05 min reached" in result.stdout
+    # 60 random (batches 0-11), then 17 per-kernel configurations (batches 12-15) that go first
+    order = [f"shard-{b:05d}.parquet" for b in [12, 13, 14, 15, *range(12)]]
+    done = sorted(_shards(out), key=order.index)
+    assert 0 < len(done) < len(order) and done == order[: len(done)]
+    _ok(run_cli("sweep", str(spec), "--out", str(out), cwd=tmp_path))
+    merged = pq.read_table(out / "merged", partitioning="hive").to_pandas()
+    assert sorted(merged["sample_id"]) == list(range(77))
