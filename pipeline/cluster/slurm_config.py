@@ -255,7 +255,14 @@ def job_options(job: ClassJob, *, job_name: str, log_directory: str | None) -> d
         job_name=job_name,
         job_extra_directives=directives,
         job_script_prologue=list(job.setup),
-        worker_extra_args=["--resources", f"{job.gpu_class}=1", *lifetime_args(job.walltime_s)],
+        # --no-dashboard: a worker's own HTTP pages would listen on the node's network, unauthenticated;
+        # the scheduler's dashboard (loopback) shows the workers anyway.
+        worker_extra_args=[
+            "--resources",
+            f"{job.gpu_class}=1",
+            "--no-dashboard",
+            *lifetime_args(job.walltime_s),
+        ],
         log_directory=log_directory,
         python=job.python or sys.executable,
         local_directory=job.local_directory,

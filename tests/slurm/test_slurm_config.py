@@ -128,7 +128,7 @@ def test_dry_run_script_routes_class_and_passes_only_credential_paths():
     assert (
         "#SBATCH -p h100" in script and "#SBATCH --gres=gpu:1" in script and "#SBATCH -t 01:00:00" in script
     )
-    assert "--resources h100=1" in script and "--name h100-N" in script
+    assert "--resources h100=1" in script and "--name h100-N" in script and "--no-dashboard" in script
     assert "tls://<scheduler-address>" in script and "--tls-key <workdir>/credentials/sweep-key.pem" in script
     assert "BEGIN" not in script  # no key material in a script that `scontrol show job` reveals
     assert "--lifetime" in script
