@@ -402,6 +402,15 @@ def _check_slurm(config: SlurmConfig, jobs: Sequence[ClassJob]) -> None:
     if out.returncode != 0:
         raise UserError(f"--cluster {config.path}: sinfo failed: {out.stderr.strip() or out.returncode}")
     partitions = set(out.stdout.split())
+    if config.interface:
+        import psutil  # a dependency of distributed
+
+        names = sorted(psutil.net_if_addrs())
+        if config.interface not in names:
+            raise UserError(
+                f"{config.path}: scheduler.interface: no interface {config.interface!r} on this host "
+                f"(it has: {', '.join(names)})"
+            )
     for job in jobs:
         if job.partition not in partitions:
             raise UserError(
@@ -506,9 +515,7 @@ def open_slurm_cluster(
 
     with _signals_raise_interrupt(), _credentials_or_none(config, workdir) as credentials:
         # A batch killed with its job counts against allowed-failures; leave headroom for walltime kills.
-        with dask.config.set(
-            {"distributed.scheduler.allowed-failures": 5, "distributed.deploy.lost-worker-timeout": "5s"}
-        ):
+        with dask.config.set({"distributed.scheduler.allowed-failures": 5}):  # read when the scheduler starts
             cluster = build_cluster(config, jobs, workdir, credentials)
         scaler = None
         usage = WorkerUsage()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 
 import pytest
+import yaml
 
 from tests.slurm.conftest import write_cluster_config
 from tests.slurm.test_slurm_sweep import Sweep, write_spec
@@ -58,4 +59,32 @@ def test_jobs_that_cannot_start_a_worker_stop_the_sweep_with_the_log(slurm, tmp_
     log_file = error[0].rsplit("log: ", 1)[1].strip()
     assert log_file.endswith(".err") and (tmp_path / "out" / ".dask" / "slurm-logs").is_dir()
     assert active(slurm) == []
+    assert not (out / ".dask" / "credentials").exists()
+
+
+@pytest.mark.parametrize(
+    "edit,field",
+    [
+        (lambda c: c["classes"]["v100"].update(partition="no-such-partition"), "classes.v100.partition"),
+        (lambda c: c["scheduler"].update(interface="nosuch0"), "scheduler.interface"),
+    ],
+)
+def test_site_mismatch_is_one_line_before_anything_is_submitted(slurm, cluster_config, tmp_path, edit, field):
+    config = yaml.safe_load(cluster_config.read_text())
+    edit(config)
+    cluster_config.write_text(yaml.safe_dump(config))
+    known = {j["JobID"] for j in slurm.squeue()}
+    out = tmp_path / "out"
+    sweep = Sweep(
+        str(write_spec(tmp_path / "spec.yaml")),
+        "--cluster",
+        str(cluster_config),
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    assert sweep.finish(timeout=60) == 2, sweep.tail()
+    errors = [line for line in sweep.lines if line.startswith("error: ")]
+    assert len(errors) == 1 and f"slurm-test.yaml: {field}" in errors[0], sweep.tail()
+    assert {j["JobID"] for j in slurm.squeue()} == known
     assert not (out / ".dask" / "credentials").exists()
