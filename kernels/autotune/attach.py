@@ -54,7 +54,8 @@ def attach_tuners(
     mode: str,
     table_path: str | Path | None = None,
     *,
-    samples: int = 5,
+    samples: int | None = None,
+    launches_per_sample: int | None = None,
     period: int | None = None,
     period_s: float | None = 300.0,
     period_steps: int | None = None,
@@ -68,13 +69,20 @@ def attach_tuners(
     ``scan`` tunes over the kernel's whole (blocks, threads) space; ``seeded`` over the tuning table's best
     ``seed_count`` candidates for this GPU class and size (plus the default), or locks at once where the
     table holds a runtime-tuned entry for exactly this class, size and kernel; ``off`` attaches none (the
-    solver then launches its default configuration).
+    solver then launches its default configuration). A sample spans one step's launches of the kernel
+    (``solver.scheme.stages`` unless ``launches_per_sample`` says otherwise).
     """
     if mode not in MODES:
         raise TunerError(f"--autotune must be one of {', '.join(MODES)} (got {mode!r})")
     if mode == "off":
         solver.tuners = {}
         return solver.tuners
+    # One sample = one solver step's launches of the kernel (its Runge-Kutta stages do different work); such
+    # samples already average several launches, so 3 per candidate suffice (5 for one-launch samples).
+    if launches_per_sample is None:
+        launches_per_sample = int(getattr(getattr(solver, "scheme", None), "stages", 1) or 1)
+    if samples is None:
+        samples = 5 if launches_per_sample == 1 else 3
     if mode == "seeded" and table_path is None:
         raise TunerError(
             "--autotune seeded needs --tuning-table FILE (a sweep report's or a tuned run's table)"
@@ -104,6 +112,7 @@ def attach_tuners(
             kernel,
             cands,
             samples=samples,
+            launches_per_sample=launches_per_sample,
             period=period,
             period_s=period_s,
             period_steps=period_steps,

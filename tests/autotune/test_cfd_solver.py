@@ -15,7 +15,11 @@ def test_scan_tunes_all_seven_kernels_and_the_answer_is_the_untuned_one(tmp_path
     tuned = cfd.Solver("inlet", "16x8", "numpy")
     tuners = attach_tuners(tuned, "scan", samples=3, period_s=None)
     assert sorted(tuners) == sorted(tuned.kernel_names)
-    launches_per_scan = 1 + 3 * len(tuners["rhs"].candidates)  # warm-up + samples x candidates
+    stages = tuned.scheme.stages
+    assert all(
+        t.launches_per_sample == stages for t in tuners.values()
+    )  # a sample is a whole step's launches
+    launches_per_scan = 1 + 3 * stages * len(tuners["rhs"].candidates)  # warm-up + samples x candidates
     steps = -(-launches_per_scan // tuned.scheme.stages) + 2
     for _ in range(steps):
         plain.step()

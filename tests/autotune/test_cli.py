@@ -20,18 +20,17 @@ def cfd(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_scan_then_seeded_from_the_exported_table(tmp_path):
-    scan = cfd("--steps", "160", "--autotune", "scan", "--out", str(tmp_path / "scan"))
+    scan = cfd("--steps", "370", "--autotune", "scan", "--out", str(tmp_path / "scan"))
     assert scan.returncode == 0, scan.stderr
     summary = json.loads((tmp_path / "scan" / "summary.json").read_text())
     tuned = summary["autotune"]["kernels"]
     assert len(tuned) == 7
-    # the paper space (10 x 12) plus the default: warm-up + 5 samples each, 4 Runge-Kutta stages a step
-    assert all(
-        k["first_scan_launches"] == 1 + 5 * 121 and k["first_scan_steps"] == 152 for k in tuned.values()
-    )
-    assert summary["autotune"]["all_tuned_at_step"] == 151
+    # the paper space (10 x 12) plus the default; warm-up + 3 samples each of one step's 4 launches (stages)
+    launches = 1 + 3 * 4 * 121
+    assert all(k["first_scan_launches"] == launches and k["first_scan_steps"] == 364 for k in tuned.values())
+    assert summary["autotune"]["all_tuned_at_step"] == 363
     rows = list(csv.DictReader(open(tmp_path / "scan" / "launches.csv")))
-    assert len(rows) == 160 * 4 * 7
+    assert len(rows) == 370 * 4 * 7
     assert {r["state"] for r in rows} == {"startup", "idle"}
     assert all(float(r["time_ms"]) >= 0 for r in rows)
 

@@ -166,6 +166,7 @@ def test_lock_restores_a_tuned_value_without_scanning_then_full_scan_after_perio
         ({"period": 0}, "period"),
         ({"period_s": 0.0}, "period"),
         ({"period_steps": 0}, "period"),
+        ({"launches_per_sample": 0}, "launches_per_sample"),
     ],
 )
 def test_bad_arguments_are_refused(kw, match):
@@ -240,3 +241,32 @@ def test_rescan_after_period_in_solver_steps():
     step[0] += 1
     drive(tuner, clock, lambda p: 1.0, 1)
     assert tuner.state == SCANNING
+
+
+def test_a_sample_can_span_launches_in_order():
+    tuner, clock = make(["a", "b"], samples=1, warmup=1, launches_per_sample=3)
+    used = drive(tuner, clock, {"a": 1.0, "b": 2.0}.get, 1 + 2 * 3)
+    assert used == ["a"] + ["a"] * 3 + ["b"] * 3
+    assert tuner.state == IDLE and [ms for _, ms in tuner.ranking()] == [3.0, 6.0]
+
+
+def test_stage_dependent_work_needs_samples_that_span_a_step():
+    """A kernel launched once per Runge-Kutta stage, each stage costing a different amount (as the CFD update
+    kernel on the H100): one-launch samples rank candidates by stage mix, whole-step samples by speed."""
+    stage_cost = [1.5, 1.0, 1.2, 1.4]
+    quality = {"a": 1.0, "b": 1.0, "best": 0.9, "c": 1.0}
+
+    def pick(launches_per_sample):
+        tuner, clock = make(list(quality), samples=5, warmup=1, launches_per_sample=launches_per_sample)
+        n = [0]
+
+        def cost(p):
+            n[0] += 1
+            return stage_cost[(n[0] - 1) % 4] * quality[p]
+
+        while tuner.state != IDLE:
+            drive(tuner, clock, cost, 1)
+        return tuner.param
+
+    assert pick(1) in ("a", "b")  # "best" sampled stages 3,0,1,2,3: median 1.26; a and b 1.2
+    assert pick(4) == "best"
