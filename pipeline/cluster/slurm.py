@@ -12,9 +12,10 @@ tasks that need the class)``. So a class no task needs submits no job; a class w
 retires its workers (their data moved to others first) and its jobs are cancelled; a job that ends early
 (``scancel``, walltime, node failure) is replaced while the scheduler hands its running batch to another
 worker. Batches are idempotent shards written atomically by the pipeline, so a retried batch is neither lost
-nor doubled. Jobs that exit before their worker ever connects (a broken set-up line) are counted; after
-``max_job_failures`` the sweep stops with the job's log file named. Every job is cancelled on exit, also on
-Ctrl-C, SIGTERM and errors.
+nor doubled. (Dask also recomputes finished results that lived only on the lost worker while the client still
+holds their futures; such a batch rewrites its own shard, so the data stays exactly once.) Jobs that exit
+before their worker ever connects (a broken set-up line) are counted; after ``max_job_failures`` the sweep
+stops with the job's log file named. Every job is cancelled on exit, also on Ctrl-C, SIGTERM and errors.
 """
 
 from __future__ import annotations
