@@ -85,8 +85,6 @@ def hllc(left, right, sx, sy, out) -> None:
     cr = np.sqrt(GAMMA * pr / rr)
     kl = 0.5 * (ul * ul + vl * vl)
     kr = 0.5 * (ur * ur + vr * vr)
-    el = pl / g1 + rl * kl
-    er = pr / g1 + rr * kr
     hl = gg * pl / rl + kl
     hr = gg * pr / rr + kr
     sl = np.sqrt(rl)
@@ -105,37 +103,33 @@ def hllc(left, right, sx, sy, out) -> None:
     ps = ml * (sm - ql) + pl
     vsl = ul * sx + vl * sy
     vsr = ur * sx + vr * sy
-    # star states (per unit area), then their fluxes times the face area
-    dl = s_l - sm
-    dr = s_r - sm
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rsl = ml / dl
-        rul = (ml * ul + (ps - pl) * nx_) / dl
-        rvl = (ml * vl + (ps - pl) * ny_) / dl
-        esl = ((s_l - ql) * el - pl * ql + ps * sm) / dl
-        rsr = mr / dr
-        rur = (mr * ur + (ps - pr) * nx_) / dr
-        rvr = (mr * vr + (ps - pr) * ny_) / dr
-        esr = ((s_r - qr) * er - pr * qr + ps * sm) / dr
+    # The star state on the side of the contact (left where sm >= 0), as the CUDA kernel picks it.
+    left_star = sm >= 0.0
+    m = np.where(left_star, ml, mr)
+    u = np.where(left_star, ul, ur)
+    v = np.where(left_star, vl, vr)
+    q = np.where(left_star, ql, qr)
+    p = np.where(left_star, pl, pr)
+    e = np.where(left_star, pl / g1 + rl * kl, pr / g1 + rr * kr)
+    s = np.where(left_star, s_l, s_r)
+    with np.errstate(divide="ignore", invalid="ignore"):  # faces that take an upwind flux may divide by 0
+        d = s - sm
+        rs = m / d
+        rus = (m * u + (ps - p) * nx_) / d
+        rvs = (m * v + (ps - p) * ny_) / d
+        es = ((s - q) * e - p * q + ps * sm) / d
+    star = (
+        area * (rs * sm),
+        area * (rus * sm + ps * nx_),
+        area * (rvs * sm + ps * ny_),
+        area * ((es + ps) * sm),
+    )
     fl = (rl * vsl, rl * ul * vsl + sx * pl, rl * vl * vsl + sy * pl, rl * hl * vsl)
     fr = (rr * vsr, rr * ur * vsr + sx * pr, rr * vr * vsr + sy * pr, rr * hr * vsr)
-    fsl = (
-        area * (rsl * sm),
-        area * (rul * sm + ps * nx_),
-        area * (rvl * sm + ps * ny_),
-        area * ((esl + ps) * sm),
-    )
-    fsr = (
-        area * (rsr * sm),
-        area * (rur * sm + ps * nx_),
-        area * (rvr * sm + ps * ny_),
-        area * ((esr + ps) * sm),
-    )
     up_l = s_l >= 0.0
     up_r = s_r <= 0.0
-    star_l = sm >= 0.0
-    for q in range(4):
-        out[q] = np.where(up_l, fl[q], np.where(up_r, fr[q], np.where(star_l, fsl[q], fsr[q])))
+    for k in range(4):
+        out[k] = np.where(up_l, fl[k], np.where(up_r, fr[k], star[k]))
 
 
 def xi_flux(V, incp, incm, sxx, sxy, F, nx: int, ny: int) -> None:
