@@ -60,6 +60,7 @@ def attach_tuners(
     period_s: float | None = 300.0,
     period_steps: int | None = None,
     reducer: str = "median",
+    time_idle: int = 100,
     seed_count: int = 8,
     policy: str = "drop",
     log: bool = True,
@@ -117,6 +118,7 @@ def attach_tuners(
             period_s=period_s,
             period_steps=period_steps,
             reducer=reducer,
+            time_idle=time_idle,
             clock=backend.stopwatch(),
             step=step,
             log=launch_log,
@@ -141,8 +143,8 @@ def attach_tuners(
 def tuning_summary(tuners: Mapping[str, Autotuner]) -> dict[str, Any]:
     """Per kernel: the chosen (blocks, threads), the step tuning finished, launches and time at other params.
 
-    Shares are of the timed kernel time of the run (every tuned launch is timed, idle ones from events read
-    late), so they compare tuning overhead with the work the tuned kernels did.
+    Shares are of the run's kernel time (scan launches all timed, idle ones one in ``time_idle`` and the rest
+    counted at their mean), so they compare tuning overhead with the work the tuned kernels did.
     """
     kernels = {}
     for name, tuner in tuners.items():
@@ -154,15 +156,15 @@ def tuning_summary(tuners: Mapping[str, Autotuner]) -> dict[str, Any]:
             "default": list(default) if default else None,
             "seed": tuner.context.get("seed", ""),
             **{k: v for k, v in s.items() if k != "param"},
-            "nonoptimal_share": s["nonoptimal_ms"] / s["timed_ms"] if s["timed_ms"] else 0.0,
+            "nonoptimal_share": s["nonoptimal_ms"] / s["kernel_ms"] if s["kernel_ms"] else 0.0,
         }
-    timed = sum(k["timed_ms"] for k in kernels.values())
+    timed = sum(k["kernel_ms"] or 0.0 for k in kernels.values())
     off = sum(k["nonoptimal_ms"] for k in kernels.values())
     excess = sum(k["excess_ms"] or 0.0 for k in kernels.values())
     steps = [k["tuned_at_step"] for k in kernels.values()]
     return {
         "kernels": kernels,
-        "timed_ms": timed,
+        "kernel_ms": timed,
         "nonoptimal_ms": off,
         "nonoptimal_share": off / timed if timed else 0.0,
         "excess_ms": excess,

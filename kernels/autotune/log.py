@@ -1,8 +1,11 @@
-"""The launch log: one row per tuned launch (kernel, step, tuner state, parameters, milliseconds).
+"""The launch log: one row per timed launch (kernel, step, tuner state, parameters, milliseconds).
+
+Every scan launch is a row; idle launches one in the tuner's ``time_idle`` (timing all of them costs a few
+percent of a step).
 
 Written as CSV, which a notebook reads with ``pandas.read_csv`` for a timeline like slide 9 of the HOOMD seed.
 CSV rather than Parquet because Parquet belongs to ``pipeline`` (DESIGN.md layering) and a run's log is small.
-Idle launches are timed from CUDA events read later, so their ``time_ms`` is filled in after the row is added.
+Launches are timed from CUDA events read later, so ``time_ms`` is filled in after the row is added.
 """
 
 from __future__ import annotations

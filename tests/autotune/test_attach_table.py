@@ -86,7 +86,9 @@ def test_scan_mode_tunes_every_kernel_within_limits_and_reports(tmp_path):
 
     written = save_tuning(tuners, tmp_path)
     rows = list(csv.DictReader(open(written["launch_log"])))
-    assert len(rows) == 160 and set(rows[0]) >= {"kernel", "step", "state", "blocks", "threads", "time_ms"}
+    # every scan launch (xi_flux 1 + 6 x 3, rhs 1 + 10 x 3) and one idle launch in 100 (the first) of each
+    assert len(rows) == (19 + 1) + (31 + 1)
+    assert set(rows[0]) >= {"kernel", "step", "state", "blocks", "threads", "time_ms"}
     assert all(r["time_ms"] != "" for r in rows)
     table = TuningTable.load(written["tuning_table"])
     entry = table.lookup("cpu", "32x16", "rhs")

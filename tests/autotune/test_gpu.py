@@ -29,4 +29,4 @@ def test_scan_on_the_gpu_tunes_within_kernel_limits_and_changes_no_bits():
     summary = tuning_summary(tuners)
     for k in summary["kernels"].values():
         assert k["best_ms"] is not None and 0 < k["best_ms"] < 50
-        assert 0 < k["timed_ms"] and 0 <= k["nonoptimal_share"] <= 1
+        assert 0 < k["timed_ms"] <= k["kernel_ms"] and 0 <= k["nonoptimal_share"] <= 1

@@ -218,7 +218,19 @@ def test_stats_of_an_unfinished_scan_count_against_best_so_far():
 def test_idle_launches_untimed_when_asked():
     tuner, clock = make(["a"], samples=1, warmup=0, time_idle=False)
     drive(tuner, clock, lambda p: 1.0, 11)
-    assert tuner.stats()["timed_ms"] == pytest.approx(1.0)
+    s = tuner.stats()
+    assert s["timed_ms"] == pytest.approx(1.0) and s["idle_untimed"] == 10
+    assert s["kernel_ms"] == pytest.approx(11.0)  # untimed idle launches counted at the best's time
+
+
+def test_one_idle_launch_in_n_is_timed_and_stands_for_the_rest():
+    log = LaunchLog(param_names=("v",))
+    tuner, clock = make(["a"], samples=1, warmup=0, time_idle=3, log=log)
+    drive(tuner, clock, lambda p: 1.0, 1)
+    drive(tuner, clock, lambda p: 2.0, 9)  # idle launches 0, 3, 6 are timed
+    s = tuner.stats()
+    assert s["idle_timed"] == 3 and s["idle_untimed"] == 6 and len(log) == 1 + 3
+    assert s["kernel_ms"] == pytest.approx(1.0 + 9 * 2.0)
 
 
 def test_rejecting_the_last_candidate_of_a_scan_locks_on_the_rest():
@@ -270,3 +282,37 @@ def test_stage_dependent_work_needs_samples_that_span_a_step():
 
     assert pick(1) in ("a", "b")  # "best" sampled stages 3,0,1,2,3: median 1.26; a and b 1.2
     assert pick(4) == "best"
+
+
+class LateClock(FakeClock):
+    """Marks are events that finish only when the test says so (a GPU running behind the host)."""
+
+    class Mark:
+        def __init__(self, t):
+            self.t, self.done = t, False
+
+    def __init__(self):
+        super().__init__()
+        self.marks = []
+
+    def mark(self):
+        self.marks.append(self.Mark(self.now_ms))
+        return self.marks[-1]
+
+    def elapsed_ms(self, start, stop):
+        stop.done = True  # reading waits for the event
+        return stop.t - start.t
+
+
+def test_scan_never_waits_for_a_launch_except_the_last():
+    log = LaunchLog(param_names=("v",))
+    tuner, clock = make([1, 2, 3], clock=LateClock(), samples=1, warmup=0, log=log)
+    drive(tuner, clock, {1: 3.0, 2: 1.0, 3: 2.0}.get, 2)
+    assert tuner.state == STARTUP and [r[5] for r in log.rows] == [None, None]  # nothing read yet
+    clock.marks[1].done = True  # the first launch finished on the device: read on the next end()
+    drive(tuner, clock, {3: 2.0}.get, 1)  # the scan's last launch: waits, reads all, picks
+    assert tuner.state == IDLE and tuner.param == 2
+    assert [r[5] for r in log.rows] == [3.0, 1.0, 2.0]
+    drive(tuner, clock, lambda p: 1.0, 3)
+    assert [r[5] for r in log.rows[3:]] == [None, None, None]  # idle launches read late too
+    assert tuner.stats()["timed_ms"] == pytest.approx(9.0)  # stats() reads them all
