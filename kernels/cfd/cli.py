@@ -158,7 +158,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     solver = Solver(ns.case, size, ns.backend, scheme=_scheme(ns), smoothing=ns.smoothing)
     tuners = None
     if ns.autotune != "off":
-        from kernels.autotune import attach_tuners, tuning_files, tuning_summary
+        from kernels.autotune import attach_tuners, tuning_summary
 
         tuners = attach_tuners(solver, ns.autotune, ns.tuning_table)
     every = ns.residual_every or max(1, ns.steps // 200)
@@ -225,8 +225,6 @@ def cmd_run(ns: argparse.Namespace) -> int:
         from kernels.autotune import tuning_files
 
         files.update(tuning_files(tuners))
-    if tuners is not None:
-        files.update(tuning_files(tuners))  # launches.csv, tuning_table.json
     if not ns.no_plot:
         from kernels.cfd.plot import mach_figure
 
