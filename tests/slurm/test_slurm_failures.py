@@ -88,3 +88,27 @@ def test_site_mismatch_is_one_line_before_anything_is_submitted(slurm, cluster_c
     assert len(errors) == 1 and f"slurm-test.yaml: {field}" in errors[0], sweep.tail()
     assert {j["JobID"] for j in slurm.squeue()} == known
     assert not (out / ".dask" / "credentials").exists()
+
+
+def test_a_job_slurm_cannot_place_is_reported_with_its_reason(slurm, cluster_config, tmp_path):
+    config = yaml.safe_load(cluster_config.read_text())
+    config["defaults"]["cores"] = 64  # more CPUs than the node has: the job waits forever
+    cluster_config.write_text(yaml.safe_dump(config))
+    out = tmp_path / "out"
+    sweep = Sweep(
+        str(write_spec(tmp_path / "spec.yaml")),
+        "--cluster",
+        str(cluster_config),
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    try:
+        line = sweep.wait_for(" pending (", timeout=60)
+        assert line.startswith("slurm: v100: job ")
+        sweep.proc.send_signal(signal.SIGINT)
+        assert sweep.finish(timeout=60) == 130, sweep.tail()
+    finally:
+        if sweep.proc.poll() is None:
+            sweep.proc.kill()
+    assert active(slurm) == []
