@@ -21,6 +21,7 @@ from kernels.autotune import (
 from kernels.autotune.table import Entry
 from kernels.backend import get_backend
 from kernels.space import Param, Space
+from tests.conftest import REPO
 
 KERNELS = ("xi_flux", "rhs")
 
@@ -214,3 +215,22 @@ def test_bad_tables_name_the_file_and_field(tmp_path, text, match):
 def test_missing_table_is_a_clear_error(tmp_path):
     with pytest.raises(TableError, match="not found"):
         TuningTable.load(tmp_path / "nope.json")
+
+
+def test_seeded_from_the_committed_h100_sweep_report(monkeypatch):
+    """The table the pipeline's report wrote for the real H100 sweep seeds a short scan on an H100."""
+    from kernels.autotune import attach
+
+    path = REPO / "data" / "cfd_inlet_h100" / "tuning_table.json"
+    table = TuningTable.load(path)
+    assert {e.kernel for e in table.entries} >= set(KERNELS)
+    monkeypatch.setattr(
+        attach, "describe_device", lambda backend: {"gpu_class": "h100", "device_name": "H100"}
+    )
+    solver = FakeSolver(max_threads={"xi_flux": 768, "rhs": 1024})
+    solver.size = (3328, 1024)
+    tuners = attach_tuners(solver, "seeded", path, samples=1)
+    for k in KERNELS:
+        entry = table.lookup("h100", "3328x1024", k)
+        assert tuners[k].candidates == [(2, 256), *entry.params[:8]]
+        assert tuners[k].context["seed"] == "sweep h100 3328x1024"
