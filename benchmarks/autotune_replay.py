@@ -3,8 +3,8 @@
     python benchmarks/autotune_replay.py data/autotune [--stages 4]
 
 The launch log of a ``scan`` run holds every scan launch's milliseconds; ``exhaustive.csv`` each (blocks,
-threads)'s time per step measured alone. The replay ranks each kernel's candidates by (a) the median of its five
-one-launch samples (the rule the run used) and (b) whole-step samples: the sum of ``stages`` consecutive
+threads)'s time per step measured alone. The replay ranks each kernel's candidates by (a) the median of its
+five one-launch samples (the rule the run used) and (b) whole-step samples: the sum of ``stages`` consecutive
 launches, one per Runge-Kutta stage (the rule the tuner uses since), and reports each pick's exhaustive time
 over the exhaustive best. No GPU needed: it reads what a GPU run recorded.
 """
@@ -56,10 +56,9 @@ def main() -> int:
     )
     for k, e in result.items():
         a, b = e["one_launch_median"], e["whole_step"]
-        print(
-            f"{k:12} {str(tuple(e['exhaustive_best'])):>12} {str(tuple(a['pick'])):>14} {a['over_best']:6.3f} "
-            f"{str(tuple(b['pick'])):>16} {b['over_best']:6.3f}"
-        )
+        pick_a, pick_b = str(tuple(a["pick"])), str(tuple(b["pick"]))
+        best = str(tuple(e["exhaustive_best"]))
+        print(f"{k:12} {best:>12} {pick_a:>14} {a['over_best']:6.3f} {pick_b:>16} {b['over_best']:6.3f}")
     return 0
 
 

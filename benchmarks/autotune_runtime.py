@@ -114,6 +114,9 @@ def main() -> int:
     ap.add_argument("--run-seconds", type=float, default=40.0, help="length of each run at the default speed")
     ap.add_argument("--max-steps", type=int, default=20000)
     ap.add_argument("--work", default="/tmp/autotune_runtime", help="folder for the runs' own outputs")
+    ap.add_argument(
+        "--seed-table", default=None, help="seed the seeded run from this table, not an emulated sweep"
+    )
     ap.add_argument("--seed", type=int, default=0, help="seed of the emulated sweep's random samples")
     args = ap.parse_args()
     out = Path(args.out)
@@ -174,9 +177,12 @@ def measure(args: argparse.Namespace, out: Path, partial: dict) -> int:
                 {"note": f"emulated sweep: best 8 of 30 random samples, seed {args.seed}"},
             )
         )
+    if args.seed_table:  # a real sweep report's table instead (e.g. data/cfd_inlet_h100/tuning_table.json)
+        seed_table = TuningTable.load(args.seed_table)
     seed_path = seed_table.save(out / "seed_table.json")
 
-    steps = int(min(args.max_steps, max(200, args.run_seconds * 1e3 / default_step)))
+    # long enough for a full scan (3 whole-step samples per candidate) to finish well inside the run
+    steps = int(min(args.max_steps, max(2 * (3 * len(pairs) + 1), args.run_seconds * 1e3 / default_step)))
     print(f"default step {default_step:.3f} ms -> {steps} steps per run", flush=True)
     runs, states = {}, {}
     work = Path(args.work)  # the runs' own folders stay out of --out (the device returns few files)
