@@ -138,15 +138,28 @@ def tuning_entry(frame: pd.DataFrame, cls: str, spec, plan: dict[str, Any], vali
             seen.add(key)
             unique.append(c)
     default_ms = v["default"].get("total_ms") if v and v["default"]["status"] == "ok" else None
+    # Each kernel's (blocks, threads) ranked by its own measured time: the median over the rows sharing them,
+    # from the per-kernel grids where the spec asked for them, else from the random samples (each kernel is
+    # timed in every sample, so 8,000 samples give ~70 timings per pair of a 120-pair grid).
     per_kernel = {}
     pk = ok[ok["sampler"] == "per_kernel_exhaustive"]
     for kernel, names in kernel_params(params).items():
         col = kernel_column(kernel)
-        if col in pk and pk[col].notna().any():
-            top = pk.dropna(subset=[col]).nsmallest(TOP_CANDIDATES, col).drop_duplicates(subset=names)
-            per_kernel[kernel] = [
-                {**{n: int(r[n]) for n in names}, "ms": float(r[col])} for _, r in top.iterrows()
-            ]
+        if col not in ok:
+            continue
+        rows = pk if pk[col].notna().any() else ok
+        rows = rows.dropna(subset=[col])
+        if rows.empty:
+            continue
+        ranked = rows.groupby(names)[col].agg(["median", "size"]).sort_values("median").head(TOP_CANDIDATES)
+        per_kernel[kernel] = [
+            {
+                **{n: int(v) for n, v in zip(names, key if isinstance(key, tuple) else (key,), strict=True)},
+                "ms": float(r["median"]),
+                "n": int(r["size"]),
+            }
+            for key, r in ranked.iterrows()
+        ]
     return {
         "gpu_class": cls,
         "workload": spec.workload,
