@@ -256,9 +256,16 @@ def _from_sweep_frame(df: pd.DataFrame, name: str, source: str, declared: list[s
     if "sampler" in df and (df["sampler"] == "default").any():
         default = {p: int(df.loc[df["sampler"] == "default", p].iloc[0]) for p in params}
     elif "sampler" in df and (df["sampler"] == "per_kernel_exhaustive").any():
-        # per-kernel sweeps hold every other kernel at the default: the most common value of each column
+        # per-kernel sweeps hold every other kernel at the default, so a parameter's default is the value
+        # most of those rows share; where no value holds half of them (only that kernel was swept), the
+        # first working row's value stands in
         sweep = df.loc[df["sampler"] == "per_kernel_exhaustive", params]
-        default = {p: int(sweep[p].mode().iloc[0]) for p in params}
+        ok_rows = df[status == "ok"]
+        first = ok_rows.iloc[0] if len(ok_rows) else df.iloc[0]
+        default = {}
+        for p in params:
+            counts = sweep[p].value_counts()
+            default[p] = int(counts.index[0]) if counts.iloc[0] >= len(sweep) / 2 else int(first[p])
     device_name = str(df["device_name"].iloc[0]) if "device_name" in df else name
     feats = _device_features(device_name) or _device_features(name)
     return Dataset(

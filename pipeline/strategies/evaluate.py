@@ -119,9 +119,13 @@ def plot(table: pd.DataFrame, path: str, title: str = "") -> None:
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
     for name, g in table.groupby("strategy"):
         g = g.sort_values("budget")
-        ax.plot(g["budget"], g["mean"], marker="o", label=name)
+        label = f"{name} (trained on the other GPUs)" if name in NEEDS_PRIOR else name
+        ax.plot(g["budget"], g["mean"], marker="o", label=label)
     ax.axhline(1.05, color="grey", linestyle="--", linewidth=0.8)
     ax.set_xscale("log")
+    budgets = sorted(table["budget"].unique())
+    ax.set_xticks(budgets, [str(b) for b in budgets])
+    ax.minorticks_off()
     ax.set_xlabel("budget (measurements)")
     ax.set_ylabel("mean picked / optimum (recorded)")
     ax.set_title(title or "strategies on recorded data")

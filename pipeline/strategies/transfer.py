@@ -3,9 +3,9 @@ seed's combined training, Fig. 14), ranks the new GPU's candidates before it has
 measurements on the new GPU then correct that ranking.
 
 Leave-one-GPU-out is this strategy run on one device's dataset with the other devices as ``session.prior``.
-Rounds: measure the prior's best few, then fit a small forest on the new GPU's own measurements with the
-combined model's prediction as an extra feature (so it learns where the new GPU departs from the others), and
-measure where that forest is promising or unsure.
+Rounds: measure the prior's best configurations, then fit a small forest on the new GPU's own measurements
+with the combined model's prediction as an extra feature (so it learns where the new GPU departs from the
+others), and measure where that forest is promising or unsure.
 """
 
 from __future__ import annotations
@@ -52,12 +52,15 @@ def prior_scores(session: Session, target_device: np.ndarray) -> np.ndarray:
     return model.predict(X)
 
 
-def tune(session: Session, first_fraction: float = 0.5, rounds: int = 4) -> None:
+def tune(session: Session, trust: int = 20, rounds: int = 4) -> None:
+    """Measure the combined model's best ``max(trust, budget / 2)`` first (with 20 or fewer measurements the
+    new GPU's own data is too thin to correct the ranking: measured, correcting after 10 made picks worse),
+    then correct in ``rounds`` rounds."""
     target = session.device.get("dataset")
     if target is None:
         raise StrategyError("transfer needs the target device's facts (run it on a recorded dataset)")
     prior = prior_scores(session, _device_vector(target))
-    session.measure_ranked(prior, max(1, round(first_fraction * session.budget)))
+    session.measure_ranked(prior, max(trust, session.budget // 2))
     batch = max(1, session.remaining // rounds)
     features = np.column_stack([launch_features(session.X), prior])
     r = 0

@@ -101,3 +101,36 @@ def test_parquet_without_launch_columns_is_a_user_error(tmp_path):
     pd.DataFrame({"a": [1, 2], "total_ms": [1.0, 2.0]}).to_parquet(path)
     with pytest.raises(UserError, match="x.parquet.*launch-parameter"):
         load_datasets(path)
+
+
+def test_default_when_only_one_kernel_was_swept(tmp_path):
+    from tests.strategies.conftest import write_sweep
+
+    path = write_sweep(tmp_path / "s.parquet")
+    df = pd.read_parquet(path)
+    df = df[~((df["sampler"] == "per_kernel_exhaustive") & (df["update.blocks"] != 100))]  # drop one sweep
+    df = df[~((df["sampler"] == "per_kernel_exhaustive") & (df["update.threads"] != 32))]
+    df.to_parquet(path, index=False)
+    (d,) = load_datasets(path)
+    assert d.default["update.blocks"] == 100 and d.default["update.threads"] == 32
+    first_ok = df[df["status"] == "ok"].iloc[0]
+    assert d.default["flux.blocks"] == first_ok["flux.blocks"]  # no value covers half the sweep rows
+    ReplayWorkload(d).space()  # a usable space all the same
+
+
+def test_benchmark_hub_cache_replays_its_own_numbers(shared_dir):
+    import gzip
+    import json
+
+    path = shared_dir / "data" / "benchmark_hub" / "convolution" / "W7800.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path} absent")
+    raw = json.load(gzip.open(path))["cache"]
+    times = [v["time"] for v in raw.values() if isinstance(v["time"], float)]
+    (d,) = load_datasets(path)
+    assert len(d.frame) == len(raw) and d.optimum == min(times)
+    w = ReplayWorkload(d, seed=0)
+    config, best = w.optimum()
+    (entry,) = [v for v in raw.values() if all(v[k] == config[k] for k in config)]
+    assert best == entry["time"]
+    assert min(entry["times"]) <= w.run(config, 7).total <= max(entry["times"])
