@@ -1,9 +1,8 @@
 """``python -m pipeline strategies``: run search strategies on recorded data and score their picks.
 
-One run prints one JSON line (strategy, budget, seed, config, time, optimum, ...). ``--compare`` runs every
-strategy at several budgets and seeds and writes a table (CSV and markdown) and a figure of mean
-picked/optimum
-against budget. ``--export`` turns a Kernel Tuner cache into our Parquet dataset form.
+One run prints one JSON line (strategy, budget, seed, config, time, optimum, ...). ``--compare`` runs
+every strategy at several budgets and seeds and writes a table (CSV and markdown) and a figure of mean
+picked/optimum against budget. ``--export`` turns a Kernel Tuner cache into our Parquet dataset form.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ def _budgets(text: str) -> list[int]:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    from pipeline.strategies import strategy_names
+    from pipeline.strategies import DEFAULT, strategy_names
 
     p = subparsers.add_parser(
         "strategies",
@@ -57,7 +56,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--strategy",
         default="default",
         choices=strategy_names(),
-        help="search strategy (default: %(default)s, the one we recommend)",
+        help=f"search strategy (default: %(default)s = {DEFAULT}, the one we recommend without other GPUs' "
+        "data; transfer needs a directory of several GPUs)",
     )
     p.add_argument(
         "--budget", type=int, default=100, help="measurements each run may spend (default: %(default)s)"
