@@ -28,6 +28,7 @@ from kernels.device import describe_device
 from kernels.workload import Workload, WorkloadError, make_workload, workload_names
 from pipeline.paths import assert_inside
 from pipeline.schema import kernel_column, kernel_params, shard_schema
+from pipeline.shards import is_finished
 
 # One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a
 # batch
@@ -170,6 +171,12 @@ def measure_batch(
 ) -> dict[str, Any]:
     """Measure ``rows`` (sample id, sampler, config) and write them as one shard, atomically."""
     path = assert_inside(Path(sweep_dir), Path(shard_path))
+    if is_finished(path):
+        # Dask re-runs a finished task whose result lived on a worker that was lost; its shard is already on
+        # disk, so report it instead of measuring the batch again.
+        status = pq.read_table(path, columns=["status"]).column("status").to_pylist()
+        counts = {s: status.count(s) for s in ("ok", "invalid", "failed")}
+        return {"batch": batch, "gpu_class": gpu_class, "rows": len(status), **counts}
     _, facts = get_workload(spec)
     params, kernels = plan["params"], plan["kernels"]
     schema = shard_schema(params, kernels)

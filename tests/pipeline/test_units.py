@@ -127,3 +127,23 @@ def test_a_model_file_with_an_untrusted_type_is_refused(tmp_path):
     sio.dump({"model": Payload()}, tmp_path / "evil.skops")
     with pytest.raises(UserError, match="untrusted types: tests.pipeline.test_units.Payload"):
         load_model(tmp_path / "evil.skops")
+
+
+def test_a_batch_whose_shard_exists_is_reported_not_measured_again(tmp_path):
+    """Dask re-runs a finished task after losing the worker that held its result: the shard must be kept."""
+    from pipeline.spec import parse_spec
+    from pipeline.worker import measure_batch
+    from tests.pipeline.conftest import base_spec
+
+    spec = parse_spec(base_spec(), "test").to_dict()
+    plan = {"params": ["a.blocks", "a.threads", "b.blocks", "b.threads"], "kernels": ["a", "b"]}
+    rows = [
+        (0, "random", {"a.blocks": 2, "a.threads": 64, "b.blocks": 2, "b.threads": 32}),
+        (1, "random", {"a.blocks": 8, "a.threads": 32, "b.blocks": 4, "b.threads": 64}),  # fails check
+    ]
+    path = tmp_path / "shards" / "gpu_class=cpu" / "shard-00000.parquet"
+    first = measure_batch(spec, plan, "cpu", "00000", rows, str(path), str(tmp_path))
+    written = path.stat().st_mtime_ns, pq.read_table(path).column("total_ms").to_pylist()
+    again = measure_batch(spec, plan, "cpu", "00000", rows, str(path), str(tmp_path))
+    assert first == again == {"batch": "00000", "gpu_class": "cpu", "rows": 2, "ok": 1, "invalid": 1, "failed": 0}
+    assert (path.stat().st_mtime_ns, pq.read_table(path).column("total_ms").to_pylist()) == written
