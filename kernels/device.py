@@ -88,6 +88,7 @@ def describe_device(backend: Backend) -> dict[str, Any]:
             cuda_driver=int(cp.cuda.runtime.driverGetVersion()),
             cupy_version=cp.__version__,
             cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES", ""),
+            pci_bus_id=str(dev.pci_bus_id),  # tells the cards of one host apart in the results
         )
     else:
         facts.update(
@@ -101,6 +102,7 @@ def describe_device(backend: Backend) -> dict[str, Any]:
             cuda_driver=0,
             cupy_version="",
             cuda_visible_devices="",
+            pci_bus_id="",
         )
     spec = CLASS_SPECS.get(facts["gpu_class"])
     facts["peak_fp64_gflops"] = spec.peak_fp64_gflops if spec else None

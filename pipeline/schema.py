@@ -32,6 +32,9 @@ FIXED_FIELDS: list[pa.Field] = [
     pa.field("peak_fp64_gflops", pa.float64()),
     pa.field("spec_bandwidth_gbs", pa.float64()),
     pa.field("spec_memory_gb", pa.float64()),
+    pa.field("measured_bandwidth_gbs", pa.float64()),  # copy bandwidth measured on the worker at start
+    pa.field("cuda_visible_devices", pa.string()),
+    pa.field("pci_bus_id", pa.string()),  # with host and worker: which card of a node measured the row
     pa.field("status", pa.string()),
     pa.field("reason", pa.string()),
     pa.field("verified", pa.bool_()),

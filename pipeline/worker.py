@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kernels.backend import get_backend
-from kernels.device import describe_device
+from kernels.device import describe_device, measure_copy_bandwidth
 from kernels.workload import Workload, WorkloadError, make_workload, workload_names
 from pipeline.paths import assert_inside
 from pipeline.schema import kernel_column, kernel_params, shard_schema
@@ -64,7 +64,9 @@ def get_workload(spec: Mapping[str, Any]) -> tuple[Workload, dict[str, Any]]:
     key = _workload_key(spec)
     if key not in _CACHE:
         workload = build_workload(spec)
-        facts = describe_device(get_backend(spec["backend"]))
+        backend = get_backend(spec["backend"])
+        facts = describe_device(backend)
+        facts["measured_bandwidth_gbs"] = round(measure_copy_bandwidth(backend), 1)
         _CACHE[key] = (workload, facts)
     return _CACHE[key]
 
@@ -194,6 +196,9 @@ def measure_batch(
         "peak_fp64_gflops": facts["peak_fp64_gflops"],
         "spec_bandwidth_gbs": facts["spec_bandwidth_gbs"],
         "spec_memory_gb": facts["spec_memory_gb"],
+        "measured_bandwidth_gbs": facts["measured_bandwidth_gbs"],
+        "cuda_visible_devices": facts["cuda_visible_devices"],
+        "pci_bus_id": facts["pci_bus_id"],
         "repeats": spec["repeats"],
         "host": socket.gethostname(),
         "worker": _worker_name(),

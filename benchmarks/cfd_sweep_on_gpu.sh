@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The paper-sized CFD sweep (cluster_configs/sweeps/cfd_inlet_paper.yaml) through the real CLI on one lent GPU,
 # measuring for MINUTES (default 5) so the whole call fits a 10-minute command, then merge, train, re-measure,
-# report. Everything lands in $OUT: run.log, device.json, nvidia-smi.txt, sweep.tar.gz (the sweep folder).
+# report. SPEC picks another sweep file; the sweep folder is /tmp/<spec name>. Everything lands in $OUT: run.log, device.json, nvidia-smi.txt, sweep.tar.gz (the sweep folder).
 # Run from the repository root, with the wheels of dask/distributed/skops in .whl (see the working agreement).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -31,9 +31,10 @@ for c in [space.default] + space.sample(3, 123):
     print(f"check {ok.ok} {ok.reason[:80]} ({t1 - t:.2f} s)  run total {r.total:.3f} ms/step ({t2 - t1:.2f} s)")
     assert ok.ok, "CUDA result differs from the default configuration's"
 PY
-SWEEP=/tmp/cfd_inlet_paper
+SPEC=${SPEC:-cluster_configs/sweeps/cfd_inlet_paper.yaml}
+SWEEP=/tmp/$(basename "$SPEC" .yaml)
 date -u +"start %Y-%m-%dT%H:%M:%SZ" | tee "$OUT/run.log"
-timeout "${SWEEP_LIMIT_S:-500}" python3 -m pipeline sweep cluster_configs/sweeps/cfd_inlet_paper.yaml \
+timeout "${SWEEP_LIMIT_S:-500}" python3 -m pipeline sweep "$SPEC" \
   --out "$SWEEP" --max-minutes "${MINUTES:-5}" 2>&1 | tee -a "$OUT/run.log"
 status=${PIPESTATUS[0]}
 date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" | tee -a "$OUT/run.log"
