@@ -15,6 +15,7 @@ import os
 import platform
 import socket
 import sys
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -172,13 +173,24 @@ def measure_batch(
     sweep_dir: str,
 ) -> dict[str, Any]:
     """Measure ``rows`` (sample id, sampler, config) and write them as one shard, atomically."""
+    # wall clock, comparable across workers (which card was busy when); not a kernel time
+    started = time.time()
     path = assert_inside(Path(sweep_dir), Path(shard_path))
     if is_finished(path):
         # Dask re-runs a finished task whose result lived on a worker that was lost; its shard is already on
         # disk, so report it instead of measuring the batch again.
         status = pq.read_table(path, columns=["status"]).column("status").to_pylist()
         counts = {s: status.count(s) for s in ("ok", "invalid", "failed")}
-        return {"batch": batch, "gpu_class": gpu_class, "rows": len(status), **counts}
+        return {
+            "batch": batch,
+            "gpu_class": gpu_class,
+            "rows": len(status),
+            **counts,
+            "worker": _worker_name(),
+            "started": started,
+            "finished": started,
+            "measured": False,
+        }
     _, facts = get_workload(spec)
     params, kernels = plan["params"], plan["kernels"]
     schema = shard_schema(params, kernels)
@@ -231,7 +243,36 @@ def measure_batch(
     pq.write_table(table, tmp, compression="zstd")
     os.replace(tmp, path)  # atomic: a killed worker leaves a stray .tmp, never a half shard
     counts = {s: sum(r["status"] == s for r in records) for s in ("ok", "invalid", "failed")}
-    return {"batch": batch, "gpu_class": gpu_class, "rows": len(records), **counts}
+    return {
+        "batch": batch,
+        "gpu_class": gpu_class,
+        "rows": len(records),
+        **counts,
+        "worker": _worker_name(),
+        "started": started,
+        "finished": time.time(),
+        "measured": True,
+    }
+
+
+def warm_task(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Build the workload on this worker before the sweep's clock starts, and say which card it is on.
+
+    Only the worker that planned a class has its workload built; without this, every other worker of the
+    class would pay the build (grid, compile, reference state, copy bandwidth) inside its first batch, which
+    counts against the measured samples per second and delays that card. The answer names the card, so the
+    log shows each worker's device, PCI bus id and copy bandwidth, and any worker that sees more than one GPU.
+    """
+    from kernels.backend import gpu_count
+
+    _, facts = get_workload(spec)
+    keys = ("device_name", "gpu_class", "pci_bus_id", "cuda_visible_devices", "measured_bandwidth_gbs")
+    return {
+        "worker": _worker_name(),
+        "host": socket.gethostname(),
+        "visible_gpus": gpu_count() if facts["backend"] == "cupy" else 0,
+        **{k: facts[k] for k in keys},
+    }
 
 
 def remeasure_task(

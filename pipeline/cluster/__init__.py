@@ -48,7 +48,7 @@ def open_cluster(
     workdir: Path,
     log: Callable[[str], None] = print,
 ) -> Iterator[ClusterHandle]:
-    """Start the cluster named by ``cluster`` (``local``, ``slurm`` or a YAML path), yield it, always tear it down.
+    """Start the cluster named by ``cluster`` (``local``, ``slurm`` or a YAML path), yield it, tear it down.
 
     ``gpu_classes`` limits a SLURM cluster to those classes (None: every class the config and spec name).
     ``workdir`` is a folder private to this sweep (logs, credentials).
@@ -57,7 +57,9 @@ def open_cluster(
     if path is None:
         from pipeline.cluster.local import open_local_cluster
 
-        with open_local_cluster(gpu_classes=gpu_classes, workdir=workdir, log=log) as handle:
+        with open_local_cluster(
+            gpu_classes=gpu_classes, workdir=workdir, log=log, workers_per_class=workers_per_class
+        ) as handle:
             yield handle
         return
     from pipeline.cluster.slurm import open_slurm_cluster

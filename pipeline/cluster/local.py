@@ -11,6 +11,7 @@ from __future__ import annotations
 import getpass
 import logging
 import os
+import re
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -23,20 +24,57 @@ from pipeline.errors import UserError
 LOOPBACK = "127.0.0.1"
 
 
-def plan_local_workers(gpu_names: Sequence[str], visible: str | None) -> list[dict]:
+# Why not dask-cuda's LocalCUDACluster: dask-cuda 26.10.0 (the newest, checked 2026-11) requires
+# rapids-dask-dependency==26.10.*, which pins dask and distributed to >=2026.7.1,<2026.7.2; ours are
+# 2026.8.0, and each RAPIDS release pins one dask release. It would also bring cuda-core and nvidia-ml-py
+# for what is here a few lines: one process worker per GPU with its own CUDA_VISIBLE_DEVICES.
+# (LocalCUDACluster shows each worker every GPU, its own first; ours sees only its own, so a kernel can
+# never land on a neighbour's card.)
+#
+# How GPUs are counted: through CuPy (kernels.device.visible_gpu_names), in CUDA's own order, which is what
+# CUDA_VISIBLE_DEVICES indices mean (CUDA_DEVICE_ORDER, FASTEST_FIRST unless set, is inherited by the
+# workers, so the parent and its workers agree). nvidia-smi numbers cards by PCI bus instead, which can
+# differ on a host with mixed cards; rows therefore also record each card's pci_bus_id.
+
+
+def _id_label(entry: str) -> str:
+    """``"3"`` -> ``"gpu3"``; a UUID ``"GPU-8f3a2b1c-..."`` -> ``"gpu-8f3a2b1c-..."`` (``MIG-...`` alike)."""
+    if entry.isdigit():
+        return f"gpu{entry}"
+    return re.sub(r"[^a-z0-9]+", "-", entry.lower()).strip("-")
+
+
+def plan_local_workers(gpu_names: Sequence[str], visible: str | None, cpu_workers: int = 1) -> list[dict]:
     """Name, class and CUDA_VISIBLE_DEVICES of each local worker (pure, so it can be tested without a GPU).
 
-    ``visible`` is this process's CUDA_VISIBLE_DEVICES: where it restricts the GPUs, the i-th visible GPU is
-    its i-th entry, and that entry is what the worker must be pinned to.
+    ``visible`` is this process's CUDA_VISIBLE_DEVICES: where it restricts the GPUs (``"2,3"``, UUIDs, MIG
+    instances), the i-th visible GPU is its i-th entry, and that entry is what the worker must be pinned to;
+    the worker's name carries it, so ``h100-gpu2`` is physical card 2 in this host's CUDA order (a UUID
+    gives ``h100-gpu-8f3a2b1c``). Without a GPU, ``cpu_workers`` CPU workers (``cpu-0``, ``cpu-1``, ...):
+    one by default, since workers on one CPU time each other; more for tests of several workers of one
+    class and for hosts with cores to spare.
     """
     if not gpu_names:
-        return [{"name": "cpu-0", "gpu_class": "cpu", "env": {"CUDA_VISIBLE_DEVICES": ""}}]
+        return [
+            {"name": f"cpu-{i}", "gpu_class": "cpu", "env": {"CUDA_VISIBLE_DEVICES": ""}}
+            for i in range(max(1, cpu_workers))
+        ]
+    # CUDA reads the list up to the first entry it cannot use: there may be more entries than GPUs, not fewer.
     ids = [v.strip() for v in visible.split(",")] if visible else [str(i) for i in range(len(gpu_names))]
+    if len(ids) < len(gpu_names):
+        raise UserError(
+            f"CUDA_VISIBLE_DEVICES={visible!r} names {len(ids)} device(s) but CUDA shows {len(gpu_names)}; "
+            "set it to a comma-separated list of GPU indices or UUIDs"
+        )
+    labels = [_id_label(ids[i]) for i in range(len(gpu_names))]
+    short = [label if label.startswith("gpu") and label[3:].isdigit() else label[:12] for label in labels]
+    if len(set(short)) == len(short):  # UUIDs shortened to their first 8 hex digits, unless two share them
+        labels = short
     workers = []
     for i, name in enumerate(gpu_names):
         cls = gpu_class_of(name)
         workers.append(
-            {"name": f"{cls}-gpu{ids[i]}", "gpu_class": cls, "env": {"CUDA_VISIBLE_DEVICES": ids[i]}}
+            {"name": f"{cls}-{labels[i]}", "gpu_class": cls, "env": {"CUDA_VISIBLE_DEVICES": ids[i]}}
         )
     return workers
 
@@ -48,13 +86,17 @@ def tunnel_hint(dashboard: str) -> str:
 
 @contextmanager
 def open_local_cluster(
-    gpu_classes: Sequence[str] | None, workdir: Path, log: Callable[[str], None] = print
+    gpu_classes: Sequence[str] | None,
+    workdir: Path,
+    log: Callable[[str], None] = print,
+    workers_per_class: int = 1,
 ) -> Iterator[ClusterHandle]:
-    """Start a loopback-only LocalCluster of process workers, one per GPU (or one CPU worker); always close
-    it.
+    """Start a loopback-only LocalCluster of process workers, one per GPU (or CPU workers); always close it.
 
     Each worker carries the Dask resource ``{<its class>: 1}`` and runs one task at a time
-    (``threads_per_worker=1``): two kernels timed at once on one GPU would time each other.
+    (``threads_per_worker=1``): two kernels timed at once on one GPU would time each other. For the same
+    reason ``workers_per_class`` only applies without a GPU (that many CPU workers); with GPUs it is one per
+    card, and CUDA_VISIBLE_DEVICES picks the cards.
     """
     import dask
     from distributed import Client, LocalCluster
@@ -66,7 +108,12 @@ def open_local_cluster(
     # it starts a worker, including restarts.)
     dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None})
 
-    workers = plan_local_workers(visible_gpu_names(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if workers_per_class < 1:
+        raise UserError(f"--workers-per-class: must be at least 1 (got {workers_per_class})")
+    gpus = visible_gpu_names()
+    workers = plan_local_workers(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"), cpu_workers=workers_per_class)
+    if gpus and workers_per_class > 1:
+        log(f"--workers-per-class {workers_per_class} ignored: the local cluster runs one worker per GPU")
     served = sorted({w["gpu_class"] for w in workers})
     if gpu_classes:
         missing = [c for c in gpu_classes if c not in served]

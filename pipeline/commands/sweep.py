@@ -52,7 +52,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="stop measuring after this long and go on with what is measured (rerun to finish)",
     )
     p.add_argument(
-        "--workers-per-class", type=int, default=1, help="SLURM: workers per GPU class (default 1)"
+        "--workers-per-class",
+        type=int,
+        default=1,
+        help="SLURM: jobs per GPU class (default 1); local: CPU workers where no GPU is visible "
+        "(with GPUs the local cluster runs one worker per GPU)",
     )
     p.set_defaults(func=run)
 

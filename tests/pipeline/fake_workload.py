@@ -28,13 +28,23 @@ def kernel_ms(blocks: int, threads: int, best_blocks: int, best_threads: int) ->
 class FakeWorkload:
     name = "fake"
 
-    def __init__(self, case: str, size: str, backend: str, delay: float = 0.0, pid_dir: str | None = None):
+    def __init__(
+        self,
+        case: str,
+        size: str,
+        backend: str,
+        delay: float = 0.0,
+        pid_dir: str | None = None,
+        slow: Mapping[str, float] | None = None,
+    ):
         self.case, self.size, self.backend, self.delay = (
             case,
             tuple(int(s) for s in str(size).split("x")),
             backend,
             delay,
         )
+        # ``slow``: Dask worker name -> factor on ``delay``, a card slower than its neighbour
+        self.slow = dict(slow or {})
         if pid_dir:
             Path(pid_dir).mkdir(parents=True, exist_ok=True)
             (Path(pid_dir) / f"{os.getpid()}.pid").write_text(str(os.getpid()))
@@ -65,7 +75,7 @@ class FakeWorkload:
         if config["a.blocks"] == 1 and config["b.blocks"] == 1:
             raise RuntimeError("simulated launch failure: too many resources requested")
         if self.delay:
-            time.sleep(self.delay)
+            time.sleep(self.delay * self.slow.get(_worker_name(), 1.0))
         a = kernel_ms(config["a.blocks"], config["a.threads"], 4, 64) * (
             1 + 0.01 * self._rng.standard_normal()
         )
@@ -76,6 +86,15 @@ class FakeWorkload:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "case": self.case, "size": self.size, "kernels": ["a", "b"]}
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().name)
+    except (ImportError, ValueError):
+        return ""
 
 
 def make_workload(case: str, size: str, backend: str = "numpy", **options: Any) -> FakeWorkload:
