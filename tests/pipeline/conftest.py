@@ -50,7 +50,8 @@ def run_cli(
     background: bool = False,
 ):
     """``python -m pipeline ARGS`` from the repository, results root in ``cwd`` (a tmp folder)."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # keep a --target site
+    full_env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", **(env or {})}
     if cwd is not None:
         full_env.setdefault("LAUNCHTUNE_RESULTS", str(Path(cwd) / "results"))
     cmd = [sys.executable, "-m", "pipeline", *args]
