@@ -46,7 +46,7 @@ fi
 date -u +"start %Y-%m-%dT%H:%M:%SZ" | tee "$OUT/run.log"
 $PY benchmarks/multi_gpu_scaling.py "${ARGS[@]}" 2>&1 | tee -a "$OUT/run.log"
 status=${PIPESTATUS[0]}
-date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" | tee -a "$OUT/run.log"
+date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" >> "$OUT/run.log"  # the table stays the last thing printed
 if [ -z "${CPU:-}" ]; then
   nvidia-smi --query-gpu=index,clocks.sm,temperature.gpu,power.draw --format=csv >> "$OUT/nvidia-smi.txt" 2>&1
 fi
