@@ -208,7 +208,8 @@ def test_scaling_benchmark_runs_its_steps_on_the_cpu(tmp_path):
     out, work = tmp_path / "out", tmp_path / "work"
     cmd = [sys.executable, str(REPO / "benchmarks/multi_gpu_scaling.py"), "--cpu", "--samples", "32"]
     cmd += ["--agree", "4", "--out", str(out), "--work", str(work), "--budget-s", "400"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "LAUNCHTUNE_RESULTS": str(tmp_path / "results")}
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # keep a --target site
+    env = {**os.environ, "PYTHONPATH": path, "LAUNCHTUNE_RESULTS": str(tmp_path / "results")}
     result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=420)
     assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
     assert "scaling: " in result.stdout and "cpu-1/cpu-0: " in result.stdout
