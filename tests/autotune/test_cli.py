@@ -30,7 +30,7 @@ def test_scan_then_seeded_from_the_exported_table(tmp_path):
     assert all(k["first_scan_launches"] == launches and k["first_scan_steps"] == 364 for k in tuned.values())
     assert summary["autotune"]["all_tuned_at_step"] == 363
     rows = list(csv.DictReader(open(tmp_path / "scan" / "launches.csv")))
-    # every scan launch, and one idle launch in 100 (the first of the 370 * 4 - 1453 = 27 idle launches)
+    # every scan launch, and one idle launch in 101 (the first of the 370 * 4 - 1453 = 27 idle launches)
     assert len(rows) == 7 * (launches + 1)
     assert {r["state"] for r in rows} == {"startup", "idle"}
     assert all(float(r["time_ms"]) >= 0 for r in rows)

@@ -233,6 +233,26 @@ def test_one_idle_launch_in_n_is_timed_and_stands_for_the_rest():
     assert s["kernel_ms"] == pytest.approx(1.0 + 9 * 2.0)
 
 
+@pytest.mark.parametrize("time_idle, stride", [(4, 5), (100, 101), (3, 3), (1, 1)])
+def test_idle_timing_goes_through_every_stage_of_a_step(time_idle, stride):
+    """A stride sharing a factor with the launches per step timed one Runge-Kutta stage only (100 with 4
+    stages on the H200: the update kernel's time came from its second stage alone); it is made coprime."""
+    stage_cost = [1.6, 1.0, 1.0, 1.3]
+    tuner, clock = make(["a"], samples=1, warmup=0, launches_per_sample=4, time_idle=time_idle)
+    assert tuner.time_idle == stride
+    n = [0]
+
+    def cost(p):
+        n[0] += 1
+        return stage_cost[(n[0] - 1) % 4]
+
+    steps = 4 * stride * 5
+    drive(tuner, clock, cost, 4 * steps)  # one scan sample (a whole step), then idle
+    s = tuner.stats()
+    assert s["idle_timed"] == -(-(4 * steps - 4) // stride)
+    assert s["kernel_ms"] == pytest.approx(sum(stage_cost) * steps, rel=0.01)
+
+
 def test_rejecting_the_last_candidate_of_a_scan_locks_on_the_rest():
     tuner, clock = make(["a", "b", "bad"], samples=3, warmup=0)
     drive(tuner, clock, {"a": 2.0, "b": 1.0}.get, 6)
