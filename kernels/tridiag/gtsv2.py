@@ -4,6 +4,17 @@ CuPy 14 has no ``cupyx.cusparse.gtsv2`` wrapper. Its low-level bindings in
 ``cupy_backends.cuda.libs.cusparse`` carry ``dgtsv2``/``dgtsv2_nopivot`` and their buffer-size queries in some
 versions; we use those where present and otherwise call ``libcusparse`` through ctypes. ``GtsvBaseline.via``
 says which path ran.
+
+Size limit. ``cusparseDgtsv2_bufferSizeExt`` takes ``m`` as a C ``int`` and answers a ``size_t``; the cuSPARSE
+documentation names no upper bound on ``m`` besides that. In the first H200 run (CUDA 13.2, CuPy 14.2.0) the
+query answered a size that does not fit a signed 64-bit integer at m = 10^8 (``cp.empty`` raised
+``OverflowError: Python int too large to convert to C ssize_t``), while 8 x 10^7 worked on both the H100
+and the H200. A value of 2^63 or more is what a negative 32-bit size sign-extended to ``size_t`` looks like,
+so the likely cause is a 32-bit overflow of the workspace size inside the library (the exact value was not
+logged).
+``checked_buffer_size`` therefore refuses any answer that is negative as a signed value or over
+``MAX_BYTES_PER_ROW`` bytes per row, with ``GtsvLimitError`` naming the size and cuSPARSE's limit, instead of
+handing it to the allocator; ``GtsvBaseline.buffer_bytes`` keeps the accepted size for the record.
 """
 
 from __future__ import annotations
@@ -18,10 +29,59 @@ from typing import Any
 import numpy as np
 
 F8 = 8
+INT_MAX = 2**31 - 1  # cuSPARSE's m, n and ldb are C ints
+#: gtsv2's workspace is O(m), a few values per row (``buffer_bytes`` records the real figure on the next
+#: GPU run). An answer over this many bytes per row (plus ``SLACK_BYTES``) is not a workspace size.
+MAX_BYTES_PER_ROW = 1024
+SLACK_BYTES = 64 << 20
 
 
-def _binding(cp: ModuleType) -> tuple[Any, Any, Any, Any] | None:
-    """(buffer_size, solve, buffer_size_nopivot, solve_nopivot) from CuPy's cuSPARSE bindings, or None."""
+class GtsvLimitError(RuntimeError):
+    """cuSPARSE gtsv2 cannot be run at this size: ``m`` over a C int, or a workspace query that overflowed."""
+
+
+def checked_buffer_size(
+    nbytes: int, m: int, nrhs: int = 1, what: str = "cusparseDgtsv2_bufferSizeExt"
+) -> int:
+    """``nbytes`` if it is a plausible gtsv2 workspace for an ``m`` x ``m`` system, else ``GtsvLimitError``.
+
+    Plausible: 0 <= nbytes <= ``SLACK_BYTES`` + ``MAX_BYTES_PER_ROW`` x m x nrhs. A value of 2^63 or more is
+    read back as a signed 64-bit number; between -2^31 and 0 it is a negative 32-bit size sign-extended to
+    ``size_t``, and the message says so. (A size that wrapped to a small positive value cannot be told from a
+    real one here; the residual of the gtsv2 solution, which the benchmark records, shows that.)
+    """
+    nbytes = int(nbytes)
+    bound = SLACK_BYTES + MAX_BYTES_PER_ROW * int(m) * max(int(nrhs), 1)
+    if 0 <= nbytes <= bound:
+        return nbytes
+    signed = nbytes - (1 << 64) if nbytes >= (1 << 63) else nbytes
+    if -(1 << 31) <= signed < 0:
+        why = (
+            f"read as a signed value that is {signed:,}: a negative 32-bit size sign-extended to size_t, "
+            "so the workspace size overflowed 32 bits inside cuSPARSE"
+        )
+    elif signed < 0:
+        why = f"read as a signed value that is {signed:,}: not a size (an uninitialised or wrapped value)"
+    else:
+        why = f"over the plausible bound of {bound:,} bytes ({MAX_BYTES_PER_ROW} B/row + 64 MiB)"
+    raise GtsvLimitError(
+        f"{what} answered {nbytes:,} bytes for m = {m:,} (nrhs = {nrhs}), {why}. cuSPARSE's gtsv2 cannot "
+        f"solve a system of {m:,} unknowns with this library (sizes up to 8e7 worked on CUDA 13.2; 1e8 did "
+        "not); the partition solver has no such limit."
+    )
+
+
+def check_rows(m: int, nrhs: int = 1) -> None:
+    """``GtsvLimitError`` where ``m`` (or ``ldb`` x ``nrhs``) does not fit cuSPARSE's C ``int`` arguments."""
+    if m > INT_MAX or m * max(nrhs, 1) > INT_MAX:
+        raise GtsvLimitError(
+            f"gtsv2 takes m and ldb as C ints (at most {INT_MAX:,}); m = {m:,} with nrhs = {nrhs} "
+            "does not fit"
+        )
+
+
+def _binding(cp: ModuleType) -> tuple[Any, tuple[Any, Any, Any, Any]] | None:
+    """(module, (buffer_size, solve, buffer_size_nopivot, solve_nopivot)) from CuPy's cuSPARSE bindings."""
     try:
         from cupy_backends.cuda.libs import cusparse as cs
     except Exception:
@@ -30,7 +90,7 @@ def _binding(cp: ModuleType) -> tuple[Any, Any, Any, Any] | None:
         np_size = size_name.replace("dgtsv2", "dgtsv2_nopivot")
         fns = [getattr(cs, name, None) for name in (size_name, solve_name, np_size, "dgtsv2_nopivot")]
         if all(fns):
-            return tuple(fns)  # type: ignore[return-value]
+            return cs, tuple(fns)  # type: ignore[return-value]
     return None
 
 
@@ -68,6 +128,8 @@ class GtsvBaseline:
             raise ValueError("gtsv2 needs a[0] = 0 and c[n-1] = 0")
         self.cp, self.host, self.pivot = cp, abcd_host, pivot
         self.n = int(abcd_host.shape[1])
+        check_rows(self.n)  # before allocating anything
+        self.buffer_bytes = 0
         self.dev = cp.empty((4, self.n), dtype=np.float64)
         self.x_host = np.empty(0)
         from kernels.tridiag.cuda_solver import empty_pinned
@@ -77,27 +139,28 @@ class GtsvBaseline:
         ptrs = [self.dev.data.ptr + i * self.n * F8 for i in range(4)]
         self._args = (self.n, 1, *ptrs, self.n)
         self.via = ""
-        fns = _binding(cp)
-        if fns is not None:
+        found = _binding(cp)
+        if found is not None:
             try:
-                self._setup_binding(cp, fns)
+                self._setup_binding(cp, *found)
+            except GtsvLimitError:  # the library's answer, not the binding's fault: ctypes would get the same
+                raise
             except Exception as exc:  # a binding whose signature differs: fall back to ctypes, say so
                 self.via = f"ctypes libcusparse (bindings failed: {type(exc).__name__})"
         if not self.via.startswith("cupy_backends"):
             self._setup_ctypes()
             self.via = self.via or "ctypes libcusparse"
 
-    def _setup_binding(self, cp: ModuleType, fns: tuple[Any, Any, Any, Any]) -> None:
-        from cupy_backends.cuda.libs import cusparse as cs
-
+    def _setup_binding(self, cp: ModuleType, cs: Any, fns: tuple[Any, Any, Any, Any]) -> None:
         # CuPy's binding functions set the handle's stream to CuPy's *current* stream on every call, so the
         # call must run inside ``with self.stream`` (else the solve races the copy).
         size_fn, solve_fn = (fns[0], fns[1]) if self.pivot else (fns[2], fns[3])
         handle = cp.cuda.device.get_cusparse_handle()
         with self.stream:
             cs.setStream(handle, self.stream.ptr)
-            nbytes = int(size_fn(handle, *self._args))
+            nbytes = checked_buffer_size(size_fn(handle, *self._args), self.n, what=self._size_name)
         self.buffer = cp.empty(max(nbytes, 1), dtype=np.uint8)
+        self.buffer_bytes = nbytes
 
         def run() -> None:
             with self.stream:
@@ -124,11 +187,21 @@ class GtsvBaseline:
             ctypes.c_int(ldb),
         )
         size = ctypes.c_size_t()
-        self._check(size_fn(*cargs, ctypes.byref(size)), stem + "_bufferSizeExt")
-        self.buffer = self.cp.empty(max(int(size.value), 1), dtype=np.uint8)
+        try:
+            self._check(size_fn(*cargs, ctypes.byref(size)), self._size_name)
+            nbytes = checked_buffer_size(size.value, self.n, what=self._size_name)
+        except Exception:
+            lib.cusparseDestroy(handle)
+            raise
+        self.buffer = self.cp.empty(max(nbytes, 1), dtype=np.uint8)
+        self.buffer_bytes = nbytes
         self._lib_handle = handle
         buf = ctypes.c_void_p(self.buffer.data.ptr)
         self._solve = lambda: self._check(solve_fn(*cargs, buf), stem)
+
+    @property
+    def _size_name(self) -> str:
+        return "cusparseDgtsv2" + ("" if self.pivot else "_nopivot") + "_bufferSizeExt"
 
     @staticmethod
     def _check(status: int, what: str) -> None:

@@ -88,3 +88,24 @@ def test_gtsv2_baseline(cp, pivot):
     base = GtsvBaseline(cp, abcd, pivot=pivot)
     assert base.solve() > 0
     assert residual(abcd, np.array(base.x_host)) < 1e-12
+    assert 0 < base.buffer_bytes < 1024 * 50_001 + (64 << 20)  # the guard's bound holds for a real answer
+
+
+@pytest.mark.slow
+def test_gtsv2_at_1e8_solves_or_names_its_limit(cp):
+    """10^8 unknowns broke the first H200 run (the workspace query answered over 2^63, OverflowError in
+    ``cp.empty``). Now gtsv2 either solves it or raises ``GtsvLimitError`` naming the size. Needs ~7 GB of
+    host and device memory together."""
+    from kernels.tridiag.gtsv2 import GtsvBaseline, GtsvLimitError
+
+    n = 10**8
+    abcd = np.zeros((4, n))
+    abcd[1] = 2.0
+    abcd[3] = 2.0  # diagonal system: x = 1
+    try:
+        base = GtsvBaseline(cp, abcd)
+    except GtsvLimitError as exc:
+        assert "100,000,000" in str(exc)
+        return
+    base.solve()
+    assert np.all(np.asarray(base.x_host) == 1.0)
