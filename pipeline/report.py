@@ -16,11 +16,12 @@ import numpy as np
 import pandas as pd
 
 from kernels.autotune.table import FORMAT as TABLE_FORMAT  # one format, read by the runtime autotuner
+from pipeline.crossclass import markdown as cross_class_markdown
 from pipeline.errors import UserError
 from pipeline.models import load_model
 from pipeline.schema import kernel_column, kernel_params
 from pipeline.shards import load_merged
-from pipeline.train import design, features_for, ok_rows, read_sweep, split
+from pipeline.train import design, features_for, group_split, ok_rows, read_sweep
 
 TOP_CANDIDATES = 5
 
@@ -193,15 +194,24 @@ def _figures(
         if "mlp" not in entry.get("models", {}):
             continue
         rows = ok_rows(frame, None if group == "combined" else group)
-        X, y = design(rows, features_for(plan, group == "combined")), rows["total_ms"].to_numpy(float)
-        tr, te = split(rows, spec.test_fraction, spec.seed)
+        features = entry.get("features") or features_for(plan, group == "combined")
+        X, y = design(rows, features), rows["total_ms"].to_numpy(float)
+        tr, te = group_split(rows, spec.test_fraction, spec.seed)
         model = load_model(sweep_dir / "models" / group / "mlp.skops")
         fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), sharex=True, sharey=True)
+        classes = rows["gpu_class"].to_numpy()
         for ax, idx, title in ((axes[0], tr, "train"), (axes[1], te, "test")):
             pred = model.predict(X[idx])
-            ax.scatter(y[idx], pred, s=6, alpha=0.5)
+            for cls in sorted(set(classes[idx])):  # one colour per class where several share the plot
+                mine = classes[idx] == cls
+                ax.scatter(y[idx][mine], pred[mine], s=6, alpha=0.5, label=cls)
             lo, hi = float(min(y.min(), pred.min())), float(max(y.max(), pred.max()))
             ax.plot([lo, hi], [lo, hi], color="red", lw=1)
+            if lo > 0 and hi / lo > 20:  # a CPU beside GPUs: orders of magnitude apart
+                ax.set_xscale("log")
+                ax.set_yscale("log")
+            if len(set(classes)) > 1:
+                ax.legend(markerscale=2, fontsize=8)
             r2 = entry["models"]["mlp"][f"r2_{title}"]
             ax.set_title(f"{group} {title} (n={len(idx)}, R2={r2:.3f})")
             ax.set_xlabel("measured total (ms)")
@@ -280,6 +290,16 @@ def _markdown(report: dict[str, Any]) -> str:
         if c.get("predicted_best_config"):
             cfg = ", ".join(f"{k}={v}" for k, v in c["predicted_best_config"].items())
             lines += ["", f"**{cls}** predicted best ({c['search_model']}): {cfg}"]
+    if report.get("combined_from"):
+        lines += [
+            "",
+            "This folder combines sweeps measured elsewhere (`python -m pipeline combine`); nothing was "
+            "re-measured here: the predicted-best and default times are each source's own re-measurement "
+            "(its own model's pick), from: "
+            + ", ".join(f"{', '.join(s['classes'])} `{s['path']}`" for s in report["combined_from"])
+            + ".",
+        ]
+    lines += report.get("cross_class_md", [])
     if report["figures"]:
         lines += ["", "## Figures", ""] + [f"![{f}](figures/{f})" for f in report["figures"]]
     return "\n".join(lines) + "\n"
@@ -309,6 +329,11 @@ def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
             g: {n: {k: m[k] for k in ("r2_train", "r2_test", "mse_test")} for n, m in e["models"].items()}
             for g, e in metrics["groups"].items()
         },
+        "comparison": metrics.get("comparison"),
+        "loco": metrics.get("loco"),
+        "combined_from": (_read_json(sweep_dir / "sweep.json", "sweep description") or {})
+        .get("combined", {})
+        .get("sources"),
     }
     report["figures"] = _figures(sweep_dir, frame, plan, spec, metrics, log)
     table = {
@@ -319,6 +344,7 @@ def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
         "entries": [tuning_entry(frame, c, spec, plan, validation) for c in classes],
     }
     _write_atomic(sweep_dir / "report.json", json.dumps(_clean(report), indent=1))
-    _write_atomic(sweep_dir / "report.md", _markdown(report))
+    markdown = _markdown({**report, "cross_class_md": cross_class_markdown(metrics)})
+    _write_atomic(sweep_dir / "report.md", markdown)
     _write_atomic(sweep_dir / "tuning_table.json", json.dumps(_clean(table), indent=1))
     return report

@@ -78,6 +78,11 @@ def merge(sweep_dir: Path) -> pa.Table:
     if len(dupes):
         row = dupes.iloc[0]
         raise UserError(f"{sweep_dir}: sample {row.sample_id} of class {row.gpu_class} appears in two shards")
+    return write_merged(sweep_dir, merged)
+
+
+def write_merged(sweep_dir: Path, merged: pa.Table) -> pa.Table:
+    """Write ``merged`` (sorted by class and sample) as ``DIR/merged``, replacing the old one whole."""
     merged = merged.sort_by([("gpu_class", "ascending"), ("sample_id", "ascending")])
     target = sweep_dir / "merged"
     tmp = sweep_dir / f".merged-{uuid.uuid4().hex[:8]}.tmp"

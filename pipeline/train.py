@@ -1,7 +1,10 @@
-"""Train the surrogates per GPU class and combined, on one seeded 75/25 split, and save them with skops.
+"""Train the surrogates per GPU class and combined, on one seeded 75/25 split per class; save them with skops.
 
-Per class the features are the launch parameters; combined, the device facts of Table 4 of the CFD seed (peak
-FP64, bandwidth) and the SM count are added so one model can tell the classes apart.
+Per class the features are the launch parameters; combined, the device facts are added so one model can tell
+the classes apart: Table 4 of the CFD seed (peak FP64, bandwidth, memory), the SM count and the copy bandwidth
+measured on the worker. Each class is split on its own with the same seed and the combined model trains on the
+union of the classes' training rows, so both are scored on exactly the same test rows (the seed's Figs. 12-14
+comparison, ``pipeline.crossclass``); with two classes or more, leave-one-class-out is scored as well.
 """
 
 from __future__ import annotations
@@ -23,7 +26,17 @@ from pipeline.schema import kernel_column, kernel_params
 from pipeline.shards import load_merged
 from pipeline.spec import SweepSpec
 
-DEVICE_FEATURES = ["peak_fp64_gflops", "spec_bandwidth_gbs", "sm_count"]
+DEVICE_FEATURES = [
+    "peak_fp64_gflops",
+    "spec_bandwidth_gbs",
+    "spec_memory_gb",
+    "sm_count",
+    "measured_bandwidth_gbs",
+]
+# Spec-sheet figures: null where a class has no sheet (the CPU); it reads 0, a level of its own.
+SPEC_SHEET_FEATURES = {"peak_fp64_gflops", "spec_bandwidth_gbs", "spec_memory_gb"}
+# Anything else null means "not measured" (rows older than the column): 0 would claim a value, so such a
+# feature is left out of the combined fit and the reason recorded in metrics.json.
 MIN_ROWS = 8
 
 
@@ -54,7 +67,53 @@ def ok_rows(frame: pd.DataFrame, gpu_class: str | None) -> pd.DataFrame:
 
 
 def features_for(plan: dict[str, Any], combined: bool) -> list[str]:
+    """Every feature a group may use; ``device_features`` says which of the device facts the data has."""
     return list(plan["params"]) + (DEVICE_FEATURES if combined else [])
+
+
+def device_features(rows: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
+    """The device facts usable on ``rows`` and, for each left out, why."""
+    used, dropped = [], {}
+    for f in DEVICE_FEATURES:
+        if f not in rows:
+            dropped[f] = "not in the data (measured before the column existed)"
+        elif f not in SPEC_SHEET_FEATURES and rows[f].isna().any():
+            missing = sorted(rows.loc[rows[f].isna(), "gpu_class"].unique())
+            dropped[f] = f"not measured for {', '.join(missing)}"
+        else:
+            used.append(f)
+    return used, dropped
+
+
+def group_split(rows: pd.DataFrame, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions of the train and test sets, each class split on its own with the same seed.
+
+    A class's rows (``ok_rows`` order) get the same split here as in their own group, so the combined model's
+    test rows of class C are exactly C's per-class test rows. For one class this is ``split``. A class with
+    fewer than ``MIN_ROWS`` rows (its own group is skipped) goes wholly to training; if every class is that
+    small, the rows are split together.
+    """
+    if (rows.groupby("gpu_class").size() < MIN_ROWS).all():
+        return split(rows, test_fraction, seed)
+    train, test = [], []
+    for pos in rows.groupby("gpu_class", sort=True).indices.values():
+        if len(pos) < MIN_ROWS:
+            train.append(pos)
+            continue
+        tr, te = split(rows.iloc[pos], test_fraction, seed)
+        train.append(pos[tr])
+        test.append(pos[te])
+    return np.concatenate(train), np.concatenate(test)
+
+
+def model_makers(spec: SweepSpec, n_train: int, combined: bool) -> dict[str, Any]:
+    """The models a group fits. Combined ones learn log(time): classes may differ by orders of magnitude."""
+    return {
+        "mlp": lambda: make_mlp(
+            spec.train.hidden_layers, spec.train.max_epochs, spec.seed, n_train, log_target=combined
+        ),
+        "gbr": lambda: make_gbr(spec.seed, log_target=combined),
+    }
 
 
 def design(rows: pd.DataFrame, features: list[str]) -> np.ndarray:
@@ -81,17 +140,19 @@ def _score(model: Any, X: np.ndarray, y: np.ndarray, tr: np.ndarray, te: np.ndar
     }
 
 
-def fit_models(rows: pd.DataFrame, plan: dict[str, Any], spec: SweepSpec, combined: bool) -> dict[str, Any]:
+def fit_models(
+    rows: pd.DataFrame,
+    plan: dict[str, Any],
+    spec: SweepSpec,
+    combined: bool,
+    features: list[str] | None = None,
+) -> dict[str, Any]:
     """Fit every model on one split of ``rows``; returns {name: (model, metrics)}."""
-    features = features_for(plan, combined)
+    features = features or features_for(plan, combined)
     X, y = design(rows, features), rows["total_ms"].to_numpy(float)
-    tr, te = split(rows, spec.test_fraction, spec.seed)
-    makers = {
-        "mlp": lambda: make_mlp(spec.train.hidden_layers, spec.train.max_epochs, spec.seed, len(tr)),
-        "gbr": lambda: make_gbr(spec.seed),
-    }
+    tr, te = group_split(rows, spec.test_fraction, spec.seed)
     out = {}
-    for name, make in makers.items():
+    for name, make in model_makers(spec, len(tr), combined).items():
         model = make()
         t0 = time.perf_counter()
         model.fit(X[tr], y[tr])
@@ -124,6 +185,8 @@ def train_sweep(sweep_dir: Path, log=print) -> dict[str, Any]:
     import skops
     from sklearn.exceptions import ConvergenceWarning
 
+    from pipeline.crossclass import cross_class
+
     spec, plan = read_sweep(sweep_dir)
     frame = load_merged(sweep_dir)
     classes = sorted(frame["gpu_class"].unique())
@@ -139,11 +202,16 @@ def train_sweep(sweep_dir: Path, log=print) -> dict[str, Any]:
     trained: dict[str, dict[str, Any]] = {}
     for group, cls in groups.items():
         rows = ok_rows(frame, cls)
-        entry: dict[str, Any] = {
-            "features": features_for(plan, cls is None),
-            "rows": int(len(rows)),
-            "models": {},
-        }
+        features = features_for(plan, False)
+        entry: dict[str, Any] = {"features": features, "rows": int(len(rows)), "target": "ms", "models": {}}
+        if cls is None:
+            used, dropped = device_features(rows)
+            features = features + used
+            entry.update(features=features, target="log(ms)", split="each class on its own, same seed")
+            if dropped:
+                entry["dropped_features"] = dropped
+                for f, why in dropped.items():
+                    log(f"train combined: device feature {f} left out: {why}")
         if len(rows) < MIN_ROWS:
             entry["skipped"] = f"only {len(rows)} ok samples (need {MIN_ROWS})"
             metrics["groups"][group] = entry
@@ -151,7 +219,7 @@ def train_sweep(sweep_dir: Path, log=print) -> dict[str, Any]:
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)  # 200 epochs is the seed's budget, by design
-            fitted = fit_models(rows, plan, spec, combined=cls is None)
+            fitted = fit_models(rows, plan, spec, combined=cls is None, features=features)
         for name, (model, score) in fitted.items():
             save_model(model, sweep_dir / "models" / group / f"{name}.skops")
             entry["models"][name] = score
@@ -162,8 +230,22 @@ def train_sweep(sweep_dir: Path, log=print) -> dict[str, Any]:
             f"train {group}: "
             + ", ".join(f"{n} R2 test {s['r2_test']:.3f}" for n, s in entry["models"].items())
         )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        metrics.update(cross_class(frame, spec, metrics["groups"], trained, log))
     (sweep_dir / "models").mkdir(parents=True, exist_ok=True)
     tmp = sweep_dir / "models" / ".metrics.json.tmp"
-    tmp.write_text(json.dumps(metrics, indent=1))
+    tmp.write_text(json.dumps(_finite(metrics), indent=1))
     tmp.replace(sweep_dir / "models" / "metrics.json")
     return {"metrics": metrics, "models": trained}
+
+
+def _finite(obj: Any) -> Any:
+    """JSON has no NaN: a score that is undefined (a constant prediction's rank correlation) becomes null."""
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj

@@ -1,0 +1,41 @@
+"""``python -m pipeline combine OUT SRC [SRC ...]``: one folder from sweeps of several GPU classes, trained
+per class and combined, with leave-one-class-out, and reported, without measuring anything.
+
+Each SRC is a sweep folder (``python -m pipeline sweep``), typically one per GPU class measured on its own
+machine. They must share workload, case, size, workload options, check setting and launch space; backend,
+samples, samplers, repeats, batch size and seed may differ. Each class may come from one source only. OUT gets
+merged/, plan/ (without the sampled configurations), models/ (metrics.json with the same-split comparison
+and leave-one-class-out), validation.json (the sources' re-measurements), report.md/json, figures/ and
+tuning_table.json; a rerun replaces them and keeps anything else (a PROVENANCE.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+EPILOG = """\
+example:
+  python -m pipeline combine data/cfd_inlet_combined \
+      data/cfd_inlet_h100 data/cfd_inlet_h200 data/cfd_inlet_cpu
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "combine",
+        help="combine sweeps of several GPU classes, train combined vs per class, leave one class out",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("out", type=Path, help="folder for the combined sweep (created; a rerun replaces it)")
+    p.add_argument("sources", type=Path, nargs="+", metavar="SRC", help="sweep folders, two or more")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipeline.combine import combine
+
+    combine(args.out, args.sources, log=lambda m: print(m, flush=True))
+    return 0

@@ -1,0 +1,226 @@
+"""How well one model serves several GPU classes: combined vs per-class on the same test rows, and
+leave-one-class-out.
+
+**Same split** (the CFD seed's Figs. 12-14): for each class, its per-class model and the combined model are
+scored on exactly that class's test rows (``train.group_split`` gives the combined model the union of the
+classes' training rows), so a difference is the models', not the rows'.
+
+**Leave one class out**: the combined model refitted on every class but one predicts all rows of the one left
+out, the question being whether device facts carry a model to a GPU it has never seen. Absolute error says
+little there (with one or two training classes the device facts are constant or nearly so, and nothing ties
+their values to the time scale), so the rank scores are what to read: Spearman's rho between predicted and
+measured time, and what the prediction would buy, the measured time of the held-out class's predicted-best
+sampled configuration against that class's measured best.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import percentileofscore, spearmanr
+from sklearn.metrics import mean_squared_error, r2_score
+
+from pipeline.spec import SweepSpec
+
+Log = Callable[[str], None]
+
+
+def scores(y: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
+    """R2 and MSE, rank correlation, and the measured time of the row predicted fastest against the best."""
+    y, pred = np.asarray(y, float), np.asarray(pred, float)
+    finite = np.isfinite(pred)
+    # an extrapolating log-target model can overflow exp(); rank what is there, score errors only if finite
+    ranked = np.nan_to_num(pred, nan=np.inf)
+    picked = float(y[int(np.argmin(ranked))])
+    best = float(y.min())
+    ok = bool(finite.all())
+    varies = len(np.unique(ranked)) > 1
+    rho = spearmanr(y, ranked).statistic if len(y) > 2 and varies else np.nan
+    return {
+        "n": int(len(y)),
+        "r2": float(r2_score(y, pred)) if ok and len(y) > 1 else float("nan"),
+        "mse": float(mean_squared_error(y, pred)) if ok else float("nan"),
+        "non_finite_predictions": int((~finite).sum()),
+        "spearman": float(rho),
+        "picked_ms": picked,
+        "best_ms": best,
+        "picked_over_best": picked / best,
+        # share of the rows measured faster than the pick (0: the pick is the best row)
+        "picked_percentile": float(percentileofscore(y, picked, kind="strict")),
+        "median_over_best": float(np.median(y)) / best,  # what a random pick gives, for scale
+    }
+
+
+def same_split(
+    frame: pd.DataFrame, spec: SweepSpec, groups: dict[str, Any], trained: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """Per class: the per-class and the combined models' scores on that class's test rows."""
+    from pipeline.train import design, ok_rows, split
+
+    combined = trained.get("combined")
+    if not combined:
+        return {}
+    out = {}
+    for cls in sorted(frame["gpu_class"].unique()):
+        if cls not in trained:
+            continue
+        rows = ok_rows(frame, cls)
+        _, te = split(rows, spec.test_fraction, spec.seed)
+        y = rows["total_ms"].to_numpy(float)[te]
+        entry: dict[str, Any] = {"n_test": int(len(te)), "per_class": {}, "combined": {}}
+        for side, group in (("per_class", cls), ("combined", "combined")):
+            X = design(rows, groups[group]["features"])[te]
+            for name, model in trained[group].items():
+                entry[side][name] = scores(y, model.predict(X))
+        out[cls] = entry
+    return out
+
+
+def leave_one_class_out(
+    frame: pd.DataFrame, spec: SweepSpec, features: list[str], device: list[str], log: Log
+) -> dict[str, Any]:
+    """For each class with enough rows: the combined models fitted on the other classes, scored on it."""
+    from pipeline.train import MIN_ROWS, design, model_makers, ok_rows
+
+    rows = ok_rows(frame, None)
+    counts = rows["gpu_class"].value_counts()
+    out = {}
+    for held in sorted(counts.index):
+        if counts[held] < MIN_ROWS:
+            continue
+        train, test = rows[rows["gpu_class"] != held], rows[rows["gpu_class"] == held]
+        if len(train) < MIN_ROWS:
+            continue
+        # A device fact constant in training teaches nothing, and the held-out class's other value would sit
+        # at an arbitrary distance from it after scaling (an MLP extrapolates that linearly): left out.
+        constant = [f for f in device if train[f].nunique(dropna=False) <= 1]
+        used = [f for f in features if f not in constant]
+        X, y = design(train, used), train["total_ms"].to_numpy(float)
+        Xh, yh = design(test, used), test["total_ms"].to_numpy(float)
+        entry: dict[str, Any] = {
+            "trained_on": sorted(train["gpu_class"].unique()),
+            "n_train": int(len(train)),
+            "n_test": int(len(test)),
+            "device_features": [f for f in device if f not in constant],
+            "constant_in_training": constant,
+            "models": {},
+        }
+        if constant and set(constant) == set(device):
+            entry["note"] = (
+                "one training class: every device feature is constant in training and left out, so the "
+                "model is that class's launch-parameter model and predicts its times; the absolute error "
+                "is the gap between the classes. Read the rank scores."
+            )
+        for name, make in model_makers(spec, len(train), combined=True).items():
+            t0 = time.perf_counter()
+            model = make().fit(X, y)
+            s = scores(yh, model.predict(Xh))
+            # the keys the other groups use, so tables of both read alike
+            entry["models"][name] = {
+                "r2_test": s.pop("r2"),
+                "mse_test": s.pop("mse"),
+                **s,
+                "fit_seconds": round(time.perf_counter() - t0, 3),
+            }
+        out[held] = entry
+        log(
+            f"leave out {held}: "
+            + ", ".join(
+                f"{n} R2 {m['r2_test']:.3g} rho {m['spearman']:.3g} pick/best {m['picked_over_best']:.3f}"
+                for n, m in entry["models"].items()
+            )
+        )
+    return out
+
+
+def cross_class(
+    frame: pd.DataFrame,
+    spec: SweepSpec,
+    groups: dict[str, Any],
+    trained: dict[str, dict[str, Any]],
+    log: Log,
+) -> dict[str, Any]:
+    """``comparison`` and, with two classes or more, ``loco`` for ``models/metrics.json``."""
+    out: dict[str, Any] = {"comparison": same_split(frame, spec, groups, trained)}
+    entry = groups.get("combined", {})
+    classes = [c for c in frame["gpu_class"].unique() if c in trained]
+    if "combined" in trained and len(classes) >= 2:
+        device = [f for f in entry["features"] if f not in groups[classes[0]]["features"]]
+        out["loco"] = leave_one_class_out(frame, spec, entry["features"], device, log)
+    return out
+
+
+def markdown(metrics: dict[str, Any]) -> list[str]:
+    """The report's sections on the comparison and on leave-one-class-out (empty where there is neither)."""
+    from pipeline.train import DEVICE_FEATURES
+
+    def f(x: Any, digits: int = 3) -> str:
+        return "n/a" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.{digits}g}"
+
+    lines: list[str] = []
+    comparison = metrics.get("comparison") or {}
+    combined = metrics.get("groups", {}).get("combined", {})
+    if comparison and len(comparison) > 1:
+        device = [x for x in combined.get("features", []) if x in DEVICE_FEATURES]
+        lines += [
+            "",
+            "## Combined vs per-class on the same test rows",
+            "",
+            f"The combined model (launch parameters + {', '.join(device)}; target "
+            f"{combined.get('target', 'ms')}) against each class's own model, on that class's test rows only "
+            "(each class split on its own with the same seed). Read this table, not the combined group's R2 "
+            "over all classes above: in milliseconds that one is dominated by the slowest class's spread.",
+        ]
+        if combined.get("dropped_features"):
+            lines.append(
+                "Left out of the combined fit: "
+                + "; ".join(f"{k} ({v})" for k, v in combined["dropped_features"].items())
+                + "."
+            )
+        lines += [
+            "",
+            "| class | model | test rows | R2 per-class | R2 combined | MSE per-class | MSE combined "
+            "| rho per-class | rho combined |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for cls, c in comparison.items():
+            for name in c["combined"]:
+                a, b = c["per_class"].get(name, {}), c["combined"][name]
+                lines.append(
+                    f"| {cls} | {name} | {c['n_test']} | {f(a.get('r2'))} | {f(b['r2'])} "
+                    f"| {f(a.get('mse'), 4)} | {f(b['mse'], 4)} "
+                    f"| {f(a.get('spearman'))} | {f(b['spearman'])} |"
+                )
+    loco = metrics.get("loco") or {}
+    if loco:
+        lines += [
+            "",
+            "## Leave one class out",
+            "",
+            "The combined model refitted without the held-out class, predicting every ok row of it. "
+            "`pick/best`: measured time of the row it predicts fastest over the class's measured best "
+            "(1 = found the best); `pick %`: share of rows measured faster than the pick; `median/best`: a "
+            "random pick, for scale.",
+            "",
+            "| held out | trained on | model | rows | R2 | MSE | rho | pick ms | best ms | pick/best "
+            "| pick % | median/best |",
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        notes = []
+        for held, e in loco.items():
+            for name, m in e["models"].items():
+                lines.append(
+                    f"| {held} | {', '.join(e['trained_on'])} | {name} | {e['n_test']} | {f(m['r2_test'])} "
+                    f"| {f(m['mse_test'], 4)} | {f(m['spearman'])} | {f(m['picked_ms'], 4)} "
+                    f"| {f(m['best_ms'], 4)} | {f(m['picked_over_best'], 4)} "
+                    f"| {f(m['picked_percentile'], 3)} | {f(m['median_over_best'], 4)} |"
+                )
+            if e.get("note"):
+                notes.append(f"- {held} held out: {e['note']}")
+        if notes:
+            lines += ["", *notes]
+    return lines
