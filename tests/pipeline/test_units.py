@@ -7,13 +7,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline.batching import batches
 from pipeline.cluster.local import plan_local_workers
 from pipeline.errors import UserError
 from pipeline.models import AdditiveKernelModel, load_model, save_model
 from pipeline.paths import assert_inside
 from pipeline.schema import FIXED_FIELDS, kernel_params, shard_schema
 from pipeline.shards import is_finished, merge
-from pipeline.sweep import batches
 
 
 def test_batches_cover_every_sample_once_with_stable_names():

@@ -1,0 +1,71 @@
+"""Which configurations go into which batch (one task, one shard), and in which order they are measured.
+
+Batch names are stable (a rerun finds its shards whatever the number of workers); per-kernel grids first; the
+last batches cut into parts so several cards of a class finish together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from pipeline.shards import is_finished, shard_path
+
+
+def batches(configs: Sequence[tuple[str, dict[str, int]]], size: int) -> list[tuple[str, list]]:
+    """Consecutive sample ids in batches of ``size``; batch names are stable, so a rerun finds its shards."""
+    rows = [(i, sampler, config) for i, (sampler, config) in enumerate(configs)]
+    return [(f"{b // size:05d}", rows[b : b + size]) for b in range(0, len(rows), size)]
+
+
+# The tail: with several workers of a class, the sweep ends when the last batch ends, and a card that finds
+# the queue empty waits for the others' last batches. So the last TAIL_BATCHES batches in measuring order
+# are cut into TAIL_PARTS parts each: the cards end within about a quarter batch of each other instead of a
+# whole one, while the rest keep their size (a task and a shard per batch cost little, but not nothing).
+# Fixed numbers, not a function of the worker count, so the names are the same on 1 GPU or 8 and a rerun
+# finds its shards; 4 x 4 parts even out up to about 4 workers of a class, and more workers are still no
+# worse off than with whole batches. Below TAIL_MIN_SIZE a batch is already fine-grained and left whole.
+# Between batches, Dask's work stealing (which honours resource restrictions) moves queued batches from a
+# busy card to an idle one of the same class.
+TAIL_BATCHES = 4
+TAIL_PARTS = 4
+TAIL_MIN_SIZE = 16
+
+
+def measure_order(configs: Sequence[tuple[str, dict[str, int]]], size: int) -> list[tuple[str, list]]:
+    """The batches in the order they are measured, with stable names.
+
+    Batches holding per-kernel grids first (they are few, and a time-limited sweep should not lose them), then
+    the rest by sample id; where ``size >= TAIL_MIN_SIZE`` the last ``TAIL_BATCHES`` are cut into
+    ``TAIL_PARTS`` parts named ``<batch>.<part>`` (``00107.0`` .. ``00107.3``).
+    """
+    ordered = sorted(
+        batches(configs, size),
+        key=lambda b: not any(row[1] == "per_kernel_exhaustive" for row in b[1]),
+    )
+    if size < TAIL_MIN_SIZE:
+        return ordered
+    out = ordered[:-TAIL_BATCHES]
+    for name, rows in ordered[-TAIL_BATCHES:]:
+        k = min(TAIL_PARTS, len(rows))
+        cut = [round(j * len(rows) / k) for j in range(k + 1)]
+        out += [(f"{name}.{j}", rows[cut[j] : cut[j + 1]]) for j in range(k)]
+    return out
+
+
+def pending_batches(out: Path, cls: str, ordered: list[tuple[str, list]]) -> tuple[list, int]:
+    """The batches of ``ordered`` still to measure, and how many are finished already.
+
+    A tail part counts as finished also where its whole batch's shard is on disk: a folder measured before
+    the tail was cut holds ``shard-00107.parquet``, and measuring ``00107.0`` too would double its samples.
+    """
+    todo, finished = [], 0
+    for batch, rows in ordered:
+        whole = batch.split(".", 1)[0]
+        if is_finished(shard_path(out, cls, batch)) or (
+            whole != batch and is_finished(shard_path(out, cls, whole))
+        ):
+            finished += 1
+        else:
+            todo.append((batch, rows))
+    return todo, finished

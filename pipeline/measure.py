@@ -1,0 +1,255 @@
+"""Measuring a sweep's batches on the cluster: workers warmed before the clock, batches fed in order as
+workers free up (local clusters) or all at once (SLURM), progress shown, throughput per worker recorded."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pipeline.batching import measure_order, pending_batches
+from pipeline.shards import shard_path
+from pipeline.spec import SweepSpec
+
+Log = Callable[[str], None]
+
+
+def _warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeout: float = 300) -> dict:
+    """Build the workload on every worker of ``classes`` before the clock starts (see ``warm_task``).
+
+    Local clusters only: their workers are all there from the start and stay. Returns per-worker facts.
+    """
+    from distributed import wait
+
+    from pipeline.worker import warm_task
+
+    futures = []
+    for addr, w in client.scheduler_info()["workers"].items():
+        for cls in classes:
+            if w.get("resources", {}).get(cls):
+                futures.append(
+                    client.submit(
+                        warm_task,
+                        spec_d,
+                        workers=[addr],
+                        allow_other_workers=False,
+                        resources={cls: 1},
+                        pure=False,
+                        key=f"warm-{cls}-{w.get('name')}-{time.time_ns()}",
+                    )
+                )
+    done, not_done = wait(futures, timeout=timeout)
+    if not_done:
+        client.cancel(list(not_done))
+        log(f"{len(not_done)} worker(s) not ready after {timeout:.0f} s; measuring anyway")
+    facts = {}
+    for f in done:
+        if f.status != "finished":
+            log(f"warm-up failed on a worker: {f.exception()}")
+            continue
+        w = f.result()
+        facts[w["worker"]] = w
+        gpu = f", pci {w['pci_bus_id']}" if w["pci_bus_id"] else ""
+        log(
+            f"worker {w['worker']}: {w['device_name']}{gpu}, copy {w['measured_bandwidth_gbs']} GB/s"
+            + (f", but it sees {w['visible_gpus']} GPUs" if w["visible_gpus"] > 1 else "")
+        )
+    return facts
+
+
+def _per_worker(results: list[dict], t0: float) -> dict[str, dict]:
+    """Rows, batches and busy time per worker; first start and last end in seconds after the clock started."""
+    per: dict[str, dict] = {}
+    for r in results:
+        if not r.get("measured", True) or "worker" not in r:
+            continue
+        w = per.setdefault(
+            r["worker"],
+            {
+                "gpu_class": r["gpu_class"],
+                "rows": 0,
+                "batches": 0,
+                "busy_s": 0.0,
+                "first_start_s": None,
+                "last_end_s": 0.0,
+                "longest_batch_s": 0.0,
+            },
+        )
+        took = r["finished"] - r["started"]
+        w["rows"] += r["rows"]
+        w["batches"] += 1
+        w["busy_s"] += took
+        w["longest_batch_s"] = max(w["longest_batch_s"], took)
+        start, end = r["started"] - t0, r["finished"] - t0
+        w["first_start_s"] = start if w["first_start_s"] is None else min(w["first_start_s"], start)
+        w["last_end_s"] = max(w["last_end_s"], end)
+    for w in per.values():
+        for k in ("busy_s", "first_start_s", "last_end_s", "longest_batch_s"):
+            w[k] = round(w[k], 3)
+        w["samples_per_s"] = round(w["rows"] / w["busy_s"], 3) if w["busy_s"] > 0 else None
+    return per
+
+
+def _finish_spread(per: dict[str, dict]) -> dict[str, float]:
+    """Per class: seconds between the first and the last of its workers to finish (the tail)."""
+    ends: dict[str, list[float]] = {}
+    for w in per.values():
+        ends.setdefault(w["gpu_class"], []).append(w["last_end_s"])
+    return {cls: round(max(e) - min(e), 3) for cls, e in ends.items()}
+
+
+def _workers_by_class(client, classes: Sequence[str]) -> dict[str, int]:
+    counts = dict.fromkeys(classes, 0)
+    for w in client.scheduler_info()["workers"].values():
+        for cls in classes:
+            if w.get("resources", {}).get(cls):
+                counts[cls] += 1
+    return counts
+
+
+def measure_batches(
+    client,
+    spec: SweepSpec,
+    plans: dict[str, dict],
+    out: Path,
+    log: Log,
+    max_minutes: float | None = None,
+    local: bool = False,
+) -> dict[str, Any]:
+    """One task per unfinished batch; returns throughput and per-worker use (``timing.json``).
+
+    ``local``: the cluster's workers are all there and stay (the local cluster), so (1) every worker builds
+    its workload before the clock starts and (2) batches are fed in measuring order instead of all at once:
+    two per worker of the class (one running, one waiting, so no card waits for the next batch), and one
+    per worker once the tail parts come (a part waiting behind a neighbour's batch is what a tail is made
+    of). Dask assigns a restricted task to a worker when it is submitted and evens out only by work
+    stealing, which rates every batch of a sweep alike and moves one only past a clear surplus; with
+    everything submitted at once, one card could still have batches queued while the other sits idle. Fed,
+    a card that finishes takes the next batch, and the cards end within one tail part of each other.
+    A SLURM cluster gets everything at once: its job count follows the number of unfinished tasks.
+    """
+    from collections import deque
+
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    from pipeline.worker import measure_batch
+
+    spec_d = spec.to_dict()
+    queues: dict[str, deque] = {}
+    skipped = 0
+    for cls, plan in plans.items():
+        ordered = measure_order(plan["configs"], spec.batch_size)
+        rank = {batch: r for r, (batch, _) in enumerate(ordered)}
+        todo, finished = pending_batches(out, cls, ordered)
+        skipped += finished
+        # Dask does not keep submission order on its own; a time-limited sweep must measure the plan's
+        # batches in order (per-kernel grids first, then sample ids): hence the priority.
+        queues[cls] = deque((batch, rows, len(ordered) - rank[batch]) for batch, rows in todo)
+    total = sum(len(q) for q in queues.values())
+    if skipped:
+        log(f"{skipped} finished shard(s) kept; {total} batch(es) to measure")
+    workers: dict[str, dict] = {}
+    if local and total:
+        workers = _warm_workers(client, spec_d, list(plans), log)
+    n_workers = {cls: max(1, n) for cls, n in _workers_by_class(client, list(plans)).items()}
+
+    def room(cls: str) -> bool:
+        if not local:
+            return True
+        tail = "." in queues[cls][0][0]
+        return in_flight[cls] < (1 if tail else 2) * n_workers[cls]
+
+    in_flight = dict.fromkeys(plans, 0)
+    class_of: dict[str, str] = {}
+    futures = []
+
+    def feed(cls: str) -> list:
+        new = []
+        while queues[cls] and room(cls):
+            batch, batch_rows, priority = queues[cls].popleft()
+            future = client.submit(
+                measure_batch,
+                spec_d,
+                {k: plans[cls][k] for k in ("params", "kernels")},
+                cls,
+                batch,
+                batch_rows,
+                str(shard_path(out, cls, batch)),
+                str(out),
+                resources={cls: 1},
+                pure=False,
+                retries=2,
+                priority=priority,
+                key=f"measure-{cls}-{batch}-{time.time_ns()}",
+            )
+            in_flight[cls] += 1
+            class_of[future.key] = cls
+            new.append(future)
+        futures.extend(new)
+        return new
+
+    t0 = time.perf_counter()
+    wall0 = time.time()
+    rows = counts_ok = 0
+    errors = []
+    results = []
+    done = 0
+    timeout = max_minutes * 60 if max_minutes else None
+    # A bar on a terminal; in a log file (a batch job, CI) a plain line every tenth of the way instead.
+    tty = sys.stderr.isatty()
+    step = max(1, total // 10)
+    with tqdm(total=total, unit="batch", desc="measure", file=sys.stderr, disable=not tty) as bar:
+        finished_futures = as_completed([f for cls in plans for f in feed(cls)], timeout=timeout)
+        try:
+            for future in finished_futures:
+                try:
+                    result = future.result()
+                    rows += result["rows"]
+                    counts_ok += result["ok"]
+                    results.append(result)
+                except Exception as exc:
+                    errors.append(f"{future.key}: {type(exc).__name__}: {exc}")
+                cls = class_of[future.key]
+                in_flight[cls] -= 1
+                finished_futures.update(feed(cls))
+                done += 1
+                bar.update(1)
+                if not tty and (done % step == 0 or done == total):
+                    log(f"measure: {done}/{total} batches, {time.perf_counter() - t0:.0f} s")
+        except TimeoutError:
+            pending = [f for f in futures if not f.done()]
+            client.cancel(pending)
+            log(
+                f"time limit of {max_minutes} min reached: {done} of {total} batches measured; "
+                "the same command again measures the rest"
+            )
+    seconds = time.perf_counter() - t0
+    if errors:
+        raise RuntimeError(f"{len(errors)} batch task(s) failed; first: {errors[0]}")
+    per_worker = _per_worker(results, wall0)
+    for name, facts_w in workers.items():
+        if name in per_worker:
+            per_worker[name].update(
+                {
+                    k: facts_w[k]
+                    for k in ("device_name", "pci_bus_id", "cuda_visible_devices", "measured_bandwidth_gbs")
+                }
+            )
+    timing = {
+        "rows": rows,
+        "ok": counts_ok,
+        "batches": done,
+        "batches_planned": total + skipped,
+        "batches_to_measure": total,
+        "seconds": round(seconds, 2),
+        "workers": len(client.scheduler_info()["workers"]),
+        "samples_per_minute": round(60 * rows / seconds, 2) if seconds > 0 else None,
+        "per_worker": per_worker,
+        "finish_spread_s": _finish_spread(per_worker),
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    return timing
