@@ -22,6 +22,7 @@ COMMANDS = [
     "streams",
     "strategies",
     "combine",
+    "notebooks",
 ]
 
 

@@ -18,10 +18,9 @@ import pandas as pd
 from kernels.autotune.table import FORMAT as TABLE_FORMAT  # one format, read by the runtime autotuner
 from pipeline.crossclass import markdown as cross_class_markdown
 from pipeline.errors import UserError
-from pipeline.models import load_model
 from pipeline.schema import kernel_column, kernel_params
 from pipeline.shards import load_merged
-from pipeline.train import design, features_for, group_split, ok_rows, read_sweep
+from pipeline.train import ok_rows, read_sweep
 
 TOP_CANDIDATES = 5
 
@@ -187,49 +186,27 @@ def _figures(
     except ImportError:
         log("matplotlib is not installed: figures skipped")
         return []
+    from pipeline import figures  # after Agg is selected
+    from pipeline.results import Sweep, predictions, time_label
+
     fig_dir = sweep_dir / "figures"
     fig_dir.mkdir(exist_ok=True)
+    sweep = Sweep(path=sweep_dir, spec=spec, plan=plan, frame=frame, metrics=metrics)
     made = []
     for group, entry in metrics.get("groups", {}).items():
         if "mlp" not in entry.get("models", {}):
             continue
-        rows = ok_rows(frame, None if group == "combined" else group)
-        features = entry.get("features") or features_for(plan, group == "combined")
-        X, y = design(rows, features), rows["total_ms"].to_numpy(float)
-        tr, te = group_split(rows, spec.test_fraction, spec.seed)
-        model = load_model(sweep_dir / "models" / group / "mlp.skops")
-        fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), sharex=True, sharey=True)
-        classes = rows["gpu_class"].to_numpy()
-        for ax, idx, title in ((axes[0], tr, "train"), (axes[1], te, "test")):
-            pred = model.predict(X[idx])
-            for cls in sorted(set(classes[idx])):  # one colour per class where several share the plot
-                mine = classes[idx] == cls
-                ax.scatter(y[idx][mine], pred[mine], s=6, alpha=0.5, label=cls)
-            lo, hi = float(min(y.min(), pred.min())), float(max(y.max(), pred.max()))
-            ax.plot([lo, hi], [lo, hi], color="red", lw=1)
-            if lo > 0 and hi / lo > 20:  # a CPU beside GPUs: orders of magnitude apart
-                ax.set_xscale("log")
-                ax.set_yscale("log")
-            if len(set(classes)) > 1:
-                ax.legend(markerscale=2, fontsize=8)
-            r2 = entry["models"]["mlp"][f"r2_{title}"]
-            ax.set_title(f"{group} {title} (n={len(idx)}, R2={r2:.3f})")
-            ax.set_xlabel("measured total (ms)")
-        axes[0].set_ylabel("predicted total (ms)")
-        fig.tight_layout()
-        name = f"{group}-pred-vs-actual.png"
-        fig.savefig(fig_dir / name, dpi=110)
-        plt.close(fig)
-        made.append(name)
+        drawn = {
+            f"{group}-pred-vs-actual.png": figures.pred_vs_actual(
+                predictions(sweep, group, "mlp"), f"{group} mlp", unit=time_label(spec.workload)
+            )
+        }
         curve = entry["models"]["mlp"].get("loss_curve") or []
         if curve:
-            fig, ax = plt.subplots(figsize=(5, 3.5))
-            ax.semilogy(np.arange(1, len(curve) + 1), curve)
-            ax.set_xlabel("epoch")
-            ax.set_ylabel("training loss (standardised MSE / 2)")
-            ax.set_title(f"{group} MLP loss history")
-            fig.tight_layout()
-            name = f"{group}-loss.png"
+            drawn[f"{group}-loss.png"] = figures.loss_history(
+                {group: np.asarray(curve)}, f"{group} MLP loss history"
+            )
+        for name, fig in drawn.items():
             fig.savefig(fig_dir / name, dpi=110)
             plt.close(fig)
             made.append(name)

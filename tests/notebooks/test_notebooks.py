@@ -1,0 +1,84 @@
+"""The four notebooks: stored without outputs, and each runs headless on the committed data/ and draws its
+figures (through ``python -m pipeline notebooks``' own function, so a notebook that breaks fails here)."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from pipeline.commands.notebooks import NOTEBOOK_DIR, NotebookError, execute_notebook, notebook_paths
+from pipeline.errors import UserError
+from pipeline.results import DEFAULT_RESULTS, RESULTS_ENV
+from tests.pipeline.conftest import one_line_error, run_cli
+
+NAMES = ["01_sweep_overview", "02_surrogates", "03_tridiagonal_streams", "04_runtime_autotuner"]
+
+
+def test_the_four_notebooks_are_there_and_stored_without_outputs():
+    paths = notebook_paths()
+    assert [p.stem for p in paths] == NAMES
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        for cell in code:
+            assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: strip the outputs"
+        assert RESULTS_ENV in code[0].source and '"data"' in code[0].source, "first cell names the results"
+        assert nb.metadata.kernelspec.name == "python3"
+        imports = [ln for c in code for ln in c.source.splitlines() if ln.startswith(("import ", "from "))]
+        assert not [ln for ln in imports if "pipeline." in ln.split(" import")[0] and "_" in ln], (
+            "notebooks use public functions of pipeline and kernels only"
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_runs_on_the_committed_data_and_draws(name, tmp_path):
+    nb, seconds = execute_notebook(NOTEBOOK_DIR / f"{name}.ipynb", DEFAULT_RESULTS, tmp_path)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) >= 3 if name != "01_sweep_overview" else len(images) >= 2, f"{name}: figures missing"
+    assert (tmp_path / f"{name}.ipynb").is_file()
+    # the stored notebook is untouched: executing writes only the copy
+    assert all(not c.get("outputs") for c in nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", 4).cells)
+
+
+def test_a_failing_cell_is_named_with_its_notebook(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("import os\nprint(os.environ['LAUNCHTUNE_NOTEBOOK_RESULTS'])"),
+        nbformat.v4.new_markdown_cell("text"),
+        nbformat.v4.new_code_cell("x = 1\nraise ValueError('broken on purpose')"),
+        nbformat.v4.new_code_cell("print('never')"),
+    ]
+    path = tmp_path / "09_broken.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(
+        NotebookError, match=r"09_broken.ipynb: cell 2 \(`x = 1`\) .*ValueError: broken on purpose"
+    ):
+        execute_notebook(path, tmp_path, tmp_path / "out")
+    copy = nbformat.read(tmp_path / "out" / "09_broken.ipynb", 4)
+    assert copy.cells[0].outputs[0].text.strip() == str(tmp_path.resolve())  # the folder reached the kernel
+    assert copy.cells[2].outputs[-1].output_type == "error" and not copy.cells[3].outputs
+
+
+def test_notebook_selection_by_number_or_name():
+    assert [p.stem for p in notebook_paths(["03", "01_sweep_overview"])] == [NAMES[2], NAMES[0]]
+    with pytest.raises(UserError, match="notebook '07': not in"):
+        notebook_paths(["07"])
+
+
+def test_cli_help_and_user_errors(tmp_path):
+    r = run_cli("notebooks", "--help")
+    assert r.returncode == 0 and "--results" in r.stdout and "make notebooks" in r.stdout
+    assert "notebook '07': not in" in one_line_error(run_cli("notebooks", "07"))
+    missing = run_cli("notebooks", "01", "--results", str(tmp_path / "missing"), "--out", str(tmp_path / "o"))
+    assert "missing: no such results folder" in one_line_error(missing)
+    # a notebook that breaks on the data it meets: named, exit 1, the others still run
+    (tmp_path / "empty").mkdir()
+    r = run_cli("notebooks", "04", "--results", str(tmp_path / "empty"), "--out", str(tmp_path / "o"))
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "error: 04_runtime_autotuner.ipynb: cell 2 (`import matplotlib.pyplot as plt`)" in r.stdout
+    assert "1 of 1 notebooks failed: 04_runtime_autotuner.ipynb" in r.stderr
