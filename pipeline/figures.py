@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
 STATE_COLOURS = {"startup": "tab:orange", "scanning": "tab:red", "idle": "tab:blue"}
@@ -43,6 +44,11 @@ def _plain_log(ax, axis: str = "y") -> None:
 
     target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     target.set_minor_formatter(FuncFormatter(minor))
+
+
+def _ms(v: float) -> str:
+    """Four significant digits without an exponent: 3.768, 0.1421, 17,980."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.4g}"
 
 
 def _mantissa(v: float) -> int:
@@ -75,9 +81,11 @@ def runtime_distributions(
         if log:
             ax.set_xscale("log")
             _plain_log(ax, "x")
-        ax.axvline(t.median(), color="black", lw=1, label=f"median {t.median():.4g} ms")
+        ax.axvline(t.median(), color="black", lw=1, label=f"median {_ms(t.median())} ms")
         for i, (name, ms) in enumerate((markers or {}).get(label, {}).items()):
-            ax.axvline(ms, color=f"C{i + 1}", ls=styles[i % len(styles)], lw=1.5, label=f"{name} {ms:.4g} ms")
+            ax.axvline(
+                ms, color=f"C{i + 1}", ls=styles[i % len(styles)], lw=1.5, label=f"{name} {_ms(ms)} ms"
+            )
         ax.set_title(label)
         ax.set_xlabel(xlabel + (", log scale" if log else ""))
         ax.set_ylabel("configurations")
@@ -109,7 +117,7 @@ def kernel_heatmaps(grids: Mapping[str, pd.DataFrame], title: str = "", cols: in
                 color="red",
                 ms=12,
                 ls="none",
-                label=f"best ({grid.columns[j]}, {grid.index[i]}): {z[i, j]:.4g} ms",
+                label=f"best ({grid.columns[j]}, {grid.index[i]}): {_ms(z[i, j])} ms",
             )
             ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), frameon=False)
         bar = fig.colorbar(im, ax=ax, label="median kernel time (ms, log colours)")
@@ -199,6 +207,7 @@ def score_bars(
     for ax, name in zip(axes, panels, strict=True):
         t = table[table[panel] == name]
         pos = np.arange(len(t))
+        handles = []
         for i, (col, label) in enumerate(series.items()):
             vals = pd.to_numeric(t[col], errors="coerce").to_numpy(float)
             shown = np.maximum(vals, floor)
@@ -209,6 +218,7 @@ def score_bars(
                 if v < floor:
                     bar.set_hatch("//")
                     cut = True
+            handles.append(Patch(facecolor=f"C{i}", label=label))  # unhatched, whatever the first bar is
             ax.bar_label(
                 bars, labels=[f"{v:.3g}" if v < floor else f"{v:.3f}" for v in vals], fontsize=7, padding=1
             )
@@ -219,7 +229,7 @@ def score_bars(
         ax.set_xlabel(xlabel or x)
         ax.set_ylabel(ylabel)
         ax.set_title(str(name))
-        ax.legend(fontsize=8, loc="best")
+        ax.legend(handles=handles, fontsize=8, loc="best")
     if title or cut:
         fig.suptitle(title + (f" (hatched: below {floor:g}, cut)" if cut else ""))
     fig.tight_layout()
