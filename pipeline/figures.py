@@ -33,13 +33,14 @@ def _grid(n: int, cols: int, width: float, height: float, **kw) -> tuple[Figure,
 
 
 def _plain_log(ax, axis: str = "y") -> None:
-    """Log-scale tick labels as plain numbers (0.2, 1, 5) rather than 2 x 10^-1; between the decades 2 and 5
-    are labelled, and 3 too where the axis spans under two decades (more would collide)."""
+    """Log-scale tick labels as plain numbers (0.2, 1, 5) rather than 2 x 10^-1. Between the decades: 2, 3
+    and 5 where the axis spans under two decades, 2 and 5 under three, none beyond (they would collide)."""
     target = ax.yaxis if axis == "y" else ax.xaxis
 
     def minor(v: float, _: int) -> str:
         lo, hi = sorted(target.get_view_interval())
-        keep = (2, 3, 5) if lo > 0 and hi / lo < 100 else (2, 5)
+        span = hi / lo if lo > 0 else math.inf
+        keep = (2, 3, 5) if span < 100 else (2, 5) if span < 1000 else ()
         return f"{v:g}" if _mantissa(v) in keep else ""
 
     target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
