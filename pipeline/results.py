@@ -237,6 +237,36 @@ def kernel_bests(grids: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def best_transfer(grids: dict[str, dict[str, pd.DataFrame]]) -> pd.DataFrame:
+    """Do the classes' best launches differ? Per kernel and ordered pair of classes (``source``, ``target``):
+    each one's fastest grid cell, and the target's median time at the source's best over the target's best
+    (1.0 when the best cell is the same, or as fast). ``grids``: class -> ``kernel_grids(...)``."""
+    rows = []
+    classes = list(grids)
+    for source in classes:
+        for target in classes:
+            if source == target:
+                continue
+            for kernel, grid in grids[source].items():
+                if kernel not in grids[target]:
+                    continue
+                sb, st, _ = grid_best(grid)
+                tb, tt, t_ms = grid_best(grids[target][kernel])
+                at_source = grids[target][kernel].at[st, sb] if st in grids[target][kernel].index else np.nan
+                rows.append(
+                    {
+                        "kernel": kernel,
+                        "source": source,
+                        "target": target,
+                        "source_best": f"({sb}, {st})",
+                        "target_best": f"({tb}, {tt})",
+                        "same": (sb, st) == (tb, tt),
+                        "target_ms_at_source_best_over_best": float(at_source) / t_ms,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
 def best_configurations(sweeps: list[Sweep]) -> pd.DataFrame:
     """Per class (once, as in ``class_rows``): best sampled, default and predicted best, re-measured."""
     rows = []

@@ -235,3 +235,14 @@ def test_autotune_results_tables():
     picks = results.autotune_picks(res).set_index("kernel")
     assert picks.loc["a", "scan pick"] == (300, 128) and "seeded pick" not in picks
     assert results.per_step_times({}).empty
+
+
+def test_best_transfer_prices_one_class_best_on_the_other():
+    idx = pd.Index([32, 64], name="threads")
+    cols = pd.Index([100, 200], name="blocks")
+    a = {"k": pd.DataFrame([[1.0, 2.0], [3.0, 4.0]], index=idx, columns=cols)}  # best (100, 32)
+    b = {"k": pd.DataFrame([[1.5, 2.0], [3.0, 1.0]], index=idx, columns=cols)}  # best (200, 64)
+    table = results.best_transfer({"a": a, "b": b}).set_index(["source", "target"])
+    assert table.loc[("a", "b"), "source_best"] == "(100, 32)" and not table.loc[("a", "b"), "same"]
+    assert table.loc[("a", "b"), "target_ms_at_source_best_over_best"] == pytest.approx(1.5)
+    assert table.loc[("b", "a"), "target_ms_at_source_best_over_best"] == pytest.approx(4.0)
