@@ -19,12 +19,15 @@ examples (HUB=../shared/data/benchmark_hub):
   python -m pipeline strategies --dataset $HUB/convolution/A100.json.gz --budget 100
   python -m pipeline strategies --dataset results/cfd/merged --strategy random_mlp --budget 500 --seeds 5
   python -m pipeline strategies --dataset $HUB/convolution --strategy transfer --budget 20
+  python -m pipeline strategies --dataset data/cfd_inlet_h100/merged --dataset data/cfd_inlet_h200/merged \
+      --strategy transfer --gpu h200 --budget 5
   python -m pipeline strategies --dataset $HUB/convolution --compare --out data/strategies
   python -m pipeline strategies --dataset A100.json.gz --export a100.parquet
 
 A dataset is a Kernel Tuner cache (.json/.json.gz), our sweep Parquet (file or directory; one dataset per
-gpu_class), or a directory of caches (one per GPU). With several GPUs, each is tuned in turn, and `transfer`
-trains on the others (leave-one-GPU-out). `time` is the recorded time of the pick (ms); `optimum` the best
+gpu_class), or a directory of caches (one per GPU); --dataset may be given several times to join sources (one
+sweep folder per GPU class). With several GPUs, each is tuned in turn, and `transfer` trains on the others
+(leave-one-GPU-out). `time` is the recorded time of the pick (ms); `optimum` the best
 recorded time; what the strategy saw while searching were noisy replays drawn from the recorded repeats.
 """
 
@@ -50,7 +53,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--dataset", required=True, help="cache file, Parquet file/directory, or directory of caches"
+        "--dataset",
+        required=True,
+        action="append",
+        help="cache file, Parquet file/directory, or directory of caches; repeat it to join several sources "
+        "(the GPUs of all of them; names must differ)",
     )
     p.add_argument(
         "--strategy",
@@ -93,6 +100,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _load(paths: list[str]) -> list:
+    """Every dataset of every ``--dataset`` path, in order; two datasets of one name are refused (which one
+    would ``--gpu`` or transfer mean?)."""
+    from pipeline.datasets import load_datasets
+
+    datasets, where = [], {}
+    for path in paths:
+        for d in load_datasets(path):
+            if d.name in where:
+                raise UserError(
+                    f"{path}: GPU {d.name!r} is also in {where[d.name]}; each GPU may come from one source"
+                )
+            where[d.name] = path
+            datasets.append(d)
+    return datasets
+
+
 def _select(datasets: list, gpu: str | None, path: str) -> list:
     if gpu is None:
         return datasets
@@ -103,23 +127,24 @@ def _select(datasets: list, gpu: str | None, path: str) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.datasets import load_datasets, write_parquet
+    from pipeline.datasets import write_parquet
     from pipeline.strategies import NEEDS_PRIOR
 
     if args.budget < 1:
         raise UserError("--budget: must be at least 1")
     if args.seeds < 1:
         raise UserError("--seeds: must be at least 1")
-    datasets = load_datasets(args.dataset)
+    datasets = _load(args.dataset)
+    where = ", ".join(args.dataset)
     if args.export:
         if len(datasets) != 1:
-            raise UserError(f"{args.dataset}: --export takes one dataset, found {len(datasets)} (use --gpu)")
+            raise UserError(f"{where}: --export takes one dataset, found {len(datasets)} (use --gpu)")
         out = write_parquet(datasets[0], args.export)
         print(json.dumps({"exported": str(out), **datasets[0].summary()}))
         return 0
     if args.compare:
         return _compare(args, datasets)
-    targets = _select(datasets, args.gpu, args.dataset)
+    targets = _select(datasets, args.gpu, where)
     from pipeline.strategies.evaluate import run_one
 
     seeds = [args.seed] if args.seed is not None else list(range(args.seeds))
@@ -142,7 +167,8 @@ def _compare(args: argparse.Namespace, datasets: list) -> int:
         raise UserError(
             f"--strategies: unknown strategy {unknown[0]!r} (choose from {', '.join(STRATEGIES)})"
         )
-    targets = _select(datasets, args.gpu, args.dataset)
+    where = ", ".join(args.dataset)
+    targets = _select(datasets, args.gpu, where)
     out = Path(args.out)
 
     def progress(done: int, total: int) -> None:
@@ -152,13 +178,15 @@ def _compare(args: argparse.Namespace, datasets: list) -> int:
         datasets, names, args.budgets, args.seeds, workers=args.workers, progress=progress, targets=targets
     )
     if runs.empty:
-        raise UserError(f"{args.dataset}: no strategy could run at budgets {args.budgets}")
+        raise UserError(f"{where}: no strategy could run at budgets {args.budgets}")
     table = summarize(runs)
     out.mkdir(parents=True, exist_ok=True)
     runs.assign(config=runs["config"].map(json.dumps)).to_csv(out / "runs.csv", index=False)
     table.to_csv(out / "table.csv", index=False, float_format="%.4f")
     (out / "table.md").write_text(markdown(table))
-    plot(table, str(out / "ratio_vs_budget.png"), title=f"{Path(args.dataset).name}: mean over GPUs")
+    labels = [Path(p).parent.name if Path(p).name == "merged" else Path(p).name for p in args.dataset]
+    title = " + ".join(labels)
+    plot(table, str(out / "ratio_vs_budget.png"), title=f"{title}: mean over GPUs")
     print(markdown(table))
     print(
         json.dumps(

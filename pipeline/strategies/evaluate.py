@@ -39,7 +39,8 @@ def run_one(
     get_strategy(strategy)(session)
     pick = session.best()
     time, source = workload.recorded_time(pick.config)
-    _, optimum = workload.optimum()
+    best_config, optimum = workload.optimum()
+    _, optimum_source = workload.recorded_time(best_config)
     return {
         "strategy": strategy,
         "budget": budget,
@@ -51,6 +52,7 @@ def run_one(
         "measured": session.used,
         "gpu": dataset.name,
         "time_source": source,
+        "optimum_source": optimum_source,
         **({"resolved": DEFAULT} if strategy == "default" else {}),
     }
 

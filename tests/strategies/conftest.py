@@ -77,9 +77,20 @@ def kernel_ms(kernel: str, blocks: int, threads: int) -> float:
     return 0.5 + 0.001 * abs(blocks - b) + 0.2 * abs(np.log2(threads / t))
 
 
-def write_sweep(path: Path, n_random: int = 10, seed: int = 0) -> Path:
-    """Our sweep's Parquet form: per-kernel exhaustive rows (2 kernels x 12) plus random rows, one failed."""
+def write_sweep(
+    path: Path,
+    n_random: int = 10,
+    seed: int = 0,
+    default: dict[str, int] | None = None,
+    gpu_class: str = "h100",
+    device_name: str = "NVIDIA H100 80GB HBM3",
+) -> Path:
+    """Our sweep's Parquet form: per-kernel exhaustive rows (2 kernels x 12) plus random rows, one failed.
+
+    ``default`` holds the other kernels still while one is swept; the paper's sweep has its default ("one
+    thread per cell", 13,312 blocks) outside the grid, so that no recorded row is the all-default launch."""
     rng = np.random.default_rng(seed)
+    default = DEFAULT if default is None else default
     rows = []
 
     def row(config: dict, sampler: str, status: str = "ok") -> dict:
@@ -90,8 +101,8 @@ def write_sweep(path: Path, n_random: int = 10, seed: int = 0) -> Path:
             **config,
             "sampler": sampler,
             "status": status,
-            "gpu_class": "h100",
-            "device_name": "NVIDIA H100 80GB HBM3",
+            "gpu_class": gpu_class,
+            "device_name": device_name,
             "total_ms": total if status == "ok" else np.nan,
             **{f"ms.{k}": (v * noise if status == "ok" else np.nan) for k, v in ms.items()},
         }
@@ -99,7 +110,7 @@ def write_sweep(path: Path, n_random: int = 10, seed: int = 0) -> Path:
     for kernel in KERNEL_BEST:
         for b, t in itertools.product(BLOCKS, THREADS):
             rows.append(
-                row({**DEFAULT, f"{kernel}.blocks": b, f"{kernel}.threads": t}, "per_kernel_exhaustive")
+                row({**default, f"{kernel}.blocks": b, f"{kernel}.threads": t}, "per_kernel_exhaustive")
             )
     for i in range(n_random):
         config = {p: int(rng.choice(BLOCKS if p.endswith("blocks") else THREADS)) for p in DEFAULT}

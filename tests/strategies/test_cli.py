@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.strategies.conftest import write_sweep
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -55,6 +57,17 @@ def test_compare_writes_table_and_figure(cache_dir, tmp_path):
     assert len(table) == 1 + 3 * 2
     assert (out / "ratio_vs_budget.png").stat().st_size > 1000
     assert "| iterative | 10 |" in (out / "table.md").read_text()
+
+
+def test_several_datasets_join_for_transfer(tmp_path):
+    h100 = write_sweep(tmp_path / "h100.parquet")
+    h200 = write_sweep(tmp_path / "h200.parquet", seed=1, gpu_class="h200", device_name="NVIDIA H200")
+    r = cli("--dataset", h100, "--dataset", h200, "--strategy", "transfer", "--gpu", "h200", "--budget", 3)
+    assert r.returncode == 0, r.stderr
+    (line,) = [json.loads(x) for x in r.stdout.splitlines()]
+    assert line["gpu"] == "h200" and line["measured"] == 3 and line["time_source"] == "recorded"
+    r = cli("--dataset", h100, "--dataset", h100, "--budget", 3)
+    assert r.returncode == 2 and "GPU 'h100' is also in" in r.stderr
 
 
 def test_export_imports_a_cache(cache_file, tmp_path):

@@ -9,6 +9,7 @@ from pipeline.replay import ReplayWorkload
 from pipeline.strategies import STRATEGIES, get_strategy, strategy_names
 from pipeline.strategies.base import BudgetExhausted, Session, StrategyError
 from pipeline.strategies.evaluate import run_one
+from tests.strategies.conftest import write_sweep
 
 SEARCHERS = [s for s in STRATEGIES if s not in ("per_kernel_exhaustive", "transfer")]
 
@@ -69,6 +70,29 @@ def test_per_kernel_exhaustive_composes_the_separable_optimum(sweep_file):
         "update.threads": 64,
     }
     assert rec["time_source"] == "additive" and rec["time"] == pytest.approx(rec["optimum"])
+
+
+def test_per_kernel_exhaustive_measures_each_configuration_once(sweep_file, tmp_path):
+    (d,) = load_datasets(sweep_file)  # the default (100, 32) is in both kernels' grids: one measurement
+    assert run_one(d, "per_kernel_exhaustive", 2 * 12 - 1 + 1, seed=0)["measured"] == 24
+    # the paper's sweep: the default lies outside the grid, so no recorded row is the all-default launch;
+    # it is measured once (answered additively by the replay), then the composed optimum
+    outside = {"flux.blocks": 1000, "flux.threads": 32, "update.blocks": 1000, "update.threads": 32}
+    (d,) = load_datasets(write_sweep(tmp_path / "outside.parquet", default=outside))
+    assert d.default == outside
+    with pytest.raises(StrategyError, match="needs a budget of 26"):
+        run_one(d, "per_kernel_exhaustive", 25, seed=0)
+    workload = ReplayWorkload(d)
+    session = Session(workload, 26, seed=0, kernels=d.kernels, device={"dataset": d})
+    get_strategy("per_kernel_exhaustive")(session)
+    configs = [tuple(m.config.values()) for m in session.history]
+    assert len(set(configs)) == len(configs) == 26
+    assert configs.count(tuple(outside.values())) == 1
+    assert workload.recorded_time(outside)[1] == "additive"
+    rec = run_one(d, "per_kernel_exhaustive", 26, seed=0)
+    best = {"flux.blocks": 200, "flux.threads": 128, "update.blocks": 400, "update.threads": 64}
+    assert rec["config"] == best
+    assert rec["time_source"] == "additive" and rec["optimum_source"] == "additive"
 
 
 def test_additive_strategy_uses_per_kernel_times(sweep_file):
