@@ -107,7 +107,9 @@ def get_backend(name: str = "auto") -> Backend:
     cupy = _import_cupy()
     have_gpu = cupy is not None and gpu_count() > 0
     if name == "cupy" and not have_gpu:
-        raise BackendError("backend 'cupy' needs CuPy and a visible CUDA GPU; none found (use --backend numpy)")
+        raise BackendError(
+            "backend 'cupy' needs CuPy and a visible CUDA GPU; none found (use --backend numpy)"
+        )
     if have_gpu:
         return Backend("cupy", cupy)
     return Backend("numpy", np)

@@ -1,7 +1,7 @@
 """Facts about the device a workload runs on: its name, GPU class, spec-sheet figures and measured bandwidth.
 
-The GPU class (``h100``, ``v100``, ``cpu``, ...) is the partition key of every result, so it is derived here in one
-place from the device name.
+The GPU class (``h100``, ``v100``, ``cpu``, ...) is the partition key of every result, so it is derived here
+in one place from the device name.
 """
 
 from __future__ import annotations

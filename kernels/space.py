@@ -114,10 +114,11 @@ class Space:
                 yield config
 
     def sample(self, n: int, seed: int) -> list[Config]:
-        """``n`` distinct valid configurations drawn uniformly with ``seed`` (fewer only if the space is smaller).
+        """``n`` distinct valid configurations drawn uniformly with ``seed`` (fewer only if the space is
+        smaller).
 
-        Small spaces are drawn without replacement from the product; large ones (the paper's 3.6e14) by drawing
-        each parameter independently and discarding repeats and constraint failures.
+        Small spaces are drawn without replacement from the product; large ones (the paper's 3.6e14) by
+        drawing each parameter independently and discarding repeats and constraint failures.
         """
         if n < 0:
             raise SpaceError("sample count must be >= 0")
@@ -155,4 +156,6 @@ class Space:
         constraints = tuple(
             Constraint(c.why, lambda cfg, c=c: c.holds({**fixed, **cfg})) for c in self.constraints
         )
-        return Space(params, {n: self.default[n] for n in names}, constraints, name=f"{self.name}[{','.join(names)}]")
+        return Space(
+            params, {n: self.default[n] for n in names}, constraints, name=f"{self.name}[{','.join(names)}]"
+        )

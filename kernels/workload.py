@@ -63,7 +63,9 @@ def workload_names() -> list[str]:
     return sorted(_FACTORIES)
 
 
-def make_workload(name: str, case: str, size: str | tuple[int, ...], backend: str = "auto", **options: Any) -> Workload:
+def make_workload(
+    name: str, case: str, size: str | tuple[int, ...], backend: str = "auto", **options: Any
+) -> Workload:
     """Build and prepare a workload: ``make_workload("cfd", "inlet", "208x64", "numpy")``."""
     if name not in _FACTORIES:
         raise WorkloadError(f"unknown workload {name!r}: choose one of {', '.join(workload_names())}")

@@ -1,7 +1,7 @@
 """``python -m pipeline <command>``: one module per command under :mod:`pipeline.commands`.
 
-Each command module has ``add_parser(subparsers)`` (which sets ``func``) and stays small; a new command is one new
-file and one line in ``COMMANDS``.
+Each command module has ``add_parser(subparsers)`` (which sets ``func``) and stays small; a new command is one
+new file and one line in ``COMMANDS``.
 """
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ is deterministic: the same sources give the same merged data, split and models.
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -29,6 +28,7 @@ import pandas as pd
 import pyarrow as pa
 
 from pipeline.errors import UserError
+from pipeline.jsonio import read_json, write_json
 from pipeline.paths import check_slug
 from pipeline.schema import shard_schema
 from pipeline.shards import load_merged, write_merged
@@ -62,28 +62,19 @@ class Source:
     validation: dict[str, Any] | None
 
 
-def _read_json(path: Path) -> Any:
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except ValueError as exc:
-        raise UserError(f"{path}: unreadable JSON ({exc})") from None
-
-
 def read_source(path: Path) -> Source:
     from pipeline.train import read_sweep
 
     if not path.is_dir():
         raise UserError(f"{path}: no such sweep folder")
     spec, _ = read_sweep(path)
-    meta = _read_json(path / "sweep.json")
+    meta = read_json(path / "sweep.json")
     if "planning_key" not in meta:
         raise UserError(f"{path / 'sweep.json'}: no planning_key (not written by `python -m pipeline sweep`)")
     frame = load_merged(path)
     classes = sorted(frame["gpu_class"].unique())
-    plans = {c: _read_json(path / "plan" / f"{c}.json") for c in classes}
-    validation = _read_json(path / "validation.json")
+    plans = {c: read_json(path / "plan" / f"{c}.json") for c in classes}
+    validation = read_json(path / "validation.json")
     return Source(path, spec, meta, frame, classes, {c: p for c, p in plans.items() if p}, validation)
 
 
@@ -177,7 +168,7 @@ def _prepare_out(out: Path, sources: Sequence[Source]) -> None:
             raise UserError(
                 f"{out}: the output folder must lie outside every source and hold none ({s.path})"
             )
-    meta = _read_json(out / "sweep.json") if out.is_dir() else None
+    meta = read_json(out / "sweep.json") if out.is_dir() else None
     if meta is not None and "combined" not in meta:
         raise UserError(
             f"{out}: holds a measured sweep (sweep.json without a combined block); pick another folder"
@@ -187,13 +178,6 @@ def _prepare_out(out: Path, sources: Sequence[Source]) -> None:
         shutil.rmtree(out / name, ignore_errors=True)
     for name in MANAGED_FILES:
         (out / name).unlink(missing_ok=True)
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
-    tmp.replace(path)
 
 
 def combine(out: Path, paths: Sequence[Path], log: Log = print, train: bool = True) -> dict[str, Any]:
@@ -228,7 +212,7 @@ def combine(out: Path, paths: Sequence[Path], log: Log = print, train: bool = Tr
                 "data_hash": data_hash(s.frame),
                 "devices": {c: _device_of(s, c) for c in s.classes},
                 "validation": sorted((s.validation or {}).keys()),
-                "timing": _read_json(s.path / "timing.json"),
+                "timing": read_json(s.path / "timing.json"),
             }
         )
         for c in s.classes:
@@ -240,7 +224,7 @@ def combine(out: Path, paths: Sequence[Path], log: Log = print, train: bool = Tr
             if c in s.plans:
                 slim = {k: v for k, v in s.plans[c].items() if k != "configs"}
                 slim.update(n_configs=len(s.plans[c].get("configs", [])), source=str(s.path))
-                _write_json(out / "plan" / f"{c}.json", slim)
+                write_json(out / "plan" / f"{c}.json", slim)
         for k in ("test_fraction", "train"):
             if getattr(s.spec, k) != getattr(base.spec, k):
                 notes.append(f"{s.path}: spec {k} differs from {base.path}; {base.path}'s is used")
@@ -266,11 +250,11 @@ def combine(out: Path, paths: Sequence[Path], log: Log = print, train: bool = Tr
         "sources": records,
         "notes": notes,
     }
-    _write_json(
+    write_json(
         out / "sweep.json",
         {"spec": spec.to_dict(), "planning_key": spec.planning_key(), "plan": plan, "combined": block},
     )
-    _write_json(out / "validation.json", validation)
+    write_json(out / "validation.json", validation)
     log(f"combined {merged.num_rows} rows of {', '.join(classes)} from {len(sources)} sweeps into {out}")
     if train:
         from pipeline.report import build_report

@@ -1,4 +1,5 @@
-"""User mistakes become one clear line and exit code 2; everything else is a real bug and keeps its traceback."""
+"""User mistakes become one clear line and exit code 2; everything else is a real bug and keeps its
+traceback."""
 
 
 class UserError(Exception):

@@ -18,20 +18,12 @@ import pandas as pd
 from kernels.autotune.table import FORMAT as TABLE_FORMAT  # one format, read by the runtime autotuner
 from pipeline.crossclass import markdown as cross_class_markdown
 from pipeline.errors import UserError
+from pipeline.jsonio import read_json
 from pipeline.schema import kernel_column, kernel_params
 from pipeline.shards import load_merged
 from pipeline.train import ok_rows, read_sweep
 
 TOP_CANDIDATES = 5
-
-
-def _read_json(path: Path, what: str) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except ValueError as exc:
-        raise UserError(f"{path}: unreadable {what} ({exc})") from None
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -285,11 +277,11 @@ def _markdown(report: dict[str, Any]) -> str:
 def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
     spec, plan = read_sweep(sweep_dir)
     frame = load_merged(sweep_dir)
-    metrics = _read_json(sweep_dir / "models" / "metrics.json", "model metrics")
+    metrics = read_json(sweep_dir / "models" / "metrics.json", "model metrics")
     if metrics is None:
         raise UserError(f"{sweep_dir}: no trained models (run `python -m pipeline train {sweep_dir}` first)")
-    validation = _read_json(sweep_dir / "validation.json", "validation results")
-    timing = _read_json(sweep_dir / "timing.json", "timing")
+    validation = read_json(sweep_dir / "validation.json", "validation results")
+    timing = read_json(sweep_dir / "timing.json", "timing")
     classes = sorted(frame["gpu_class"].unique())
     report = {
         "sweep_id": spec.name,
@@ -308,7 +300,7 @@ def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
         },
         "comparison": metrics.get("comparison"),
         "loco": metrics.get("loco"),
-        "combined_from": (_read_json(sweep_dir / "sweep.json", "sweep description") or {})
+        "combined_from": (read_json(sweep_dir / "sweep.json", "sweep description") or {})
         .get("combined", {})
         .get("sources"),
     }

@@ -10,7 +10,6 @@ Reading only: nothing is written, so the notebooks can run on a read-only checko
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ import pandas as pd
 from sklearn.metrics import r2_score
 
 from pipeline.errors import UserError
+from pipeline.jsonio import read_json
 from pipeline.schema import kernel_column, kernel_params
 from pipeline.shards import load_merged
 from pipeline.spec import SweepSpec
@@ -30,15 +30,6 @@ RESULTS_ENV = "LAUNCHTUNE_NOTEBOOK_RESULTS"  # set by `python -m pipeline notebo
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_RESULTS = REPO / "data"
 LAUNCH_COLUMNS = ("seq", "kernel", "step", "state", "blocks", "threads", "time_ms", "nonoptimal")
-
-
-def _read_json(path: Path) -> Any:
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except ValueError as exc:
-        raise UserError(f"{path}: unreadable JSON ({exc})") from None
 
 
 def results_folder(path: str | Path | None = None) -> Path:
@@ -107,10 +98,10 @@ def load_sweep(path: str | Path) -> Sweep:
         spec=spec,
         plan=plan,
         frame=load_merged(path),
-        metrics=_read_json(path / "models" / "metrics.json"),
-        report=_read_json(path / "report.json"),
-        validation=_read_json(path / "validation.json"),
-        tuning_table=_read_json(path / "tuning_table.json"),
+        metrics=read_json(path / "models" / "metrics.json"),
+        report=read_json(path / "report.json"),
+        validation=read_json(path / "validation.json"),
+        tuning_table=read_json(path / "tuning_table.json"),
     )
 
 
@@ -551,7 +542,7 @@ def load_tridiag(path: str | Path) -> Tridiag:
 
     path = Path(path)
     data = load_dataset(path / "streams.csv")
-    meta = _read_json(path / "meta.json") or {}
+    meta = read_json(path / "meta.json") or {}
     base = path / "baselines.csv"
     baselines = pd.read_csv(base) if base.is_file() else None
     tau = meta.get("tau_ms") if isinstance(meta.get("tau_ms"), int | float) else SEED_TAU_MS
@@ -671,7 +662,7 @@ def tuning_steps(launches: pd.DataFrame) -> pd.DataFrame:
 
 def autotune_results(folder: str | Path) -> dict[str, Any] | None:
     """``results.json`` of ``benchmarks/autotune_runtime.py`` in ``folder``, if there is one."""
-    return _read_json(Path(folder) / "results.json")
+    return read_json(Path(folder) / "results.json")
 
 
 def run_summary(results: dict[str, Any]) -> pd.DataFrame:

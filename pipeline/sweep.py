@@ -19,18 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import UserError
+from pipeline.jsonio import write_json
 from pipeline.measure import measure_batches
 from pipeline.shards import list_shards, merge, shard_dir
 from pipeline.spec import SweepSpec
 
 Log = Callable[[str], None]
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str))
-    tmp.replace(path)
 
 
 def check_previous(out: Path, spec: SweepSpec, force: bool, classes: Sequence[str] | None, log: Log) -> None:
@@ -82,7 +76,7 @@ def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool) -> d
         key=f"plan-{cls}-{time.time_ns()}",
     )
     plan = future.result()
-    _write_json(path, plan)
+    write_json(path, plan)
     return plan
 
 
@@ -131,7 +125,7 @@ def _remeasure(
             f"re-measured {cls}: predicted best {top.get('total_ms')} ms ({top['status']}), "
             f"default {default.get('total_ms')} ms"
         )
-    _write_json(path, validation)
+    write_json(path, validation)
 
 
 def _up_to_date(out: Path, plans: dict[str, dict]) -> bool:
@@ -184,7 +178,7 @@ def run_sweep(
                 f"on {plans[cls]['device']['device_name']}"
             )
         first = next(iter(plans.values()))
-        _write_json(
+        write_json(
             out / "sweep.json",
             {
                 "spec": spec.to_dict(),
@@ -197,7 +191,7 @@ def run_sweep(
             handle.client, spec, plans, out, log, max_minutes, local=handle.kind == "local"
         )
         if timing["batches_to_measure"]:  # a rerun with nothing left keeps the last run's timing
-            _write_json(out / "timing.json", timing)
+            write_json(out / "timing.json", timing)
         if timing["batches"]:
             log(
                 f"measured {timing['rows']} configurations in {timing['seconds']} s "

@@ -7,7 +7,11 @@ def small_space():
     return Space(
         (Param("a.blocks", (100, 200, 300)), Param("a.threads", (32, 64, 128, 256))),
         default={"a.blocks": 100, "a.threads": 256},
-        constraints=(Constraint("threads <= 128 when blocks == 300", lambda c: c["a.blocks"] != 300 or c["a.threads"] <= 128),),
+        constraints=(
+            Constraint(
+                "threads <= 128 when blocks == 300", lambda c: c["a.blocks"] != 300 or c["a.threads"] <= 128
+            ),
+        ),
     )
 
 
