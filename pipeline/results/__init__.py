@@ -1,0 +1,68 @@
+"""Read a results folder for the notebooks: sweep folders, surrogate metrics and predictions, the tridiagonal
+streams measurements and the runtime autotuner's launch logs.
+
+A results folder is anything holding these (the committed ``data/`` by default): every subfolder with
+``sweep.json`` and ``merged/`` is a sweep, every ``streams.csv`` a tridiagonal measurement, every
+``launches*.csv[.gz]`` a tuned run's launch log. Nothing here assumes which GPU classes are present, so a
+folder with h100, h200 and cpu sweeps (and their combination) reads the same way as one with a single class.
+Reading only: nothing is written, so the notebooks can run on a read-only checkout.
+
+One module per kind of result; this package re-exports their public functions so a notebook needs one
+import: ``from pipeline import results``.
+"""
+
+from __future__ import annotations
+
+from pipeline.results.autotune import (  # noqa: F401
+    LAUNCH_COLUMNS,
+    autotune_picks,
+    autotune_results,
+    launch_logs,
+    load_launches,
+    per_step_times,
+    run_summary,
+    tuning_steps,
+)
+from pipeline.results.folders import (  # noqa: F401
+    DEFAULT_RESULTS,
+    REPO,
+    RESULTS_ENV,
+    results_folder,
+)
+from pipeline.results.surrogates import (  # noqa: F401
+    comparison_table,
+    group_model,
+    loco_table,
+    loss_curves,
+    prediction_groups,
+    prediction_scores,
+    predictions,
+    r2_table,
+    surrogate_sweeps,
+)
+from pipeline.results.sweeps import (  # noqa: F401
+    Sweep,
+    best_config_table,
+    best_configurations,
+    best_transfer,
+    class_rows,
+    grid_best,
+    kernel_bests,
+    kernel_grid,
+    kernel_grids,
+    load_sweep,
+    load_sweeps,
+    reference_times,
+    sweep_folders,
+    sweep_overview,
+    time_label,
+)
+from pipeline.results.tridiag import (  # noqa: F401
+    Tridiag,
+    load_tridiag,
+    load_tridiags,
+    optimum_table,
+    stream_speedups,
+    stream_times,
+    tridiag_folders,
+)
