@@ -10,7 +10,7 @@ efficiency, each card's throughput, and whether the cards time the same configur
    (``timing.json``: rows over the measuring phase, which starts once every worker has built its workload);
    per card: its rows over its busy time, and the seconds between the first and the last card to finish.
 3. A fixed set of configurations (``--agree``, seeded) measured twice on every card at once, through the same
-   code as a sweep (``pipeline.worker.measure_batch`` pinned to each local worker): the ratio of card to card
+   code as a sweep (``pipeline.sweep.worker.measure_batch`` pinned to each local worker): the ratio of card to card
    against the ratio of a card's two passes (its own noise).
 
 Writes ``scaling.json`` (everything) and ``agreement.csv`` (per configuration, card and pass) to ``--out`` and
@@ -155,8 +155,8 @@ def agreement(
     from distributed import wait
 
     from pipeline.cluster.local import open_local_cluster
-    from pipeline.spec import load_spec
-    from pipeline.worker import measure_batch, plan_task
+    from pipeline.sweep.spec import load_spec
+    from pipeline.sweep.worker import measure_batch, plan_task
 
     spec_d = load_spec(spec).to_dict()
     sweep = work / "agree"

@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.combine import combine
+    from pipeline.learn.combine import combine
 
     combine(args.out, args.sources, log=lambda m: print(m, flush=True))
     return 0

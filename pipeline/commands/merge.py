@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.errors import UserError
-    from pipeline.shards import list_shards, merge
+    from pipeline.sweep.shards import list_shards, merge
 
     if not args.dir.is_dir():
         raise UserError(f"{args.dir}: no such sweep folder")

@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.errors import UserError
-    from pipeline.report import build_report
+    from pipeline.learn.report import build_report
 
     if not args.dir.is_dir():
         raise UserError(f"{args.dir}: no such sweep folder")

@@ -103,7 +103,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _load(paths: list[str]) -> list:
     """Every dataset of every ``--dataset`` path, in order; two datasets of one name are refused (which one
     would ``--gpu`` or transfer mean?)."""
-    from pipeline.datasets import load_datasets
+    from pipeline.strategies.datasets import load_datasets
 
     datasets, where = [], {}
     for path in paths:
@@ -127,7 +127,7 @@ def _select(datasets: list, gpu: str | None, path: str) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.datasets import write_parquet
+    from pipeline.strategies.datasets import write_parquet
     from pipeline.strategies import NEEDS_PRIOR
 
     if args.budget < 1:

@@ -42,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _tau(args: argparse.Namespace) -> float:
     from pipeline.errors import UserError
-    from pipeline.streams_model import SEED_TAU_MS
+    from pipeline.streams.model import SEED_TAU_MS
 
     if args.tau is not None:
         if not args.tau > 0:
@@ -60,7 +60,7 @@ def _tau(args: argparse.Namespace) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.streams_model import denoise_host, evaluate, format_table, load_dataset, write_outputs
+    from pipeline.streams.model import denoise_host, evaluate, format_table, load_dataset, write_outputs
 
     tau = _tau(args)
     df = load_dataset(args.dataset, threads=args.threads, m=args.m)

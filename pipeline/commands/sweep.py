@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from pipeline.paths import results_root
-from pipeline.spec import check_gpu_class, load_spec
+from pipeline.sweep.spec import check_gpu_class, load_spec
 
 EPILOG = """\
 examples:
@@ -63,7 +63,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.errors import UserError
-    from pipeline.sweep import run_sweep
+    from pipeline.sweep.run import run_sweep
 
     spec = load_spec(args.spec)
     if args.samples is not None:

@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.errors import UserError
-    from pipeline.train import train_sweep
+    from pipeline.learn.train import train_sweep
 
     if not args.dir.is_dir():
         raise UserError(f"{args.dir}: no such sweep folder")

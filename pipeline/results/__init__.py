@@ -29,7 +29,7 @@ from pipeline.results.folders import (  # noqa: F401
     RESULTS_ENV,
     results_folder,
 )
-from pipeline.results.surrogates import (  # noqa: F401
+from pipeline.results.learning import (  # noqa: F401
     comparison_table,
     group_model,
     loco_table,

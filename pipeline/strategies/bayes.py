@@ -17,7 +17,7 @@ from scipy.stats import norm
 from sklearn.exceptions import ConvergenceWarning
 
 from pipeline.strategies.base import Session
-from pipeline.strategies.surrogates import gaussian_process, log_features
+from pipeline.strategies.estimators import gaussian_process, log_features
 
 CLIP = 3.0
 

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.datasets import Dataset
-from pipeline.replay import ReplayWorkload
+from pipeline.strategies.datasets import Dataset
+from pipeline.strategies.replay import ReplayWorkload
 from pipeline.strategies import DEFAULT, NEEDS_PRIOR, get_strategy
 from pipeline.strategies.base import Session, StrategyError
 

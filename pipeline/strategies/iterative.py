@@ -10,7 +10,7 @@ uncertainty); the last round exploits only.
 from __future__ import annotations
 
 from pipeline.strategies.base import Session
-from pipeline.strategies.surrogates import forest, forest_mean_std, launch_features
+from pipeline.strategies.estimators import forest, forest_mean_std, launch_features
 
 KAPPA = 1.0
 CLIP = 3.0

@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 
 from pipeline.strategies.base import Session
-from pipeline.strategies.surrogates import additive
+from pipeline.strategies.estimators import additive
 
 
 def _per_kernel(session: Session) -> tuple[np.ndarray, list[dict[str, int]]] | None:

@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from pipeline.strategies.base import Session
-from pipeline.strategies.surrogates import seed_mlp
+from pipeline.strategies.estimators import seed_mlp
 
 
 def tune(session: Session) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.strategies.base import Session, StrategyError
-from pipeline.strategies.surrogates import forest, forest_mean_std, launch_features
+from pipeline.strategies.estimators import forest, forest_mean_std, launch_features
 
 _CACHE: dict[tuple, object] = {}
 KAPPA = 0.5

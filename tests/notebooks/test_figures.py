@@ -1,4 +1,4 @@
-"""``pipeline.figures``: every figure draws from small frames, with labelled axes and a legend."""
+"""``pipeline.results.figures``: every figure draws from small frames, with labelled axes and a legend."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline import figures, results
+from pipeline import results
+from pipeline.results import figures
 
 from .conftest import launch_log, streams_frame, sweep_frame
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from kernels.autotune.table import TuningTable
-from pipeline.schema import FIXED_FIELDS
+from pipeline.sweep.schema import FIXED_FIELDS
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 
 REPORT_KEYS = {

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from pipeline.errors import UserError
-from pipeline.spec import SweepSpec, load_spec, parse_spec
+from pipeline.sweep.spec import SweepSpec, load_spec, parse_spec
 from tests.pipeline.conftest import REPO, base_spec
 
 

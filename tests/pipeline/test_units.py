@@ -7,13 +7,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.batching import batches
+from pipeline.sweep.batching import batches
 from pipeline.cluster.local import plan_local_workers
 from pipeline.errors import UserError
-from pipeline.models import AdditiveKernelModel, load_model, save_model
+from pipeline.learn.models import AdditiveKernelModel, load_model, save_model
 from pipeline.paths import assert_inside
-from pipeline.schema import FIXED_FIELDS, kernel_params, shard_schema
-from pipeline.shards import is_finished, merge
+from pipeline.sweep.schema import FIXED_FIELDS, kernel_params, shard_schema
+from pipeline.sweep.shards import is_finished, merge
 
 
 def test_batches_cover_every_sample_once_with_stable_names():
@@ -131,8 +131,8 @@ def test_a_model_file_with_an_untrusted_type_is_refused(tmp_path):
 
 def test_a_batch_whose_shard_exists_is_reported_not_measured_again(tmp_path):
     """Dask re-runs a finished task after losing the worker that held its result: the shard must be kept."""
-    from pipeline.spec import parse_spec
-    from pipeline.worker import measure_batch
+    from pipeline.sweep.spec import parse_spec
+    from pipeline.sweep.worker import measure_batch
     from tests.pipeline.conftest import base_spec
 
     spec = parse_spec(base_spec(), "test").to_dict()

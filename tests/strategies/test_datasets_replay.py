@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.datasets import load_datasets, write_parquet
+from pipeline.strategies.datasets import load_datasets, write_parquet
 from pipeline.errors import UserError
-from pipeline.replay import ReplayError, ReplayWorkload
+from pipeline.strategies.replay import ReplayError, ReplayWorkload
 from tests.strategies.conftest import DEFAULT, KERNEL_BEST, cache_time, kernel_ms
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.datasets import load_datasets
-from pipeline.replay import ReplayWorkload
+from pipeline.strategies.datasets import load_datasets
+from pipeline.strategies.replay import ReplayWorkload
 from pipeline.strategies import STRATEGIES, get_strategy, strategy_names
 from pipeline.strategies.base import BudgetExhausted, Session, StrategyError
 from pipeline.strategies.evaluate import run_one

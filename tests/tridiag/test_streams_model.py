@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from pipeline.errors import UserError
-from pipeline.streams_model import (
+from pipeline.streams.model import (
     STAGES,
     denoise_host,
     evaluate,

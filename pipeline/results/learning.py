@@ -12,7 +12,7 @@ from sklearn.metrics import r2_score
 
 from pipeline.errors import UserError
 from pipeline.results.sweeps import Sweep
-from pipeline.train import design, features_for
+from pipeline.learn.train import design, features_for
 
 
 def r2_table(metrics: dict[str, Any]) -> pd.DataFrame:
@@ -79,8 +79,8 @@ def group_model(sweep: Sweep, group: str, model: str = "mlp") -> Any:
     Refitting keeps the committed data small (model files are not committed) at the cost of a few seconds
     for the MLP; the refitted model's R2 is the one in ``metrics.json``.
     """
-    from pipeline.models import load_model
-    from pipeline.train import model_makers
+    from pipeline.learn.models import load_model
+    from pipeline.learn.train import model_makers
 
     file = sweep.path / "models" / group / f"{model}.skops"
     if file.is_file():
@@ -103,7 +103,7 @@ def group_model(sweep: Sweep, group: str, model: str = "mlp") -> Any:
 
 def _group_design(sweep: Sweep, group: str):
     """Rows, design matrix, target and the train/test positions of a group, as training made them."""
-    from pipeline.train import group_split
+    from pipeline.learn.train import group_split
 
     entry = (sweep.metrics or {}).get("groups", {}).get(group)
     if entry is None:

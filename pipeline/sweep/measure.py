@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.batching import measure_order, pending_batches
-from pipeline.shards import shard_path
-from pipeline.spec import SweepSpec
+from pipeline.sweep.batching import measure_order, pending_batches
+from pipeline.sweep.shards import shard_path
+from pipeline.sweep.spec import SweepSpec
 
 Log = Callable[[str], None]
 
@@ -24,7 +24,7 @@ def _warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeou
     """
     from distributed import wait
 
-    from pipeline.worker import warm_task
+    from pipeline.sweep.worker import warm_task
 
     futures = []
     for addr, w in client.scheduler_info()["workers"].items():
@@ -136,7 +136,7 @@ def measure_batches(
     from distributed import as_completed
     from tqdm import tqdm
 
-    from pipeline.worker import measure_batch
+    from pipeline.sweep.worker import measure_batch
 
     spec_d = spec.to_dict()
     queues: dict[str, deque] = {}

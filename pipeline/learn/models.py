@@ -148,7 +148,7 @@ def loss_curve(model: Any) -> list[float]:
 
 # Beyond skops' default-trusted scikit-learn and numpy types, exactly these may appear in our model files.
 TRUSTED = [
-    "pipeline.models.AdditiveKernelModel",
+    "pipeline.learn.models.AdditiveKernelModel",
     "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
     "sklearn.neural_network._stochastic_optimizers.AdamOptimizer",
 ]

@@ -20,7 +20,7 @@ import numpy as np
 
 from kernels.space import Config, Constraint, Param, Space
 from kernels.workload import Check, Timing
-from pipeline.datasets import STATUS, TIME, Dataset
+from pipeline.strategies.datasets import STATUS, TIME, Dataset
 
 
 class ReplayError(KeyError):

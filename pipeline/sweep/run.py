@@ -1,7 +1,7 @@
 """The sweep graph: plan on each class's worker -> one task per (class, batch) writing a shard -> merge ->
 train -> re-measure the predicted best and the default on each class -> report.
 
-Batching lives in :mod:`pipeline.batching`, measuring the batches on the cluster in :mod:`pipeline.measure`.
+Batching lives in :mod:`pipeline.sweep.batching`, measuring the batches on the cluster in :mod:`pipeline.sweep.measure`.
 
 Finished shards are skipped on rerun, so an interrupted sweep resumes where it stopped; ``force`` with classes
 redoes only those partitions. Tasks carry ``resources={class: 1}`` so a class's batches run only on its
@@ -20,9 +20,9 @@ from typing import Any
 
 from pipeline.errors import UserError
 from pipeline.jsonio import write_json
-from pipeline.measure import measure_batches
-from pipeline.shards import list_shards, merge, shard_dir
-from pipeline.spec import SweepSpec
+from pipeline.sweep.measure import measure_batches
+from pipeline.sweep.shards import list_shards, merge, shard_dir
+from pipeline.sweep.spec import SweepSpec
 
 Log = Callable[[str], None]
 
@@ -58,7 +58,7 @@ def check_previous(out: Path, spec: SweepSpec, force: bool, classes: Sequence[st
 
 
 def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool) -> dict[str, Any]:
-    from pipeline.worker import plan_task
+    from pipeline.sweep.worker import plan_task
 
     path = out / "plan" / f"{cls}.json"
     if path.is_file() and not replan:
@@ -83,7 +83,7 @@ def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool) -> d
 def _remeasure(
     client, spec: SweepSpec, plans: dict[str, dict], trained: dict, metrics: dict, out: Path, log: Log
 ) -> None:
-    from pipeline.worker import remeasure_task
+    from pipeline.sweep.worker import remeasure_task
 
     path = out / "validation.json"
     validation = json.loads(path.read_text()) if path.is_file() else {}
@@ -130,8 +130,8 @@ def _remeasure(
 
 def _up_to_date(out: Path, plans: dict[str, dict]) -> bool:
     """True when the merged data is what the saved models were trained on and every class was re-measured."""
-    from pipeline.shards import load_merged
-    from pipeline.train import data_hash
+    from pipeline.sweep.shards import load_merged
+    from pipeline.learn.train import data_hash
 
     try:
         metrics = json.loads((out / "models" / "metrics.json").read_text())
@@ -153,8 +153,8 @@ def run_sweep(
 ) -> dict[str, Any]:
     """Everything ``python -m pipeline sweep`` does, in order; returns the report."""
     from pipeline.cluster import open_cluster
-    from pipeline.report import build_report
-    from pipeline.train import train_sweep
+    from pipeline.learn.report import build_report
+    from pipeline.learn.train import train_sweep
 
     out.mkdir(parents=True, exist_ok=True)
     check_previous(out, spec, force, classes, log)

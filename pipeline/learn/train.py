@@ -4,7 +4,7 @@ Per class the features are the launch parameters; combined, the device facts are
 the classes apart: Table 4 of the CFD seed (peak FP64, bandwidth, memory), the SM count and the copy bandwidth
 measured on the worker. Each class is split on its own with the same seed and the combined model trains on the
 union of the classes' training rows, so both are scored on exactly the same test rows (the seed's Figs. 12-14
-comparison, ``pipeline.crossclass``); with two classes or more, leave-one-class-out is scored as well.
+comparison, ``pipeline.learn.crossclass``); with two classes or more, leave-one-class-out is scored as well.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from sklearn.metrics import mean_squared_error, r2_score
 from sklearn.model_selection import train_test_split
 
 from pipeline.errors import UserError
-from pipeline.models import AdditiveKernelModel, loss_curve, make_gbr, make_mlp, save_model
-from pipeline.schema import kernel_column, kernel_params
-from pipeline.shards import load_merged
-from pipeline.spec import SweepSpec
+from pipeline.learn.models import AdditiveKernelModel, loss_curve, make_gbr, make_mlp, save_model
+from pipeline.sweep.schema import kernel_column, kernel_params
+from pipeline.sweep.shards import load_merged
+from pipeline.sweep.spec import SweepSpec
 
 DEVICE_FEATURES = [
     "peak_fp64_gflops",
@@ -185,7 +185,7 @@ def train_sweep(sweep_dir: Path, log=print) -> dict[str, Any]:
     import skops
     from sklearn.exceptions import ConvergenceWarning
 
-    from pipeline.crossclass import cross_class
+    from pipeline.learn.crossclass import cross_class
 
     spec, plan = read_sweep(sweep_dir)
     frame = load_merged(sweep_dir)

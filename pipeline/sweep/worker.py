@@ -28,8 +28,8 @@ from kernels.backend import get_backend
 from kernels.device import describe_device, measure_copy_bandwidth
 from kernels.workload import Workload, WorkloadError, make_workload, workload_names
 from pipeline.paths import assert_inside
-from pipeline.schema import kernel_column, kernel_params, shard_schema
-from pipeline.shards import is_finished
+from pipeline.sweep.schema import kernel_column, kernel_params, shard_schema
+from pipeline.sweep.shards import is_finished
 
 # One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a
 # batch

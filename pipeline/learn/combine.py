@@ -30,9 +30,9 @@ import pyarrow as pa
 from pipeline.errors import UserError
 from pipeline.jsonio import read_json, write_json
 from pipeline.paths import check_slug
-from pipeline.schema import shard_schema
-from pipeline.shards import load_merged, write_merged
-from pipeline.spec import SweepSpec
+from pipeline.sweep.schema import shard_schema
+from pipeline.sweep.shards import load_merged, write_merged
+from pipeline.sweep.spec import SweepSpec
 
 Log = Callable[[str], None]
 
@@ -63,7 +63,7 @@ class Source:
 
 
 def read_source(path: Path) -> Source:
-    from pipeline.train import read_sweep
+    from pipeline.learn.train import read_sweep
 
     if not path.is_dir():
         raise UserError(f"{path}: no such sweep folder")
@@ -182,7 +182,7 @@ def _prepare_out(out: Path, sources: Sequence[Source]) -> None:
 
 def combine(out: Path, paths: Sequence[Path], log: Log = print, train: bool = True) -> dict[str, Any]:
     """Everything ``python -m pipeline combine OUT SRC...`` does; returns the ``combined`` block."""
-    from pipeline.train import data_hash
+    from pipeline.learn.train import data_hash
 
     if len({p.resolve() for p in paths}) < len(paths):
         raise UserError("combine: a source folder is named twice")
@@ -257,8 +257,8 @@ def combine(out: Path, paths: Sequence[Path], log: Log = print, train: bool = Tr
     write_json(out / "validation.json", validation)
     log(f"combined {merged.num_rows} rows of {', '.join(classes)} from {len(sources)} sweeps into {out}")
     if train:
-        from pipeline.report import build_report
-        from pipeline.train import train_sweep
+        from pipeline.learn.report import build_report
+        from pipeline.learn.train import train_sweep
 
         train_sweep(out, log)
         build_report(out, log)

@@ -1,0 +1,1 @@
+"""Learning from a sweep: surrogate models, training, cross-class scores, combining sweeps, the report."""

@@ -1,0 +1,1 @@
+"""The tridiagonal solver's stream-count models."""

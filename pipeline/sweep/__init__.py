@@ -1,0 +1,1 @@
+"""The sweep: spec, plan, batches, workers, shards and the sweep folder."""
