@@ -9,9 +9,9 @@ efficiency, each card's throughput, and whether the cards time the same configur
 2. the same spec on the first N cards, each into a folder of its own. Samples per second are the sweep's own
    (``timing.json``: rows over the measuring phase, which starts once every worker has built its workload);
    per card: its rows over its busy time, and the seconds between the first and the last card to finish.
-3. A fixed set of configurations (``--agree``, seeded) measured twice on every card at once, through the same
-   code as a sweep (``pipeline.sweep.worker.measure_batch`` pinned to each local worker): the ratio of card to card
-   against the ratio of a card's two passes (its own noise).
+3. A fixed set of configurations (``--agree``, seeded) measured twice on every card at once,
+   through the same code as a sweep (``pipeline.sweep.worker.measure_batch`` pinned to each local worker):
+   the ratio of card to card against the ratio of a card's two passes (its own noise).
 
 Writes ``scaling.json`` (everything) and ``agreement.csv`` (per configuration, card and pass) to ``--out`` and
 prints a table last. Each step runs under a deadline (``--budget-s``) so the whole fits one 10-minute call.

@@ -25,8 +25,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from pipeline.datasets import load_datasets  # noqa: E402
-from pipeline.replay import ReplayWorkload  # noqa: E402
+from pipeline.strategies.datasets import load_datasets  # noqa: E402
+from pipeline.strategies.replay import ReplayWorkload  # noqa: E402
 
 
 def table(paths: list[str]) -> str:

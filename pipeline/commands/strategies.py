@@ -127,8 +127,8 @@ def _select(datasets: list, gpu: str | None, path: str) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.strategies.datasets import write_parquet
     from pipeline.strategies import NEEDS_PRIOR
+    from pipeline.strategies.datasets import write_parquet
 
     if args.budget < 1:
         raise UserError("--budget: must be at least 1")

@@ -16,12 +16,12 @@ import numpy as np
 import pandas as pd
 
 from kernels.autotune.table import FORMAT as TABLE_FORMAT  # one format, read by the runtime autotuner
-from pipeline.learn.crossclass import markdown as cross_class_markdown
 from pipeline.errors import UserError
 from pipeline.jsonio import read_json
+from pipeline.learn.crossclass import markdown as cross_class_markdown
+from pipeline.learn.train import ok_rows, read_sweep
 from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
-from pipeline.learn.train import ok_rows, read_sweep
 
 TOP_CANDIDATES = 5
 
@@ -178,8 +178,12 @@ def _figures(
     except ImportError:
         log("matplotlib is not installed: figures skipped")
         return []
-    from pipeline.results import figures  # after Agg is selected
-    from pipeline.results import Sweep, predictions, time_label
+    from pipeline.results import (
+        Sweep,
+        figures,  # after Agg is selected
+        predictions,
+        time_label,
+    )
 
     fig_dir = sweep_dir / "figures"
     fig_dir.mkdir(exist_ok=True)

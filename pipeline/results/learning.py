@@ -11,8 +11,8 @@ import pandas as pd
 from sklearn.metrics import r2_score
 
 from pipeline.errors import UserError
-from pipeline.results.sweeps import Sweep
 from pipeline.learn.train import design, features_for
+from pipeline.results.sweeps import Sweep
 
 
 def r2_table(metrics: dict[str, Any]) -> pd.DataFrame:

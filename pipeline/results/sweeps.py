@@ -13,10 +13,10 @@ import pandas as pd
 
 from pipeline.errors import UserError
 from pipeline.jsonio import read_json
+from pipeline.learn.train import ok_rows, read_sweep
 from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
 from pipeline.sweep.spec import SweepSpec
-from pipeline.learn.train import ok_rows, read_sweep
 
 
 @dataclass

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.strategies.datasets import Dataset
-from pipeline.strategies.replay import ReplayWorkload
 from pipeline.strategies import DEFAULT, NEEDS_PRIOR, get_strategy
 from pipeline.strategies.base import Session, StrategyError
+from pipeline.strategies.datasets import Dataset
+from pipeline.strategies.replay import ReplayWorkload
 
 # Separate noise streams: the strategy's own choices and the replayed measurement noise never share draws.
 _NOISE_OFFSET = 1_000_003

@@ -1,7 +1,8 @@
 """The sweep graph: plan on each class's worker -> one task per (class, batch) writing a shard -> merge ->
 train -> re-measure the predicted best and the default on each class -> report.
 
-Batching lives in :mod:`pipeline.sweep.batching`, measuring the batches on the cluster in :mod:`pipeline.sweep.measure`.
+Batching lives in :mod:`pipeline.sweep.batching`, measuring the batches on the cluster in
+:mod:`pipeline.sweep.measure`.
 
 Finished shards are skipped on rerun, so an interrupted sweep resumes where it stopped; ``force`` with classes
 redoes only those partitions. Tasks carry ``resources={class: 1}`` so a class's batches run only on its
@@ -130,8 +131,8 @@ def _remeasure(
 
 def _up_to_date(out: Path, plans: dict[str, dict]) -> bool:
     """True when the merged data is what the saved models were trained on and every class was re-measured."""
-    from pipeline.sweep.shards import load_merged
     from pipeline.learn.train import data_hash
+    from pipeline.sweep.shards import load_merged
 
     try:
         metrics = json.loads((out / "models" / "metrics.json").read_text())

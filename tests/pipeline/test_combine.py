@@ -12,13 +12,13 @@ import pyarrow as pa
 import pytest
 
 from kernels.device import CLASS_SPECS
+from pipeline.errors import UserError
 from pipeline.learn.combine import combine
 from pipeline.learn.crossclass import scores
-from pipeline.errors import UserError
+from pipeline.learn.train import group_split, ok_rows, split
 from pipeline.sweep.schema import shard_schema
 from pipeline.sweep.shards import load_merged, write_merged
 from pipeline.sweep.spec import parse_spec
-from pipeline.learn.train import group_split, ok_rows, split
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 from tests.pipeline.fake_workload import kernel_ms, make_workload
 

@@ -15,9 +15,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.sweep.batching import TAIL_BATCHES, TAIL_MIN_SIZE, TAIL_PARTS, batches, measure_order, pending_batches
 from pipeline.cluster.local import plan_local_workers
 from pipeline.errors import UserError
+from pipeline.sweep.batching import (
+    TAIL_BATCHES,
+    TAIL_MIN_SIZE,
+    TAIL_PARTS,
+    batches,
+    measure_order,
+    pending_batches,
+)
 from pipeline.sweep.shards import shard_path
 from tests.pipeline.conftest import REPO, run_cli
 

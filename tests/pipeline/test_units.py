@@ -7,11 +7,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.sweep.batching import batches
 from pipeline.cluster.local import plan_local_workers
 from pipeline.errors import UserError
 from pipeline.learn.models import AdditiveKernelModel, load_model, save_model
 from pipeline.paths import assert_inside
+from pipeline.sweep.batching import batches
 from pipeline.sweep.schema import FIXED_FIELDS, kernel_params, shard_schema
 from pipeline.sweep.shards import is_finished, merge
 

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.strategies.datasets import load_datasets, write_parquet
 from pipeline.errors import UserError
+from pipeline.strategies.datasets import load_datasets, write_parquet
 from pipeline.strategies.replay import ReplayError, ReplayWorkload
 from tests.strategies.conftest import DEFAULT, KERNEL_BEST, cache_time, kernel_ms
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.strategies.datasets import load_datasets
-from pipeline.strategies.replay import ReplayWorkload
 from pipeline.strategies import STRATEGIES, get_strategy, strategy_names
 from pipeline.strategies.base import BudgetExhausted, Session, StrategyError
+from pipeline.strategies.datasets import load_datasets
 from pipeline.strategies.evaluate import run_one
+from pipeline.strategies.replay import ReplayWorkload
 from tests.strategies.conftest import write_sweep
 
 SEARCHERS = [s for s in STRATEGIES if s not in ("per_kernel_exhaustive", "transfer")]
