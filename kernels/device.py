@@ -39,6 +39,18 @@ CLASS_SPECS: dict[str, ClassSpec] = {
 }
 GPU_CLASSES = tuple(CLASS_SPECS) + ("cpu",)
 
+# The device facts a worker writes into every row and the combined surrogates learn from (Table 4 of the CFD
+# seed, plus the SM count and the copy bandwidth measured on the worker).
+DEVICE_FEATURES = (
+    "peak_fp64_gflops",
+    "spec_bandwidth_gbs",
+    "spec_memory_gb",
+    "sm_count",
+    "measured_bandwidth_gbs",
+)
+# The ones read off a spec sheet: a class without a sheet (the CPU) has none.
+SPEC_SHEET_FEATURES = frozenset({"peak_fp64_gflops", "spec_bandwidth_gbs", "spec_memory_gb"})
+
 _CLASS_PATTERNS = [
     (re.compile(r"C20(70|75)", re.I), "c2075"),
     (re.compile(r"P100", re.I), "p100"),

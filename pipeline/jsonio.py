@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kernels.atomic import write_text
 from pipeline.errors import UserError
 
 
@@ -22,7 +23,4 @@ def read_json(path: Path, what: str = "JSON") -> Any:
 
 def write_json(path: Path, data: Any) -> None:
     """Write through a temporary file and a rename (atomic on one file system)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
-    tmp.replace(path)
+    write_text(path, json.dumps(data, indent=1, default=str) + "\n")

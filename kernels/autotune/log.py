@@ -11,9 +11,10 @@ Launches are timed from CUDA events read later, so ``time_ms`` is filled in afte
 from __future__ import annotations
 
 import csv
-import os
 from collections.abc import Hashable, Sequence
 from pathlib import Path
+
+from kernels.atomic import atomic_path
 
 
 class LaunchLog:
@@ -40,12 +41,10 @@ class LaunchLog:
     def write_csv(self, path: str | Path) -> Path:
         """Write atomically (temporary name, then rename) so a killed run never leaves half a log."""
         path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "w", newline="") as f:
+        with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
             out = csv.writer(f)
             out.writerow(("seq", "kernel", "step", "state", *self.param_names, "time_ms", "nonoptimal"))
             for seq, kernel, step, state, values, ms, off in self.rows:
                 padded = (list(values) + [""] * len(self.param_names))[: len(self.param_names)]
                 out.writerow((seq, kernel, step, state, *padded, "" if ms is None else f"{ms:.6g}", int(off)))
-        os.replace(tmp, path)
         return path

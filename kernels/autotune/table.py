@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kernels.atomic import write_text
 
 FORMAT = "launchtune-tuning-table"
 RUNTIME = "runtime"
@@ -123,11 +124,8 @@ class TuningTable:
     def save(self, path: str | Path) -> Path:
         """Write atomically: a temporary file renamed over the target."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         doc = {"format": FORMAT, "version": 1, "entries": [e.to_json() for e in self.entries]}
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(doc, indent=1) + "\n")
-        os.replace(tmp, path)
+        write_text(path, json.dumps(doc, indent=1) + "\n")
         return path
 
 

@@ -19,10 +19,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.errors import UserError
-    from pipeline.sweep.shards import list_shards, merge
+    from pipeline.sweep.folder import SweepFolder
+    from pipeline.sweep.shards import merge
 
     if not args.dir.is_dir():
         raise UserError(f"{args.dir}: no such sweep folder")
     table = merge(args.dir)
-    print(f"merged {table.num_rows} rows from {len(list_shards(args.dir))} shards into {args.dir / 'merged'}")
+    folder = SweepFolder(args.dir)
+    print(f"merged {table.num_rows} rows from {len(folder.shards())} shards into {folder.merged_dir}")
     return 0

@@ -18,7 +18,6 @@ is deterministic: the same sources give the same merged data, split and models.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,8 +27,10 @@ import pandas as pd
 import pyarrow as pa
 
 from pipeline.errors import UserError
-from pipeline.jsonio import read_json, write_json
+from pipeline.learn.report import build_report
+from pipeline.learn.train import train_sweep
 from pipeline.paths import check_slug
+from pipeline.sweep.folder import SweepFolder, data_hash
 from pipeline.sweep.schema import shard_schema
 from pipeline.sweep.shards import load_merged, write_merged
 from pipeline.sweep.spec import SweepSpec
@@ -39,16 +40,6 @@ Log = Callable[[str], None]
 MUST_AGREE = ("workload", "case", "size", "options", "check")
 MAY_DIFFER = ("backend", "samples", "samplers", "repeats", "batch_size", "seed")
 PLAN_KEYS = ("params", "values", "kernels")
-# What combine writes into OUT and so replaces on a rerun; anything else there (PROVENANCE.md) is kept.
-MANAGED = ("merged", "models", "plan", "figures", "shards")
-MANAGED_FILES = (
-    "sweep.json",
-    "validation.json",
-    "report.json",
-    "report.md",
-    "tuning_table.json",
-    "timing.json",
-)
 
 
 @dataclass
@@ -63,18 +54,16 @@ class Source:
 
 
 def read_source(path: Path) -> Source:
-    from pipeline.learn.train import read_sweep
-
     if not path.is_dir():
         raise UserError(f"{path}: no such sweep folder")
-    spec, _ = read_sweep(path)
-    meta = read_json(path / "sweep.json")
-    if "planning_key" not in meta:
-        raise UserError(f"{path / 'sweep.json'}: no planning_key (not written by `python -m pipeline sweep`)")
+    folder = SweepFolder(path)
+    spec, _ = folder.read_spec()
+    folder.planning_key()  # a user error where there is none
+    meta = folder.read_meta()
     frame = load_merged(path)
     classes = sorted(frame["gpu_class"].unique())
-    plans = {c: read_json(path / "plan" / f"{c}.json") for c in classes}
-    validation = read_json(path / "validation.json")
+    plans = {c: folder.read_plan(c) for c in classes}
+    validation = folder.read_validation()
     return Source(path, spec, meta, frame, classes, {c: p for c, p in plans.items() if p}, validation)
 
 
@@ -168,27 +157,24 @@ def _prepare_out(out: Path, sources: Sequence[Source]) -> None:
             raise UserError(
                 f"{out}: the output folder must lie outside every source and hold none ({s.path})"
             )
-    meta = read_json(out / "sweep.json") if out.is_dir() else None
+    folder = SweepFolder(out)
+    meta = folder.read_meta() if out.is_dir() else None
     if meta is not None and "combined" not in meta:
         raise UserError(
             f"{out}: holds a measured sweep (sweep.json without a combined block); pick another folder"
         )
     out.mkdir(parents=True, exist_ok=True)
-    for name in MANAGED:
-        shutil.rmtree(out / name, ignore_errors=True)
-    for name in MANAGED_FILES:
-        (out / name).unlink(missing_ok=True)
+    folder.clear()
 
 
 def combine(out: Path, paths: Sequence[Path], log: Log = print, train: bool = True) -> dict[str, Any]:
     """Everything ``python -m pipeline combine OUT SRC...`` does; returns the ``combined`` block."""
-    from pipeline.learn.train import data_hash
-
     if len({p.resolve() for p in paths}) < len(paths):
         raise UserError("combine: a source folder is named twice")
     sources = [read_source(Path(p)) for p in paths]
     check_sources(sources)
     _prepare_out(out, sources)
+    folder = SweepFolder(out)
     base = sources[0]
     plan = {k: base.meta["plan"][k] for k in ("params", "values", "default", "kernels")}
     schema = shard_schema(plan["params"], plan["kernels"])
@@ -212,7 +198,7 @@ def combine(out: Path, paths: Sequence[Path], log: Log = print, train: bool = Tr
                 "data_hash": data_hash(s.frame),
                 "devices": {c: _device_of(s, c) for c in s.classes},
                 "validation": sorted((s.validation or {}).keys()),
-                "timing": read_json(s.path / "timing.json"),
+                "timing": SweepFolder(s.path).read_timing(),
             }
         )
         for c in s.classes:
@@ -224,7 +210,7 @@ def combine(out: Path, paths: Sequence[Path], log: Log = print, train: bool = Tr
             if c in s.plans:
                 slim = {k: v for k, v in s.plans[c].items() if k != "configs"}
                 slim.update(n_configs=len(s.plans[c].get("configs", [])), source=str(s.path))
-                write_json(out / "plan" / f"{c}.json", slim)
+                folder.write_plan(c, slim)
         for k in ("test_fraction", "train"):
             if getattr(s.spec, k) != getattr(base.spec, k):
                 notes.append(f"{s.path}: spec {k} differs from {base.path}; {base.path}'s is used")
@@ -250,17 +236,13 @@ def combine(out: Path, paths: Sequence[Path], log: Log = print, train: bool = Tr
         "sources": records,
         "notes": notes,
     }
-    write_json(
-        out / "sweep.json",
-        {"spec": spec.to_dict(), "planning_key": spec.planning_key(), "plan": plan, "combined": block},
+    folder.write_meta(
+        {"spec": spec.to_dict(), "planning_key": spec.planning_key(), "plan": plan, "combined": block}
     )
-    write_json(out / "validation.json", validation)
+    folder.write_validation(validation)
     log(f"combined {merged.num_rows} rows of {', '.join(classes)} from {len(sources)} sweeps into {out}")
     if train:
-        from pipeline.learn.report import build_report
-        from pipeline.learn.train import train_sweep
-
         train_sweep(out, log)
         build_report(out, log)
-        log(f"report: {out / 'report.md'}")
+        log(f"report: {folder.report_md}")
     return block

@@ -24,6 +24,9 @@ import pandas as pd
 from scipy.stats import percentileofscore, spearmanr
 from sklearn.metrics import mean_squared_error, r2_score
 
+from kernels.device import DEVICE_FEATURES
+from pipeline.learn.design import MIN_ROWS, design, model_makers, split
+from pipeline.sweep.folder import ok_rows
 from pipeline.sweep.spec import SweepSpec
 
 Log = Callable[[str], None]
@@ -59,7 +62,6 @@ def same_split(
     frame: pd.DataFrame, spec: SweepSpec, groups: dict[str, Any], trained: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
     """Per class: the per-class and the combined models' scores on that class's test rows."""
-    from pipeline.learn.train import design, ok_rows, split
 
     combined = trained.get("combined")
     if not combined:
@@ -84,7 +86,6 @@ def leave_one_class_out(
     frame: pd.DataFrame, spec: SweepSpec, features: list[str], device: list[str], log: Log
 ) -> dict[str, Any]:
     """For each class with enough rows: the combined models fitted on the other classes, scored on it."""
-    from pipeline.learn.train import MIN_ROWS, design, model_makers, ok_rows
 
     rows = ok_rows(frame, None)
     counts = rows["gpu_class"].value_counts()
@@ -156,7 +157,6 @@ def cross_class(
 
 def markdown(metrics: dict[str, Any]) -> list[str]:
     """The report's sections on the comparison and on leave-one-class-out (empty where there is neither)."""
-    from pipeline.learn.train import DEVICE_FEATURES
 
     def f(x: Any, digits: int = 3) -> str:
         return "n/a" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.{digits}g}"

@@ -28,6 +28,7 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
+from kernels.atomic import atomic_path
 from pipeline.errors import UserError
 
 MODEL_NAMES = ("mlp", "gbr", "additive")
@@ -105,10 +106,12 @@ def _log_target() -> FunctionTransformer:
     return FunctionTransformer(np.log, np.exp, check_inverse=False)
 
 
-def make_mlp(
-    hidden_layers: Sequence[int], max_epochs: int, seed: int, n_train: int = 200, log_target: bool = False
-) -> TransformedTargetRegressor:
-    mlp = MLPRegressor(
+def seed_mlp_regressor(
+    hidden_layers: Sequence[int], max_epochs: int, seed: int, batch_size: int
+) -> MLPRegressor:
+    """The one builder of the CFD seed's network (Xue & Roy, Table 2): a ReLU MLP trained by Adam with the
+    paper's rates and momenta. The sweep's surrogates and the strategies' ``random_mlp`` both start here."""
+    return MLPRegressor(
         hidden_layer_sizes=tuple(hidden_layers),
         activation="relu",
         solver="adam",
@@ -118,11 +121,18 @@ def make_mlp(
         learning_rate="adaptive",
         learning_rate_init=9e-4,
         max_iter=max_epochs,
-        batch_size=max(1, min(200, n_train)),
+        batch_size=batch_size,
         tol=1e-6,
         epsilon=1e-9,
         random_state=seed,
     )
+
+
+def make_mlp(
+    hidden_layers: Sequence[int], max_epochs: int, seed: int, n_train: int = 200, log_target: bool = False
+) -> TransformedTargetRegressor:
+    """The sweep's surrogate: StandardScaler, the seed's MLP, and a standardised (optionally log) target."""
+    mlp = seed_mlp_regressor(hidden_layers, max_epochs, seed, batch_size=max(1, min(200, n_train)))
     # ``log_target``: learn log(time), for data whose classes differ by orders of magnitude (a CPU beside
     # GPUs); on milliseconds the standardised target would be all between-class gap and no within-class shape.
     target = make_pipeline(_log_target(), StandardScaler()) if log_target else StandardScaler()
@@ -157,10 +167,8 @@ TRUSTED = [
 def save_model(model: Any, path: Path) -> None:
     import skops.io as sio
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    sio.dump(model, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:  # an interrupted dump leaves no model behind
+        sio.dump(model, tmp)
 
 
 def load_model(path: Path) -> Any:

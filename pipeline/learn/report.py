@@ -6,7 +6,6 @@ Reads only Parquet, JSON and skops files (models through the trust list). Re-mea
 
 from __future__ import annotations
 
-import json
 import math
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,19 +16,12 @@ import pandas as pd
 
 from kernels.autotune.table import FORMAT as TABLE_FORMAT  # one format, read by the runtime autotuner
 from pipeline.errors import UserError
-from pipeline.jsonio import read_json
 from pipeline.learn.crossclass import markdown as cross_class_markdown
-from pipeline.learn.train import ok_rows, read_sweep
+from pipeline.sweep.folder import SweepFolder, ok_rows
 from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
 
 TOP_CANDIDATES = 5
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def _config(row: pd.Series, params: list[str]) -> dict[str, int]:
@@ -185,8 +177,8 @@ def _figures(
         time_label,
     )
 
-    fig_dir = sweep_dir / "figures"
-    fig_dir.mkdir(exist_ok=True)
+    folder = SweepFolder(sweep_dir)
+    folder.figures_dir.mkdir(exist_ok=True)
     sweep = Sweep(path=sweep_dir, spec=spec, plan=plan, frame=frame, metrics=metrics)
     made = []
     for group, entry in metrics.get("groups", {}).items():
@@ -203,7 +195,7 @@ def _figures(
                 {group: np.asarray(curve)}, f"{group} MLP loss history"
             )
         for name, fig in drawn.items():
-            fig.savefig(fig_dir / name, dpi=110)
+            fig.savefig(folder.figure_path(name), dpi=110)
             plt.close(fig)
             made.append(name)
     return made
@@ -279,13 +271,14 @@ def _markdown(report: dict[str, Any]) -> str:
 
 
 def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
-    spec, plan = read_sweep(sweep_dir)
+    folder = SweepFolder(sweep_dir)
+    spec, plan = folder.read_spec()
     frame = load_merged(sweep_dir)
-    metrics = read_json(sweep_dir / "models" / "metrics.json", "model metrics")
+    metrics = folder.read_metrics()
     if metrics is None:
         raise UserError(f"{sweep_dir}: no trained models (run `python -m pipeline train {sweep_dir}` first)")
-    validation = read_json(sweep_dir / "validation.json", "validation results")
-    timing = read_json(sweep_dir / "timing.json", "timing")
+    validation = folder.read_validation()
+    timing = folder.read_timing()
     classes = sorted(frame["gpu_class"].unique())
     report = {
         "sweep_id": spec.name,
@@ -304,9 +297,7 @@ def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
         },
         "comparison": metrics.get("comparison"),
         "loco": metrics.get("loco"),
-        "combined_from": (read_json(sweep_dir / "sweep.json", "sweep description") or {})
-        .get("combined", {})
-        .get("sources"),
+        "combined_from": (folder.read_meta() or {}).get("combined", {}).get("sources"),
     }
     report["figures"] = _figures(sweep_dir, frame, plan, spec, metrics, log)
     table = {
@@ -316,8 +307,6 @@ def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
         "sweep_id": spec.name,
         "entries": [tuning_entry(frame, c, spec, plan, validation) for c in classes],
     }
-    _write_atomic(sweep_dir / "report.json", json.dumps(_clean(report), indent=1))
     markdown = _markdown({**report, "cross_class_md": cross_class_markdown(metrics)})
-    _write_atomic(sweep_dir / "report.md", markdown)
-    _write_atomic(sweep_dir / "tuning_table.json", json.dumps(_clean(table), indent=1))
+    folder.write_report(_clean(report), markdown, _clean(table))
     return report

@@ -4,15 +4,20 @@ when no model file is there), the combined-vs-per-class comparison and leave-one
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import r2_score
+from threadpoolctl import threadpool_limits
 
 from pipeline.errors import UserError
-from pipeline.learn.train import design, features_for
+from pipeline.learn.design import design, features_for, group_split, model_makers
+from pipeline.learn.models import load_model
 from pipeline.results.sweeps import Sweep
+from pipeline.sweep.folder import SweepFolder
 
 
 def r2_table(metrics: dict[str, Any]) -> pd.DataFrame:
@@ -79,21 +84,13 @@ def group_model(sweep: Sweep, group: str, model: str = "mlp") -> Any:
     Refitting keeps the committed data small (model files are not committed) at the cost of a few seconds
     for the MLP; the refitted model's R2 is the one in ``metrics.json``.
     """
-    from pipeline.learn.models import load_model
-    from pipeline.learn.train import model_makers
-
-    file = sweep.path / "models" / group / f"{model}.skops"
+    file = SweepFolder(sweep.path).model_path(group, model)
     if file.is_file():
         return load_model(file)
     _, X, y, tr, _ = _group_design(sweep, group)
     makers = model_makers(sweep.spec, len(tr), combined=group == "combined")
     if model not in makers:
         raise UserError(f"{file}: missing, and only {', '.join(makers)} can be refitted here")
-    import warnings
-
-    from sklearn.exceptions import ConvergenceWarning
-    from threadpoolctl import threadpool_limits
-
     # One thread (BLAS, OpenMP): the MLP's matrices are small, and on a shared 2-core machine threads spinning
     # against other processes made this fit 14x slower (129 s against 9 s), with the same result.
     with warnings.catch_warnings(), threadpool_limits(limits=1):
@@ -103,8 +100,6 @@ def group_model(sweep: Sweep, group: str, model: str = "mlp") -> Any:
 
 def _group_design(sweep: Sweep, group: str):
     """Rows, design matrix, target and the train/test positions of a group, as training made them."""
-    from pipeline.learn.train import group_split
-
     entry = (sweep.metrics or {}).get("groups", {}).get(group)
     if entry is None:
         raise UserError(f"{sweep.path}: models/metrics.json has no group {group!r}")

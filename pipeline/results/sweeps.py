@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 
 from pipeline.errors import UserError
-from pipeline.jsonio import read_json
-from pipeline.learn.train import ok_rows, read_sweep
+from pipeline.sweep.folder import SweepFolder, ok_rows
 from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
 from pipeline.sweep.spec import SweepSpec
@@ -57,22 +56,22 @@ class Sweep:
 def sweep_folders(results: str | Path) -> list[Path]:
     """Every folder under ``results`` (itself included) holding ``sweep.json`` and ``merged/``, sorted."""
     results = Path(results)
-    found = {p.parent for p in results.rglob("sweep.json") if (p.parent / "merged").is_dir()}
+    found = {p.parent for p in results.rglob("sweep.json") if SweepFolder(p.parent).is_sweep()}
     return sorted(p for p in found if not any(part.startswith(".") for part in p.relative_to(results).parts))
 
 
 def load_sweep(path: str | Path) -> Sweep:
-    path = Path(path)
-    spec, plan = read_sweep(path)
+    folder = SweepFolder(path)
+    spec, plan = folder.read_spec()
     return Sweep(
-        path=path,
+        path=folder.path,
         spec=spec,
         plan=plan,
-        frame=load_merged(path),
-        metrics=read_json(path / "models" / "metrics.json"),
-        report=read_json(path / "report.json"),
-        validation=read_json(path / "validation.json"),
-        tuning_table=read_json(path / "tuning_table.json"),
+        frame=load_merged(folder.path),
+        metrics=folder.read_metrics(),
+        report=folder.read_report(),
+        validation=folder.read_validation(),
+        tuning_table=folder.read_tuning_table(),
     )
 
 

@@ -27,6 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kernels.atomic import atomic_path
 from pipeline.errors import UserError
 
 TIME = "time"  # the objective column of every Dataset frame (ms; NaN where the configuration failed)
@@ -337,8 +338,6 @@ def write_parquet(dataset: Dataset, path: str | Path) -> Path:
     meta = dict(table.schema.metadata or {})
     meta[_PARAMS_META] = json.dumps(dataset.params).encode()
     table = table.replace_schema_metadata(meta)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp)
     return path

@@ -34,6 +34,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.metrics import mean_squared_error, r2_score
 from sklearn.model_selection import train_test_split
 
+from kernels.atomic import write_text
 from pipeline.errors import UserError
 
 STAGES = ("t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h")
@@ -356,7 +357,5 @@ def write_outputs(result: dict[str, Any], out: Path) -> list[Path]:
         out / "streams_table.md": format_table(result) + "\n",
     }
     for path, text in files.items():
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        write_text(path, text)
     return list(files)

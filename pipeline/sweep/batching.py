@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline.sweep.shards import is_finished, shard_path
+from pipeline.sweep.folder import SweepFolder
+from pipeline.sweep.shards import is_finished
 
 
 def batches(configs: Sequence[tuple[str, dict[str, int]]], size: int) -> list[tuple[str, list]]:
@@ -59,11 +60,12 @@ def pending_batches(out: Path, cls: str, ordered: list[tuple[str, list]]) -> tup
     A tail part counts as finished also where its whole batch's shard is on disk: a folder measured before
     the tail was cut holds ``shard-00107.parquet``, and measuring ``00107.0`` too would double its samples.
     """
+    folder = SweepFolder(out)
     todo, finished = [], 0
     for batch, rows in ordered:
         whole = batch.split(".", 1)[0]
-        if is_finished(shard_path(out, cls, batch)) or (
-            whole != batch and is_finished(shard_path(out, cls, whole))
+        if is_finished(folder.shard_path(cls, batch)) or (
+            whole != batch and is_finished(folder.shard_path(cls, whole))
         ):
             finished += 1
         else:

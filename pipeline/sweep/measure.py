@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.sweep.batching import measure_order, pending_batches
-from pipeline.sweep.shards import shard_path
+from pipeline.sweep.folder import SweepFolder
 from pipeline.sweep.spec import SweepSpec
 
 Log = Callable[[str], None]
@@ -178,7 +178,7 @@ def measure_batches(
                 cls,
                 batch,
                 batch_rows,
-                str(shard_path(out, cls, batch)),
+                str(SweepFolder(out).shard_path(cls, batch)),
                 str(out),
                 resources={cls: 1},
                 pure=False,

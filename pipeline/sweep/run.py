@@ -11,7 +11,6 @@ workers.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -19,36 +18,32 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pipeline.cluster import open_cluster
 from pipeline.errors import UserError
-from pipeline.jsonio import write_json
+from pipeline.learn.report import build_report
+from pipeline.learn.train import train_sweep
+from pipeline.sweep.folder import SweepFolder, data_hash
 from pipeline.sweep.measure import measure_batches
-from pipeline.sweep.shards import list_shards, merge, shard_dir
+from pipeline.sweep.shards import load_merged, merge
 from pipeline.sweep.spec import SweepSpec
+from pipeline.sweep.worker import plan_task, remeasure_task
 
 Log = Callable[[str], None]
 
 
 def check_previous(out: Path, spec: SweepSpec, force: bool, classes: Sequence[str] | None, log: Log) -> None:
     """A folder holds one sweep: a rerun must plan the same samples, or start afresh with --force."""
-    meta = out / "sweep.json"
-    if not meta.is_file():
+    folder = SweepFolder(out)
+    old = folder.planning_key()
+    if old is None:
         return
-    try:
-        old = json.loads(meta.read_text())["planning_key"]
-    except (ValueError, KeyError) as exc:
-        raise UserError(
-            f"{meta}: unreadable sweep description ({exc}); remove the folder or pick another --out"
-        ) from None
     new = spec.planning_key()
     differs = [k for k in new if old.get(k) != new[k]]
     if not differs:
         return
     if force and not classes:
         log(f"--force: {out} was planned with other {', '.join(differs)}; starting it afresh")
-        for name in ("shards", "merged", "models", "plan", "figures"):
-            shutil.rmtree(out / name, ignore_errors=True)
-        for name in ("validation.json", "report.json", "report.md", "tuning_table.json", "timing.json"):
-            (out / name).unlink(missing_ok=True)
+        folder.clear()
         return
     k = differs[0]
     raise UserError(
@@ -59,11 +54,9 @@ def check_previous(out: Path, spec: SweepSpec, force: bool, classes: Sequence[st
 
 
 def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool) -> dict[str, Any]:
-    from pipeline.sweep.worker import plan_task
-
-    path = out / "plan" / f"{cls}.json"
-    if path.is_file() and not replan:
-        plan = json.loads(path.read_text())
+    folder = SweepFolder(out)
+    plan = None if replan else folder.read_plan(cls)
+    if plan is not None:
         if "configs" in plan:  # a committed plan is slimmed to its facts; the seeded draw below redoes it
             return plan
     future = client.submit(
@@ -77,17 +70,15 @@ def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool) -> d
         key=f"plan-{cls}-{time.time_ns()}",
     )
     plan = future.result()
-    write_json(path, plan)
+    folder.write_plan(cls, plan)
     return plan
 
 
 def _remeasure(
     client, spec: SweepSpec, plans: dict[str, dict], trained: dict, metrics: dict, out: Path, log: Log
 ) -> None:
-    from pipeline.sweep.worker import remeasure_task
-
-    path = out / "validation.json"
-    validation = json.loads(path.read_text()) if path.is_file() else {}
+    folder = SweepFolder(out)
+    validation = folder.read_validation() or {}
     futures = {}
     for cls, plan in plans.items():
         entry = metrics["groups"].get(cls, {})
@@ -126,18 +117,17 @@ def _remeasure(
             f"re-measured {cls}: predicted best {top.get('total_ms')} ms ({top['status']}), "
             f"default {default.get('total_ms')} ms"
         )
-    write_json(path, validation)
+    folder.write_validation(validation)
 
 
 def _up_to_date(out: Path, plans: dict[str, dict]) -> bool:
     """True when the merged data is what the saved models were trained on and every class was re-measured."""
-    from pipeline.learn.train import data_hash
-    from pipeline.sweep.shards import load_merged
-
+    folder = SweepFolder(out)
     try:
-        metrics = json.loads((out / "models" / "metrics.json").read_text())
-        validation = json.loads((out / "validation.json").read_text())
-    except (OSError, ValueError):
+        metrics, validation = folder.read_metrics(), folder.read_validation()
+    except UserError:
+        return False
+    if metrics is None or validation is None:
         return False
     return metrics.get("data_hash") == data_hash(load_merged(out)) and all(c in validation for c in plans)
 
@@ -153,14 +143,11 @@ def run_sweep(
     max_minutes: float | None = None,
 ) -> dict[str, Any]:
     """Everything ``python -m pipeline sweep`` does, in order; returns the report."""
-    from pipeline.cluster import open_cluster
-    from pipeline.learn.report import build_report
-    from pipeline.learn.train import train_sweep
-
+    folder = SweepFolder(out)
     out.mkdir(parents=True, exist_ok=True)
     check_previous(out, spec, force, classes, log)
     wanted = list(classes or spec.gpu_classes or []) or None
-    with open_cluster(cluster, wanted, workers_per_class, out / ".dask", log) as handle:
+    with open_cluster(cluster, wanted, workers_per_class, folder.dask_dir, log) as handle:
         chosen = wanted or list(handle.gpu_classes)
         for cls in chosen:
             if cls not in handle.gpu_classes:
@@ -172,15 +159,14 @@ def run_sweep(
         for cls in chosen:
             redo = force and (not classes or cls in classes)
             if redo and classes:
-                shutil.rmtree(shard_dir(out, cls), ignore_errors=True)
+                shutil.rmtree(folder.shard_dir(cls), ignore_errors=True)
             plans[cls] = _plan_class(handle.client, spec, cls, out, replan=redo)
             log(
                 f"plan {cls}: {len(plans[cls]['configs'])} configurations "
                 f"on {plans[cls]['device']['device_name']}"
             )
         first = next(iter(plans.values()))
-        write_json(
-            out / "sweep.json",
+        folder.write_meta(
             {
                 "spec": spec.to_dict(),
                 "planning_key": spec.planning_key(),
@@ -192,19 +178,19 @@ def run_sweep(
             handle.client, spec, plans, out, log, max_minutes, local=handle.kind == "local"
         )
         if timing["batches_to_measure"]:  # a rerun with nothing left keeps the last run's timing
-            write_json(out / "timing.json", timing)
+            folder.write_timing(timing)
         if timing["batches"]:
             log(
                 f"measured {timing['rows']} configurations in {timing['seconds']} s "
                 f"({timing['samples_per_minute']} per minute)"
             )
         merged = merge(out)
-        log(f"merged {merged.num_rows} rows from {len(list_shards(out))} shards into {out / 'merged'}")
+        log(f"merged {merged.num_rows} rows from {len(folder.shards())} shards into {folder.merged_dir}")
         if _up_to_date(out, plans):
             log("nothing new since the last training: models and re-measurements kept")
         else:
             trained = train_sweep(out, log)
             _remeasure(handle.client, spec, plans, trained["models"], trained["metrics"], out, log)
     report = build_report(out, log)
-    log(f"report: {out / 'report.md'}")
+    log(f"report: {folder.report_md}")
     return report

@@ -1,9 +1,4 @@
-"""Shards on disk: where each batch's file goes, which are finished, and the merge into one dataset.
-
-Layout under a sweep folder ``DIR``::
-
-    DIR/shards/gpu_class=<C>/shard-<batch>.parquet   one file per (class, batch), written atomically
-    DIR/merged/gpu_class=<C>/part-0.parquet          Parquet dataset partitioned by class (hive style)
+"""Shards on disk: which are finished, and the merge into one dataset (paths: :mod:`pipeline.sweep.folder`).
 """
 
 from __future__ import annotations
@@ -17,18 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import UserError
-
-
-def shard_dir(sweep_dir: Path, gpu_class: str) -> Path:
-    return sweep_dir / "shards" / f"gpu_class={gpu_class}"
-
-
-def shard_path(sweep_dir: Path, gpu_class: str, batch: str) -> Path:
-    return shard_dir(sweep_dir, gpu_class) / f"shard-{batch}.parquet"
-
-
-def list_shards(sweep_dir: Path) -> list[Path]:
-    return sorted((sweep_dir / "shards").glob("gpu_class=*/shard-*.parquet"))
+from pipeline.sweep.folder import SweepFolder
 
 
 def read_shard(path: Path) -> pa.Table:
@@ -55,10 +39,11 @@ def is_finished(path: Path) -> bool:
 
 def merge(sweep_dir: Path) -> pa.Table:
     """Concatenate every shard into ``DIR/merged`` (by gpu_class), replacing the old merge whole."""
-    shards = list_shards(sweep_dir)
+    folder = SweepFolder(sweep_dir)
+    shards = folder.shards()
     if not shards:
         raise UserError(
-            f"{sweep_dir}: no shards under {sweep_dir / 'shards'} (run `python -m pipeline sweep` first)"
+            f"{sweep_dir}: no shards under {folder.shards_dir} (run `python -m pipeline sweep` first)"
         )
     tables = []
     for path in shards:
@@ -84,7 +69,7 @@ def merge(sweep_dir: Path) -> pa.Table:
 def write_merged(sweep_dir: Path, merged: pa.Table) -> pa.Table:
     """Write ``merged`` (sorted by class and sample) as ``DIR/merged``, replacing the old one whole."""
     merged = merged.sort_by([("gpu_class", "ascending"), ("sample_id", "ascending")])
-    target = sweep_dir / "merged"
+    target = SweepFolder(sweep_dir).merged_dir
     tmp = sweep_dir / f".merged-{uuid.uuid4().hex[:8]}.tmp"
     pq.write_to_dataset(
         merged, tmp, partition_cols=["gpu_class"], basename_template="part-{i}.parquet", compression="zstd"
@@ -101,7 +86,7 @@ def write_merged(sweep_dir: Path, merged: pa.Table) -> pa.Table:
 
 def load_merged(sweep_dir: Path) -> pd.DataFrame:
     """The merged data as a DataFrame with ``gpu_class`` as a plain string column."""
-    target = sweep_dir / "merged"
+    target = SweepFolder(sweep_dir).merged_dir
     if not target.is_dir() or not any(target.glob("gpu_class=*/*.parquet")):
         raise UserError(
             f"{sweep_dir}: no merged data in {target} (run `python -m pipeline merge {sweep_dir}`)"

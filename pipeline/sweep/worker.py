@@ -24,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from kernels.atomic import atomic_path
 from kernels.backend import get_backend
 from kernels.device import describe_device, measure_copy_bandwidth
 from kernels.workload import Workload, WorkloadError, make_workload, workload_names
@@ -238,10 +239,8 @@ def measure_batch(
         rec.update({kernel_column(k): times.get(k) for k in kernels})
         records.append(rec)
     table = pa.Table.from_pylist(records, schema=schema)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, path)  # atomic: a killed worker leaves a stray .tmp, never a half shard
+    with atomic_path(path) as tmp:  # a killed worker leaves a stray .tmp, never a half shard
+        pq.write_table(table, tmp, compression="zstd")
     counts = {s: sum(r["status"] == s for r in records) for s in ("ok", "invalid", "failed")}
     return {
         "batch": batch,

@@ -14,8 +14,13 @@ def test_numpy_backend_and_bad_name():
 
 @pytest.mark.parametrize(
     "name,cls",
-    [("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"), ("Tesla V100-SXM2-16GB", "v100"),
-     ("Tesla C2075", "c2075"), ("NVIDIA GeForce RTX 2080 Ti", "nvidia-geforce-rtx-2080-ti")],
+    [
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA H200", "h200"),
+        ("Tesla V100-SXM2-16GB", "v100"),
+        ("Tesla C2075", "c2075"),
+        ("NVIDIA GeForce RTX 2080 Ti", "nvidia-geforce-rtx-2080-ti"),
+    ],
 )
 def test_gpu_class_of(name, cls):
     assert gpu_class_of(name) == cls

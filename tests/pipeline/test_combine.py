@@ -15,7 +15,8 @@ from kernels.device import CLASS_SPECS
 from pipeline.errors import UserError
 from pipeline.learn.combine import combine
 from pipeline.learn.crossclass import scores
-from pipeline.learn.train import group_split, ok_rows, split
+from pipeline.learn.design import group_split, split
+from pipeline.sweep.folder import ok_rows
 from pipeline.sweep.schema import shard_schema
 from pipeline.sweep.shards import load_merged, write_merged
 from pipeline.sweep.spec import parse_spec

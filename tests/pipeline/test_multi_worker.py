@@ -25,7 +25,7 @@ from pipeline.sweep.batching import (
     measure_order,
     pending_batches,
 )
-from pipeline.sweep.shards import shard_path
+from pipeline.sweep.folder import SweepFolder
 from tests.pipeline.conftest import REPO, run_cli
 
 H200 = "NVIDIA H200"
@@ -117,9 +117,9 @@ def _shard(path: Path) -> None:
 
 def test_a_whole_batch_measured_before_the_tail_was_cut_covers_its_parts(tmp_path):
     order = measure_order(_configs(200, 0), 20)  # 00006-00009 cut
-    _shard(shard_path(tmp_path, "h200", "00009"))  # an older sweep measured 00009 whole
-    _shard(shard_path(tmp_path, "h200", "00008.1"))
-    _shard(shard_path(tmp_path, "h200", "00001"))
+    _shard(SweepFolder(tmp_path).shard_path("h200", "00009"))  # an older sweep measured 00009 whole
+    _shard(SweepFolder(tmp_path).shard_path("h200", "00008.1"))
+    _shard(SweepFolder(tmp_path).shard_path("h200", "00001"))
     todo, finished = pending_batches(tmp_path, "h200", order)
     assert finished == TAIL_PARTS + 2
     left = [name for name, _ in todo]

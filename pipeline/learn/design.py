@@ -1,0 +1,82 @@
+"""The design of a fit: which features a group uses, how rows are split, and which models are made.
+
+Shared by training (:mod:`pipeline.learn.train`), the cross-class scores (:mod:`pipeline.learn.crossclass`)
+and the notebooks' refits (:mod:`pipeline.results.learning`), so the three agree on every split and feature.
+Device facts as features come from the GPU-class registry (:data:`kernels.device.DEVICE_FEATURES`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import train_test_split
+
+from kernels.device import DEVICE_FEATURES, SPEC_SHEET_FEATURES
+from pipeline.learn.models import make_gbr, make_mlp
+from pipeline.sweep.spec import SweepSpec
+
+# A spec-sheet feature (kernels.device.SPEC_SHEET_FEATURES) is null where a class has no sheet (the CPU); it
+# reads 0, a level of its own. Anything else null means "not measured" (rows older than the column): 0 would
+# claim a value, so such a feature is left out of the combined fit and the reason recorded in metrics.json.
+MIN_ROWS = 8
+
+
+def split(frame: pd.DataFrame, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions of the train and test sets; the same call in the report gives the same split."""
+    return train_test_split(np.arange(len(frame)), test_size=test_fraction, random_state=seed)
+
+
+def features_for(plan: dict[str, Any], combined: bool) -> list[str]:
+    """Every feature a group may use; ``device_features`` says which of the device facts the data has."""
+    return list(plan["params"]) + (list(DEVICE_FEATURES) if combined else [])
+
+
+def device_features(rows: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
+    """The device facts usable on ``rows`` and, for each left out, why."""
+    used, dropped = [], {}
+    for f in DEVICE_FEATURES:
+        if f not in rows:
+            dropped[f] = "not in the data (measured before the column existed)"
+        elif f not in SPEC_SHEET_FEATURES and rows[f].isna().any():
+            missing = sorted(rows.loc[rows[f].isna(), "gpu_class"].unique())
+            dropped[f] = f"not measured for {', '.join(missing)}"
+        else:
+            used.append(f)
+    return used, dropped
+
+
+def group_split(rows: pd.DataFrame, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions of the train and test sets, each class split on its own with the same seed.
+
+    A class's rows (``ok_rows`` order) get the same split here as in their own group, so the combined model's
+    test rows of class C are exactly C's per-class test rows. For one class this is ``split``. A class with
+    fewer than ``MIN_ROWS`` rows (its own group is skipped) goes wholly to training; if every class is that
+    small, the rows are split together.
+    """
+    if (rows.groupby("gpu_class").size() < MIN_ROWS).all():
+        return split(rows, test_fraction, seed)
+    train, test = [], []
+    for pos in rows.groupby("gpu_class", sort=True).indices.values():
+        if len(pos) < MIN_ROWS:
+            train.append(pos)
+            continue
+        tr, te = split(rows.iloc[pos], test_fraction, seed)
+        train.append(pos[tr])
+        test.append(pos[te])
+    return np.concatenate(train), np.concatenate(test)
+
+
+def model_makers(spec: SweepSpec, n_train: int, combined: bool) -> dict[str, Any]:
+    """The models a group fits. Combined ones learn log(time): classes may differ by orders of magnitude."""
+    return {
+        "mlp": lambda: make_mlp(
+            spec.train.hidden_layers, spec.train.max_epochs, spec.seed, n_train, log_target=combined
+        ),
+        "gbr": lambda: make_gbr(spec.seed, log_target=combined),
+    }
+
+
+def design(rows: pd.DataFrame, features: list[str]) -> np.ndarray:
+    return rows[features].astype(float).fillna(0.0).to_numpy()

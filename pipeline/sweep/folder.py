@@ -1,0 +1,233 @@
+"""The sweep folder: its layout, its records and every read and write of its files.
+
+No other module builds a path inside a sweep folder or parses one of its JSON files; they ask a
+:class:`SweepFolder`. Layout of ``DIR``::
+
+    sweep.json                             SweepMeta: spec, planning key, plan facts (+ ``combined`` block)
+    plan/<class>.json                      Plan: the sampled configurations of a class and its device
+    shards/gpu_class=<C>/shard-<b>.parquet one file per (class, batch), written atomically by a worker
+    merged/gpu_class=<C>/part-0.parquet    every shard's rows, partitioned by class (hive style)
+    models/<group>/<model>.skops           fitted surrogates; models/metrics.json: Metrics
+    validation.json                        Validation: per class, the re-measured picks and the default
+    timing.json                            samples per minute, per worker
+    report.json, report.md, figures/, tuning_table.json    the report
+    .dask/                                 cluster files (credentials, logs), never results
+
+Records are ``TypedDict``: they are what the JSON holds, named and typed, with no conversion on the way in or
+out (the files stay readable by anything that reads JSON).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pandas as pd
+
+from kernels.atomic import write_text
+from pipeline.errors import UserError
+from pipeline.jsonio import read_json, write_json
+from pipeline.sweep.spec import SweepSpec
+
+# What a fresh start (``--force`` with another plan, or ``combine`` into an old folder) removes; anything else
+# in the folder (PROVENANCE.md, logs) is kept.
+MANAGED_DIRS = ("shards", "merged", "models", "plan", "figures")
+MANAGED_FILES = (
+    "sweep.json",
+    "validation.json",
+    "report.json",
+    "report.md",
+    "tuning_table.json",
+    "timing.json",
+)
+
+
+class PlanFacts(TypedDict):
+    """What every class of a sweep shares: the launch space and the kernels."""
+
+    params: list[str]
+    values: dict[str, list[int]]
+    default: dict[str, int]
+    kernels: list[str]
+
+
+class Plan(PlanFacts, total=False):
+    """``plan/<class>.json``: the facts, the class's sampled configurations and the device they were drawn on.
+
+    A committed plan may be slimmed to its facts (no ``configs``); the sweep redraws it from the seed.
+    """
+
+    configs: list[dict[str, Any]]
+    device: dict[str, Any]
+
+
+class SweepMeta(TypedDict, total=False):
+    """``sweep.json``."""
+
+    spec: dict[str, Any]
+    planning_key: dict[str, Any]
+    plan: PlanFacts
+    updated: str
+    combined: dict[str, Any]
+
+
+class Metrics(TypedDict, total=False):
+    """``models/metrics.json``: per group (class or ``combined``) its features, rows and model scores."""
+
+    data_hash: str
+    groups: dict[str, dict[str, Any]]
+    comparison: dict[str, Any]
+    loco: dict[str, Any]
+
+
+# validation.json: per class, the re-measured candidates (``candidates``, best predicted first), the default,
+# the model that picked them and the repeats.
+Validation = dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class SweepFolder:
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    # -- layout ------------------------------------------------------------------------------------------
+    @property
+    def meta_path(self) -> Path:
+        return self.path / "sweep.json"
+
+    @property
+    def shards_dir(self) -> Path:
+        return self.path / "shards"
+
+    @property
+    def merged_dir(self) -> Path:
+        return self.path / "merged"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.path / "models"
+
+    @property
+    def figures_dir(self) -> Path:
+        return self.path / "figures"
+
+    @property
+    def dask_dir(self) -> Path:
+        return self.path / ".dask"
+
+    @property
+    def report_md(self) -> Path:
+        return self.path / "report.md"
+
+    def plan_path(self, gpu_class: str) -> Path:
+        return self.path / "plan" / f"{gpu_class}.json"
+
+    def shard_dir(self, gpu_class: str) -> Path:
+        return self.shards_dir / f"gpu_class={gpu_class}"
+
+    def shard_path(self, gpu_class: str, batch: str) -> Path:
+        return self.shard_dir(gpu_class) / f"shard-{batch}.parquet"
+
+    def shards(self) -> list[Path]:
+        return sorted(self.shards_dir.glob("gpu_class=*/shard-*.parquet"))
+
+    def model_path(self, group: str, model: str) -> Path:
+        return self.models_dir / group / f"{model}.skops"
+
+    def figure_path(self, name: str) -> Path:
+        return self.figures_dir / name
+
+    def is_sweep(self) -> bool:
+        """A folder with a description and merged data (what the notebooks and reports can read)."""
+        return self.meta_path.is_file() and self.merged_dir.is_dir()
+
+    def clear(self) -> None:
+        """Remove everything a sweep or combine writes, keeping what the user put there."""
+        for name in MANAGED_DIRS:
+            shutil.rmtree(self.path / name, ignore_errors=True)
+        for name in MANAGED_FILES:
+            (self.path / name).unlink(missing_ok=True)
+
+    # -- sweep.json --------------------------------------------------------------------------------------
+    def read_meta(self) -> SweepMeta | None:
+        return read_json(self.meta_path, "sweep description")
+
+    def write_meta(self, meta: SweepMeta) -> None:
+        write_json(self.meta_path, meta)
+
+    def planning_key(self) -> dict[str, Any] | None:
+        """The planning key this folder was made with; None for a folder that holds no sweep yet."""
+        meta = self.read_meta()
+        if meta is None:
+            return None
+        if "planning_key" not in meta:
+            raise UserError(f"{self.meta_path}: no planning_key (not written by `python -m pipeline sweep`)")
+        return meta["planning_key"]
+
+    def read_spec(self) -> tuple[SweepSpec, PlanFacts]:
+        """The spec the folder was made with and its plan facts; a user error where there is none."""
+        meta = self.read_meta()
+        if meta is None:
+            raise UserError(
+                f"{self.path}: not a sweep folder (no sweep.json; run `python -m pipeline sweep` first)"
+            )
+        try:
+            return SweepSpec.from_dict(meta["spec"]), meta["plan"]
+        except (KeyError, TypeError) as exc:
+            raise UserError(f"{self.meta_path}: unreadable sweep description ({exc})") from None
+
+    # -- the other JSON files ----------------------------------------------------------------------------
+    def read_plan(self, gpu_class: str) -> Plan | None:
+        return read_json(self.plan_path(gpu_class), "plan")
+
+    def write_plan(self, gpu_class: str, plan: Plan) -> None:
+        write_json(self.plan_path(gpu_class), plan)
+
+    def read_metrics(self) -> Metrics | None:
+        return read_json(self.models_dir / "metrics.json", "model metrics")
+
+    def write_metrics(self, metrics: Metrics) -> None:
+        write_json(self.models_dir / "metrics.json", metrics)
+
+    def read_validation(self) -> Validation | None:
+        return read_json(self.path / "validation.json", "validation results")
+
+    def write_validation(self, validation: Validation) -> None:
+        write_json(self.path / "validation.json", validation)
+
+    def read_timing(self) -> dict[str, Any] | None:
+        return read_json(self.path / "timing.json", "timing")
+
+    def write_timing(self, timing: dict[str, Any]) -> None:
+        write_json(self.path / "timing.json", timing)
+
+    def read_report(self) -> dict[str, Any] | None:
+        return read_json(self.path / "report.json", "report")
+
+    def read_tuning_table(self) -> dict[str, Any] | None:
+        return read_json(self.path / "tuning_table.json", "tuning table")
+
+    def write_report(self, report: dict[str, Any], markdown: str, tuning_table: dict[str, Any]) -> None:
+        write_json(self.path / "report.json", report)
+        write_text(self.report_md, markdown)
+        write_json(self.path / "tuning_table.json", tuning_table)
+
+
+def ok_rows(frame: pd.DataFrame, gpu_class: str | None) -> pd.DataFrame:
+    """The measured rows (status ok, a total time) of one class or all, in (class, sample) order."""
+    rows = frame[(frame["status"] == "ok") & frame["total_ms"].notna()]
+    if gpu_class is not None:
+        rows = rows[rows["gpu_class"] == gpu_class]
+    return rows.sort_values(["gpu_class", "sample_id"]).reset_index(drop=True)
+
+
+def data_hash(frame: pd.DataFrame) -> str:
+    """A hash of the merged rows without timestamps: models and re-measurements are current if it matches."""
+    return hashlib.sha256(
+        pd.util.hash_pandas_object(frame.drop(columns=["timestamp"]), index=False).values.tobytes()
+    ).hexdigest()[:16]
