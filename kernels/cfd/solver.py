@@ -301,7 +301,3 @@ def _numpy_launcher(name: str):
         fn(*args)
 
     return launch
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)

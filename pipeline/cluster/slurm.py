@@ -39,27 +39,14 @@ from typing import Any
 
 import dask
 from distributed import Client
-from distributed.diagnostics.plugin import SchedulerPlugin
 
 from pipeline.cluster import ClusterHandle
+from pipeline.cluster.jobqueue_compat import SLURMCluster, job_kwargs, submit_and_retire
+from pipeline.cluster.scaling import jobs_to_add, release_idle
 from pipeline.cluster.security import Credentials, sweep_credentials
 from pipeline.cluster.slurm_config import ClassJob, SlurmConfig, job_options, load_slurm_config
+from pipeline.cluster.usage import WorkerUsage
 from pipeline.errors import UserError
-
-
-def _import_slurm_cluster() -> type:
-    # dask_jobqueue.runner, imported with the package, replaces the SIGINT handler with sys.exit() (meant for
-    # its batch runners); here that would turn Ctrl-C into a silent exit 0, so Python's handler is put back.
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.getsignal(signal.SIGINT) if main else None
-    from dask_jobqueue import SLURMCluster
-
-    if main and previous is not None:
-        signal.signal(signal.SIGINT, previous)
-    return SLURMCluster
-
-
-SLURMCluster = _import_slurm_cluster()
 
 # SLURM job states in which the job still holds (or waits for) its allocation.
 ACTIVE_STATES = {
@@ -85,15 +72,10 @@ class ClassSLURMCluster(SLURMCluster):
         super().__init__(n_workers=0, **{**first, **kwargs})
 
     def options_for(self, gpu_class: str) -> dict[str, Any]:
-        # _job_kwargs holds what the cluster adds to every job (scheduler protocol, interface, TLS files).
-        return {**self._job_kwargs, **self.templates[gpu_class]}
+        return {**job_kwargs(self), **self.templates[gpu_class]}
 
     def add_worker_spec(self, gpu_class: str, name: str) -> None:
         self.worker_spec[name] = {"cls": self.job_cls, "options": self.options_for(gpu_class)}
-
-    def job_script_for(self, gpu_class: str) -> str:
-        address = getattr(self.scheduler, "address", None) or "tls://<scheduler-address>:<port>"
-        return self.job_cls(address, name=f"{gpu_class}-N", **self.options_for(gpu_class)).job_script()
 
     def scale(self, n=None, jobs=0, memory=None, cores=None):  # noqa: D102 - guard, see message
         if n or jobs or memory or cores:  # scale(0) is how SpecCluster closes; anything else is a mistake
@@ -102,61 +84,6 @@ class ClassSLURMCluster(SLURMCluster):
 
     def adapt(self, *args, **kwargs):  # noqa: D102
         raise RuntimeError("ClassSLURMCluster is sized per class by ClassScaler; do not call adapt()")
-
-
-class WorkerUsage(SchedulerPlugin):
-    """Per-worker connected time and time spent computing, for the overhead summary.
-
-    Runs inside the scheduler (same process as the sweep), so it sees every task's compute start and stop as
-    the worker reported them.
-    """
-
-    name = "launchtune-worker-usage"
-
-    def __init__(self) -> None:
-        self.started = time.time()
-        self.first_result: float | None = None
-        self.workers: dict[str, dict[str, Any]] = {}
-        self.names_seen: set[str] = set()  # every worker name that ever registered, however briefly
-        self.computed = 0
-
-    def add_worker(self, scheduler: Any = None, worker: str | None = None) -> None:
-        ws = scheduler.workers.get(worker) if scheduler is not None else None
-        name = str(getattr(ws, "name", worker))
-        self.names_seen.add(name)
-        self.workers[worker] = {"name": name, "joined": time.time(), "left": None, "busy_s": 0.0, "tasks": 0}
-
-    def remove_worker(self, scheduler: Any = None, worker: str | None = None, **kwargs: Any) -> None:
-        if worker in self.workers and self.workers[worker]["left"] is None:
-            self.workers[worker]["left"] = time.time()
-
-    def transition(self, key: Any, start: str, finish: str, *args: Any, **kwargs: Any) -> None:
-        if start != "processing" or finish != "memory":
-            return
-        busy = sum(
-            s["stop"] - s["start"] for s in kwargs.get("startstops", ()) if s.get("action") == "compute"
-        )
-        rec = self.workers.get(kwargs.get("worker"))
-        if rec is not None:
-            rec["busy_s"] += busy
-            rec["tasks"] += 1
-        self.computed += 1
-        if self.first_result is None:
-            self.first_result = time.time()
-
-    def summary(self) -> dict[str, Any]:
-        now = time.time()
-        alive = sum((w["left"] or now) - w["joined"] for w in self.workers.values())
-        busy = sum(w["busy_s"] for w in self.workers.values())
-        return {
-            "cluster_started": self.started,
-            "first_result_after_s": None if self.first_result is None else self.first_result - self.started,
-            "tasks_computed": self.computed,
-            "worker_connected_s": alive,
-            "worker_busy_s": busy,
-            "busy_share": busy / alive if alive > 0 else None,
-            "workers": list(self.workers.values()),
-        }
 
 
 class ClassScaler:
@@ -330,15 +257,12 @@ class ClassScaler:
             changed = True
 
         demand = self._demand()
-        for cls in self.classes:
-            names = [n for n in spec if self._class_of(n) == cls]
-            want = min(self.workers_per_class, demand[cls])
-            if demand[cls] or not names:
-                self._idle_since.pop(cls, None)
-            elif now - self._idle_since.setdefault(cls, now) >= self.config.release_idle_after_s:
-                # idle long enough: not a gap between the sweep's steps (plan -> measure -> re-measure)
-                changed |= await self._retire(cls, names, connected)
-            for _ in range(want - len(names)):
+        jobs = {cls: [n for n in spec if self._class_of(n) == cls] for cls in self.classes}
+        counts = {cls: len(names) for cls, names in jobs.items()}
+        for cls in release_idle(counts, demand, self._idle_since, now, self.config.release_idle_after_s):
+            changed |= await self._retire(cls, jobs[cls], connected)
+        for cls, missing in jobs_to_add(counts, demand, self.workers_per_class).items():
+            for _ in range(missing):
                 name = f"{cls}-{self._counter[cls]}"
                 self._counter[cls] += 1
                 cluster.add_worker_spec(cls, name)
@@ -352,7 +276,7 @@ class ClassScaler:
                 }
                 changed = True
         if changed:
-            await cluster._correct_state()
+            await submit_and_retire(cluster)
             for name, rec in self.jobs.items():
                 job = cluster.workers.get(name)
                 if rec["job_id"] is None and job is not None and job.job_id:
@@ -582,7 +506,7 @@ def _credentials_or_none(config: SlurmConfig, workdir: Path) -> Iterator[Credent
         yield credentials
 
 
-async def _add_plugin(cluster: ClassSLURMCluster, plugin: SchedulerPlugin) -> None:
+async def _add_plugin(cluster: ClassSLURMCluster, plugin: WorkerUsage) -> None:
     cluster.scheduler.add_plugin(plugin)
 
 

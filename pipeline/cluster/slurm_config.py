@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,6 @@ class SlurmConfig:
     tls: bool = True
     max_job_failures: int = 3
     release_idle_after_s: float = 60.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def select(self, gpu_classes: list[str] | None) -> list[ClassJob]:
         """The entries for ``gpu_classes`` (all when None); an unknown class is a user error."""

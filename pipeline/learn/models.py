@@ -31,8 +31,6 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 from kernels.atomic import atomic_path
 from pipeline.errors import UserError
 
-MODEL_NAMES = ("mlp", "gbr", "additive")
-
 
 class AdditiveKernelModel(RegressorMixin, BaseEstimator):
     """Total time = sum over kernels of a per-kernel table (median over samples sharing that kernel's

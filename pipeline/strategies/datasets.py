@@ -61,7 +61,7 @@ EXTRA_DEVICE_FACTS: dict[str, dict[str, float]] = {
     "V100": dict(fp32_tflops=15.7, bandwidth_gbs=900, units=80, cache_mb=6, nvidia=1),
     "P100": dict(fp32_tflops=9.3, bandwidth_gbs=720, units=56, cache_mb=4, nvidia=1),
 }
-DEVICE_FEATURES = ("fp32_tflops", "bandwidth_gbs", "units", "cache_mb", "nvidia")
+HUB_DEVICE_FEATURES = ("fp32_tflops", "bandwidth_gbs", "units", "cache_mb", "nvidia")
 
 
 @dataclass
@@ -100,7 +100,7 @@ class Dataset:
         facts = self.device.get("features")
         if not facts:
             return None
-        return np.array([float(facts[k]) for k in DEVICE_FEATURES])
+        return np.array([float(facts[k]) for k in HUB_DEVICE_FEATURES])
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -37,10 +37,6 @@ def plan(session: Session) -> list[dict[str, int]]:
     return configs
 
 
-def needed(session: Session) -> int:
-    return len(plan(session)) + (1 if session.kernels else 0)
-
-
 def tune(session: Session) -> None:
     configs = plan(session)
     need = len(configs) + (1 if session.kernels else 0)

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-STATUSES = ("ok", "invalid", "failed")
 KERNEL_PREFIX = "ms."
 
 FIXED_FIELDS: list[pa.Field] = [
