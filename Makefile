@@ -16,15 +16,15 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 CUPY      ?= cupy-cuda12x
 HAVE_GPU  := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
-.PHONY: sweep test notebooks lint clean-venv help
+.PHONY: sweep test pytest notebooks lint clean-venv help
 
 help:
 	@echo "make sweep      run the default sweep (local Dask cluster; GPU if visible, else CPU)"
 	@echo "                vars: SPEC=cluster_configs/sweeps/X.yaml CLUSTER=local|slurm|FILE.yaml OUT=DIR GPU_CLASSES=v100,h100 SEED=N"
 	@echo "                SAMPLES=N MAX_MINUTES=M FORCE=1"
-	@echo "make test       run the test suite (GPU tests skip without a GPU)"
+	@echo "make test       lint, then the test suite (GPU tests skip without a GPU); make pytest: the suite alone"
 	@echo "make notebooks  execute every notebook headless against the committed data"
-	@echo "make lint       ruff"
+	@echo "make lint       ruff check, ruff format --check, mypy (the pre-commit hook runs the same)"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,14 +39,20 @@ sweep: $(VENV)/.installed
 		$(if $(OUT),--out $(OUT)) $(if $(GPU_CLASSES),--gpu-class $(GPU_CLASSES)) $(if $(SEED),--seed $(SEED)) \
 		$(if $(SAMPLES),--samples $(SAMPLES)) $(if $(MAX_MINUTES),--max-minutes $(MAX_MINUTES)) $(if $(FORCE),--force)
 
-test: $(VENV)/.installed
+# The README's test command: lint first (seconds), then the suite. `make pytest` runs the suite alone.
+test: lint pytest
+
+pytest: $(VENV)/.installed
 	$(PY) -m pytest -q
 
 notebooks: $(VENV)/.installed
 	$(PY) -m pipeline notebooks
 
+LINTED := kernels pipeline tests benchmarks
 lint: $(VENV)/.installed
-	$(PY) -m ruff check kernels pipeline tests benchmarks
+	$(PY) -m ruff check $(LINTED)
+	$(PY) -m ruff format --check $(LINTED)
+	$(PY) -m mypy
 
 clean-venv:
 	rm -rf $(VENV)
