@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from kernels.tridiag import reduced
-from kernels.tridiag.system import check_m, check_stage2, check_streams, chunk_bounds
+from kernels.tridiag.system import check_m, check_stage2, check_streams, chunk_rows
 
 STAGES = ("t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h")
 F8 = 8  # bytes per float64
@@ -108,9 +108,7 @@ class CudaPartitionSolver:
 
     def _plan(self, streams: int) -> list[_Chunk]:
         if streams not in self._plans:
-            self._plans[streams] = [
-                _Chunk(s, e, s * self.m, min(e * self.m, self.n)) for s, e in chunk_bounds(self.p, streams)
-            ]
+            self._plans[streams] = [_Chunk(*c) for c in chunk_rows(self.n, self.m, streams)]
         return self._plans[streams]
 
     def solve(self, streams: int = 1, detail: bool = False) -> dict[str, float]:

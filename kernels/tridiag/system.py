@@ -105,6 +105,12 @@ def chunk_bounds(blocks: int, streams: int) -> list[tuple[int, int]]:
     return [(s, e) for s, e in zip(edges[:-1], edges[1:], strict=True) if e > s]
 
 
+def chunk_rows(n: int, m: int, streams: int) -> list[tuple[int, int, int, int]]:
+    """``(first sub-system, one past the last, first row, one past the last row)`` of each stream's chunk:
+    chunks hold whole sub-systems (stage 1 of a chunk needs no other chunk's rows), rows clipped to ``n``."""
+    return [(s, e, s * m, min(e * m, n)) for s, e in chunk_bounds(num_blocks(n, m), streams)]
+
+
 def random_system(n: int, seed: int = 0, out: np.ndarray | None = None, dominance: float = 1.0) -> np.ndarray:
     """A random, strictly row diagonally dominant system: ``|b| >= |a| + |c| + dominance``, signs random.
 
