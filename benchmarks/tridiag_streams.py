@@ -27,6 +27,7 @@ import argparse
 import csv
 import datetime as dt
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -525,7 +526,9 @@ def main() -> int:
         "device": describe_device(backend),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
+        "commit": os.environ.get("LAUNCHTUNE_COMMIT", ""),  # set by benchmarks/tridiag_gpu.sh
         "numpy": np.__version__,
+        "cupy": cp.__version__,
     }
     log(json.dumps(meta["device"]))
     bw = bandwidths(cp)

@@ -87,9 +87,9 @@ class DevicePartition:
         self.sizes = reduced.plan_levels(2 * self.p, self.mr)
         self.levels = [cp.empty((4, s), dtype=np.float64) for s in self.sizes]
         self.rows = [tuple(lv[i] for i in range(4)) for lv in self.levels]  # views made once, not per launch
-        self._stage2_calls = self._plan_stage2()
         self.pcr_threads = reduced.pcr_block(self.sizes[-1])
         self.flag = cp.zeros(1, dtype=np.int32)
+        self._stage2_calls = self._plan_stage2()
         self.flag_host = np.zeros(1, dtype=np.int32)
         try:
             import cupyx
@@ -162,13 +162,14 @@ class DevicePartition:
         """``ZeroPivotError`` / ``TridiagError`` if the last fetched flag says so."""
         flag = int(self.flag_host[0])
         self.flag_host[0] = 0
-        if flag & FLAG_NONFINITE:
-            raise TridiagError("NaN or Inf in the system (met on the device): check a, b, c and d")
+        # a zero pivot first: it makes everything after it Inf or NaN, so both flags are set then
         if flag & FLAG_ZERO_PIVOT:
             raise ZeroPivotError(
                 "zero pivot on the device (a sub-system or the reduced system): the matrix is singular or "
                 "not diagonally dominant enough for elimination without pivoting"
             )
+        if flag & FLAG_NONFINITE:
+            raise TridiagError("NaN or Inf in the system (met on the device): check a, b, c and d")
 
     def solve(self, rows: tuple[Any, Any, Any, Any], x: Any, stream: Any, check: bool = True) -> Any:
         """The whole system on one stream; with ``check`` one sync at the end and the flag raised."""

