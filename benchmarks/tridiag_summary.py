@@ -230,6 +230,152 @@ def compare(a: tuple[str, pd.DataFrame, dict], b: tuple[str, pd.DataFrame, dict]
     return "\n".join(lines)
 
 
+# -- folders of the stage-2 benchmark (issue 21: stage 2 on the host or the device, interleaved rounds) ------
+def has_stage2(folder: Path) -> bool:
+    """A folder written by the stage-2 benchmark (``streams.csv`` with a ``stage2`` column)."""
+    return "stage2" in pd.read_csv(folder / "streams.csv", nrows=1).columns
+
+
+def load_stage2(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame, dict]:
+    streams = pd.read_csv(folder / "streams.csv")
+    base = pd.read_csv(folder / "baselines.csv").set_index("size").sort_index()
+    extra = pd.read_csv(folder / "stage2.csv") if (folder / "stage2.csv").is_file() else pd.DataFrame()
+    tuning = pd.read_csv(folder / "tuning.csv") if (folder / "tuning.csv").is_file() else pd.DataFrame()
+    return streams, base, extra, tuning, json.loads((folder / "meta.json").read_text())
+
+
+def _ci(r: pd.Series, key: str, digits: int = 3) -> str:
+    """``x [lo, hi]``: the median of the per-round ratios and its bootstrap 90% interval."""
+    if not np.isfinite(r.get(key, np.nan)):
+        return "-"
+    return f"{r[key]:.{digits}f} [{r[key + '_lo']:.{digits}f}, {r[key + '_hi']:.{digits}f}]"
+
+
+def _verdict(lo: pd.Series, hi: pd.Series) -> tuple[int, int, int]:
+    """(sizes faster, no measurable difference, slower) of a ratio by its 90% interval against 1."""
+    ok = np.isfinite(lo) & np.isfinite(hi)
+    return int((hi[ok] < 1).sum()), int(((lo[ok] <= 1) & (hi[ok] >= 1)).sum()), int((lo[ok] > 1).sum())
+
+
+def stage2_provenance(meta: dict, folder: Path) -> str:
+    mem = meta.get("memory", {})
+    return provenance(meta, folder) + (
+        f"; commit {meta.get('commit') or '?'}; {meta.get('seconds', float('nan')):.0f} s; free device "
+        f"memory "
+        f"{mem.get('free_bytes', 0) / 1e9:.1f} GB: at most {mem.get('max_unknowns_host_to_host_m10', 0):,} "
+        f"unknowns host to host, {mem.get('max_unknowns_resident_m10', 0):,} device-resident (m = 10)"
+    )
+
+
+def stage2_host_table(base: pd.DataFrame) -> str:
+    lines = [
+        "| size | best k | T(1) -> T(best) ms | x over 1 stream [90%] | best / serial floor | best / "
+        "copy floor "
+        "[90%] | best / gtsv2 [90%] | host stage 2: best ms (k) | device / host stage 2 |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for n, r in base.iterrows():
+        lines.append(
+            f"| {_sz(n)} | {int(r.gpu_best_streams)} | {r.gpu_one_stream_ms:.3f} -> {r.gpu_best_ms:.3f} | "
+            f"{_ci(r, 'gpu_speedup')} | {r.gpu_over_floor:.3f} | {_ci(r, 'gpu_over_copy')} | "
+            f"{_ci(r, 'gpu_over_gtsv2')} | {r.host_best_ms:.3f} ({int(r.host_best_streams)}) | "
+            f"{r.gpu_best_ms / r.host_best_ms:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def stage2_device_table(base: pd.DataFrame) -> str:
+    lines = [
+        "| size | ours ms | gtsv2 ms | gtsv2_nopivot ms | ours / gtsv2_nopivot [90%] | residual ours / "
+        "gtsv2 / "
+        "nopivot |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for n, r in base.iterrows():
+        res = " / ".join(
+            f"{r.get(k, np.nan):.1e}"
+            for k in ("dev_ours_residual", "dev_gtsv2_residual", "dev_gtsv2_nopivot_residual")
+        )
+        lines.append(
+            f"| {_sz(n)} | {r.dev_ours_ms:.3f} | {r.dev_gtsv2_ms:.3f} | {r.dev_gtsv2_nopivot_ms:.3f} | "
+            f"{_ci(r, 'dev_over_nopivot')} | {res} |"
+        )
+    return "\n".join(lines)
+
+
+def stage2_facts(streams: pd.DataFrame, base: pd.DataFrame) -> str:
+    big, small = base[base.index >= 10**6], base[base.index < 10**6]
+    res_cols = [c for c in base.columns if c.endswith("_residual")]
+    worst = max(float(streams["residual"].max()), float(np.nanmax(base[res_cols].to_numpy())))
+    g_f, g_n, g_s = _verdict(small["gpu_over_gtsv2_lo"], small["gpu_over_gtsv2_hi"])
+    b_f, b_n, b_s = _verdict(big["gpu_over_gtsv2_lo"], big["gpu_over_gtsv2_hi"])
+    d_f, d_n, d_s = _verdict(big["dev_over_nopivot_lo"], big["dev_over_nopivot_hi"])
+    sp = base["gpu_speedup_lo"] > 1
+    wins = ", ".join(
+        f"{_sz(n)}: {r.gpu_speedup:.3f}x, k={int(r.gpu_best_streams)}" for n, r in base[sp].iterrows()
+    )
+    return "\n".join(
+        [
+            f"- correctness: {len(streams)} (size, stage2, streams) points and every baseline, worst "
+            f"residual "
+            f"{worst:.1e}; worst relative difference to the numpy reference "
+            f"{streams['ref_reldiff'].max():.1e} "
+            "(compared up to 10^6)",
+            f"- host to host, >= 10^6, stage 2 on the device at the best k: "
+            f"{_span(big['gpu_over_floor'], 3)} x "
+            f"the serial transfer floor (within 1.05x at {_count(big['gpu_over_floor'] <= 1.05)} sizes), "
+            f"{_span(big['gpu_over_copy'], 3)} x the same copies timed in the run",
+            f"- against gtsv2 with the same transfers (per-round ratio, 90% interval): >= 10^6 "
+            f"{_span(big['gpu_over_gtsv2'], 3)}, faster at {b_f}, no measurable difference at {b_n}, "
+            f"slower at "
+            f"{b_s} of {b_f + b_n + b_s} sizes (gtsv2 cannot do 10^8); < 10^6 "
+            f"{_span(small['gpu_over_gtsv2'], 3)}, "
+            f"faster at {g_f}, no measurable difference at {g_n}, slower at {g_s} of {len(small)}",
+            f"- device resident, >= 10^6, ours / gtsv2_nopivot {_span(big['dev_over_nopivot'], 3)}: "
+            f"faster at "
+            f"{d_f}, no measurable difference at {d_n}, slower at {d_s} of {len(big)}",
+            f"- stage 2 on the device against the seed's host stage 2 (best k each): "
+            f"{_span(base['gpu_best_ms'] / base['host_best_ms'], 3)} x the time",
+            f"- streams (stage 2 on the device): best k = 1 at {_count(base['gpu_best_streams'] == 1)} "
+            f"sizes; "
+            f"the best k beats one stream with the 90% interval above 1 at {_count(sp)} sizes "
+            f"({wins or 'none'})",
+        ]
+    )
+
+
+def stage2_extras(extra: pd.DataFrame, tuning: pd.DataFrame) -> str:
+    lines = []
+    if not extra.empty:
+        alone = extra[extra["kind"] == "stage2_alone"]
+        for _, r in alone.iterrows():
+            lines.append(
+                f"- stage 2 alone at {_sz(int(r['size']))} ({int(r.iface_unknowns):,} interface "
+                f"unknowns, levels "
+                f"{r.levels}): ours {r.ours_ms:.4f} ms, gtsv2_nopivot {r.gtsv2_nopivot_ms:.4f} ms, ratio "
+                f"{r.ratio:.3f} [{r.ratio_lo:.3f}, {r.ratio_hi:.3f}], relative difference {r.reldiff:.1e}"
+            )
+        for _, r in extra[extra["kind"] == "beyond"].iterrows():
+            lines.append(
+                f"- {_sz(int(r['size']))} unknowns, k = {int(r.streams)}: {r.ours_ms:.2f} ms = "
+                f"{r.ratio:.3f} x the "
+                f"serial floor ({r.floor_serial_ms:.2f} ms), residual {r.residual:.1e}"
+            )
+    if not tuning.empty:
+        for n, g in tuning.groupby("size"):
+            g = g[g["error"].isna() | (g["error"] == "")]
+            best = g.loc[g["total_ms"].idxmin()]
+            ref = g[(g["m"] == 10) & (g["streams"] == 1) & (g["threads"] == 256)]["total_ms"]
+            lines.append(
+                f"- tuning at {_sz(int(n))} (medians of 5): best m = {int(best.m)}, k = {int(best.streams)}, "
+                f"threads = {int(best.threads)}: {best.total_ms:.3f} ms against {float(ref.iloc[0]):.3f} "
+                f"ms at "
+                f"m = 10, k = 1, 256 threads; spread of all {len(g)} points "
+                f"{g['total_ms'].max() / g['total_ms'].min():.3f}x"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -239,6 +385,17 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     done = []
     for folder in args.folders:
+        if has_stage2(folder):
+            streams, base, extra, tuning, meta = load_stage2(folder)
+            print(stage2_provenance(meta, folder))
+            print(stage2_facts(streams, base))
+            print()
+            print(stage2_host_table(base))
+            print()
+            print(stage2_device_table(base))
+            print()
+            print(stage2_extras(extra, tuning))
+            continue
         streams, base, meta = load(folder)
         t = per_size(streams, base)
         print(provenance(meta, folder))

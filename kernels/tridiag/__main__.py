@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--m", type=int, default=DEFAULT["m"], help="sub-system size (default 10, as the seed)"
     )
     solve.add_argument(
+        "--stage2",
+        choices=("host", "gpu"),
+        default="host",
+        help="where the interface system is solved: host (the seed's, default) or gpu (on the device)",
+    )
+    solve.add_argument(
         "--case",
         choices=CASES,
         default="random",
@@ -65,13 +71,13 @@ def solve_command(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise TridiagError(f"--repeats {args.repeats} must be at least 1")
     work = make_workload(args.case, args.size, args.backend, seed=args.seed)
-    config = {"streams": args.streams, "threads": args.threads, "m": args.m}
-    x = work.solve(args.streams, args.threads, args.m)
+    config = {"streams": args.streams, "threads": args.threads, "m": args.m, "stage2": args.stage2}
+    x = work.solve(args.streams, args.threads, args.m, args.stage2)
     res = residual(work.abcd, x)
     timing = work.run(config, repeats=args.repeats)
     print(
         f"n = {work.n:,}  backend = {work.backend.name}  streams = {args.streams}  threads = {args.threads}  "
-        f"m = {args.m}  case = {args.case}"
+        f"m = {args.m}  stage2 = {args.stage2}  case = {args.case}"
     )
     print(f"residual ||Ax-b||/||b|| = {res:.3e}  ({'ok' if res < 1e-12 else 'TOO LARGE'})")
     print("stage times, one stream (ms):")

@@ -227,3 +227,64 @@ class GtsvBaseline:
         stop.record(self.stream)
         stop.synchronize()
         return float(cp.cuda.get_elapsed_time(start, stop))
+
+
+class DeviceGtsv:
+    """``gtsv2`` / ``gtsv2_nopivot`` on rows already on the device (the device-resident comparison, and the
+    cuSPARSE alternative for stage 2): ``run()`` solves in place on ``b`` (``b`` becomes ``x``) on
+    ``stream``, enqueue only. ``dl[0]`` and ``du[n-1]`` must be 0 (cuSPARSE reads them)."""
+
+    def __init__(
+        self, cp: ModuleType, dl: Any, d: Any, du: Any, b: Any, pivot: bool = True, stream: Any = None
+    ):
+        self.cp, self.pivot = cp, pivot
+        self.n = int(d.shape[0])
+        check_rows(self.n)
+        self.stream = stream if stream is not None else cp.cuda.Stream(non_blocking=True)
+        self._keep = (dl, d, du, b)
+        self._args = (self.n, 1, dl.data.ptr, d.data.ptr, du.data.ptr, b.data.ptr, self.n)
+        stem = "cusparseDgtsv2" + ("" if pivot else "_nopivot")
+        found = _binding(cp)
+        if found is not None:
+            cs, fns = found
+            size_fn, solve_fn = (fns[0], fns[1]) if pivot else (fns[2], fns[3])
+            handle = cp.cuda.device.get_cusparse_handle()
+            with self.stream:
+                cs.setStream(handle, self.stream.ptr)
+                nbytes = checked_buffer_size(
+                    size_fn(handle, *self._args), self.n, what=stem + "_bufferSizeExt"
+                )
+            self.buffer = cp.empty(max(nbytes, 1), dtype=np.uint8)
+
+            def run() -> None:
+                with self.stream:  # the binding sets the handle's stream to CuPy's current one
+                    solve_fn(handle, *self._args, self.buffer.data.ptr)
+
+            self.via = "cupy_backends.cuda.libs.cusparse"
+        else:
+            lib = _libcusparse()
+            h = ctypes.c_void_p()
+            GtsvBaseline._check(lib.cusparseCreate(ctypes.byref(h)), "cusparseCreate")
+            GtsvBaseline._check(
+                lib.cusparseSetStream(h, ctypes.c_void_p(self.stream.ptr)), "cusparseSetStream"
+            )
+            n_, nrhs, *ptrs, ldb = self._args
+            cargs = (
+                h,
+                ctypes.c_int(n_),
+                ctypes.c_int(nrhs),
+                *(ctypes.c_void_p(p) for p in ptrs),
+                ctypes.c_int(ldb),
+            )
+            size = ctypes.c_size_t()
+            GtsvBaseline._check(getattr(lib, stem + "_bufferSizeExt")(*cargs, ctypes.byref(size)), stem)
+            nbytes = checked_buffer_size(size.value, self.n, what=stem + "_bufferSizeExt")
+            self.buffer = cp.empty(max(nbytes, 1), dtype=np.uint8)
+            buf, solve_c = ctypes.c_void_p(self.buffer.data.ptr), getattr(lib, stem)
+
+            def run() -> None:
+                GtsvBaseline._check(solve_c(*cargs, buf), stem)
+
+            self.via = "ctypes libcusparse"
+        self.buffer_bytes = nbytes
+        self.run = run

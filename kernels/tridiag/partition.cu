@@ -1,44 +1,73 @@
 // Austin-Berndt-Moulton partition method, FP64: one thread per sub-system of M rows (M is a compile-time
-// constant, so the stage-3 work arrays unroll into registers). The math is the same as kernels/tridiag/partition.py.
+// constant, so the stage-3 work arrays unroll into registers). The math is the same as kernels/tridiag/partition.py;
+// the reduced-system (stage 2 on the device) math is the same as kernels/tridiag/reduced.py.
 //
-// abcd: (4, n) row-major (a, b, c, d); a[0] and c[n-1] are ignored; rows >= n are identity rows (x = 0).
-// Grid-stride over the sub-systems [k0, k1) of one stream's chunk, so any block count is valid.
+// A system is four separate row pointers a, b, c, d of n entries; a[0] and c[n-1] are ignored; rows >= n are
+// identity rows (x = 0). The (4, n) array of the host path passes its four rows. Grid-stride over the
+// sub-systems [k0, k1) of one chunk, so any block count is valid.
+//
+// Three kernel families, each for the top level (sub-systems of M rows) and for the reduced levels (MR rows):
+//   stage1 / stage1_r: two interface rows per sub-system, written to the next level's (a, b, c, d) at 2k, 2k+1;
+//   stage3 / stage3_r: every unknown of every sub-system given the next level's solution z (at 2k, 2k+1);
+//   pcr_small:         one block solves the last, small reduced system (<= PCR_MAX unknowns) by parallel cyclic
+//                      reduction in shared memory, in place (x written over d).
+// Error flags (atomicOr into *flag): 1 = an exact zero pivot, 2 = a NaN or Inf in the system.
 
 #ifndef M
 #define M 10
 #endif
-#define J (M - 2)
+#ifndef MR
+#define MR 32
+#endif
+#ifndef PCR_MAX
+#define PCR_MAX 1024
+#endif
+
+#define FLAG_ZERO_PIVOT 1
+#define FLAG_NONFINITE 2
 
 struct Row { double a, b, c, d; };
 
-__device__ __forceinline__ Row load_row(const double* __restrict__ abcd, long long n, long long r) {
+__device__ __forceinline__ Row load_row(const double* __restrict__ A, const double* __restrict__ B,
+                                        const double* __restrict__ C, const double* __restrict__ D,
+                                        long long n, long long r) {
     Row w;
     if (r >= n) { w.a = 0.0; w.b = 1.0; w.c = 0.0; w.d = 0.0; return w; }
-    w.a = (r == 0) ? 0.0 : abcd[r];
-    w.b = abcd[n + r];
-    w.c = (r == n - 1) ? 0.0 : abcd[2 * n + r];
-    w.d = abcd[3 * n + r];
+    w.a = (r == 0) ? 0.0 : A[r];
+    w.b = B[r];
+    w.c = (r == n - 1) ? 0.0 : C[r];
+    w.d = D[r];
     return w;
 }
 
-// Stage 1: the two interface-system rows of every sub-system, written to iface (4, ld): columns 2k and 2k+1.
-extern "C" __global__ void stage1(const double* __restrict__ abcd, long long n, long long k0, long long k1,
-                                  double* __restrict__ iface, long long ld, int* __restrict__ flag) {
+__device__ __forceinline__ bool finite_row(const Row& w) {
+    return isfinite(w.a) && isfinite(w.b) && isfinite(w.c) && isfinite(w.d);
+}
+
+template <int MM>
+__device__ __forceinline__ void stage1_body(const double* __restrict__ A, const double* __restrict__ B,
+                                            const double* __restrict__ C, const double* __restrict__ D,
+                                            long long n, long long k0, long long k1,
+                                            double* __restrict__ oa, double* __restrict__ ob,
+                                            double* __restrict__ oc, double* __restrict__ od,
+                                            int* __restrict__ flag) {
+    constexpr int JJ = MM - 2;
     for (long long k = k0 + blockIdx.x * (long long)blockDim.x + threadIdx.x; k < k1;
          k += (long long)gridDim.x * blockDim.x) {
-        const long long r0 = k * M, r1 = r0 + M - 1;
-        const Row first = load_row(abcd, n, r0), last = load_row(abcd, n, r1);
-        const double a_in = load_row(abcd, n, r0 + 1).a;  // couples x[r0] into the first interior row
-        const double c_in = load_row(abcd, n, r1 - 1).c;  // couples x[r1] into the last interior row
-        bool bad = false;
+        const long long r0 = k * MM, r1 = r0 + MM - 1;
+        const Row first = load_row(A, B, C, D, n, r0), last = load_row(A, B, C, D, n, r1);
+        const double a_in = load_row(A, B, C, D, n, r0 + 1).a;  // couples x[r0] into the first interior row
+        const double c_in = load_row(A, B, C, D, n, r1 - 1).c;  // couples x[r1] into the last interior row
+        bool zero = false, bad = !(finite_row(first) && finite_row(last));
         // top-down elimination over the interior: ends on the last entries of y, u, v
         double cp = 0.0, y = 0.0, u = 0.0, v = 0.0;
-        #pragma unroll
-        for (int j = 0; j < J; ++j) {
-            const Row w = load_row(abcd, n, r0 + 1 + j);
-            const double ru = (j == 0) ? a_in : 0.0, rv = (j == J - 1) ? c_in : 0.0;
+#pragma unroll
+        for (int j = 0; j < JJ; ++j) {
+            const Row w = load_row(A, B, C, D, n, r0 + 1 + j);
+            bad |= !finite_row(w);
+            const double ru = (j == 0) ? a_in : 0.0, rv = (j == JJ - 1) ? c_in : 0.0;
             const double den = w.b - w.a * cp;
-            bad |= (den == 0.0);
+            zero |= (den == 0.0);
             const double inv = 1.0 / den;
             cp = w.c * inv;
             y = (w.d - w.a * y) * inv;
@@ -49,59 +78,109 @@ extern "C" __global__ void stage1(const double* __restrict__ abcd, long long n, 
         // bottom-up elimination: ends on the first entries
         double cq = 0.0;
         y = 0.0; u = 0.0; v = 0.0;
-        #pragma unroll
-        for (int j = J - 1; j >= 0; --j) {
-            const Row w = load_row(abcd, n, r0 + 1 + j);
-            const double ru = (j == 0) ? a_in : 0.0, rv = (j == J - 1) ? c_in : 0.0;
+#pragma unroll
+        for (int j = JJ - 1; j >= 0; --j) {
+            const Row w = load_row(A, B, C, D, n, r0 + 1 + j);
+            const double ru = (j == 0) ? a_in : 0.0, rv = (j == JJ - 1) ? c_in : 0.0;
             const double den = w.b - w.c * cq;
-            bad |= (den == 0.0);
+            zero |= (den == 0.0);
             const double inv = 1.0 / den;
             cq = w.a * inv;
             y = (w.d - w.c * y) * inv;
             u = (ru - w.c * u) * inv;
             v = (rv - w.c * v) * inv;
         }
-        if (bad) atomicMax(flag, 1);
+        if (zero) atomicOr(flag, FLAG_ZERO_PIVOT);
+        if (bad) atomicOr(flag, FLAG_NONFINITE);
         const long long q = 2 * k;
-        iface[q] = first.a;
-        iface[ld + q] = first.b - first.c * u;
-        iface[2 * ld + q] = -first.c * v;
-        iface[3 * ld + q] = first.d - first.c * y;
-        iface[q + 1] = -last.a * u_last;
-        iface[ld + q + 1] = last.b - last.a * v_last;
-        iface[2 * ld + q + 1] = last.c;
-        iface[3 * ld + q + 1] = last.d - last.a * y_last;
+        oa[q] = first.a;
+        ob[q] = first.b - first.c * u;
+        oc[q] = -first.c * v;
+        od[q] = first.d - first.c * y;
+        oa[q + 1] = -last.a * u_last;
+        ob[q + 1] = last.b - last.a * v_last;
+        oc[q + 1] = last.c;
+        od[q + 1] = last.d - last.a * y_last;
     }
 }
 
-// Stage 3: every unknown of every sub-system, given the interface solution z (2 per sub-system, chunk-local:
-// z[2(k - k0)] is x[r0] of sub-system k). Writes x rows < n only.
-extern "C" __global__ void stage3(const double* __restrict__ abcd, long long n, long long k0, long long k1,
-                                  const double* __restrict__ z, double* __restrict__ x) {
+// x may alias D (in place): each thread reads only its own sub-system's interior rows of D, all of them in the
+// forward sweep, before it writes any x of that sub-system.
+template <int MM>
+__device__ __forceinline__ void stage3_body(const double* __restrict__ A, const double* __restrict__ B,
+                                            const double* __restrict__ C, const double* D,
+                                            long long n, long long k0, long long k1,
+                                            const double* __restrict__ z, double* x) {
+    constexpr int JJ = MM - 2;
     for (long long k = k0 + blockIdx.x * (long long)blockDim.x + threadIdx.x; k < k1;
          k += (long long)gridDim.x * blockDim.x) {
-        const long long r0 = k * M, r1 = r0 + M - 1;
-        const double x0 = z[2 * (k - k0)], x1 = z[2 * (k - k0) + 1];
-        double cp[J], dp[J];
+        const long long r0 = k * MM, r1 = r0 + MM - 1;
+        const double x0 = z[2 * k], x1 = z[2 * k + 1];
+        double cp[JJ], dp[JJ];
         double prev_c = 0.0, prev_d = 0.0;
-        #pragma unroll
-        for (int j = 0; j < J; ++j) {
-            const Row w = load_row(abcd, n, r0 + 1 + j);
+#pragma unroll
+        for (int j = 0; j < JJ; ++j) {
+            const Row w = load_row(A, B, C, D, n, r0 + 1 + j);
             double rhs = w.d;
             if (j == 0) rhs -= w.a * x0;
-            if (j == J - 1) rhs -= w.c * x1;
+            if (j == JJ - 1) rhs -= w.c * x1;
             const double inv = 1.0 / (w.b - w.a * prev_c);
             prev_c = cp[j] = w.c * inv;
             prev_d = dp[j] = (rhs - w.a * prev_d) * inv;
         }
         if (r0 < n) x[r0] = x0;
         if (r1 < n) x[r1] = x1;
-        double xi = dp[J - 1];
-        if (r0 + J < n) x[r0 + J] = xi;
-        #pragma unroll
-        for (int j = J - 2; j >= 0; --j) {
+        double xi = dp[JJ - 1];
+        if (r0 + JJ < n) x[r0 + JJ] = xi;
+#pragma unroll
+        for (int j = JJ - 2; j >= 0; --j) {
             xi = dp[j] - cp[j] * xi;
             if (r0 + 1 + j < n) x[r0 + 1 + j] = xi;
         }
+    }
+}
+
+#define STAGE1_ARGS                                                                                     \
+    const double *__restrict__ A, const double *__restrict__ B, const double *__restrict__ C,            \
+        const double *__restrict__ D, long long n, long long k0, long long k1, double *__restrict__ oa,  \
+        double *__restrict__ ob, double *__restrict__ oc, double *__restrict__ od, int *__restrict__ flag
+#define STAGE3_ARGS                                                                                      \
+    const double *__restrict__ A, const double *__restrict__ B, const double *__restrict__ C,             \
+        const double *D, long long n, long long k0, long long k1, const double *__restrict__ z, double *x
+
+extern "C" __global__ void stage1(STAGE1_ARGS) { stage1_body<M>(A, B, C, D, n, k0, k1, oa, ob, oc, od, flag); }
+extern "C" __global__ void stage1_r(STAGE1_ARGS) { stage1_body<MR>(A, B, C, D, n, k0, k1, oa, ob, oc, od, flag); }
+extern "C" __global__ void stage3(STAGE3_ARGS) { stage3_body<M>(A, B, C, D, n, k0, k1, z, x); }
+extern "C" __global__ void stage3_r(STAGE3_ARGS) { stage3_body<MR>(A, B, C, D, n, k0, k1, z, x); }
+
+// One block of blockDim.x >= n threads (a power of two, <= PCR_MAX): thread i owns row i. Each step eliminates
+// the couplings to rows i - s and i + s, doubling s, until every row is decoupled; then x_i = d_i / b_i.
+// Rows outside [0, n) read as identity rows, so no step needs a bounds case. Same steps as reduced.pcr.
+extern "C" __global__ void pcr_small(double* __restrict__ A, double* __restrict__ B, double* __restrict__ C,
+                                     double* __restrict__ D, long long n, int* __restrict__ flag) {
+    __shared__ double sa[PCR_MAX], sb[PCR_MAX], sc[PCR_MAX], sd[PCR_MAX];
+    const int i = threadIdx.x, N = blockDim.x;
+    const Row w = load_row(A, B, C, D, n, i);
+    bool zero = false, bad = (i < n) && !finite_row(w);
+    sa[i] = w.a; sb[i] = w.b; sc[i] = w.c; sd[i] = w.d;
+    for (int s = 1; s < N; s *= 2) {
+        __syncthreads();
+        const int lo = i - s, hi = i + s;
+        const double am = lo >= 0 ? sa[lo] : 0.0, bm = lo >= 0 ? sb[lo] : 1.0;
+        const double cm = lo >= 0 ? sc[lo] : 0.0, dm = lo >= 0 ? sd[lo] : 0.0;
+        const double ap = hi < N ? sa[hi] : 0.0, bp = hi < N ? sb[hi] : 1.0;
+        const double cpv = hi < N ? sc[hi] : 0.0, dpv = hi < N ? sd[hi] : 0.0;
+        zero |= (bm == 0.0) || (bp == 0.0);
+        const double k1 = sa[i] / bm, k2 = sc[i] / bp;
+        const double na = -am * k1, nb = sb[i] - cm * k1 - ap * k2, nc = -cpv * k2;
+        const double nd = sd[i] - dm * k1 - dpv * k2;
+        __syncthreads();
+        sa[i] = na; sb[i] = nb; sc[i] = nc; sd[i] = nd;
+    }
+    zero |= (sb[i] == 0.0);
+    if (i < n) {
+        if (zero) atomicOr(flag, FLAG_ZERO_PIVOT);
+        if (bad) atomicOr(flag, FLAG_NONFINITE);
+        D[i] = sd[i] / sb[i];
     }
 }

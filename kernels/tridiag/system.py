@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 STREAM_CHOICES = (1, 2, 4, 8, 16, 32)
+STAGE2_CHOICES = ("host", "gpu")  # where the interface system is solved: the host (seed) or the device
 MIN_M = 3  # a sub-system needs at least one interior row between its two interface rows
 
 
@@ -54,6 +55,45 @@ def check_m(m: int) -> int:
     return int(m)
 
 
+def check_stage2(stage2: str) -> str:
+    if stage2 not in STAGE2_CHOICES:
+        raise TridiagError(f"stage2={stage2!r} must be one of {', '.join(STAGE2_CHOICES)}")
+    return stage2
+
+
+def check_system(abcd: np.ndarray) -> np.ndarray:
+    """The ``(4, n)`` float64 convention, every entry finite (``a[0]``, ``c[n-1]`` ignored): else one line."""
+    if not isinstance(abcd, np.ndarray) or abcd.ndim != 2 or abcd.shape[0] != 4 or abcd.shape[1] < 1:
+        shape = getattr(abcd, "shape", type(abcd).__name__)
+        raise TridiagError(f"a system is one (4, n) array of rows a, b, c, d with n >= 1, not {shape}")
+    if abcd.dtype != np.float64:
+        raise TridiagError(f"the system must be float64, not {abcd.dtype}")
+    n = abcd.shape[1]
+    for name, row, lo, hi in (("a", 0, 1, n), ("b", 1, 0, n), ("c", 2, 0, n - 1), ("d", 3, 0, n)):
+        bad = ~np.isfinite(abcd[row, lo:hi])
+        if bad.any():
+            raise TridiagError(f"NaN or Inf in {name}[{lo + int(np.argmax(bad))}]")
+    return abcd
+
+
+def check_rows(a, b, c, d) -> int:  # noqa: ANN001 - numpy or CuPy arrays alike
+    """Four 1-D rows of one length n >= 1: n, else a ``TridiagError`` naming the lengths."""
+    lengths = []
+    for name, row in zip("abcd", (a, b, c, d), strict=True):
+        if getattr(row, "ndim", None) != 1:
+            raise TridiagError(f"{name} must be a 1-D array, not of shape {getattr(row, 'shape', None)}")
+        if row.dtype != np.float64:
+            raise TridiagError(f"{name} must be float64, not {row.dtype}")
+        lengths.append(int(row.shape[0]))
+    if len(set(lengths)) != 1:
+        raise TridiagError(
+            "mismatched lengths: a, b, c, d have " + ", ".join(map(str, lengths)) + " entries (need one n)"
+        )
+    if lengths[0] < 1:
+        raise TridiagError("empty system: n must be at least 1")
+    return lengths[0]
+
+
 def num_blocks(n: int, m: int) -> int:
     """Sub-systems of ``m`` rows covering ``n`` unknowns; the last is padded with identity rows."""
     return -(-n // m)
@@ -63,6 +103,12 @@ def chunk_bounds(blocks: int, streams: int) -> list[tuple[int, int]]:
     """Contiguous, near-equal ranges of sub-systems, one per stream; empty ranges are dropped (n small)."""
     edges = [round(j * blocks / streams) for j in range(streams + 1)]
     return [(s, e) for s, e in zip(edges[:-1], edges[1:], strict=True) if e > s]
+
+
+def chunk_rows(n: int, m: int, streams: int) -> list[tuple[int, int, int, int]]:
+    """``(first sub-system, one past the last, first row, one past the last row)`` of each stream's chunk:
+    chunks hold whole sub-systems (stage 1 of a chunk needs no other chunk's rows), rows clipped to ``n``."""
+    return [(s, e, s * m, min(e * m, n)) for s, e in chunk_bounds(num_blocks(n, m), streams)]
 
 
 def random_system(n: int, seed: int = 0, out: np.ndarray | None = None, dominance: float = 1.0) -> np.ndarray:

@@ -2,8 +2,10 @@
 
 ``size`` is the number of unknowns. Cases: ``random`` (random strictly diagonally dominant, seeded) and
 ``heat`` (one implicit step of the 1-D heat equation). Launch space: ``streams`` (1..32, powers of two),
-``threads`` per block and the sub-system size ``m``; the default (what a user gets untuned) is the seed's 1
-stream, 256 threads, m = 10. ``run`` reports, in ``Timing.kernels``, the seven stage times of the serial
+``threads`` per block, the sub-system size ``m`` and ``stage2``, where the interface system is solved (0 =
+``host``, the seed's; 1 = ``gpu``, on the device: numeric so the surrogates can use it; ``"host"`` and
+``"gpu"`` are accepted too); the default (what a user gets untuned) is the seed's 1 stream, 256 threads,
+m = 10, stage 2 on the host. ``run`` reports, in ``Timing.kernels``, the seven stage times of the serial
 (one-stream) pipeline with the same ``threads`` and ``m`` (what the seed's stream model needs), and in
 ``Timing.total`` the end-to-end time under the configuration's stream count.
 """
@@ -20,6 +22,7 @@ from kernels.backend import get_backend
 from kernels.space import Constraint, Param, Space
 from kernels.tridiag import partition
 from kernels.tridiag.system import (
+    STAGE2_CHOICES,
     STREAM_CHOICES,
     TridiagError,
     check_m,
@@ -34,7 +37,7 @@ from kernels.workload import Check, Timing
 CASES = ("random", "heat")
 THREADS = (32, 64, 128, 256, 512, 1024)
 M_VALUES = (4, 6, 8, 10, 12, 16, 24, 32)
-DEFAULT = {"streams": 1, "threads": 256, "m": 10}
+DEFAULT = {"streams": 1, "threads": 256, "m": 10, "stage2": 0}
 STAGES = ("t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h")
 RESIDUAL_TOL = 1e-12
 AGREE_TOL = 1e-11
@@ -76,24 +79,31 @@ class TridiagWorkload:
                     lambda c: int(c["threads"]) <= max_threads(cp, int(c["m"])),
                 ),
             )
-        params = (Param("streams", STREAM_CHOICES), Param("threads", THREADS), Param("m", M_VALUES))
+        params = (
+            Param("streams", STREAM_CHOICES),
+            Param("threads", THREADS),
+            Param("m", M_VALUES),
+            Param("stage2", tuple(range(len(STAGE2_CHOICES)))),
+        )
         return Space(params, dict(DEFAULT), constraints, name=f"tridiag[{self.case},{self.n}]")
 
-    def run(self, config: Mapping[str, int], repeats: int = 5) -> Timing:
-        streams, threads, m = self._config(config)
+    def run(self, config: Mapping[str, int | str], repeats: int = 5) -> Timing:
+        streams, threads, m, stage2 = self._config(config)
         repeats = max(1, int(repeats))
-        stages = self.stage_times(threads, m, repeats)
-        self._solve(streams, threads, m)  # warm-up
-        runs = [self._solve(streams, threads, m) for _ in range(repeats)]
+        stages = self.stage_times(threads, m, repeats, stage2)
+        self._solve(streams, threads, m, stage2)  # warm-up
+        runs = [self._solve(streams, threads, m, stage2) for _ in range(repeats)]
         med = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
         extra = {
             "total_1stream": stages["total"],
             "stage1_span": med.get("stage1", float("nan")),
             "host_span": med.get("host", float("nan")),
+            "stage2_span": med.get("host", float("nan")),
+            "stage2": stage2,
             "stage3_span": med.get("stage3", float("nan")),
             "backend": self.backend.name,
-            "host_solver": self._solver.host_solver.name if self.backend.is_gpu else "lapack-dgtsv",
-            "host_threads": self._solver.host_solver.threads if self.backend.is_gpu else 1,
+            "host_solver": self._host_solver_name(stage2),
+            "host_threads": self._host_threads(stage2),
             "total_min": float(min(r["total"] for r in runs)),
             "total_max": float(max(r["total"] for r in runs)),
             "host_span_max": float(max(r.get("host", float("nan")) for r in runs)),
@@ -102,11 +112,11 @@ class TridiagWorkload:
             kernels={k: stages[k] for k in STAGES}, total=med["total"], repeats=repeats, extra=extra
         )
 
-    def check(self, config: Mapping[str, int]) -> Check:
-        streams, threads, m = self._config(config)
+    def check(self, config: Mapping[str, int | str]) -> Check:
+        streams, threads, m, stage2 = self._config(config)
         try:
-            x = self.solve(streams, threads, m)
-        except ArithmeticError as exc:
+            x = self.solve(streams, threads, m, stage2)
+        except (ArithmeticError, TridiagError) as exc:
             return Check(False, str(exc))
         if not np.all(np.isfinite(x)):
             return Check(False, "non-finite unknowns in the solution")
@@ -131,14 +141,15 @@ class TridiagWorkload:
         }
 
     # -- beyond the interface --------------------------------------------------------------------------------
-    def solve(self, streams: int = 1, threads: int = 256, m: int = 10) -> np.ndarray:
+    def solve(self, streams: int = 1, threads: int = 256, m: int = 10, stage2: str = "host") -> np.ndarray:
         """A fresh copy of the solution under one configuration (output poisoned first)."""
+        stage2 = _stage2_name(stage2)
         if self.backend.is_gpu:
-            solver = self._gpu(threads, m)
+            solver = self._gpu(threads, m, stage2)
             solver.x_host.fill(np.nan)
             solver.solve(check_streams(streams))
             return np.array(solver.x_host)
-        return partition.solve(self.abcd, check_m(m), check_streams(streams))
+        return partition.solve(self.abcd, check_m(m), check_streams(streams), stage2)
 
     def reference(self, m: int = 10) -> np.ndarray:
         """The numpy partition method's solution (same algorithm, on the host), cached per ``m``."""
@@ -146,41 +157,73 @@ class TridiagWorkload:
             self._ref = {m: partition.solve(self.abcd, m, 1)}
         return self._ref[m]
 
-    def stage_times(self, threads: int = 256, m: int = 10, repeats: int = 5) -> dict[str, float]:
-        """Median stage times of the serial pipeline (one stream), cached per (threads, m, repeats)."""
-        key = (threads, m, repeats)
+    def stage_times(
+        self, threads: int = 256, m: int = 10, repeats: int = 5, stage2: str = "host"
+    ) -> dict[str, float]:
+        """Median stage times of the one-stream pipeline, cached per (threads, m, repeats, stage2)."""
+        key = (threads, m, repeats, stage2)
         if key not in self._stage_cache:
-            self._solve(1, threads, m, detail=True)
-            runs = [self._solve(1, threads, m, detail=True) for _ in range(repeats)]
+            self._solve(1, threads, m, stage2, detail=True)
+            runs = [self._solve(1, threads, m, stage2, detail=True) for _ in range(repeats)]
             self._stage_cache[key] = {k: float(np.median([r[k] for r in runs])) for k in (*STAGES, "total")}
         return self._stage_cache[key]
 
-    def _config(self, config: Mapping[str, int]) -> tuple[int, int, int]:
-        cfg = {**DEFAULT, **{k: int(v) for k, v in config.items()}}
-        unknown = sorted(set(cfg) - set(DEFAULT))
+    def _config(self, config: Mapping[str, int | str]) -> tuple[int, int, int, str]:
+        unknown = sorted(set(config) - set(DEFAULT))
         if unknown:
-            raise TridiagError(f"unknown tridiag parameter {unknown[0]!r} (known: streams, threads, m)")
+            raise TridiagError(f"unknown tridiag parameter {unknown[0]!r} (known: {', '.join(DEFAULT)})")
+        cfg = {**DEFAULT, **config}
+        stage2 = _stage2_name(cfg.pop("stage2"))
+        cfg = {k: int(v) for k, v in cfg.items()}
         if cfg["threads"] <= 0:
             raise TridiagError(f"threads={cfg['threads']} must be positive")
-        return check_streams(cfg["streams"]), cfg["threads"], check_m(cfg["m"])
+        return check_streams(cfg["streams"]), cfg["threads"], check_m(cfg["m"]), stage2
 
-    def _gpu(self, threads: int, m: int) -> Any:
+    def _gpu(self, threads: int, m: int, stage2: str = "host") -> Any:
         from kernels.tridiag.cuda_solver import CudaPartitionSolver
 
         if self._solver is None or self._solver.m != m:
             self._solver = None  # free the old device buffers before allocating new ones
-            self._solver = CudaPartitionSolver(self.backend.xp, self.abcd, m=m, threads=threads)
+            self._solver = CudaPartitionSolver(
+                self.backend.xp, self.abcd, m=m, threads=threads, stage2=stage2
+            )
         else:
             self._solver.set_threads(threads)
+            self._solver.set_stage2(stage2)
         return self._solver
 
-    def _solve(self, streams: int, threads: int, m: int, detail: bool = False) -> dict[str, float]:
+    def _host_solver_name(self, stage2: str) -> str:
+        if stage2 == "gpu":
+            return "device-pcr"
+        return self._solver.host_solver.name if self.backend.is_gpu else "lapack-dgtsv"
+
+    def _host_threads(self, stage2: str) -> int:
+        if stage2 == "gpu" or not self.backend.is_gpu:
+            return 0 if stage2 == "gpu" else 1
+        return int(self._solver.host_solver.threads)
+
+    def _solve(
+        self, streams: int, threads: int, m: int, stage2: str = "host", detail: bool = False
+    ) -> dict[str, float]:
         if self.backend.is_gpu:
-            return self._gpu(threads, m).solve(streams, detail=detail)
-        return _timed_numpy(self.abcd, m, streams)
+            return self._gpu(threads, m, stage2).solve(streams, detail=detail)
+        return _timed_numpy(self.abcd, m, streams, stage2)
 
 
-def _timed_numpy(abcd: np.ndarray, m: int, streams: int) -> dict[str, float]:
+def _stage2_name(stage2: int | str) -> str:
+    """``0``/``"host"`` -> ``"host"``, ``1``/``"gpu"`` -> ``"gpu"``; anything else a ``TridiagError``."""
+    if isinstance(stage2, str) and stage2 in STAGE2_CHOICES:
+        return stage2
+    if (
+        not isinstance(stage2, bool)
+        and isinstance(stage2, int | np.integer)
+        and 0 <= stage2 < len(STAGE2_CHOICES)
+    ):
+        return STAGE2_CHOICES[int(stage2)]
+    raise TridiagError(f"stage2={stage2!r} must be host (0) or gpu (1)")
+
+
+def _timed_numpy(abcd: np.ndarray, m: int, streams: int, stage2: str = "host") -> dict[str, float]:
     """The numpy pipeline with host-clock stage times (no transfers on the CPU: those stages are 0)."""
     from kernels.tridiag.system import chunk_bounds
 
@@ -192,7 +235,9 @@ def _timed_numpy(abcd: np.ndarray, m: int, streams: int) -> dict[str, float]:
     for s, e in chunks:
         iface[:, 2 * s : 2 * e] = partition.stage1(blocks[:, s:e])
     t1 = time.perf_counter()
-    z = partition.stage2(iface)
+    from kernels.tridiag.reduced import solve_reduced
+
+    z = solve_reduced(iface) if stage2 == "gpu" else partition.stage2(iface)
     t2 = time.perf_counter()
     x = np.empty((p, m))
     for s, e in chunks:
@@ -208,6 +253,7 @@ def _timed_numpy(abcd: np.ndarray, m: int, streams: int) -> dict[str, float]:
         stage1=(t1 - t0) * ms,
         host=(t2 - t1) * ms,
         stage3=(t3 - t2) * ms,
+        stage2=(t2 - t1) * ms,
     )
     return out
 

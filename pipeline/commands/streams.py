@@ -31,6 +31,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, help="keep rows with this many threads per block (default 256)")
     p.add_argument("--m", type=int, help="keep rows with this sub-system size (default 10)")
     p.add_argument(
+        "--stage2", choices=("host", "gpu"), help="keep rows with stage 2 there (default gpu where present)"
+    )
+    p.add_argument(
         "--denoise-host",
         action="store_true",
         help="model stage1_span + stage3_span + the size's one-stream host time instead of the raw "
@@ -63,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.streams.model import denoise_host, evaluate, format_table, load_dataset, write_outputs
 
     tau = _tau(args)
-    df = load_dataset(args.dataset, threads=args.threads, m=args.m)
+    df = load_dataset(args.dataset, threads=args.threads, m=args.m, stage2=args.stage2)
     if args.denoise_host:
         df = denoise_host(df, str(args.dataset))
         print("end-to-end times rebuilt as stage1_span + stage3_span + one-stream host time (--denoise-host)")

@@ -46,12 +46,15 @@ WITHIN = 0.02  # a prediction "within 2%" costs at most 2% over the measured bes
 
 
 # -- data ----------------------------------------------------------------------------------------------------
-def load_dataset(path: str | Path, threads: int | None = None, m: int | None = None) -> pd.DataFrame:
+def load_dataset(
+    path: str | Path, threads: int | None = None, m: int | None = None, stage2: str | None = None
+) -> pd.DataFrame:
     """Rows (size, streams, total_ms, one-stream stage times) from our CSV or a merged sweep's Parquet.
 
     Accepts ``benchmarks/tridiag_streams.py``'s ``streams.csv`` and the pipeline's shards (stage columns named
     ``ms.<stage>``, ``status`` column). With several (threads, m) in the data, keeps the seed's 256 / 10
-    unless told otherwise.
+    unless told otherwise. With a ``stage2`` column (stage 2 on the host or the device, issue 21), keeps
+    ``stage2`` (default ``gpu`` where present).
     """
     path = Path(path)
     if not path.exists():
@@ -85,6 +88,11 @@ def load_dataset(path: str | Path, threads: int | None = None, m: int | None = N
         raise UserError(
             f"{path}: column 'size' or 'streams' holds something other than whole numbers"
         ) from None
+    if "stage2" in df.columns:
+        pick2 = stage2 or ("gpu" if "gpu" in set(df["stage2"]) else str(df["stage2"].mode().iloc[0]))
+        if pick2 not in set(df["stage2"]):
+            raise UserError(f"{path}: no rows with stage2 = {pick2!r} (there: {sorted(set(df['stage2']))})")
+        df = df[df["stage2"] == pick2]
     for name, wanted in (("threads", threads), ("m", m)):
         if name in df.columns and df[name].nunique() > 1:
             pick = wanted if wanted is not None else (256 if name == "threads" else 10)

@@ -36,48 +36,117 @@ def test_every_stream_count_matches_reference(cp, n):
         threads = int(rng.choice([32, 64, 128, 256, 512]))
         solver = CudaPartitionSolver(cp, abcd, m=m, threads=threads)
         ref = partition.solve(abcd, m=m)
-        for streams in (1, 2, 4, 8, 16, 32):
-            solver.x_host.fill(np.nan)  # poison: every unknown must be written
-            times = solver.solve(streams, detail=streams == 1)
-            x = np.array(solver.x_host)
-            assert np.all(np.isfinite(x)), (n, m, streams)
-            assert residual(abcd, x) < 1e-12, (n, m, streams, threads)
-            assert np.linalg.norm(x - ref) <= 1e-12 * np.linalg.norm(ref), (n, m, streams)
-            assert times["total"] > 0
+        for stage2 in ("host", "gpu"):
+            solver.set_stage2(stage2)
+            for streams in (1, 2, 4, 8, 16, 32):
+                solver.x_host.fill(np.nan)  # poison: every unknown must be written
+                times = solver.solve(streams, detail=streams == 1)
+                x = np.array(solver.x_host)
+                assert np.all(np.isfinite(x)), (n, m, streams, stage2)
+                assert residual(abcd, x) < 1e-12, (n, m, streams, threads, stage2)
+                assert np.linalg.norm(x - ref) <= 1e-12 * np.linalg.norm(ref), (n, m, streams, stage2)
+                assert times["total"] > 0
 
 
-def test_stage_times_add_up(cp):
+@pytest.mark.parametrize("stage2", ["host", "gpu"])
+def test_stage_times_add_up(cp, stage2):
     from kernels.tridiag.cuda_solver import STAGES, CudaPartitionSolver
 
-    solver = CudaPartitionSolver(cp, _pinned_system(cp, 200_000, 1))
+    solver = CudaPartitionSolver(cp, _pinned_system(cp, 200_000, 1), stage2=stage2)
     times = solver.solve(1, detail=True)
     assert all(times[s] >= 0 for s in STAGES)
     assert sum(times[s] for s in STAGES) == pytest.approx(times["total"], rel=1e-3)
 
 
-def test_zero_pivot_is_reported_and_solver_recovers(cp):
+@pytest.mark.parametrize("stage2", ["host", "gpu"])
+@pytest.mark.parametrize("n", [1000, 300_001])
+def test_zero_pivot_and_nan_are_reported_and_solver_recovers(cp, stage2, n):
     from kernels.tridiag.cuda_solver import CudaPartitionSolver
+    from kernels.tridiag.system import TridiagError
 
-    abcd = _pinned_system(cp, 1000, 2)
+    abcd = _pinned_system(cp, n, 2)
+    solver = CudaPartitionSolver(cp, abcd, stage2=stage2)
     saved = abcd[1, 11]
     abcd[1, 11] = 0.0
-    solver = CudaPartitionSolver(cp, abcd)
     with pytest.raises(ZeroPivotError):
         solver.solve(4)
     abcd[1, 11] = saved
+    abcd[3, n // 2] = np.nan
+    with pytest.raises((TridiagError, ZeroPivotError, ValueError), match="NaN|zero pivot|singular"):
+        solver.solve(4)
+    abcd[3, n // 2] = 0.5
     solver.solve(4)
     assert residual(abcd, np.array(solver.x_host)) < 1e-12
+
+
+@pytest.mark.parametrize("n", [1, 10, 1000, 20_001, 3_000_017])
+def test_solve_device_matches_reference(cp, n):
+    from kernels.tridiag.device_solver import solve_device
+
+    rng = np.random.default_rng(n)
+    abcd = random_system(n, seed=n)
+    a, b, c, d = (cp.asarray(row) for row in abcd)
+    for m in (10, int(rng.choice([3, 16, 32]))):
+        ref = partition.solve(abcd, m=m, stage2="gpu")
+        x = cp.asnumpy(solve_device(a, b, c, d, m=m))
+        assert residual(abcd, x) < 1e-12, (n, m)
+        assert np.linalg.norm(x - ref) <= 1e-12 * np.linalg.norm(ref), (n, m)
+    assert np.array_equal(cp.asnumpy(d), abcd[3])  # d untouched unless out=d
+    solve_device(a, b, c, d, out=d)  # in place
+    assert residual(abcd, cp.asnumpy(d)) < 1e-12
+
+
+def test_solve_device_errors(cp):
+    from kernels.tridiag.device_solver import DevicePartition, solve_device
+    from kernels.tridiag.reduced import TridiagMemoryError
+    from kernels.tridiag.system import TridiagError
+
+    abcd = random_system(5000, seed=1)
+    a, b, c, d = (cp.asarray(r) for r in abcd)
+    with pytest.raises(TridiagError, match="mismatched lengths"):
+        solve_device(a, b, c[:-1], d)
+    with pytest.raises(TridiagError, match="CuPy"):
+        solve_device(a, b, c, cp.asnumpy(d))
+    b2 = b.copy()
+    b2[123] = cp.nan
+    with pytest.raises(TridiagError, match="NaN or Inf"):
+        solve_device(a, b2, c, d)
+    b2[123] = 0.0
+    a2, c2 = a.copy(), c.copy()
+    a2[123] = 0.0
+    c2[123] = 0.0
+    with pytest.raises(ZeroPivotError):
+        solve_device(a2, b2, c2, d)
+    x = solve_device(a, b, c, d)  # recovers
+    assert residual(abcd, cp.asnumpy(x)) < 1e-12
+    with pytest.raises(TridiagMemoryError, match="unknowns need"):
+        DevicePartition(cp, 10**11, 10)  # refused before allocating anything
+
+
+@pytest.mark.parametrize("pivot", [True, False])
+def test_device_gtsv(cp, pivot):
+    from kernels.tridiag.gtsv2 import DeviceGtsv
+
+    abcd = random_system(40_001, seed=5)
+    dl, dd, du, b = (cp.asarray(r) for r in abcd)
+    g = DeviceGtsv(cp, dl, dd, du, b, pivot=pivot)
+    g.run()
+    g.stream.synchronize()
+    assert residual(abcd, cp.asnumpy(b)) < 1e-12
 
 
 def test_workload_on_gpu(cp):
     from kernels.tridiag.workload import make_workload
 
     work = make_workload("heat", 77_777, "cupy")
-    for config in work.space().sample(6, seed=3):
+    for config in work.space().sample(8, seed=3):
         check = work.check(config)
         assert check.ok, (config, check.reason)
     timing = work.run({"streams": 8, "threads": 256, "m": 10}, repeats=3)
     assert timing.total > 0 and timing.kernels["t1_h2d"] > 0
+    timing = work.run({"streams": 4, "threads": 256, "m": 10, "stage2": 1}, repeats=3)
+    k = timing.kernels  # no interface copies with stage 2 on the device: those spans are only the joins
+    assert timing.total > 0 and max(k["t1_d2h"], k["t3_h2d"]) < k["t1_h2d"]
 
 
 @pytest.mark.parametrize("pivot", [True, False])

@@ -92,9 +92,12 @@ def test_zero_pivot_in_interface_system():
 def test_workload_interface_numpy():
     work = make_workload("random", "5000", "numpy", seed=2)
     space = work.space()
-    assert space.default == {"streams": 1, "threads": 256, "m": 10}
-    for config in space.sample(4, seed=1):
-        assert work.check(config).ok
+    assert space.default == {"streams": 1, "threads": 256, "m": 10, "stage2": 0}
+    configs = space.sample(6, seed=1)
+    assert {c["stage2"] for c in configs} == {0, 1}  # both stage-2 placements are in the space
+    for config in configs:
+        assert work.check(config).ok, config
+    assert work.check({"streams": 8, "stage2": "gpu"}).ok
     timing = work.run({"streams": 4, "threads": 128, "m": 16}, repeats=2)
     assert set(timing.kernels) == {"t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h"}
     assert timing.total > 0 and timing.kernels["t1_comp"] > 0 and timing.repeats == 2

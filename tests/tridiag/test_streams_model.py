@@ -144,3 +144,17 @@ def test_cli_bad_dataset(tmp_path):
         assert out.returncode == 2, (args, out.stderr)
         assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1
         assert not (tmp_path / "o").exists()  # nothing written half-way
+
+
+def test_load_dataset_keeps_one_stage2():
+    from pathlib import Path
+
+    from pipeline.errors import UserError
+    from pipeline.streams_model import load_dataset
+
+    path = Path(__file__).resolve().parents[2] / "data" / "tridiag" / "h100" / "streams_gpu" / "streams.csv"
+    gpu = load_dataset(path)
+    assert set(gpu["stage2"]) == {"gpu"} and len(gpu) == 31 * 6
+    assert set(load_dataset(path, stage2="host")["stage2"]) == {"host"}
+    with pytest.raises(UserError, match="stage2"):
+        load_dataset(path, stage2="cpu")

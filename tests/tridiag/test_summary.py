@@ -64,3 +64,29 @@ def test_comparison_and_cli_run(summ, capsys):
     assert summ.main([str(DATA / "h100"), str(DATA / "h200")]) == 0
     out = capsys.readouterr().out
     assert "h100's k on h200: lost %" in out and "copy bandwidth h200 / h100" in out
+
+
+# -- the stage-2 benchmark's folder (issue 21) ------------------------------------------------------------
+GPU_STAGE2 = DATA / "h100" / "streams_gpu"
+
+
+def test_stage2_folder_every_point_correct_and_every_seed_size(summ):
+    assert summ.has_stage2(GPU_STAGE2) and not summ.has_stage2(DATA / "h100")
+    streams, base, extra, tuning, meta = summ.load_stage2(GPU_STAGE2)
+    assert len(base) == 31 and base.index.max() == 10**8
+    assert set(streams["stage2"]) == {"host", "gpu"} and len(streams) == 31 * 2 * 6
+    assert (streams["residual"] < 1e-12).all()
+    assert (base["dev_ours_residual"] < 1e-12).all()
+    assert (extra.loc[extra["kind"] == "beyond", "residual"] < 1e-12).all()
+    assert meta["commit"] and meta["device"]["gpu_class"] == "h100"
+
+
+def test_stage2_tables_render_from_the_data(summ):
+    streams, base, extra, tuning, _ = summ.load_stage2(GPU_STAGE2)
+    facts = summ.stage2_facts(streams, base)
+    assert "within 1.05x at" in facts and "of 13" in facts
+    host = summ.stage2_host_table(base).splitlines()
+    dev = summ.stage2_device_table(base).splitlines()
+    assert len(host) == len(dev) == 2 + 31
+    assert "100,000,000" in host[-1] and "100,000,000" in dev[-1]
+    assert "250,000,000" in summ.stage2_extras(extra, tuning)

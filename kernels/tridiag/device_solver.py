@@ -1,0 +1,214 @@
+"""The partition method on data already on the GPU: the kernels of every stage, and the device-resident entry.
+
+``DevicePartition`` owns what one system size needs on the device besides the system itself (the reduced
+levels of ``reduced.plan_levels`` and an error flag) and enqueues the stages on a given stream without any
+host wait: ``stage1`` over a range of sub-systems, ``stage2`` (every reduced level, then one PCR block, then
+the back-substitutions), ``stage3`` over a range. ``CudaPartitionSolver`` (host to host, chunked over streams)
+and ``solve_device`` (a library call from CuPy code) both drive it.
+
+    x = solve_device(a, b, c, d)            # CuPy float64 rows of one length; a[0], c[-1] ignored
+
+Errors: mismatched lengths or a non-float64 row raise ``TridiagError`` at once; a zero pivot or a NaN/Inf met
+on the device sets a flag that ``check`` reads back (one 4-byte copy and a sync) and raises
+``ZeroPivotError`` / ``TridiagError``; a size that does not fit raises ``TridiagMemoryError`` before anything
+is allocated.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from kernels.tridiag import reduced
+from kernels.tridiag.system import TridiagError, ZeroPivotError, check_m, check_rows, num_blocks
+
+SOURCE = Path(__file__).with_name("partition.cu")
+FLAG_ZERO_PIVOT, FLAG_NONFINITE = 1, 2
+REDUCED_THREADS = 128  # reduced levels are small; stage3_r with MR = 32 holds ~160 registers per thread
+MAX_GRID = 1 << 20
+
+
+@functools.cache
+def kernels(cp: ModuleType, m: int, mr: int = reduced.MR) -> dict[str, Any]:
+    """Compile the kernels for sub-system sizes ``m`` (top level) and ``mr`` (reduced levels)."""
+    module = cp.RawModule(
+        code=SOURCE.read_text(), options=(f"-DM={m}", f"-DMR={mr}", f"-DPCR_MAX={reduced.PCR_MAX}")
+    )
+    names = ("stage1", "stage3", "stage1_r", "stage3_r", "pcr_small")
+    return {name: module.get_function(name) for name in names}
+
+
+def max_threads(cp: ModuleType, m: int) -> int:
+    """Largest block the top-level kernels accept (registers bound it for large ``m``)."""
+    k = kernels(cp, m)
+    return min(int(k["stage1"].max_threads_per_block), int(k["stage3"].max_threads_per_block))
+
+
+def free_device_bytes(cp: ModuleType) -> tuple[int, str]:
+    """Free bytes on the current device (CuPy's cached blocks counted as free) and the device's name."""
+    pool = cp.get_default_memory_pool()
+    free, _total = cp.cuda.runtime.memGetInfo()
+    props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return int(free) + int(pool.free_bytes()), name
+
+
+def _grid(count: int, threads: int) -> int:
+    return max(1, min(-(-count // threads), MAX_GRID))
+
+
+class DevicePartition:
+    """Reduced levels and kernels for systems of ``n`` unknowns; stages enqueued on the caller's streams."""
+
+    def __init__(
+        self,
+        cp: ModuleType,
+        n: int,
+        m: int = 10,
+        threads: int = 256,
+        resident: bool = True,
+        check: bool = True,
+    ):
+        """``check``: refuse a size that does not fit before allocating; ``resident``: the caller's system is
+        on the device already and only ``x`` comes on top (else the caller allocates the system after this
+        check, which counts it)."""
+        self.cp, self.n, self.m = cp, int(n), check_m(m)
+        self.mr = reduced.MR
+        if check:
+            free, name = free_device_bytes(cp)
+            reduced.check_fits(self.n, self.m, free, device=name, resident=resident)
+        self.k = kernels(cp, self.m, self.mr)
+        self.set_threads(threads)
+        self.p = num_blocks(self.n, self.m)
+        self.sizes = reduced.plan_levels(2 * self.p, self.mr)
+        self.levels = [cp.empty((4, s), dtype=np.float64) for s in self.sizes]
+        self.rows = [tuple(lv[i] for i in range(4)) for lv in self.levels]  # views made once, not per launch
+        self.pcr_threads = reduced.pcr_block(self.sizes[-1])
+        self.flag = cp.zeros(1, dtype=np.int32)
+        self._stage2_calls = self._plan_stage2()
+        self.flag_host = np.zeros(1, dtype=np.int32)
+        try:
+            import cupyx
+
+            self.flag_host = cupyx.empty_pinned((1,), dtype=np.int32)
+        except Exception:  # pinned or not, the flag copy is 4 bytes
+            pass
+
+    def set_threads(self, threads: int) -> None:
+        limit = max_threads(self.cp, self.m)
+        if not 1 <= int(threads) <= limit:
+            raise ValueError(f"threads={threads} must be 1..{limit} for m={self.m} (the kernels' limit)")
+        self.threads = int(threads)
+
+    @property
+    def z(self) -> Any:
+        """The interface solution, 2 per sub-system (written by ``stage2`` or uploaded by the host stage)."""
+        return self.rows[0][3]
+
+    # -- enqueue (no host waits) ---------------------------------------------------------------------------
+    def reset_flag(self, stream: Any) -> None:
+        self.cp.cuda.runtime.memsetAsync(self.flag.data.ptr, 0, 4, stream.ptr)
+
+    def stage1(self, rows: tuple[Any, Any, Any, Any], s: int, e: int, stream: Any) -> None:
+        """Interface rows of sub-systems ``[s, e)`` into the first level."""
+        with stream:
+            self.k["stage1"](
+                (_grid(e - s, self.threads),),
+                (self.threads,),
+                (*rows, np.int64(self.n), np.int64(s), np.int64(e), *self.rows[0], self.flag),
+            )
+
+    def _plan_stage2(self) -> list[tuple[Any, tuple[int], tuple[int], tuple[Any, ...]]]:
+        """(kernel, grid, block, args) of every stage-2 launch, in order: built once per size."""
+        t, calls = REDUCED_THREADS, []
+        pairs = list(zip(self.rows[:-1], self.rows[1:], self.sizes[:-1], strict=True))
+        for lv, nxt, size in pairs:
+            p = num_blocks(size, self.mr)
+            args = (*lv, np.int64(size), np.int64(0), np.int64(p), *nxt, self.flag)
+            calls.append((self.k["stage1_r"], (_grid(p, t),), (t,), args))
+        last = (*self.rows[-1], np.int64(self.sizes[-1]), self.flag)
+        calls.append((self.k["pcr_small"], (1,), (self.pcr_threads,), last))
+        for lv, nxt, size in reversed(pairs):
+            p = num_blocks(size, self.mr)
+            args = (*lv, np.int64(size), np.int64(0), np.int64(p), nxt[3], lv[3])
+            calls.append((self.k["stage3_r"], (_grid(p, t),), (t,), args))
+        return calls
+
+    def stage2(self, stream: Any) -> None:
+        """Solve the first level in place (its ``d`` row becomes ``z``): reduce, PCR, back-substitute."""
+        with stream:
+            for kernel, grid, block, args in self._stage2_calls:
+                kernel(grid, block, args)
+
+    def stage3(self, rows: tuple[Any, Any, Any, Any], s: int, e: int, x: Any, stream: Any) -> None:
+        """Every unknown of sub-systems ``[s, e)`` into ``x`` (which may be ``rows[3]``: in place)."""
+        with stream:
+            self.k["stage3"](
+                (_grid(e - s, self.threads),),
+                (self.threads,),
+                (*rows, np.int64(self.n), np.int64(s), np.int64(e), self.z, x),
+            )
+
+    def fetch_flag(self, stream: Any) -> None:
+        """Enqueue the flag's copy to the host (read it with ``raise_flag`` after the stream is synced)."""
+        rt = self.cp.cuda.runtime
+        rt.memcpyAsync(self.flag_host.ctypes.data, self.flag.data.ptr, 4, rt.memcpyDeviceToHost, stream.ptr)
+
+    def raise_flag(self) -> None:
+        """``ZeroPivotError`` / ``TridiagError`` if the last fetched flag says so."""
+        flag = int(self.flag_host[0])
+        self.flag_host[0] = 0
+        # a zero pivot first: it makes everything after it Inf or NaN, so both flags are set then
+        if flag & FLAG_ZERO_PIVOT:
+            raise ZeroPivotError(
+                "zero pivot on the device (a sub-system or the reduced system): the matrix is singular or "
+                "not diagonally dominant enough for elimination without pivoting"
+            )
+        if flag & FLAG_NONFINITE:
+            raise TridiagError("NaN or Inf in the system (met on the device): check a, b, c and d")
+
+    def solve(self, rows: tuple[Any, Any, Any, Any], x: Any, stream: Any, check: bool = True) -> Any:
+        """The whole system on one stream; with ``check`` one sync at the end and the flag raised."""
+        self.reset_flag(stream)
+        self.stage1(rows, 0, self.p, stream)
+        self.stage2(stream)
+        self.stage3(rows, 0, self.p, x, stream)
+        if check:
+            self.fetch_flag(stream)
+            stream.synchronize()
+            self.raise_flag()
+        return x
+
+
+@functools.lru_cache(maxsize=4)
+def _solver(cp: ModuleType, n: int, m: int, device: int) -> DevicePartition:
+    return DevicePartition(cp, n, m, resident=True)  # refuses a size that does not fit, before allocating
+
+
+def solve_device(
+    a: Any, b: Any, c: Any, d: Any, m: int = 10, out: Any = None, stream: Any = None, check: bool = True
+) -> Any:
+    """Solve ``a[i] x[i-1] + b[i] x[i] + c[i] x[i+1] = d[i]`` for CuPy float64 rows already on the GPU.
+
+    The answer stays on the device: ``out`` (new if not given; it may be ``d`` itself, to solve in place).
+    Runs on ``stream`` (default: CuPy's current stream). ``check`` syncs once at the end to raise on a zero
+    pivot or a NaN/Inf; without it the call returns as soon as the work is enqueued. The reduced levels for
+    each (n, m) are kept between calls (four sizes at most).
+    """
+    import cupy as cp
+
+    n = check_rows(a, b, c, d)
+    for name, row in zip("abcd", (a, b, c, d), strict=True):
+        if not isinstance(row, cp.ndarray) or not row.flags.c_contiguous:
+            raise TridiagError(f"{name} must be a contiguous CuPy array on the device")
+    solver = _solver(cp, n, check_m(m), cp.cuda.Device().id)
+    if out is None:
+        out = cp.empty(n, dtype=np.float64)
+    elif out.shape != (n,) or out.dtype != np.float64 or not out.flags.c_contiguous:
+        raise TridiagError(f"out must be a contiguous float64 array of {n} entries, not {out.shape}")
+    stream = stream if stream is not None else cp.cuda.get_current_stream()
+    return solver.solve((a, b, c, d), out, stream, check=check)

@@ -1,0 +1,146 @@
+"""Stage 2 on the device: how the interface (reduced) system is solved without a trip to the host.
+
+The interface system of ``2p`` unknowns (``p = ceil(n / m)`` sub-systems) is tridiagonal again, so the
+partition method applies to it once more, with sub-systems of ``mr`` rows (``MR``, 32 by default): each level
+shrinks the system by ``mr / 2`` (16x), with the same stage-1 / stage-3 kernels as the top level. Once a level
+has at most ``PCR_MAX`` (1024) unknowns, one thread block solves it by parallel cyclic reduction (PCR) in
+shared memory: ``log2`` steps with a barrier each, no serial chain. So stage 2 at 10^7 unknowns (m = 10) is
+2 x 10^6 -> 125,000 -> 7,814 -> 490 unknowns: three reduction levels, one PCR block, three back-substitutions,
+seven small kernels on one stream, all enqueued before any of them runs.
+
+Why this and not cuSPARSE on the reduced system: ``gtsv2_nopivot`` on the 2p-unknown interface system is the
+alternative the benchmark measures beside it (``benchmarks/tridiag_streams.py``, ``stage2_alternatives``);
+why not a single-thread Thomas solve on the device: its serial chain of divisions takes ~0.1 us per unknown,
+0.2 s at 2 x 10^6. The interface system of a diagonally dominant matrix is diagonally dominant (a Schur
+complement), and so is every further level, so elimination without pivoting is safe on each.
+
+This module is the numpy version of exactly those steps (the reference the CUDA kernels are tested against),
+the plan of levels, and the device-memory account that decides the largest size one card can take.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.tridiag import partition
+from kernels.tridiag.system import TridiagError, ZeroPivotError, num_blocks
+
+MR = 32  # rows per sub-system on the reduced levels (a compile-time constant of the kernels)
+PCR_MAX = 1024  # the last level is solved by one block of at most this many threads (shared memory: 32 KiB)
+F8 = 8
+
+
+class TridiagMemoryError(TridiagError, MemoryError):
+    """The system does not fit on the device (or in pinned host memory): size, need and what is free."""
+
+
+def plan_levels(n_iface: int, mr: int = MR, small: int = PCR_MAX) -> list[int]:
+    """Unknowns of each reduced level, the interface system first, down to one of at most ``small``.
+
+    ``[2e6, 125000, 7814, 490]`` for the interface system of 10^7 unknowns with m = 10 and ``mr = 32``.
+    """
+    if mr < 3:
+        raise TridiagError(f"reduced sub-system size mr={mr} must be at least 3")
+    if n_iface < 1:
+        raise TridiagError(f"interface system of {n_iface} unknowns: need at least one")
+    sizes = [int(n_iface)]
+    while sizes[-1] > small:
+        sizes.append(2 * num_blocks(sizes[-1], mr))
+    return sizes
+
+
+def pcr_block(n: int) -> int:
+    """Threads of the one PCR block for a last level of ``n`` unknowns: a power of two, at least a warp."""
+    if not 1 <= n <= PCR_MAX:
+        raise TridiagError(f"the PCR block takes 1..{PCR_MAX} unknowns, not {n}")
+    return max(32, 1 << (n - 1).bit_length())
+
+
+def pcr(abcd: np.ndarray, width: int | None = None) -> np.ndarray:
+    """Parallel cyclic reduction on a ``(4, n)`` system, vectorised over rows: the steps of ``pcr_small``.
+
+    ``width`` (default: ``pcr_block(n)``) is the number of rows the block holds; rows past ``n`` are identity
+    rows, as in the kernel, so the result is bit-for-bit the same algorithm.
+    """
+    n = abcd.shape[1]
+    width = pcr_block(n) if width is None else width
+    a, b, c, d = (np.zeros(width) for _ in range(4))
+    b[:] = 1.0
+    a[:n], b[:n], c[:n], d[:n] = abcd
+    a[0] = 0.0
+    c[n - 1] = 0.0
+    if not np.all(np.isfinite(abcd[:, :n])):
+        raise TridiagError("NaN or Inf in the reduced system")
+    s = 1
+    while s < width:
+        lo = np.arange(width) - s
+        hi = np.arange(width) + s
+        ok_lo, ok_hi = lo >= 0, hi < width
+        lo_c, hi_c = np.clip(lo, 0, width - 1), np.clip(hi, 0, width - 1)
+        am, bm = np.where(ok_lo, a[lo_c], 0.0), np.where(ok_lo, b[lo_c], 1.0)
+        cm, dm = np.where(ok_lo, c[lo_c], 0.0), np.where(ok_lo, d[lo_c], 0.0)
+        ap, bp = np.where(ok_hi, a[hi_c], 0.0), np.where(ok_hi, b[hi_c], 1.0)
+        cpv, dpv = np.where(ok_hi, c[hi_c], 0.0), np.where(ok_hi, d[hi_c], 0.0)
+        if not (np.all(bm != 0.0) and np.all(bp != 0.0)):
+            raise ZeroPivotError(f"zero pivot in the reduced system's PCR step (stride {s})")
+        k1, k2 = a / bm, c / bp
+        a, b, c, d = -am * k1, b - cm * k1 - ap * k2, -cpv * k2, d - dm * k1 - dpv * k2
+        s *= 2
+    if not np.all(b[:n] != 0.0):
+        raise ZeroPivotError("zero pivot in the reduced system's last PCR step")
+    return d[:n] / b[:n]
+
+
+def solve_reduced(iface: np.ndarray, mr: int = MR, small: int = PCR_MAX) -> np.ndarray:
+    """Solve a ``(4, N)`` interface system as the device does: partition levels of ``mr``, PCR at the end."""
+    n = iface.shape[1]
+    if n <= small:
+        return pcr(iface)
+    blocks = partition.padded_blocks(iface, mr)
+    nxt = partition.stage1(blocks)
+    z = solve_reduced(nxt, mr, small)
+    return partition.stage3(blocks, z).reshape(-1)[:n]
+
+
+def level_bytes(n: int, m: int, mr: int = MR) -> int:
+    """Device bytes of every reduced level of an ``n``-unknown system (four rows of float64 each)."""
+    return sum(4 * F8 * k for k in plan_levels(2 * num_blocks(n, m), mr))
+
+
+def device_bytes(n: int, m: int, mr: int = MR, resident: bool = False) -> int:
+    """Device memory one solve needs: the levels, plus the system (32 B/unknown, the solution written over d)
+    on the host-to-host path; on the device-resident path the system is the caller's and only ``x`` (8
+    B/unknown) is new."""
+    system = 8 * n if resident else 4 * F8 * n
+    return system + level_bytes(n, m, mr) + 4096
+
+
+def max_unknowns(free_bytes: int, m: int, mr: int = MR, resident: bool = False) -> int:
+    """The largest ``n`` whose ``device_bytes`` fits in ``free_bytes`` (bisection: the count is monotone)."""
+    lo, hi = 0, max(1, int(free_bytes) // 8 + 1)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if device_bytes(mid, m, mr, resident) <= free_bytes:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def check_fits(
+    n: int,
+    m: int,
+    free_bytes: int,
+    device: str = "the device",
+    mr: int = MR,
+    resident: bool = False,
+    reserve: int = 256 << 20,
+) -> None:
+    """``TridiagMemoryError`` naming the size, the need and what is free, before anything is allocated."""
+    need = device_bytes(n, m, mr, resident)
+    if need + reserve > free_bytes:
+        limit = max_unknowns(max(free_bytes - reserve, 0), m, mr, resident)
+        raise TridiagMemoryError(
+            f"n = {n:,} unknowns need {need / 1e9:.2f} GB on {device} ({need / n:.1f} B/unknown at m = {m}), "
+            f"{free_bytes / 1e9:.2f} GB free: the largest system that fits now is {limit:,} unknowns"
+        )
