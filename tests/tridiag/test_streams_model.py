@@ -149,9 +149,8 @@ def test_cli_bad_dataset(tmp_path):
 def test_load_dataset_keeps_one_stage2():
     from pathlib import Path
 
-    from pipeline.streams_model import load_dataset
-
     from pipeline.errors import UserError
+    from pipeline.streams.model import load_dataset
 
     path = Path(__file__).resolve().parents[2] / "data" / "tridiag" / "h100" / "streams_gpu" / "streams.csv"
     gpu = load_dataset(path)
