@@ -1,4 +1,6 @@
-"""Shards on disk: which are finished, and the merge into one dataset (paths: :mod:`pipeline.sweep.folder`).
+"""Shards on disk: which are finished, and the merge into one dataset.
+
+Paths come from :mod:`pipeline.sweep.folder`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def read_shard(path: Path) -> pa.Table:
 
 
 def is_finished(path: Path) -> bool:
-    """A shard whose footer reads (the quick test, without a plan); see :func:`shard_problem` for the full one."""
+    """A shard whose footer reads (the quick test, without a plan; :func:`shard_problem` is the full one)."""
     if not path.is_file():
         return False
     try:
@@ -89,11 +91,11 @@ def _planned_ids(folder: SweepFolder, cls: str) -> tuple[set[int], dict[int, str
 
     plan = folder.read_plan(cls)
     meta = folder.read_meta()
-    if not plan or "configs" not in plan or not meta or "spec" not in meta:
+    batch_size = ((meta or {}).get("spec") or {}).get("batch_size")
+    if not plan or "configs" not in plan or not isinstance(batch_size, int) or batch_size < 1:
         return None
-    spec, _ = folder.read_spec()
     where = {}
-    for batch, rows in measure_order(plan["configs"], spec.batch_size):
+    for batch, rows in measure_order(plan["configs"], batch_size):
         for sample_id, _, _ in rows:
             where[sample_id] = folder.shard_path(cls, batch).name
     return set(range(len(plan["configs"]))), where

@@ -281,7 +281,7 @@ def is_permanent(exc: BaseException) -> bool:
 
 
 def _fatal(batch: str, gpu_class: str, path: Path, exc: OSError) -> dict[str, Any]:
-    """A batch that cannot be written, returned (not raised, so Dask does not retry it) for the sweep to stop."""
+    """A batch that cannot be written: returned, not raised (Dask would retry it), for the sweep to stop."""
     why = os.strerror(exc.errno) if exc.errno else str(exc) or type(exc).__name__
     return {"batch": batch, "gpu_class": gpu_class, "fatal": f"cannot write {path}: {why}"}
 
