@@ -28,6 +28,15 @@ from kernels.atomic import write_text
 FORMAT = "launchtune-tuning-table"
 RUNTIME = "runtime"
 
+# Bounds checked on load, so an absurd entry (threads 0, blocks -1 or 1e30, size 0x0) is refused with one line
+# naming the file and entry, and never locked, used or written back by a tuned run. Threads: CUDA's limit per
+# block on every GPU we target (a kernel's own, often lower, limit is applied by ``attach.fit_candidates``);
+# blocks: CUDA's grid limit in x.
+MAX_THREADS = 1024
+MAX_BLOCKS = 2**31 - 1
+MAX_DEPTH = 16  # the deepest a table nests is 6 (entries, entry, per_kernel, kernel, list, item)
+MAX_BYTES = 64 * 2**20  # a table is kilobytes; a huge file is a mistake, not a table
+
 
 class TableError(ValueError):
     """A tuning table that cannot be read; the message names the file and the field."""
@@ -108,11 +117,21 @@ class TuningTable:
     def load(cls, path: str | Path) -> TuningTable:
         path = Path(path)
         try:
+            if path.stat().st_size > MAX_BYTES:
+                raise TableError(
+                    f"{path}: {path.stat().st_size} bytes is not a tuning table (at most {MAX_BYTES})"
+                )
             doc = json.loads(path.read_text())
         except FileNotFoundError:
             raise TableError(f"{path}: tuning table not found") from None
+        except RecursionError:
+            raise TableError(
+                f"{path}: nested deeper than a tuning table (at most {MAX_DEPTH} levels)"
+            ) from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise TableError(f"{path}: not a readable JSON tuning table ({exc})") from None
+        if _depth(doc) > MAX_DEPTH:
+            raise TableError(f"{path}: nested deeper than a tuning table (at most {MAX_DEPTH} levels)")
         if not isinstance(doc, Mapping) or not isinstance(doc.get("entries"), list):
             raise TableError(f"{path}: field 'entries' (a list) is missing")
         table = cls()
@@ -136,7 +155,7 @@ def _parse_entry(raw: Any, where: str) -> list[Entry]:
         raise TableError(f"{where}: field 'gpu_class' (a string such as \"h100\") is missing")
     if not isinstance(raw.get("size"), str | list):
         raise TableError(f"{where}: field 'size' (such as \"3328x1024\") is missing")
-    gpu_class, size = str(raw["gpu_class"]), size_key(raw["size"])
+    gpu_class, size = str(raw["gpu_class"]), _check_size(raw["size"], where)
     source = str(raw.get("source", "sweep"))
     known = {"gpu_class", "size", "kernel", "source", "candidates", "configs", "config", "per_kernel", "best"}
     extra = {k: v for k, v in raw.items() if k not in known and isinstance(v, str | int | float)}
@@ -148,6 +167,7 @@ def _parse_entry(raw: Any, where: str) -> list[Entry]:
         for j, c in enumerate(cands):
             if not isinstance(c, Mapping) or not all(_is_int(c.get(k)) for k in ("blocks", "threads")):
                 raise TableError(f"{where}.candidates[{j}]: needs integer 'blocks' and 'threads'")
+            _check_launch(c["blocks"], c["threads"], f"{where}.candidates[{j}]")
             out.append({k: (int(v) if k in ("blocks", "threads") else v) for k, v in c.items()})
         return [Entry(gpu_class, size, str(raw["kernel"]), out, source, extra)]
     # A sweep report's entry: per-kernel rankings first (each kernel measured over its own space), then whole
@@ -163,6 +183,7 @@ def _parse_entry(raw: Any, where: str) -> list[Entry]:
             raise TableError(
                 f"{where}.{part}: '{kernel}.blocks' and '{kernel}.threads' must both be integers"
             )
+        _check_launch(b, t, f"{where}.{part}", kernel)
         cand = {"blocks": int(b), "threads": int(t)}
         ms = item.get("ms", item.get("time_ms"))
         if not any(
@@ -206,5 +227,43 @@ def _parse_entry(raw: Any, where: str) -> list[Entry]:
     return [Entry(gpu_class, size, k, c, source, extra) for k, c in per_kernel.items()]
 
 
+def _check_size(raw: Any, where: str) -> str:
+    """``<cells x>x<cells y>``, both positive integers (what the CFD solver's ``size_key`` writes)."""
+    if isinstance(raw, list) and not all(_is_int(n) for n in raw):
+        raise TableError(
+            f"{where}: field 'size' must be two positive integers like \"3328x1024\" (got {raw!r})"
+        )
+    size = size_key(raw)
+    parts = size.split("x")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise TableError(
+            f"{where}: field 'size' must be two positive integers like \"3328x1024\" (got {raw!r})"
+        )
+    return size
+
+
+def _check_launch(blocks: Any, threads: Any, where: str, kernel: str = "") -> None:
+    """Blocks 1..MAX_BLOCKS, threads 1..MAX_THREADS; ``_is_int`` has already refused non-integers."""
+    name = f"{kernel}." if kernel else ""
+    if not 1 <= blocks <= MAX_BLOCKS:
+        raise TableError(f"{where}: '{name}blocks' must be 1..{MAX_BLOCKS} (got {blocks!r})")
+    if not 1 <= threads <= MAX_THREADS:
+        raise TableError(f"{where}: '{name}threads' must be 1..{MAX_THREADS} (got {threads!r})")
+
+
+def _depth(doc: Any) -> int:
+    """How deep ``doc`` nests (a list or object is one level), without recursion."""
+    deepest, stack = 0, [(doc, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, Mapping | list):
+            deepest = max(deepest, level)
+            if level <= MAX_DEPTH:
+                stack.extend((v, level + 1) for v in (item.values() if isinstance(item, Mapping) else item))
+    return deepest
+
+
 def _is_int(v: Any) -> bool:
+    # An integral float (400.0) passes: a report's table goes through pandas, where a parameter column with a
+    # null becomes float64. A fraction, an infinity or a string does not; the bounds refuse 1e30.
     return isinstance(v, int) and not isinstance(v, bool) or (isinstance(v, float) and v.is_integer())

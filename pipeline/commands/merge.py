@@ -14,6 +14,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "named in the error; delete it and rerun the sweep to re-measure that batch.",
     )
     p.add_argument("dir", type=Path, help="sweep folder (holds shards/)")
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="merge even where planned samples are missing (a time-limited sweep); they are counted",
+    )
     p.set_defaults(func=run)
 
 
@@ -24,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.dir.is_dir():
         raise UserError(f"{args.dir}: no such sweep folder")
-    table = merge(args.dir)
+    table = merge(args.dir, allow_missing=args.allow_missing, log=print)
     folder = SweepFolder(args.dir)
     print(f"merged {table.num_rows} rows from {len(folder.shards())} shards into {folder.merged_dir}")
     return 0

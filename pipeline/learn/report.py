@@ -217,11 +217,14 @@ def _markdown(report: dict[str, Any]) -> str:
         f"created {report['created']}.",
         "",
     ]
+    # The count comes from the merged data, not from the measuring run's log: a sample lost between the two
+    # must show here, never be reported as measured.
+    lines += [f"Measured {report['merged_rows']} configurations (the merged data).", ""]
     if report.get("throughput"):
         t = report["throughput"]
         lines += [
-            f"Measured {t['rows']} configurations in {t['seconds']:.1f} s on {t['workers']} worker(s): "
-            f"{t['samples_per_minute']:.1f} samples per minute.",
+            f"The last measuring run measured {t['rows']} in {t['seconds']:.1f} s on {t['workers']} "
+            f"worker(s): {t['samples_per_minute']:.1f} samples per minute.",
             "",
         ]
     lines += [
@@ -289,6 +292,7 @@ def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "data_hash": metrics.get("data_hash"),
         "spec": spec.to_dict(),
+        "merged_rows": int(len(frame)),
         "throughput": timing,
         "classes": {c: class_summary(frame, c, plan, metrics, validation) for c in classes},
         "models": {

@@ -6,11 +6,13 @@ last batches cut into parts so several cards of a class finish together.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pyarrow as pa
+
 from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.shards import is_finished
+from pipeline.sweep.shards import set_aside, shard_problem
 
 
 def batches(configs: Sequence[tuple[str, dict[str, int]]], size: int) -> list[tuple[str, list]]:
@@ -54,20 +56,41 @@ def measure_order(configs: Sequence[tuple[str, dict[str, int]]], size: int) -> l
     return out
 
 
-def pending_batches(out: Path, cls: str, ordered: list[tuple[str, list]]) -> tuple[list, int]:
+def pending_batches(
+    out: Path,
+    cls: str,
+    ordered: list[tuple[str, list]],
+    schema: pa.Schema | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[list, int]:
     """The batches of ``ordered`` still to measure, and how many are finished already.
 
+    A shard is finished only when it holds exactly its batch's planned sample ids, once each, with the plan's
+    ``schema`` (:func:`~pipeline.sweep.shards.shard_problem`); any other shard on a batch's name is set aside
+    (renamed ``.incomplete-<n>``, one ``log`` line) and its batch measured again.
     A tail part counts as finished also where its whole batch's shard is on disk: a folder measured before
     the tail was cut holds ``shard-00107.parquet``, and measuring ``00107.0`` too would double its samples.
     """
     folder = SweepFolder(out)
-    todo, finished = [], 0
+    whole_ids: dict[str, list[int]] = {}
+    for batch, rows in ordered:
+        whole_ids.setdefault(batch.split(".", 1)[0], []).extend(r[0] for r in rows)
+
+    def finished(batch: str, ids: list[int]) -> bool:
+        path = folder.shard_path(cls, batch)
+        if not path.is_file():
+            return False
+        problem = shard_problem(path, ids, schema)
+        if problem is None:
+            return True
+        set_aside(path, problem, log)
+        return False
+
+    todo, done = [], 0
     for batch, rows in ordered:
         whole = batch.split(".", 1)[0]
-        if is_finished(folder.shard_path(cls, batch)) or (
-            whole != batch and is_finished(folder.shard_path(cls, whole))
-        ):
-            finished += 1
+        if finished(batch, [r[0] for r in rows]) or (whole != batch and finished(whole, whole_ids[whole])):
+            done += 1
         else:
             todo.append((batch, rows))
-    return todo, finished
+    return todo, done

@@ -10,8 +10,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pipeline.errors import UserError
 from pipeline.sweep.batching import measure_order, pending_batches
 from pipeline.sweep.folder import SweepFolder
+from pipeline.sweep.schema import shard_schema
 from pipeline.sweep.spec import SweepSpec
 
 Log = Callable[[str], None]
@@ -144,7 +146,8 @@ def measure_batches(
     for cls, plan in plans.items():
         ordered = measure_order(plan["configs"], spec.batch_size)
         rank = {batch: r for r, (batch, _) in enumerate(ordered)}
-        todo, finished = pending_batches(out, cls, ordered)
+        schema = shard_schema(plan["params"], plan["kernels"])
+        todo, finished = pending_batches(out, cls, ordered, schema, log)
         skipped += finished
         # Dask does not keep submission order on its own; a time-limited sweep must measure the plan's
         # batches in order (per-kernel grids first, then sample ids): hence the priority.
@@ -194,6 +197,8 @@ def measure_batches(
 
     t0 = time.perf_counter()
     wall0 = time.time()
+    fatal = None
+    stopped_early = False
     rows = counts_ok = 0
     errors = []
     results = []
@@ -208,6 +213,11 @@ def measure_batches(
             for future in finished_futures:
                 try:
                     result = future.result()
+                    if "fatal" in result:  # not writable, read-only, full: every later batch fails alike
+                        fatal = result["fatal"]
+                        break
+                    if result.get("note"):
+                        log(result["note"])
                     rows += result["rows"]
                     counts_ok += result["ok"]
                     results.append(result)
@@ -221,6 +231,7 @@ def measure_batches(
                 if not tty and (done % step == 0 or done == total):
                     log(f"measure: {done}/{total} batches, {time.perf_counter() - t0:.0f} s")
         except TimeoutError:
+            stopped_early = True
             pending = [f for f in futures if not f.done()]
             client.cancel(pending)
             log(
@@ -228,6 +239,12 @@ def measure_batches(
                 "the same command again measures the rest"
             )
     seconds = time.perf_counter() - t0
+    if fatal is not None:
+        client.cancel([f for f in futures if not f.done()])
+        raise UserError(
+            f"{fatal}; stopped at the first such batch ({done} of {total} measured before are kept); "
+            "fix the folder and rerun to measure the rest"
+        )
     if errors:
         raise RuntimeError(f"{len(errors)} batch task(s) failed; first: {errors[0]}")
     per_worker = _per_worker(results, wall0)
@@ -250,6 +267,7 @@ def measure_batches(
         "samples_per_minute": round(60 * rows / seconds, 2) if seconds > 0 else None,
         "per_worker": per_worker,
         "finish_spread_s": _finish_spread(per_worker),
+        "stopped_early": stopped_early,
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     return timing

@@ -184,7 +184,7 @@ def run_sweep(
                 f"measured {timing['rows']} configurations in {timing['seconds']} s "
                 f"({timing['samples_per_minute']} per minute)"
             )
-        merged = merge(out)
+        merged = merge(out, allow_missing=bool(timing.get("stopped_early")), log=log)
         log(f"merged {merged.num_rows} rows from {len(folder.shards())} shards into {folder.merged_dir}")
         if _up_to_date(out, plans):
             log("nothing new since the last training: models and re-measurements kept")

@@ -1,10 +1,14 @@
-"""Shards on disk: which are finished, and the merge into one dataset (paths: :mod:`pipeline.sweep.folder`).
+"""Shards on disk: which are finished, and the merge into one dataset.
+
+Paths come from :mod:`pipeline.sweep.folder`.
 """
 
 from __future__ import annotations
 
 import shutil
 import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -27,7 +31,7 @@ def read_shard(path: Path) -> pa.Table:
 
 
 def is_finished(path: Path) -> bool:
-    """A shard counts as finished when its footer reads; a rerun re-measures anything else."""
+    """A shard whose footer reads (the quick test, without a plan; :func:`shard_problem` is the full one)."""
     if not path.is_file():
         return False
     try:
@@ -37,8 +41,72 @@ def is_finished(path: Path) -> bool:
         return False
 
 
-def merge(sweep_dir: Path) -> pa.Table:
-    """Concatenate every shard into ``DIR/merged`` (by gpu_class), replacing the old merge whole."""
+def _ids(ids: Iterable[int], limit: int = 8) -> str:
+    """``[3, 4, 9]`` -> ``"3, 4, 9"``; long lists cut with a count, so an error stays one line."""
+    ids = sorted(ids)
+    text = ", ".join(str(i) for i in ids[:limit])
+    return text + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def shard_problem(path: Path, sample_ids: Iterable[int], schema: pa.Schema | None = None) -> str | None:
+    """Why the shard at ``path`` is not its batch's, or None when it is finished.
+
+    Finished means: it reads, it has ``schema`` (the plan's; metadata aside) and it holds exactly the batch's
+    planned ``sample_ids``, each once. A valid Parquet file with 2 of a batch's 5 rows is not finished: kept,
+    it would silently drop 3 samples from the merge.
+    """
+    try:
+        found_schema = pq.read_schema(path)
+        ids = pq.read_table(path, columns=["sample_id"]).column("sample_id").to_pylist()
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        return f"unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+    if schema is not None and not found_schema.equals(schema, check_metadata=False):
+        return "its schema is not the plan's"
+    counts = Counter(ids)
+    planned = set(sample_ids)
+    problems = []
+    if missing := planned - counts.keys():
+        problems.append(f"{len(missing)} of its {len(planned)} planned samples missing ({_ids(missing)})")
+    if doubled := [i for i, c in counts.items() if c > 1]:
+        problems.append(f"samples {_ids(doubled)} twice")
+    if extra := counts.keys() - planned:
+        problems.append(f"samples {_ids(extra)} not of its batch")
+    return "; ".join(problems) or None
+
+
+def set_aside(path: Path, reason: str, log: Callable[[str], None] | None = None) -> Path:
+    """Rename a shard that is not finished to ``<name>.incomplete-<n>`` (never deleted: it is evidence)."""
+    n = 1
+    while (target := path.with_name(f"{path.name}.incomplete-{n}")).exists():
+        n += 1
+    path.rename(target)
+    if log is not None:
+        log(f"{path}: {reason}; set aside as {target.name}, measuring its batch again")
+    return target
+
+
+def _planned_ids(folder: SweepFolder, cls: str) -> tuple[set[int], dict[int, str]] | None:
+    """A class's planned sample ids and the shard file each belongs in, where the folder has its plan."""
+    from pipeline.sweep.batching import measure_order
+
+    plan = folder.read_plan(cls)
+    meta = folder.read_meta()
+    batch_size = ((meta or {}).get("spec") or {}).get("batch_size")
+    if not plan or "configs" not in plan or not isinstance(batch_size, int) or batch_size < 1:
+        return None
+    where = {}
+    for batch, rows in measure_order(plan["configs"], batch_size):
+        for sample_id, _, _ in rows:
+            where[sample_id] = folder.shard_path(cls, batch).name
+    return set(range(len(plan["configs"]))), where
+
+
+def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], None] | None = None) -> pa.Table:
+    """Concatenate every shard into ``DIR/merged`` (by gpu_class), replacing the old merge whole.
+
+    Every sample appears once; where the folder has its plan, every planned sample of each class must be
+    there too (``allow_missing``: a time-limited sweep merges what it has, and says how much is missing).
+    """
     folder = SweepFolder(sweep_dir)
     shards = folder.shards()
     if not shards:
@@ -46,6 +114,7 @@ def merge(sweep_dir: Path) -> pa.Table:
             f"{sweep_dir}: no shards under {folder.shards_dir} (run `python -m pipeline sweep` first)"
         )
     tables = []
+    files: dict[str, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
     for path in shards:
         table = read_shard(path)
         if tables and not table.schema.equals(tables[0].schema, check_metadata=False):
@@ -56,14 +125,41 @@ def merge(sweep_dir: Path) -> pa.Table:
         classes = set(table.column("gpu_class").to_pylist())
         if classes - {expected}:
             raise UserError(f"{path}: rows of class {sorted(classes)} in the folder of class {expected!r}")
+        for sample_id in table.column("sample_id").to_pylist():
+            files[expected][sample_id].append(path.name)
         tables.append(table)
+    for cls, where in files.items():
+        doubled = {i: names for i, names in where.items() if len(names) > 1}
+        if doubled:
+            i = min(doubled)
+            more = f" (and {len(doubled) - 1} more samples)" if len(doubled) > 1 else ""
+            raise UserError(
+                f"{sweep_dir}: sample {i} of class {cls} appears in two shards "
+                f"({', '.join(doubled[i])}){more}"
+            )
+        planned = _planned_ids(folder, cls)
+        if planned is None:
+            continue
+        ids, home = planned
+        if extra := where.keys() - ids:
+            raise UserError(f"{sweep_dir}: class {cls} has samples {_ids(extra)} that its plan does not have")
+        if missing := ids - where.keys():
+            batches = sorted({home[i] for i in missing})
+            text = (
+                f"class {cls}: {len(missing)} of {len(ids)} planned samples missing ({_ids(missing)}; "
+                f"in {_ids_names(batches)})"
+            )
+            if not allow_missing:
+                raise UserError(f"{sweep_dir}: {text}; rerun the sweep to measure them")
+            if log is not None:
+                log(f"{text}; merged what is there")
     merged = pa.concat_tables(tables)
-    keys = merged.select(["gpu_class", "sample_id"]).to_pandas()
-    dupes = keys[keys.duplicated()]
-    if len(dupes):
-        row = dupes.iloc[0]
-        raise UserError(f"{sweep_dir}: sample {row.sample_id} of class {row.gpu_class} appears in two shards")
     return write_merged(sweep_dir, merged)
+
+
+def _ids_names(names: list[str], limit: int = 4) -> str:
+    text = ", ".join(names[:limit])
+    return text + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def write_merged(sweep_dir: Path, merged: pa.Table) -> pa.Table:

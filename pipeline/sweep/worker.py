@@ -9,6 +9,7 @@ with a status and a reason; it never takes the worker down.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import os
@@ -30,7 +31,7 @@ from kernels.device import describe_device, measure_copy_bandwidth
 from kernels.workload import Workload, WorkloadError, make_workload, workload_names
 from pipeline.paths import assert_inside
 from pipeline.sweep.schema import kernel_column, kernel_params, shard_schema
-from pipeline.sweep.shards import is_finished
+from pipeline.sweep.shards import set_aside, shard_problem
 
 # One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a
 # batch
@@ -177,24 +178,34 @@ def measure_batch(
     # wall clock, comparable across workers (which card was busy when); not a kernel time
     started = time.time()
     path = assert_inside(Path(sweep_dir), Path(shard_path))
-    if is_finished(path):
-        # Dask re-runs a finished task whose result lived on a worker that was lost; its shard is already on
-        # disk, so report it instead of measuring the batch again.
-        status = pq.read_table(path, columns=["status"]).column("status").to_pylist()
-        counts = {s: status.count(s) for s in ("ok", "invalid", "failed")}
-        return {
-            "batch": batch,
-            "gpu_class": gpu_class,
-            "rows": len(status),
-            **counts,
-            "worker": _worker_name(),
-            "started": started,
-            "finished": started,
-            "measured": False,
-        }
-    _, facts = get_workload(spec)
     params, kernels = plan["params"], plan["kernels"]
     schema = shard_schema(params, kernels)
+    note = None
+    if path.is_file():
+        problem = shard_problem(path, [r[0] for r in rows], schema)
+        if problem is None:
+            # Dask re-runs a finished task whose result lived on a worker that was lost; its shard is already
+            # on disk, so report it instead of measuring the batch again.
+            status = pq.read_table(path, columns=["status"]).column("status").to_pylist()
+            counts = {s: status.count(s) for s in ("ok", "invalid", "failed")}
+            return {
+                "batch": batch,
+                "gpu_class": gpu_class,
+                "rows": len(status),
+                **counts,
+                "worker": _worker_name(),
+                "started": started,
+                "finished": started,
+                "measured": False,
+            }
+        try:
+            set_aside(path, problem)
+        except OSError as exc:
+            if is_permanent(exc):
+                return _fatal(batch, gpu_class, path, exc)
+            raise
+        note = f"{path}: {problem}; set aside, its batch measured again"
+    _, facts = get_workload(spec)
     fixed = {
         "sweep_id": spec["name"],
         "batch": batch,
@@ -239,8 +250,13 @@ def measure_batch(
         rec.update({kernel_column(k): times.get(k) for k in kernels})
         records.append(rec)
     table = pa.Table.from_pylist(records, schema=schema)
-    with atomic_path(path) as tmp:  # a killed worker leaves a stray .tmp, never a half shard
-        pq.write_table(table, tmp, compression="zstd")
+    try:
+        with atomic_path(path) as tmp:  # a killed worker leaves a stray .tmp, never a half shard
+            pq.write_table(table, tmp, compression="zstd")
+    except OSError as exc:
+        if is_permanent(exc):  # a retry (Dask's, on this or another worker) would fail the same way
+            return _fatal(batch, gpu_class, path, exc)
+        raise
     counts = {s: sum(r["status"] == s for r in records) for s in ("ok", "invalid", "failed")}
     return {
         "batch": batch,
@@ -251,7 +267,23 @@ def measure_batch(
         "started": started,
         "finished": time.time(),
         "measured": True,
+        **({"note": note} if note else {}),
     }
+
+
+# Write errors that no retry fixes: the folder is not writable, read-only or full. Any other OSError (a
+# network file system hiccup) is raised, and Dask retries the batch.
+PERMANENT_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
+
+
+def is_permanent(exc: BaseException) -> bool:
+    return isinstance(exc, PermissionError) or (isinstance(exc, OSError) and exc.errno in PERMANENT_ERRNOS)
+
+
+def _fatal(batch: str, gpu_class: str, path: Path, exc: OSError) -> dict[str, Any]:
+    """A batch that cannot be written: returned, not raised (Dask would retry it), for the sweep to stop."""
+    why = os.strerror(exc.errno) if exc.errno else str(exc) or type(exc).__name__
+    return {"batch": batch, "gpu_class": gpu_class, "fatal": f"cannot write {path}: {why}"}
 
 
 def warm_task(spec: Mapping[str, Any]) -> dict[str, Any]:

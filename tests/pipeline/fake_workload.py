@@ -36,6 +36,8 @@ class FakeWorkload:
         delay: float = 0.0,
         pid_dir: str | None = None,
         slow: Mapping[str, float] | None = None,
+        fail_writes: int | None = None,
+        attempts: str | None = None,
     ):
         self.case, self.size, self.backend, self.delay = (
             case,
@@ -44,6 +46,8 @@ class FakeWorkload:
             delay,
         )
         # ``slow``: Dask worker name -> factor on ``delay``, a card slower than its neighbour
+        if fail_writes:
+            _fail_parquet_writes(int(fail_writes), attempts)
         self.slow = dict(slow or {})
         if pid_dir:
             Path(pid_dir).mkdir(parents=True, exist_ok=True)
@@ -86,6 +90,21 @@ class FakeWorkload:
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "case": self.case, "size": self.size, "kernels": ["a", "b"]}
+
+
+def _fail_parquet_writes(code: int, attempts: str | None) -> None:
+    """Fault injection: every Parquet write in this (worker) process fails with ``OSError(code)``, as on a
+    read-only, full or forbidden folder (the tests run as root, where chmod does not forbid anything).
+    Each attempt appends a line to ``attempts``, so a test can count how often a batch was tried."""
+    import pyarrow.parquet as pq
+
+    def write_table(table, where, *args, **kwargs):
+        if attempts:
+            with open(attempts, "a") as f:
+                f.write(f"{where}\n")
+        raise OSError(code, os.strerror(code), str(where))
+
+    pq.write_table = write_table
 
 
 def _worker_name() -> str:

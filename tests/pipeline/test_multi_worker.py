@@ -110,16 +110,19 @@ def test_measure_order_leaves_small_batches_and_short_tails_whole():
     assert len(order) == 5 - TAIL_BATCHES + 3 * TAIL_PARTS + 2
 
 
-def _shard(path: Path) -> None:
+def _shard(path: Path, order: list) -> None:
+    """A shard holding exactly its batch's sample ids (whole batch: all its parts' ids)."""
+    name = path.name.removeprefix("shard-").removesuffix(".parquet")
+    ids = [r[0] for b, rows in order if b == name or b.split(".", 1)[0] == name for r in rows]
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"sample_id": [0]}), path)
+    pq.write_table(pa.table({"sample_id": ids}), path)
 
 
 def test_a_whole_batch_measured_before_the_tail_was_cut_covers_its_parts(tmp_path):
     order = measure_order(_configs(200, 0), 20)  # 00006-00009 cut
-    _shard(SweepFolder(tmp_path).shard_path("h200", "00009"))  # an older sweep measured 00009 whole
-    _shard(SweepFolder(tmp_path).shard_path("h200", "00008.1"))
-    _shard(SweepFolder(tmp_path).shard_path("h200", "00001"))
+    _shard(SweepFolder(tmp_path).shard_path("h200", "00009"), order)  # an older sweep measured 00009 whole
+    _shard(SweepFolder(tmp_path).shard_path("h200", "00008.1"), order)
+    _shard(SweepFolder(tmp_path).shard_path("h200", "00001"), order)
     todo, finished = pending_batches(tmp_path, "h200", order)
     assert finished == TAIL_PARTS + 2
     left = [name for name, _ in todo]
