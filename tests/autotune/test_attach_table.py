@@ -195,7 +195,8 @@ def test_table_reads_a_sweep_report_entry_per_kernel_rankings_first(tmp_path):
             "candidates",
         ),
         (
-            '{"entries": [{"gpu_class": "h100", "size": "1x1", "kernel": "k", "candidates": [{"blocks": 1}]}]}',
+            '{"entries": [{"gpu_class": "h100", "size": "1x1", "kernel": "k", '
+            '"candidates": [{"blocks": 1}]}]}',
             "threads",
         ),
         (
