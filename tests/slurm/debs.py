@@ -61,11 +61,14 @@ LIBRARIES = (
     "libzstd1",
     "zlib1g",
 )
-# command -> path inside the unpacked root (Debian installs the daemons as *-wlm behind update-alternatives)
+# command -> path inside the unpacked root. Debian installs the daemons as *-wlm behind update-alternatives;
+# unpack() links the plain names to them, because SLURM tells its daemons apart by the program name
+# (a slurmctld started as "slurmctld-wlm" drops every node's Gres= from slurm.conf, seen with 22.05.8)
+WLM = ("slurmctld", "slurmd", "slurmstepd")
 COMMANDS = {
-    "slurmctld": "usr/sbin/slurmctld-wlm",
-    "slurmd": "usr/sbin/slurmd-wlm",
-    "slurmstepd": "usr/sbin/slurmstepd-wlm",
+    "slurmctld": "usr/sbin/slurmctld",
+    "slurmd": "usr/sbin/slurmd",
+    "slurmstepd": "usr/sbin/slurmstepd",
     "munged": "usr/sbin/munged",
     "mungekey": "usr/sbin/mungekey",
     **{
@@ -202,6 +205,8 @@ def unpack(debs: Path, prefix: Path, log=print) -> Prefix:
     tool = ["dpkg", "-x"] if shutil.which("dpkg") else ["dpkg-deb", "-x"]
     for f in files:
         subprocess.run([*tool, str(f), str(pre.root)], check=True)
+    for name in WLM:  # what update-alternatives would have done
+        (pre.root / "usr/sbin" / name).symlink_to(f"{name}-wlm")
     missing_dir = pre.path / "lib-missing"
     missing_dir.mkdir()
     carried: dict[str, Path] = {}
