@@ -64,16 +64,23 @@ def log(msg: str) -> None:
 def gpus_of_host(n: int) -> list[dict]:
     """The first ``n`` GPUs as nvidia-smi lists them: index, /dev minor number, PCI bus id, name."""
     out = subprocess.run(
-        ["nvidia-smi", "--query-gpu=index,minor_number,pci.bus_id,name", "--format=csv,noheader"],
+        ["nvidia-smi", "--query-gpu=index,pci.bus_id,name", "--format=csv,noheader"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
+    # the /dev/nvidiaN number is no --query-gpu field; `nvidia-smi -q` gives it per bus id
+    minors, bus = {}, None
+    for line in subprocess.run(["nvidia-smi", "-q"], capture_output=True, text=True, check=True).stdout.splitlines():
+        if line.startswith("GPU "):
+            bus = line.split()[1].lower()
+        elif line.strip().startswith("Minor Number") and bus:
+            minors[bus] = int(line.split(":")[1])
     cards = []
     for line in out.strip().splitlines():
-        index, minor, pci, name = (x.strip() for x in line.split(",", 3))
+        index, pci, name = (x.strip() for x in line.split(",", 2))
         # nvidia-smi writes 8 hex digits of PCI domain, CUDA (and so the rows) 4
-        cards.append({"index": int(index), "minor": int(minor), "pci_bus_id": pci[-12:], "name": name})
+        cards.append({"index": int(index), "minor": minors[pci.lower()], "pci_bus_id": pci[-12:], "name": name})
     if len(cards) < n:
         raise SystemExit(f"need {n} GPUs, nvidia-smi lists {len(cards)}")
     return cards[:n]

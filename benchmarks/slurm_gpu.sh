@@ -25,7 +25,7 @@ ARGS=(--out "$OUT" --budget-s "${BUDGET_S:-380}" --work /tmp/slurm_gpu)
 if [ -n "${CPU:-}" ]; then
   ARGS+=(--cpu)
 else
-  { nvidia-smi --query-gpu=index,minor_number,name,pci.bus_id,driver_version,clocks.sm,temperature.gpu,power.draw \
+  { nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,clocks.sm,temperature.gpu,power.draw \
       --format=csv; nvidia-smi topo -m; ls -l /dev/nvidia*; } > "$OUT/nvidia-smi.txt" 2>&1
   $PY - > "$OUT/device.json" <<'PY'
 import json, os, platform
