@@ -82,6 +82,8 @@ SLURM_LIBDIR = "usr/lib/x86_64-linux-gnu/slurm-wlm"
 NEEDED_PLUGINS = (
     "auth_munge",
     "cred_munge",
+    "cgroup_v1",  # slurmd loads the cgroup plugin for the host's cgroup version even with task/none
+    "cgroup_v2",
     "select_cons_tres",
     "gres_gpu",
     "gpu_generic",

@@ -187,6 +187,11 @@ class LocalSlurm:
                 " OverSubscribe=NO"
             )
         self.conf.write_text("\n".join(lines) + "\n")
+        if self.prefix:
+            # slurmd 22.05 always starts its cgroup plugin; on a cgroup v2 host without systemd (the GPU VM)
+            # cgroup/v2 asks systemd over D-Bus for a scope and stops slurmd when none answers, unless told to
+            # make the scope itself
+            (self.root / "cgroup.conf").write_text("IgnoreSystemdOnFailure=yes\n")
         (self.root / "gres.conf").write_text(
             "".join(
                 f"NodeName={self.host} Name=gpu" + (f" Type={kind}" if kind else "") + f" File={path}\n"
