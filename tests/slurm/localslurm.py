@@ -17,6 +17,7 @@ folder (``AuthInfo=socket=``), so nothing outside the folder is written. ``gres=
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -97,6 +98,7 @@ class LocalSlurm:
         self.gres = list(gres) if gres is not None else None
         self.gpus = len(self.gres) if self.gres is not None else gpus
         self.memory_mb = memory_mb
+        self._made_cgroups: list[Path] = []  # cgroup folders made for slurmd (prefix mode), removed on stop
         self.host = socket.gethostname().split(".")[0]
         self.conf = self.root / "slurm.conf"
         self.jobcomp = self.root / "jobcomp.txt"
@@ -191,7 +193,12 @@ class LocalSlurm:
             # slurmd 22.05 always starts its cgroup plugin; on a cgroup v2 host without systemd (the GPU VM)
             # cgroup/v2 asks systemd over D-Bus for a scope and stops slurmd when none answers, unless told to
             # make the scope itself
-            (self.root / "cgroup.conf").write_text("IgnoreSystemdOnFailure=yes\n")
+            # make the scope itself (IgnoreSystemd), in a system.slice made here if the host has none
+            (self.root / "cgroup.conf").write_text("IgnoreSystemd=yes\n")
+            cg = Path("/sys/fs/cgroup")
+            if (cg / "cgroup.controllers").exists() and not (cg / "system.slice").exists():
+                (cg / "system.slice").mkdir()
+                self._made_cgroups.append(cg / "system.slice")
         (self.root / "gres.conf").write_text(
             "".join(
                 f"NodeName={self.host} Name=gpu" + (f" Type={kind}" if kind else "") + f" File={path}\n"
@@ -315,6 +322,13 @@ class LocalSlurm:
                     break
                 time.sleep(0.1)
         self._procs.clear()
+        for d in reversed(self._made_cgroups):  # empty once slurmd's processes are gone; rmdir only
+            for sub in sorted(d.glob("*/"), reverse=True):
+                with contextlib.suppress(OSError):
+                    sub.rmdir()
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        self._made_cgroups.clear()
 
     # -- queries used by tests
     # ---------------------------------------------------------------------------------
