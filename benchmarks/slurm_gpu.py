@@ -18,7 +18,7 @@
    is a job of its class's partition, its ``cuda_visible_devices`` is the GPU index SLURM gave that job (and
    the ``SLURM_JOB_GPUS`` the job saw), its ``pci_bus_id`` is the PCI bus id ``nvidia-smi`` gives that
    device; the cancelled job's class was finished by a new job on the same card.
-4. Throughput: the sweep's ``timing.json`` against the local cluster's on the same host, the same spec with one
+4. Throughput: the sweep's ``timing.json`` against the local cluster's on the same host, the same spec as one
    class and both cards (``--local``, same number of configurations), when time is left.
 
 Writes ``slurm_gpu.json`` (everything), ``jobs.csv`` (per job: SLURM's GPU, the rows' view) and
@@ -71,7 +71,9 @@ def gpus_of_host(n: int) -> list[dict]:
     ).stdout
     # the /dev/nvidiaN number is no --query-gpu field; `nvidia-smi -q` gives it per bus id
     minors, bus = {}, None
-    for line in subprocess.run(["nvidia-smi", "-q"], capture_output=True, text=True, check=True).stdout.splitlines():
+    for line in subprocess.run(
+        ["nvidia-smi", "-q"], capture_output=True, text=True, check=True
+    ).stdout.splitlines():
         if line.startswith("GPU "):
             bus = line.split()[1].lower()
         elif line.strip().startswith("Minor Number") and bus:
@@ -80,7 +82,9 @@ def gpus_of_host(n: int) -> list[dict]:
     for line in out.strip().splitlines():
         index, pci, name = (x.strip() for x in line.split(",", 2))
         # nvidia-smi writes 8 hex digits of PCI domain, CUDA (and so the rows) 4
-        cards.append({"index": int(index), "minor": minors[pci.lower()], "pci_bus_id": pci[-12:], "name": name})
+        cards.append(
+            {"index": int(index), "minor": minors[pci.lower()], "pci_bus_id": pci[-12:], "name": name}
+        )
     if len(cards) < n:
         raise SystemExit(f"need {n} GPUs, nvidia-smi lists {len(cards)}")
     return cards[:n]

@@ -1,4 +1,4 @@
-"""SLURM and munge from Debian .deb files unpacked into a private folder: no package registry, nothing under /.
+"""SLURM and munge from Debian .deb files unpacked into a private folder: no registry, nothing under /.
 
 For a host where ``apt-get install`` is impossible (the lent GPU hosts reach no registry) but root and a
 Linux with glibc >= 2.34 are there:
@@ -8,9 +8,9 @@ Linux with glibc >= 2.34 are there:
 
 ``unpack`` runs ``dpkg -x`` on every .deb into ``PREFIX/root`` (never ``/``), then asks ``ldd`` what the
 daemons, the clients and the plugins still miss on *this* system and links only those libraries into
-``PREFIX/lib-missing`` from the unpacked ones; a system library is never shadowed. ``PREFIX/bin`` gets one small
+``PREFIX/lib-missing`` from the unpacked ones; a system library is never shadowed. ``PREFIX/bin`` gets one
 wrapper per command (``sbatch``, ``squeue``, ..., ``slurmctld``, ``munged``) that sets ``LD_LIBRARY_PATH`` to
-SLURM's private library folder (``libslurmfull.so``, the plugins) and ``lib-missing`` and runs the real binary,
+SLURM's private library folder (``libslurmfull.so``, the plugins) and ``lib-missing``, then runs the binary,
 so ``PATH=PREFIX/bin:$PATH`` is all a caller (or dask-jobqueue, which calls ``sbatch`` by name) needs. The
 compiled-in paths are overridden where SLURM reads them: ``PluginDir`` in slurm.conf, ``slurmd -d`` for
 ``slurmstepd``, ``SLURM_CONF`` for the clients (see :mod:`tests.slurm.localslurm`).
@@ -156,7 +156,7 @@ class Prefix:
         return [self.plugin_dir, self.path / "lib-missing"]
 
     def command(self, name: str) -> Path:
-        """The wrapper that runs ``name`` (``slurmstepd``: the real binary, slurmd execs it with its own env)."""
+        """The wrapper that runs ``name`` (``slurmstepd``: the binary itself; slurmd execs it with its env)."""
         if name == "slurmstepd":
             return self.root / COMMANDS[name]
         return self.bin / name
@@ -250,7 +250,7 @@ def unpack(debs: Path, prefix: Path, log=print) -> Prefix:
             f'exec "{pre.root / rel}" "$@"\n'
         )
         wrapper.chmod(0o755)
-    # slurmd -V needs no slurm.conf (the clients' --version does); it loads libslurmfull and the node libraries
+    # slurmd -V needs no slurm.conf (the clients' --version does); it loads libslurmfull and node libraries
     version = subprocess.run([str(pre.bin / "slurmd"), "-V"], capture_output=True, text=True)
     if version.returncode != 0:
         raise DebError(
@@ -264,7 +264,7 @@ def unpack(debs: Path, prefix: Path, log=print) -> Prefix:
     }
     (pre.path / "unpack.json").write_text(json.dumps(report, indent=1))
     log(
-        f"unpacked {len(files)} .debs into {pre.root}: {report['slurm_version']}; libraries this host lacked: "
+        f"unpacked {len(files)} .debs into {pre.root}: {report['slurm_version']}; libraries the host lacked: "
         f"{', '.join(linked) or 'none'}"
     )
     return pre

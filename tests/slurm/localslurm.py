@@ -128,7 +128,7 @@ class LocalSlurm:
         phys_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
         mem_mb = self.memory_mb or int(phys_mb * 0.9)
         if self.gres is None:
-            # slurmd wants one distinct file per GPU; plain files stand in for /dev/nvidiaN (nothing opens them)
+            # slurmd wants one distinct file per GPU; plain files stand in for /dev/nvidiaN (never opened)
             devices: list[tuple[str | None, str]] = []
             for i in range(self.gpus):
                 fake = self.root / f"fake-nvidia{i}"
