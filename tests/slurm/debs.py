@@ -156,7 +156,7 @@ class Prefix:
         return [self.plugin_dir, self.path / "lib-missing"]
 
     def command(self, name: str) -> Path:
-        """The wrapper that runs ``name`` (``slurmstepd``: the binary itself; slurmd execs it with its env)."""
+        """The wrapper that runs ``name`` (``slurmstepd``: the binary; slurmd execs it with its env)."""
         if name == "slurmstepd":
             return self.root / COMMANDS[name]
         return self.bin / name
