@@ -4,6 +4,7 @@ efficiency, each card's throughput, and whether the cards time the same configur
 
     python3 benchmarks/multi_gpu_scaling.py --out DIR        # a host with 2 or more GPUs (see the .sh)
     python3 benchmarks/multi_gpu_scaling.py --cpu --out DIR  # the same steps, CPU workers as the cards
+    python3 benchmarks/multi_gpu_scaling.py --table data/cfd/h200x2/multi_gpu_scaling/scaling.json  # reprint
 
 1. ``python -m pipeline sweep SPEC`` with the first card only (``CUDA_VISIBLE_DEVICES=<first>``), then
 2. the same spec on the first N cards, each into a folder of its own. Samples per second are the sweep's own
@@ -331,7 +332,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--budget-s", type=float, default=540, help="deadline for all steps together (default 540)"
     )
+    ap.add_argument("--table", type=Path, help="reprint the table of a scaling.json, measure nothing")
     args = ap.parse_args(argv)
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return 0
     start = time.perf_counter()
 
     def left() -> float:

@@ -7,10 +7,17 @@ root (slurm-wlm 22.05, Debian 12): /run/munge must belong to ``munge`` before mu
 cgroups (``proctrack/linuxproc``, ``task/none``, and no cgroup.conf: 22.05 has no ``CgroupPlugin=disabled``);
 a fake GPU GRES backed by one plain file per GPU (slurmd refuses the same file twice), so SLURM schedules
 ``--gres=gpu:1`` as on a GPU cluster.
+
+Two more ways to run it, both for the GPU host that has no package registry (``benchmarks/slurm_gpu.py``):
+``prefix=`` takes SLURM and munge from .deb files unpacked into a private folder (:mod:`tests.slurm.debs`):
+``PluginDir`` and ``slurmd -d`` point there, and munged runs as root with its key, socket and logs in this
+folder (``AuthInfo=socket=``), so nothing outside the folder is written. ``gres=`` names real device files
+(``/dev/nvidia0``), optionally typed (``Name=gpu Type=h200a File=/dev/nvidia0``), instead of fake ones.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -18,6 +25,8 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from tests.slurm.debs import Prefix
 
 PACKAGES = ("slurm-wlm", "munge")
 SLURM_BINARIES = ("slurmctld", "slurmd", "sbatch", "squeue", "scancel", "sinfo")
@@ -69,11 +78,27 @@ class LocalSlurm:
     on a GPU cluster.
     """
 
-    def __init__(self, root: Path, partitions: Sequence[str], cpus: int | None = None, gpus: int = 4):
+    def __init__(
+        self,
+        root: Path,
+        partitions: Sequence[str],
+        cpus: int | None = None,
+        gpus: int = 4,
+        *,
+        prefix: Prefix | None = None,
+        gres: Sequence[tuple[str | None, str]] | None = None,
+        memory_mb: int | None = None,
+    ):
+        """``gres``: (type or None, device file) per GPU, in index order; None: ``gpus`` untyped fake files.
+        ``prefix``: SLURM and munge unpacked from .debs; None: the installed ones and the system's munged."""
         self.root = Path(root)
         self.partitions = list(partitions)
         self.cpus = cpus or os.cpu_count() or 1
-        self.gpus = gpus
+        self.prefix = prefix
+        self.gres = list(gres) if gres is not None else None
+        self.gpus = len(self.gres) if self.gres is not None else gpus
+        self.memory_mb = memory_mb
+        self._made_cgroups: list[Path] = []  # cgroup folders made for slurmd (prefix mode), removed on stop
         self.host = socket.gethostname().split(".")[0]
         self.conf = self.root / "slurm.conf"
         self.jobcomp = self.root / "jobcomp.txt"
@@ -85,14 +110,36 @@ class LocalSlurm:
     @property
     def env(self) -> dict[str, str]:
         """Environment for client commands and for processes that submit jobs (SLURM_CONF)."""
-        return dict(os.environ, SLURM_CONF=str(self.conf))
+        env = self.prefix.env() if self.prefix else dict(os.environ)
+        return dict(env, SLURM_CONF=str(self.conf))
+
+    def cmd(self, name: str) -> str:
+        """The path (or PATH name) of a SLURM or munge command."""
+        return str(self.prefix.command(name)) if self.prefix else name
+
+    @property
+    def munge_socket(self) -> Path | None:
+        return self.root / "munge" / "munge.sock" if self.prefix else None
 
     def _write_config(self) -> None:
         for d in ("state", "spool", "log"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
         ctld_port, slurmd_port = _free_port(), _free_port()
-        mem_mb = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20 * 0.9)
-        gres = f"gpu:{self.gpus}" if self.gpus else ""
+        phys_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+        mem_mb = self.memory_mb or int(phys_mb * 0.9)
+        if self.gres is None:
+            # slurmd wants one distinct file per GPU; plain files stand in for /dev/nvidiaN (never opened)
+            devices: list[tuple[str | None, str]] = []
+            for i in range(self.gpus):
+                fake = self.root / f"fake-nvidia{i}"
+                fake.touch()
+                devices.append((None, str(fake)))
+        else:
+            devices = self.gres
+        counts: dict[str | None, int] = {}
+        for kind, _ in devices:
+            counts[kind] = counts.get(kind, 0) + 1
+        gres = ",".join(f"gpu:{k}:{n}" if k else f"gpu:{n}" for k, n in counts.items())
         lines = [
             "ClusterName=launchtune-test",
             f"SlurmctldHost={self.host}(127.0.0.1)",
@@ -101,6 +148,11 @@ class LocalSlurm:
             "SlurmUser=root",
             "SlurmdUser=root",
             "AuthType=auth/munge",
+            *(
+                [f"AuthInfo=socket={self.munge_socket}", f"PluginDir={self.prefix.plugin_dir}"]
+                if self.prefix
+                else []
+            ),
             "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/none",
             "SelectType=select/cons_tres",
@@ -137,15 +189,60 @@ class LocalSlurm:
                 " OverSubscribe=NO"
             )
         self.conf.write_text("\n".join(lines) + "\n")
-        # slurmd wants one distinct file per GPU; plain files stand in for /dev/nvidiaN (nothing opens them).
-        fakes = []
-        for i in range(self.gpus):
-            fake = self.root / f"fake-nvidia{i}"
-            fake.touch()
-            fakes.append(f"NodeName={self.host} Name=gpu File={fake}\n")
-        (self.root / "gres.conf").write_text("".join(fakes))
+        if self.prefix:
+            # slurmd 22.05 always starts its cgroup plugin; on a cgroup v2 host without systemd (the GPU VM)
+            # cgroup/v2 asks systemd over D-Bus for a scope and stops slurmd when none answers, unless told to
+            # make the scope itself
+            # make the scope itself (IgnoreSystemd), in a system.slice made here if the host has none
+            (self.root / "cgroup.conf").write_text("IgnoreSystemd=yes\n")
+            cg = Path("/sys/fs/cgroup")
+            if (cg / "cgroup.controllers").exists() and not (cg / "system.slice").exists():
+                (cg / "system.slice").mkdir()
+                self._made_cgroups.append(cg / "system.slice")
+        (self.root / "gres.conf").write_text(
+            "".join(
+                f"NodeName={self.host} Name=gpu" + (f" Type={kind}" if kind else "") + f" File={path}\n"
+                for kind, path in devices
+            )
+        )
+
+    def _start_private_munge(self) -> None:
+        """munged from the prefix, as root, everything in ``root/munge`` (0755: munged wants the socket's
+        folder searchable by all); the key made there, 0600."""
+        d = self.root / "munge"
+        d.mkdir(mode=0o755, exist_ok=True)
+        d.chmod(0o755)
+        self.root.chmod(0o755)
+        key = d / "munge.key"
+        if not key.exists():
+            subprocess.run([self.cmd("mungekey"), "--create", "--keyfile", str(key)], check=True)
+        pid_file = d / "munged.pid"
+        sock = str(self.munge_socket)
+        subprocess.run(
+            [
+                self.cmd("munged"),
+                f"--socket={sock}",
+                f"--key-file={key}",
+                f"--pid-file={pid_file}",
+                f"--log-file={d / 'munged.log'}",
+                f"--seed-file={d / 'munged.seed'}",
+            ],
+            check=True,
+        )
+        for _ in range(50):
+            cred = subprocess.run([self.cmd("munge"), "-n", "-S", sock], capture_output=True)
+            back = subprocess.run([self.cmd("unmunge"), "-S", sock], input=cred.stdout, capture_output=True)
+            if cred.returncode == 0 and back.returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"munged did not come up; see {d / 'munged.log'}")
+        self._procs.append(self._read_pid("munge/munged.pid"))
 
     def _start_munge(self) -> None:
+        if self.prefix:
+            self._start_private_munge()
+            return
         if _munge_works():
             return
         run = Path("/run/munge")
@@ -178,14 +275,17 @@ class LocalSlurm:
         self._write_config()
         self._start_munge()
         env = self.env
-        subprocess.run(["slurmctld", "-f", str(self.conf)], env=env, check=True)
+        subprocess.run([self.cmd("slurmctld"), "-f", str(self.conf)], env=env, check=True)
         self._procs.append(self._read_pid("slurmctld.pid"))
-        subprocess.run(["slurmd", "-f", str(self.conf)], env=env, check=True)
+        stepd = ["-d", self.cmd("slurmstepd")] if self.prefix else []  # its compiled-in path is /usr/sbin
+        subprocess.run([self.cmd("slurmd"), "-f", str(self.conf), *stepd], env=env, check=True)
         self._procs.append(self._read_pid("slurmd.pid"))
         deadline = time.monotonic() + timeout
         state = ""
         while time.monotonic() < deadline:
-            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=env, capture_output=True, text=True)
+            out = subprocess.run(
+                [self.cmd("sinfo"), "-h", "-N", "-o", "%T"], env=env, capture_output=True, text=True
+            )
             state = out.stdout.strip()
             if out.returncode == 0 and state and all(s.startswith("idle") for s in state.split()):
                 return
@@ -206,7 +306,9 @@ class LocalSlurm:
     def stop(self) -> None:
         """Cancel every job left, then end the daemons this object started (by pid, newest first)."""
         subprocess.run(
-            ["scancel", "--full", "--partition", ",".join(self.partitions)], env=self.env, capture_output=True
+            [self.cmd("scancel"), "--full", "--partition", ",".join(self.partitions)],
+            env=self.env,
+            capture_output=True,
         )
         for pid in reversed(self._procs):
             try:
@@ -220,6 +322,13 @@ class LocalSlurm:
                     break
                 time.sleep(0.1)
         self._procs.clear()
+        for d in reversed(self._made_cgroups):  # empty once slurmd's processes are gone; rmdir only
+            for sub in sorted(d.glob("*/"), reverse=True):
+                with contextlib.suppress(OSError):
+                    sub.rmdir()
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        self._made_cgroups.clear()
 
     # -- queries used by tests
     # ---------------------------------------------------------------------------------
@@ -227,7 +336,7 @@ class LocalSlurm:
         """Every job the controller still knows (finished ones for MinJobAge), as dicts."""
         fields = ("JobID", "Partition", "Name", "State", "NodeList")
         out = subprocess.run(
-            ["squeue", "-h", "--states=all", "-O", ",".join(f"{f}:|" for f in fields)],
+            [self.cmd("squeue"), "-h", "--states=all", "-O", ",".join(f"{f}:|" for f in fields)],
             env=self.env,
             capture_output=True,
             text=True,
