@@ -1,6 +1,6 @@
 """The runtime autotuner on a GPU: the CFD inlet run, tuning off, scan and seeded, against exhaustive data.
 
-    python benchmarks/autotune_runtime.py --size 3328x1024 --out DIR [--run-seconds 40] [--backend cupy]
+    python -m benchmarks.autotune_runtime --size 3328x1024 --out DIR [--run-seconds 40] [--backend cupy]
 
 1. Exhaustive per-kernel data: every (blocks, threads) of the solver's space (plus the default) set on all
    seven kernels at once and timed by the workload (CUDA events per kernel, median of repeats). Each kernel is
@@ -31,14 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kernels.autotune import TuningTable, attach_tuners, save_tuning, tuning_summary  # noqa: E402
-from kernels.autotune.attach import space_candidates  # noqa: E402
-from kernels.autotune.table import Entry  # noqa: E402
-from kernels.cfd.solver import Solver  # noqa: E402
-from kernels.cfd.workload import CfdWorkload  # noqa: E402
-from kernels.device import describe_device  # noqa: E402
+from kernels.autotune import TuningTable, attach_tuners, save_tuning, tuning_summary
+from kernels.autotune.attach import space_candidates
+from kernels.autotune.table import Entry
+from kernels.cfd.solver import Solver
+from kernels.cfd.workload import CfdWorkload
+from kernels.device import describe_device
 
 
 def exhaustive(wl: CfdWorkload, repeats: int) -> tuple[list[dict], list[tuple[int, int]]]:
@@ -177,7 +175,8 @@ def measure(args: argparse.Namespace, out: Path, partial: dict) -> int:
                 {"note": f"emulated sweep: best 8 of 30 random samples, seed {args.seed}"},
             )
         )
-    if args.seed_table:  # a real sweep report's table instead (e.g. data/cfd_inlet_h100/tuning_table.json)
+    # a real sweep report's table instead (e.g. data/cfd/h100/sweep_paper/tuning_table.json)
+    if args.seed_table:
         seed_table = TuningTable.load(args.seed_table)
     seed_path = seed_table.save(out / "seed_table.json")
 

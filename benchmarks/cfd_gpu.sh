@@ -12,4 +12,4 @@ timeout 60 python3 -m kernels.cfd mms --sizes 64,128,256 --backend cupy --out "$
 timeout 120 python3 -m kernels.cfd run --case inlet --size 1664x512 --steps ${RUN_STEPS:-15000} --backend cupy \
     --out "$OUT/run" 2>&1 | tail -3
 rm -f "$OUT/run/solution.npz"
-timeout 240 python3 benchmarks/cfd_step.py --size 3328x1024 --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -14
+timeout 240 python3 -m benchmarks.cfd_step --size 3328x1024 --out "$OUT" 2>&1 | tee "$OUT/bench.log" | tail -14

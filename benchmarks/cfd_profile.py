@@ -1,22 +1,18 @@
 """Helpers for the second GPU session: what one time step really moves, and how close CuPy is to numpy.
 
-python benchmarks/cfd_profile.py step --size 3328x1024     # warm-up step + one step (profile under ncu)
-python benchmarks/cfd_profile.py crosscheck                # max |cupy - numpy| / max |numpy| per variable
-python benchmarks/cfd_profile.py retime --size 3328x1024   # each kernel alone at the default, three rounds
+python -m benchmarks.cfd_profile step --size 3328x1024     # warm-up step + one step (profile under ncu)
+python -m benchmarks.cfd_profile crosscheck                # max |cupy - numpy| / max |numpy| per variable
+python -m benchmarks.cfd_profile retime --size 3328x1024   # each kernel alone at the default, three rounds
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kernels.cfd.physics import KERNEL_NAMES  # noqa: E402
-from kernels.cfd.solver import Solver  # noqa: E402
+from kernels.cfd.physics import KERNEL_NAMES
+from kernels.cfd.solver import Solver
 
 
 def step(size: str) -> None:
@@ -44,8 +40,7 @@ def crosscheck(steps: int = 5) -> None:
 
 
 def retime(size: str, rounds: int = 3, repeats: int = 20) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from cfd_step import kernel_args, time_alone
+    from benchmarks.cfd_step import kernel_args, time_alone
 
     s = Solver("inlet", size, "cupy", perturb=0.01)
     s.step()

@@ -1,7 +1,7 @@
 """Time the CFD step at the paper's size on the GPU: per-kernel times, effective bandwidth against the
 measured device-to-device copy bandwidth, and how much each kernel gains from tuning its (blocks, threads).
 
-    python benchmarks/cfd_step.py --size 3328x1024 --out DIR
+    python -m benchmarks.cfd_step --size 3328x1024 --out DIR
 
 Writes DIR/cfd_step.json (everything, with provenance) and prints a table last. Effective bandwidth is the
 fewest bytes a kernel must move (each input read once, each output written once) over its measured time.
@@ -19,13 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from kernels.backend import get_backend  # noqa: E402
-from kernels.cfd.launch_space import PAPER_BLOCKS, PAPER_THREADS, WIDE_THREADS, wide_blocks  # noqa: E402
-from kernels.cfd.physics import KERNEL_NAMES  # noqa: E402
-from kernels.cfd.workload import make_workload  # noqa: E402
-from kernels.device import describe_device, measure_copy_bandwidth  # noqa: E402
+from kernels.backend import get_backend
+from kernels.cfd.launch_space import PAPER_BLOCKS, PAPER_THREADS, WIDE_THREADS, wide_blocks
+from kernels.cfd.physics import KERNEL_NAMES
+from kernels.cfd.workload import make_workload
+from kernels.device import describe_device, measure_copy_bandwidth
 
 D = 8  # bytes per double
 

@@ -2,9 +2,9 @@
 """One CFD sweep on 1 GPU and then on N GPUs of this host (issue 9): samples per second of each, the scaling
 efficiency, each card's throughput, and whether the cards time the same configurations alike.
 
-    python3 benchmarks/multi_gpu_scaling.py --out DIR        # a host with 2 or more GPUs (see the .sh)
-    python3 benchmarks/multi_gpu_scaling.py --cpu --out DIR  # the same steps, CPU workers as the cards
-    python3 benchmarks/multi_gpu_scaling.py --table data/cfd/h200x2/multi_gpu_scaling/scaling.json  # reprint
+    python3 -m benchmarks.multi_gpu_scaling --out DIR        # a host with 2 or more GPUs (see the .sh)
+    python3 -m benchmarks.multi_gpu_scaling --cpu --out DIR  # the same steps, CPU workers as the cards
+    python3 -m benchmarks.multi_gpu_scaling --table data/cfd/h200x2/multi_gpu_scaling/scaling.json  # reprint
 
 1. ``python -m pipeline sweep SPEC`` with the first card only (``CUDA_VISIBLE_DEVICES=<first>``), then
 2. the same spec on the first N cards, each into a folder of its own. Samples per second are the sweep's own
@@ -38,9 +38,8 @@ import pandas as pd
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
-SPEC = REPO / "benchmarks" / "multi_gpu_scaling.yaml"
+SPEC = REPO / "cluster_configs" / "sweeps" / "multi_gpu_scaling.yaml"
 MULTICAST = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
 # --cpu: the same steps on a grid the numpy backend measures in a second or two per configuration
 CPU_SPEC = {
@@ -319,7 +318,10 @@ def table(result: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "--spec", type=Path, default=SPEC, help="sweep spec (default: benchmarks/multi_gpu_scaling.yaml)"
+        "--spec",
+        type=Path,
+        default=SPEC,
+        help="sweep spec (default: cluster_configs/sweeps/multi_gpu_scaling.yaml)",
     )
     ap.add_argument("--samples", type=int, help="random samples (overrides the spec)")
     ap.add_argument("--cards", type=int, default=2, help="cards of the second run (default 2)")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 9 on a host with 2 GPUs (nvidia-h200-x2): the same CFD sweep (benchmarks/multi_gpu_scaling.yaml) on 1
+# Issue 9 on a host with 2 GPUs (nvidia-h200-x2): the same CFD sweep (cluster_configs/sweeps/multi_gpu_scaling.yaml) on 1
 # card and then on both, samples per second of each, the scaling efficiency, each card's throughput, and the two
 # cards' timings of the same 200 configurations; a table last. Fits one 10-minute command (steps under a
 # 530 s deadline; about 7 minutes expected). Everything lands in $OUT: run.log, scaling.json, agreement.csv,
@@ -44,7 +44,7 @@ if n < int(sys.argv[1]):
 PY
 fi
 date -u +"start %Y-%m-%dT%H:%M:%SZ" | tee "$OUT/run.log"
-$PY benchmarks/multi_gpu_scaling.py "${ARGS[@]}" 2>&1 | tee -a "$OUT/run.log"
+$PY -m benchmarks.multi_gpu_scaling "${ARGS[@]}" 2>&1 | tee -a "$OUT/run.log"
 status=${PIPESTATUS[0]}
 date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" >> "$OUT/run.log"  # the table stays the last thing printed
 if [ -z "${CPU:-}" ]; then

@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
 """SLURM handing out the real GPUs of one host to a sweep, one dask-jobqueue job per GPU (issue 19).
 
-    python3 benchmarks/slurm_gpu.py --out DIR          # on a host with 2 GPUs, as root (see slurm_gpu.sh)
-    python3 benchmarks/slurm_gpu.py --cpu --out DIR    # the same steps on the CPU: numpy, fake GPU devices
+    python3 -m benchmarks.slurm_gpu --out DIR          # on a host with 2 GPUs, as root (see slurm_gpu.sh)
+    python3 -m benchmarks.slurm_gpu --cpu --out DIR    # the same steps on the CPU: numpy, fake GPU devices
 
 1. A single-node SLURM from the .deb files in ``--debs`` (``tests/slurm/debs.py``: unpacked with ``dpkg -x``
    into a private folder, no package registry, nothing under /), started by ``tests.slurm.localslurm`` with
    ``gres.conf`` naming the real ``/dev/nvidiaN`` of the first two cards as two GRES types, one partition per
    type: two GPU classes (``<class>a`` on the first card, ``<class>b`` on the second), as a node with two
    different card models would be declared.
-2. The CFD sweep of ``benchmarks/multi_gpu_scaling.yaml`` (paper size, fewer samples) for both classes through
-   the real CLI, ``python -m pipeline sweep SPEC --cluster <generated yaml>``: one job per class, each job
-   ``--gres=gpu:<type>:1``, ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` in its set-up lines. While it runs, every job's
-   GPU index is read from ``scontrol show job -d`` (SLURM's own record) and the first class's job is cancelled
-   with ``scancel`` once a quarter of its batches are written.
+2. The CFD sweep of ``cluster_configs/sweeps/multi_gpu_scaling.yaml`` (paper size, fewer samples) for both
+   classes through the real CLI, ``python -m pipeline sweep SPEC --cluster <generated yaml>``: one job per
+   class, each job ``--gres=gpu:<type>:1``, ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` in its set-up lines. While it
+   runs, every job's GPU index is read from ``scontrol show job -d`` (SLURM's own record) and the first
+   class's job is cancelled with ``scancel`` once a quarter of its batches are written.
 3. Checks: every sample of every class exactly once, every batch in one shard; every row's ``slurm_job_id``
    is a job of its class's partition, its ``cuda_visible_devices`` is the GPU index SLURM gave that job (and
    the ``SLURM_JOB_GPUS`` the job saw), its ``pci_bus_id`` is the PCI bus id ``nvidia-smi`` gives that
@@ -45,13 +45,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from benchmarks.multi_gpu_scaling import CPU_SPEC, MULTICAST, SPEC
+from benchmarks.multi_gpu_scaling import run_sweep as run_local_sweep
+from tests.slurm.debs import unpack
+from tests.slurm.localslurm import LocalSlurm
 
-from benchmarks.multi_gpu_scaling import CPU_SPEC, MULTICAST, SPEC  # noqa: E402
-from benchmarks.multi_gpu_scaling import run_sweep as run_local_sweep  # noqa: E402
-from tests.slurm.debs import unpack  # noqa: E402
-from tests.slurm.localslurm import LocalSlurm  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 LOCAL_REFERENCE = REPO / "data" / "cfd" / "h200x2" / "multi_gpu_scaling" / "scaling.json"
 _IDX = re.compile(r"GRES=\S*?\(IDX:([0-9,\-]+)\)")

@@ -40,7 +40,7 @@ print(json.dumps({"python": platform.python_version(), "cupy": cupy.__version__,
 PY
 fi
 date -u +"start %Y-%m-%dT%H:%M:%SZ" | tee "$OUT/run.log"
-$PY benchmarks/slurm_gpu.py "${ARGS[@]}" 2>&1 | grep --line-buffered -v ' - distributed\.' | tee -a "$OUT/run.log"
+$PY -m benchmarks.slurm_gpu "${ARGS[@]}" 2>&1 | grep --line-buffered -v ' - distributed\.' | tee -a "$OUT/run.log"
 status=${PIPESTATUS[0]}
 date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" >> "$OUT/run.log"
 tar -C /tmp/slurm_gpu --exclude '.dask*' --exclude models --exclude prefix --exclude slurm \

@@ -11,5 +11,5 @@ mkdir -p "$OUT"
   >"$OUT/bench.log" 2>&1
 timeout "${TESTS_TIMEOUT:-150}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/tridiag 2>&1 \
   | tee "$OUT/gpu_tests.log"
-timeout "${BENCH_TIMEOUT:-330}" python3 benchmarks/tridiag_streams.py --out "$OUT" --beyond 2.5e8 "$@" 2>&1 \
+timeout "${BENCH_TIMEOUT:-330}" python3 -m benchmarks.tridiag_streams --out "$OUT" --beyond 2.5e8 "$@" 2>&1 \
   | tee -a "$OUT/bench.log"

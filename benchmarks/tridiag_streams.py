@@ -17,8 +17,8 @@ interval of that median (paired, since one round times both sides within a few m
 Writes ``streams.csv`` (size x stage2 x streams), ``baselines.csv`` (per size), ``repeats.csv`` (every timed
 call), ``tuning.csv``, ``stage2.csv`` (stage 2 alone, sizes beyond 10^8) and ``meta.json`` under --out.
 
-    python benchmarks/tridiag_streams.py --out $OUT                  # the seed's 31 sizes
-    python benchmarks/tridiag_streams.py --out $OUT --quick          # a few sizes, for a first check
+    python -m benchmarks.tridiag_streams --out $OUT                  # the seed's 31 sizes
+    python -m benchmarks.tridiag_streams --out $OUT --quick          # a few sizes, for a first check
 """
 
 from __future__ import annotations
@@ -34,14 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from kernels.backend import get_backend
+from kernels.device import describe_device
+from kernels.tridiag import partition
+from kernels.tridiag.system import STAGE2_CHOICES, STREAM_CHOICES
+from kernels.tridiag.workload import STAGES, make_workload
 
-from kernels.backend import get_backend  # noqa: E402
-from kernels.device import describe_device  # noqa: E402
-from kernels.tridiag import partition  # noqa: E402
-from kernels.tridiag.system import STAGE2_CHOICES, STREAM_CHOICES  # noqa: E402
-from kernels.tridiag.workload import STAGES, make_workload  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
+
 
 SEED_SIZES = sorted({int(round(f * 10**i)) for i in range(3, 8) for f in (1, 2.5, 4, 5, 7.5, 8)} | {10**8})
 QUICK_SIZES = [1000, 10_007, 400_000, 4_000_000, 25_000_000]

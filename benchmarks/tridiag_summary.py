@@ -1,8 +1,9 @@
 """Summarise a ``benchmarks/tridiag_streams.py`` folder (or two, side by side): the tables of
 ``data/tridiag/<class>/README.md``, computed from the CSVs rather than typed.
 
-    python benchmarks/tridiag_summary.py data/tridiag/h100                     # one class
-    python benchmarks/tridiag_summary.py data/tridiag/h100 data/tridiag/h200   # each, then the comparison
+    python -m benchmarks.tridiag_summary data/tridiag/h100/streams    # one class
+    # each, then the comparison:
+    python -m benchmarks.tridiag_summary data/tridiag/h100/streams data/tridiag/h200/streams
 
 Speed-up of the best stream count over one stream, three ways, because stage 2 (the host) jumps between runs
 and a slow host stage in the one-stream run inflates the raw figure:

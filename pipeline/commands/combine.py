@@ -16,8 +16,8 @@ from pathlib import Path
 
 EPILOG = """\
 example:
-  python -m pipeline combine data/cfd_inlet_combined \
-      data/cfd_inlet_h100 data/cfd_inlet_h200 data/cfd_inlet_cpu
+  python -m pipeline combine data/cfd/combined/sweep_paper \
+      data/cfd/h100/sweep_paper data/cfd/h200/sweep_paper data/cfd/cpu/sweep_paper
 """
 
 

@@ -19,9 +19,9 @@ examples (HUB=../shared/data/benchmark_hub):
   python -m pipeline strategies --dataset $HUB/convolution/A100.json.gz --budget 100
   python -m pipeline strategies --dataset results/cfd/merged --strategy random_mlp --budget 500 --seeds 5
   python -m pipeline strategies --dataset $HUB/convolution --strategy transfer --budget 20
-  python -m pipeline strategies --dataset data/cfd_inlet_h100/merged --dataset data/cfd_inlet_h200/merged \
-      --strategy transfer --gpu h200 --budget 5
-  python -m pipeline strategies --dataset $HUB/convolution --compare --out data/strategies
+  python -m pipeline strategies --dataset data/cfd/h100/sweep_paper/merged \
+      --dataset data/cfd/h200/sweep_paper/merged --strategy transfer --gpu h200 --budget 5
+  python -m pipeline strategies --dataset $HUB/convolution --compare --out data/convolution/hub
   python -m pipeline strategies --dataset A100.json.gz --export a100.parquet
 
 A dataset is a Kernel Tuner cache (.json/.json.gz), our sweep Parquet (file or directory; one dataset per

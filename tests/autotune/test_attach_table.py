@@ -222,7 +222,7 @@ def test_seeded_from_the_committed_h100_sweep_report(monkeypatch):
     """The table the pipeline's report wrote for the real H100 sweep seeds a short scan on an H100."""
     from kernels.autotune import attach
 
-    path = REPO / "data" / "cfd_inlet_h100" / "tuning_table.json"
+    path = REPO / "data" / "cfd" / "h100" / "sweep_paper" / "tuning_table.json"
     table = TuningTable.load(path)
     assert {e.kernel for e in table.entries} >= set(KERNELS)
     monkeypatch.setattr(

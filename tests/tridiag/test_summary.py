@@ -30,7 +30,7 @@ def summ():
 def tables(summ):
     out = {}
     for c in CLASSES:
-        streams, base, meta = summ.load(DATA / c)
+        streams, base, meta = summ.load(DATA / c / "streams")
         out[c] = (summ.per_size(streams, base), meta)
     return out
 
@@ -61,7 +61,7 @@ def test_flagged_sizes_are_the_host_stage_outliers(tables):
 
 
 def test_comparison_and_cli_run(summ, capsys):
-    assert summ.main([str(DATA / "h100"), str(DATA / "h200")]) == 0
+    assert summ.main([str(DATA / "h100" / "streams"), str(DATA / "h200" / "streams")]) == 0
     out = capsys.readouterr().out
     assert "h100's k on h200: lost %" in out and "copy bandwidth h200 / h100" in out
 
@@ -71,7 +71,7 @@ GPU_STAGE2 = DATA / "h100" / "streams_gpu"
 
 
 def test_stage2_folder_every_point_correct_and_every_seed_size(summ):
-    assert summ.has_stage2(GPU_STAGE2) and not summ.has_stage2(DATA / "h100")
+    assert summ.has_stage2(GPU_STAGE2) and not summ.has_stage2(DATA / "h100" / "streams")
     streams, base, extra, tuning, meta = summ.load_stage2(GPU_STAGE2)
     assert len(base) == 31 and base.index.max() == 10**8
     assert set(streams["stage2"]) == {"host", "gpu"} and len(streams) == 31 * 2 * 6

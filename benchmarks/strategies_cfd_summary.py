@@ -1,6 +1,6 @@
 """Summarise CFD replay records (the JSON lines of ``python -m pipeline strategies``) as a markdown table.
 
-    python data/strategies/cfd_summary.py data/strategies/cfd_h*/runs.jsonl
+    python -m benchmarks.strategies_cfd_summary data/cfd/h*/strategies/runs.jsonl
 
 One row per GPU, strategy and budget: mean, best and worst picked/optimum over the seeds, and how many picks
 are configurations nobody recorded (``time_source`` "additive": their time is the replay's per-kernel sum,
@@ -11,7 +11,7 @@ best random row as their ``optimum`` and are divided again here.
 The last column smooths the noise out of one row's time: the pick's per-kernel estimate (each kernel's
 median recorded time under the pick's own setting, over the rows that share it, plus the median overhead)
 over the same estimate of the default launch (one thread per cell, 256 threads). It reads the sweep of each
-GPU from ``data/cfd_inlet_<gpu>/merged``.
+GPU from ``data/cfd/<gpu>/sweep_paper/merged``.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
+from pipeline.strategies.datasets import load_datasets
+from pipeline.strategies.replay import ReplayWorkload
 
-from pipeline.strategies.datasets import load_datasets  # noqa: E402
-from pipeline.strategies.replay import ReplayWorkload  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
+
 
 
 def table(paths: list[str]) -> str:
@@ -37,7 +37,7 @@ def table(paths: list[str]) -> str:
     runs["candidates"] = ["random rows" if g.endswith("_random_rows") else "all rows" for g in runs["gpu"]]
     replays = {}
     for gpu in runs["base"].unique():
-        (d,) = load_datasets(REPO / f"data/cfd_inlet_{gpu}/merged")
+        (d,) = load_datasets(REPO / f"data/cfd/{gpu}/sweep_paper/merged")
         w = ReplayWorkload(d)
         replays[gpu] = (w, w._estimate(w._key(d.default))[0], d.optimum)
 
