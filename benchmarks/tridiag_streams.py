@@ -36,7 +36,7 @@ import numpy as np
 
 from kernels.backend import get_backend
 from kernels.device import describe_device
-from kernels.tridiag import partition
+from kernels.tridiag import reference
 from kernels.tridiag.system import STAGE2_CHOICES, STREAM_CHOICES
 from kernels.tridiag.workload import STAGES, make_workload
 
@@ -219,7 +219,7 @@ def measure_size(cp, n: int, repeats: int, bw: dict, log_rows: list[dict]) -> tu
     work = make_workload("random", n, "cupy", seed=n % 100_003)
     abcd = work.abcd
     chk = DeviceCheck(cp, abcd)
-    ref = partition.solve(abcd, 10) if n <= REF_MAX else None
+    ref = reference.solve(abcd, 10) if n <= REF_MAX else None
     stage_reps = max(3, repeats // 2)
     stages = {s2: work.stage_times(256, 10, stage_reps, s2) for s2 in STAGE2_CHOICES}
     solver = work._gpu(256, 10, "gpu")

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import lapack
 
-from kernels.tridiag.system import ZeroPivotError, check_stage2, chunk_bounds, num_blocks
+from kernels.tridiag.system import ZeroPivotError, num_blocks
 
 
 def padded_blocks(abcd: np.ndarray, m: int) -> np.ndarray:
@@ -108,7 +108,6 @@ def stage2(interface: np.ndarray) -> np.ndarray:
     return z
 
 
-_stage2_host = stage2  # ``solve``'s parameter of the same name (the tunable) shadows the function there
 
 
 def stage3(blocks: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -135,26 +134,3 @@ def stage3(blocks: np.ndarray, z: np.ndarray) -> np.ndarray:
     for j in range(J - 2, -1, -1):
         x[:, j + 1] = dp[:, j] - cp[:, j] * x[:, j + 2]
     return x
-
-
-def solve(abcd: np.ndarray, m: int = 10, streams: int = 1, stage2: str = "host") -> np.ndarray:
-    """Solve with the partition method on the host, sub-systems taken in ``streams`` chunks.
-
-    ``stage2="host"`` solves the interface system with LAPACK (the seed's host stage); ``"gpu"`` with the
-    device's algorithm in numpy (``reduced.solve_reduced``: partition levels, then PCR).
-    """
-    from kernels.tridiag import reduced  # reduced imports this module
-
-    check_stage2(stage2)
-    n = abcd.shape[1]
-    blocks = padded_blocks(abcd, m)
-    p = blocks.shape[1]
-    chunks = chunk_bounds(p, streams)
-    interface = np.empty((4, 2 * p))
-    for s, e in chunks:
-        interface[:, 2 * s : 2 * e] = stage1(blocks[:, s:e])
-    z = reduced.solve_reduced(interface) if stage2 == "gpu" else _stage2_host(interface)
-    x = np.empty((p, m))
-    for s, e in chunks:
-        x[s:e] = stage3(blocks[:, s:e], z[2 * s : 2 * e])
-    return x.reshape(-1)[:n]

@@ -6,13 +6,7 @@ last batches cut into parts so several cards of a class finish together.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from pathlib import Path
-
-import pyarrow as pa
-
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.shards import set_aside, shard_problem
+from collections.abc import Sequence
 
 
 def batches(configs: Sequence[tuple[str, dict[str, int]]], size: int) -> list[tuple[str, list]]:
@@ -54,43 +48,3 @@ def measure_order(configs: Sequence[tuple[str, dict[str, int]]], size: int) -> l
         cut = [round(j * len(rows) / k) for j in range(k + 1)]
         out += [(f"{name}.{j}", rows[cut[j] : cut[j + 1]]) for j in range(k)]
     return out
-
-
-def pending_batches(
-    out: Path,
-    cls: str,
-    ordered: list[tuple[str, list]],
-    schema: pa.Schema | None = None,
-    log: Callable[[str], None] | None = None,
-) -> tuple[list, int]:
-    """The batches of ``ordered`` still to measure, and how many are finished already.
-
-    A shard is finished only when it holds exactly its batch's planned sample ids, once each, with the plan's
-    ``schema`` (:func:`~pipeline.sweep.shards.shard_problem`); any other shard on a batch's name is set aside
-    (renamed ``.incomplete-<n>``, one ``log`` line) and its batch measured again.
-    A tail part counts as finished also where its whole batch's shard is on disk: a folder measured before
-    the tail was cut holds ``shard-00107.parquet``, and measuring ``00107.0`` too would double its samples.
-    """
-    folder = SweepFolder(out)
-    whole_ids: dict[str, list[int]] = {}
-    for batch, rows in ordered:
-        whole_ids.setdefault(batch.split(".", 1)[0], []).extend(r[0] for r in rows)
-
-    def finished(batch: str, ids: list[int]) -> bool:
-        path = folder.shard_path(cls, batch)
-        if not path.is_file():
-            return False
-        problem = shard_problem(path, ids, schema)
-        if problem is None:
-            return True
-        set_aside(path, problem, log)
-        return False
-
-    todo, done = [], 0
-    for batch, rows in ordered:
-        whole = batch.split(".", 1)[0]
-        if finished(batch, [r[0] for r in rows]) or (whole != batch and finished(whole, whole_ids[whole])):
-            done += 1
-        else:
-            todo.append((batch, rows))
-    return todo, done

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import UserError
-from pipeline.sweep.batching import measure_order, pending_batches
+from pipeline.sweep.batching import measure_order
 from pipeline.sweep.folder import SweepFolder
 from pipeline.sweep.schema import shard_schema
+from pipeline.sweep.shards import pending_batches
 from pipeline.sweep.spec import SweepSpec
 
 Log = Callable[[str], None]

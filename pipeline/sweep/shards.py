@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import UserError
+from pipeline.sweep.batching import measure_order
 from pipeline.sweep.folder import SweepFolder
 
 
@@ -87,8 +88,6 @@ def set_aside(path: Path, reason: str, log: Callable[[str], None] | None = None)
 
 def _planned_ids(folder: SweepFolder, cls: str) -> tuple[set[int], dict[int, str]] | None:
     """A class's planned sample ids and the shard file each belongs in, where the folder has its plan."""
-    from pipeline.sweep.batching import measure_order
-
     plan = folder.read_plan(cls)
     meta = folder.read_meta()
     batch_size = ((meta or {}).get("spec") or {}).get("batch_size")
@@ -193,3 +192,43 @@ def load_merged(sweep_dir: Path) -> pd.DataFrame:
         raise UserError(f"{target}: unreadable merged data ({str(exc).splitlines()[0]})") from None
     frame["gpu_class"] = frame["gpu_class"].astype(str)
     return frame.sort_values(["gpu_class", "sample_id"]).reset_index(drop=True)
+
+
+def pending_batches(
+    out: Path,
+    cls: str,
+    ordered: list[tuple[str, list]],
+    schema: pa.Schema | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[list, int]:
+    """The batches of ``ordered`` still to measure, and how many are finished already.
+
+    A shard is finished only when it holds exactly its batch's planned sample ids, once each, with the plan's
+    ``schema`` (:func:`shard_problem`); any other shard on a batch's name is set aside
+    (renamed ``.incomplete-<n>``, one ``log`` line) and its batch measured again.
+    A tail part counts as finished also where its whole batch's shard is on disk: a folder measured before
+    the tail was cut holds ``shard-00107.parquet``, and measuring ``00107.0`` too would double its samples.
+    """
+    folder = SweepFolder(out)
+    whole_ids: dict[str, list[int]] = {}
+    for batch, rows in ordered:
+        whole_ids.setdefault(batch.split(".", 1)[0], []).extend(r[0] for r in rows)
+
+    def finished(batch: str, ids: list[int]) -> bool:
+        path = folder.shard_path(cls, batch)
+        if not path.is_file():
+            return False
+        problem = shard_problem(path, ids, schema)
+        if problem is None:
+            return True
+        set_aside(path, problem, log)
+        return False
+
+    todo, done = [], 0
+    for batch, rows in ordered:
+        whole = batch.split(".", 1)[0]
+        if finished(batch, [r[0] for r in rows]) or (whole != batch and finished(whole, whole_ids[whole])):
+            done += 1
+        else:
+            todo.append((batch, rows))
+    return todo, done

@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.errors import UserError
-from pipeline.sweep.batching import measure_order, pending_batches
+from pipeline.sweep.batching import measure_order
 from pipeline.sweep.folder import SweepFolder
 from pipeline.sweep.schema import shard_schema
-from pipeline.sweep.shards import merge, shard_problem
+from pipeline.sweep.shards import merge, pending_batches, shard_problem
 from pipeline.sweep.spec import parse_spec
 from tests.pipeline.conftest import base_spec
 

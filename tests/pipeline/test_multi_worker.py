@@ -23,9 +23,9 @@ from pipeline.sweep.batching import (
     TAIL_PARTS,
     batches,
     measure_order,
-    pending_batches,
 )
 from pipeline.sweep.folder import SweepFolder
+from pipeline.sweep.shards import pending_batches
 from tests.pipeline.conftest import REPO, run_cli
 
 H200 = "NVIDIA H200"

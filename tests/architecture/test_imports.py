@@ -1,0 +1,97 @@
+"""The shape of the house, checked from the source: imports form no cycle, ``kernels`` never
+imports ``pipeline``, and every module imports on its own in a fresh interpreter."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("kernels", "pipeline")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for path in sorted((REPO / pkg).rglob("*.py")):
+            parts = path.relative_to(REPO).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            out[name] = path
+    return out
+
+
+def _resolve(module: str, names: dict[str, Path]) -> str | None:
+    """The project module an import names: itself, or its package for ``from package import name``."""
+    while module and module not in names:
+        module = module.rpartition(".")[0]
+    return module or None
+
+
+def project_imports() -> dict[str, set[str]]:
+    """Project modules each module imports, at module level or inside a function (a cycle hidden in a
+    function is still a cycle: the two modules cannot be understood or moved apart)."""
+    names = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" for a in node.names]
+            for t in targets:
+                dep = _resolve(t, names)
+                if dep and dep != name and not name.startswith(dep + "."):  # a package's own __init__ is fine
+                    deps.add(dep)
+        graph[name] = deps
+    return graph
+
+
+def test_no_import_cycle():
+    try:
+        list(TopologicalSorter(project_imports()).static_order())
+    except CycleError as exc:
+        pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
+
+
+def test_kernels_never_import_pipeline():
+    names = _modules()
+    for name, path in names.items():
+        if not name.startswith("kernels"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):  # function-level imports too
+            mods = []
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                mods = [node.module]
+            bad = [m for m in mods if m == "pipeline" or m.startswith("pipeline.")]
+            assert not bad, f"{path} imports {bad}"
+
+
+def test_every_module_imports_alone():
+    # `__main__` modules run their CLI when imported, so they are left out. One fresh interpreter per module
+    # would take minutes; one interpreter that imports each module after
+    # clearing the project's modules from sys.modules gives the same check (nothing imported before helps).
+    modules = sorted(n for n in _modules() if not n.endswith("__main__"))  # those run their CLI when imported
+    code = f"""
+import importlib, sys
+failed = []
+for name in {modules!r}:
+    for m in [m for m in sys.modules if m.split('.')[0] in {PACKAGES!r}]:
+        del sys.modules[m]
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        failed.append(f"{{name}}: {{type(exc).__name__}}: {{exc}}")
+print("\\n".join(failed))
+sys.exit(1 if failed else 0)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
