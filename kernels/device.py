@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.backend import Backend
+from kernels.backend import Backend, _import_cupy, gpu_count
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,6 @@ def visible_gpu_names() -> list[str]:
     The pipeline asks this before it starts one worker per GPU, so each worker can be named and routed by
     class without the pipeline importing CuPy itself.
     """
-    from kernels.backend import _import_cupy, gpu_count
 
     cupy = _import_cupy()
     names = []

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.backend import Stopwatch
+from kernels.backend import HostStopwatch, Stopwatch
 
 STARTUP, SCANNING, IDLE = "startup", "scanning", "idle"
 REDUCERS: dict[str, Callable[[np.ndarray], float]] = {
@@ -318,6 +318,5 @@ class Autotuner:
 
 
 def _host_stopwatch() -> Stopwatch:
-    from kernels.backend import HostStopwatch
 
     return HostStopwatch()

@@ -19,10 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from kernels.autotune import attach_tuners, tuning_files, tuning_summary
 from kernels.backend import BACKEND_NAMES
 from kernels.cfd.cases import CASES
+from kernels.cfd.mms import run_mms
 from kernels.cfd.physics import LIMITERS, mach
 from kernels.cfd.solver import Scheme, Solver, parse_size
+from kernels.device import describe_device
 
 AUTOTUNE_MODES = ("off", "scan", "seeded")
 EQUATIONS = ("rho", "rhou", "rhov", "rhoE")
@@ -158,8 +161,6 @@ def cmd_run(ns: argparse.Namespace) -> int:
     solver = Solver(ns.case, size, ns.backend, scheme=_scheme(ns), smoothing=ns.smoothing)
     tuners = None
     if ns.autotune != "off":
-        from kernels.autotune import attach_tuners, tuning_summary
-
         tuners = attach_tuners(solver, ns.autotune, ns.tuning_table)
     every = ns.residual_every or max(1, ns.steps // 200)
     rows: list[list[float]] = []
@@ -199,7 +200,6 @@ def cmd_run(ns: argparse.Namespace) -> int:
         "mach_range": [float(mach(w).min()), float(mach(w).max())],
         "command": " ".join(["python -m kernels.cfd", *sys.argv[1:]]),
     }
-    from kernels.device import describe_device
 
     summary["device"] = describe_device(solver.backend)
     if tuners is not None:
@@ -222,8 +222,6 @@ def cmd_run(ns: argparse.Namespace) -> int:
         "summary.json": lambda p: p.write_text(json.dumps(summary, indent=2, default=str) + "\n"),
     }
     if tuners is not None:  # launches.csv (the launch log) and tuning_table.json (for --autotune seeded)
-        from kernels.autotune import tuning_files
-
         files.update(tuning_files(tuners))
     if not ns.no_plot:
         from kernels.cfd.plot import mach_figure
@@ -236,7 +234,6 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 
 def cmd_mms(ns: argparse.Namespace) -> int:
-    from kernels.cfd.mms import run_mms
 
     _check_common(ns)
     try:

@@ -10,6 +10,7 @@ each primitive variable is a constant plus one sine/cosine wave in x and one in 
 from __future__ import annotations
 
 import numpy as np
+from scipy.optimize import brentq
 
 GAMMA = 1.4
 GAS_R = 287.0
@@ -69,7 +70,6 @@ def mach(w: np.ndarray) -> np.ndarray:
 def oblique_shock(mach1: float, wedge_deg: float, gamma: float = GAMMA) -> dict[str, float]:
     """Weak oblique-shock solution (shock angle, pressure ratio, downstream Mach) for a wedge; the reference
     the inlet's ramp flow is tested against."""
-    from scipy.optimize import brentq
 
     theta = np.radians(wedge_deg)
     m2 = mach1 * mach1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from scipy.interpolate import LinearNDInterpolator
 
 
 def mach_figure(
@@ -16,7 +17,6 @@ def mach_figure(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from scipy.interpolate import LinearNDInterpolator
 
     step_i = max(1, x.shape[0] // 400)
     step_j = max(1, x.shape[1] // 130)

@@ -17,6 +17,7 @@ import numpy as np
 from kernels.backend import get_backend
 from kernels.cfd import reference as ref
 from kernels.cfd.cases import build_case
+from kernels.cfd.cuda_kernels import CudaKernels
 from kernels.cfd.launch_space import build_space, default_config
 from kernels.cfd.physics import KERNEL_NAMES, LIMITERS, conserved
 from kernels.space import Config, Space
@@ -133,8 +134,6 @@ class Solver:
         e, k = self.scheme.epsilon, self.scheme.kappa
         self._c1, self._c2 = e / 4.0 * (1.0 - k), e / 4.0 * (1.0 + k)
         if self.backend.is_gpu:
-            from kernels.cfd.cuda_kernels import CudaKernels
-
             cuda = CudaKernels(xp)
             self._impl = {name: cuda.launcher(name) for name in KERNEL_NAMES}
             self.kernel_attributes = cuda.attributes()

@@ -35,6 +35,9 @@ from typing import Any
 import numpy as np
 
 from kernels.tridiag import reduced
+from kernels.tridiag.device_solver import DevicePartition, free_device_bytes
+from kernels.tridiag.device_solver import max_threads as limit
+from kernels.tridiag.host_solver import HostSolver
 from kernels.tridiag.system import check_m, check_stage2, check_streams, chunk_rows
 
 STAGES = ("t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h")
@@ -43,7 +46,6 @@ F8 = 8  # bytes per float64
 
 def max_threads(cp: ModuleType, m: int) -> int:
     """Largest block the compiled kernels accept (registers bound it for large ``m``)."""
-    from kernels.tridiag.device_solver import max_threads as limit
 
     return limit(cp, m)
 
@@ -69,7 +71,6 @@ class CudaPartitionSolver:
     def __init__(
         self, cp: ModuleType, abcd_host: np.ndarray, m: int = 10, threads: int = 256, stage2: str = "host"
     ):
-        from kernels.tridiag.device_solver import DevicePartition, free_device_bytes
 
         self.cp = cp
         self.m = check_m(m)
@@ -100,8 +101,6 @@ class CudaPartitionSolver:
 
     def _host_stage(self) -> tuple[np.ndarray, Any]:
         if self.iface_host is None:
-            from kernels.tridiag.host_solver import HostSolver
-
             self.iface_host = empty_pinned(self.cp, (4, 2 * self.p))
             self.host_solver = HostSolver(2 * self.p)
         return self.iface_host, self.host_solver

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from kernels.tridiag import cuda_solver
+
 F8 = 8
 INT_MAX = 2**31 - 1  # cuSPARSE's m, n and ldb are C ints
 #: gtsv2's workspace is O(m), a few values per row (``buffer_bytes`` records the real figure on the next
@@ -132,9 +134,8 @@ class GtsvBaseline:
         self.buffer_bytes = 0
         self.dev = cp.empty((4, self.n), dtype=np.float64)
         self.x_host = np.empty(0)
-        from kernels.tridiag.cuda_solver import empty_pinned
 
-        self.x_host = empty_pinned(cp, (self.n,))
+        self.x_host = cuda_solver.empty_pinned(cp, (self.n,))
         self.stream = cp.cuda.Stream(non_blocking=True)
         ptrs = [self.dev.data.ptr + i * self.n * F8 for i in range(4)]
         self._args = (self.n, 1, *ptrs, self.n)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kernels.tridiag.partition import stage2
 from kernels.tridiag.system import ZeroPivotError
 
 SOURCE = Path(__file__).with_name("host_thomas.c")
@@ -94,8 +95,6 @@ class HostSolver:
 
     def solve(self, iface: np.ndarray) -> np.ndarray:
         if self.lib is None:
-            from kernels.tridiag.partition import stage2
-
             return stage2(iface)
         n = iface.shape[1]
         if not (iface.flags.c_contiguous and iface.dtype == np.float64 and self.work.size >= n):

@@ -21,12 +21,15 @@ import numpy as np
 from kernels.backend import get_backend
 from kernels.space import Constraint, Param, Space
 from kernels.tridiag import partition, reference
+from kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned, max_threads
+from kernels.tridiag.reduced import solve_reduced
 from kernels.tridiag.system import (
     STAGE2_CHOICES,
     STREAM_CHOICES,
     TridiagError,
     check_m,
     check_streams,
+    chunk_bounds,
     heat_system,
     parse_size,
     random_system,
@@ -53,8 +56,6 @@ class TridiagWorkload:
         self.size = (n,)
         self.backend = get_backend(backend)
         if self.backend.is_gpu:  # pinned, so uploads are DMA at full rate and async
-            from kernels.tridiag.cuda_solver import empty_pinned
-
             self.abcd = empty_pinned(self.backend.xp, (4, n))
         else:
             self.abcd = np.empty((4, n))
@@ -70,8 +71,6 @@ class TridiagWorkload:
     def space(self) -> Space:
         constraints: tuple[Constraint, ...] = ()
         if self.backend.is_gpu:
-            from kernels.tridiag.cuda_solver import max_threads
-
             cp = self.backend.xp
             constraints = (
                 Constraint(
@@ -180,7 +179,6 @@ class TridiagWorkload:
         return check_streams(cfg["streams"]), cfg["threads"], check_m(cfg["m"]), stage2
 
     def _gpu(self, threads: int, m: int, stage2: str = "host") -> Any:
-        from kernels.tridiag.cuda_solver import CudaPartitionSolver
 
         if self._solver is None or self._solver.m != m:
             self._solver = None  # free the old device buffers before allocating new ones
@@ -225,7 +223,6 @@ def _stage2_name(stage2: int | str) -> str:
 
 def _timed_numpy(abcd: np.ndarray, m: int, streams: int, stage2: str = "host") -> dict[str, float]:
     """The numpy pipeline with host-clock stage times (no transfers on the CPU: those stages are 0)."""
-    from kernels.tridiag.system import chunk_bounds
 
     t0 = time.perf_counter()
     blocks = partition.padded_blocks(abcd, m)
@@ -235,7 +232,6 @@ def _timed_numpy(abcd: np.ndarray, m: int, streams: int, stage2: str = "host") -
     for s, e in chunks:
         iface[:, 2 * s : 2 * e] = partition.stage1(blocks[:, s:e])
     t1 = time.perf_counter()
-    from kernels.tridiag.reduced import solve_reduced
 
     z = solve_reduced(iface) if stage2 == "gpu" else partition.stage2(iface)
     t2 = time.perf_counter()

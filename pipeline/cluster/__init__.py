@@ -55,14 +55,14 @@ def open_cluster(
     """
     path = resolve_cluster_config(cluster)
     if path is None:
-        from pipeline.cluster.local import open_local_cluster
+        from pipeline.cluster.local import open_local_cluster  # each kind loads its own machinery when asked
 
         with open_local_cluster(
             gpu_classes=gpu_classes, workdir=workdir, log=log, workers_per_class=workers_per_class
         ) as handle:
             yield handle
         return
-    from pipeline.cluster.slurm import open_slurm_cluster
+    from pipeline.cluster.slurm import open_slurm_cluster  # dask-jobqueue only for SLURM
 
     with open_slurm_cluster(
         path, gpu_classes=gpu_classes, workers_per_class=workers_per_class, workdir=workdir, log=log

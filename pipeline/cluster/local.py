@@ -17,6 +17,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+import dask
+from distributed import Client, LocalCluster
+
 from kernels.device import gpu_class_of, visible_gpu_names
 from pipeline.cluster import ClusterHandle
 from pipeline.errors import UserError
@@ -98,8 +101,6 @@ def open_local_cluster(
     reason ``workers_per_class`` only applies without a GPU (that many CPU workers); with GPUs it is one per
     card, and CUDA_VISIBLE_DEVICES picks the cards.
     """
-    import dask
-    from distributed import Client, LocalCluster
 
     # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which turns off glibc's adaptive mmap threshold:
     # every large temporary array is then mapped and unmapped afresh. Measured on the numpy CFD workload

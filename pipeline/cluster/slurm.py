@@ -43,7 +43,7 @@ from distributed import Client
 from pipeline.cluster import ClusterHandle
 from pipeline.cluster.jobqueue_compat import SLURMCluster, job_kwargs, submit_and_retire
 from pipeline.cluster.scaling import jobs_to_add, release_idle
-from pipeline.cluster.security import Credentials, sweep_credentials
+from pipeline.cluster.security import Credentials, security_from_files, sweep_credentials
 from pipeline.cluster.slurm_config import ClassJob, SlurmConfig, job_options, load_slurm_config
 from pipeline.cluster.usage import WorkerUsage
 from pipeline.errors import UserError
@@ -517,8 +517,6 @@ def dry_run_scripts(
 ) -> list[tuple[ClassJob, str]]:
     """The job script each class would submit, without a scheduler, credentials or SLURM (for the dry run)."""
     from dask_jobqueue.slurm import SLURMJob
-
-    from pipeline.cluster.security import security_from_files
 
     config = load_slurm_config(config_path)
     jobs = config.select(list(gpu_classes) if gpu_classes else None)

@@ -17,6 +17,7 @@ import pandas as pd
 from kernels.autotune.table import FORMAT as TABLE_FORMAT  # one format, read by the runtime autotuner
 from pipeline.errors import UserError
 from pipeline.learn.crossclass import markdown as cross_class_markdown
+from pipeline.results import Sweep, figures, predictions, time_label
 from pipeline.sweep.folder import SweepFolder, ok_rows
 from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
@@ -170,12 +171,6 @@ def _figures(
     except ImportError:
         log("matplotlib is not installed: figures skipped")
         return []
-    from pipeline.results import (
-        Sweep,
-        figures,  # after Agg is selected
-        predictions,
-        time_label,
-    )
 
     folder = SweepFolder(sweep_dir)
     folder.figures_dir.mkdir(exist_ok=True)

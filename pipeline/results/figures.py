@@ -18,6 +18,7 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
+from sklearn.metrics import r2_score
 
 STATE_COLOURS = {"startup": "tab:orange", "scanning": "tab:red", "idle": "tab:blue"}
 
@@ -135,7 +136,6 @@ def pred_vs_actual(pred: pd.DataFrame, title: str = "", unit: str = "time per st
     """Predicted against measured time, train and test side by side with y = x (Figs. 11 and 14 of the CFD
     seed); points coloured by GPU class where there is more than one. ``pred`` has ``split``,
     ``measured_ms``, ``predicted_ms`` and optionally ``gpu_class``."""
-    from sklearn.metrics import r2_score
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), sharex=True, sharey=True)
     y, p = pred["measured_ms"].to_numpy(float), pred["predicted_ms"].to_numpy(float)

@@ -12,6 +12,7 @@ import pandas as pd
 
 from pipeline.errors import UserError
 from pipeline.jsonio import read_json
+from pipeline.streams.model import SEED_TAU_MS, denoise_host, evaluate, load_dataset, tables
 
 
 @dataclass
@@ -49,7 +50,6 @@ def load_tridiag(path: str | Path) -> Tridiag:
     ``pipeline.streams.model`` (half a second): on the raw end-to-end times and, where the stage spans are
     there, on the host-denoised ones. Fitted rather than read from ``model_raw/``, which could be older than
     the data; with the same data, seed and tau the result is the stored one."""
-    from pipeline.streams.model import SEED_TAU_MS, denoise_host, evaluate, load_dataset
 
     path = Path(path)
     data = load_dataset(path / "streams.csv")
@@ -76,7 +76,6 @@ def load_tridiags(results: str | Path) -> list[Tridiag]:
 
 def stream_times(td: Tridiag, denoised: bool = False) -> pd.DataFrame:
     """Median end-to-end time per (size, streams); ``denoised`` rebuilds it without the host-stage jumps."""
-    from pipeline.streams.model import denoise_host, tables
 
     df = denoise_host(td.data, str(td.path)) if denoised else td.data
     return tables(df, str(td.path))[1][["size", "streams", "total_ms"]]

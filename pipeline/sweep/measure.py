@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from distributed import as_completed, wait
+from tqdm import tqdm
 
 from pipeline.errors import UserError
 from pipeline.sweep.batching import measure_order
@@ -16,6 +20,7 @@ from pipeline.sweep.folder import SweepFolder
 from pipeline.sweep.schema import shard_schema
 from pipeline.sweep.shards import pending_batches
 from pipeline.sweep.spec import SweepSpec
+from pipeline.sweep.worker import measure_batch, warm_task
 
 Log = Callable[[str], None]
 
@@ -25,9 +30,6 @@ def _warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeou
 
     Local clusters only: their workers are all there from the start and stay. Returns per-worker facts.
     """
-    from distributed import wait
-
-    from pipeline.sweep.worker import warm_task
 
     futures = []
     for addr, w in client.scheduler_info()["workers"].items():
@@ -134,12 +136,6 @@ def measure_batches(
     a card that finishes takes the next batch, and the cards end within one tail part of each other.
     A SLURM cluster gets everything at once: its job count follows the number of unfinished tasks.
     """
-    from collections import deque
-
-    from distributed import as_completed
-    from tqdm import tqdm
-
-    from pipeline.sweep.worker import measure_batch
 
     spec_d = spec.to_dict()
     queues: dict[str, deque] = {}

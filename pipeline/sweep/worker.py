@@ -22,13 +22,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from distributed import get_worker
 
 from kernels.atomic import atomic_path
-from kernels.backend import get_backend
+from kernels.backend import get_backend, gpu_count
 from kernels.device import describe_device, measure_copy_bandwidth
 from kernels.workload import Workload, WorkloadError, make_workload, workload_names
+from pipeline import __version__
 from pipeline.paths import assert_inside
 from pipeline.sweep.schema import kernel_column, kernel_params, shard_schema
 from pipeline.sweep.shards import set_aside, shard_problem
@@ -110,7 +113,6 @@ def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: 
 
 
 def _versions(facts: Mapping[str, Any]) -> str:
-    from pipeline import __version__
 
     return json.dumps(
         {
@@ -127,8 +129,6 @@ def _versions(facts: Mapping[str, Any]) -> str:
 
 def _worker_name() -> str:
     try:
-        from distributed import get_worker
-
         return str(get_worker().name)
     except (ImportError, ValueError):
         return f"pid{os.getpid()}"
@@ -294,7 +294,6 @@ def warm_task(spec: Mapping[str, Any]) -> dict[str, Any]:
     counts against the measured samples per second and delays that card. The answer names the card, so the
     log shows each worker's device, PCI bus id and copy bandwidth, and any worker that sees more than one GPU.
     """
-    from kernels.backend import gpu_count
 
     _, facts = get_workload(spec)
     keys = ("device_name", "gpu_class", "pci_bus_id", "cuda_visible_devices", "measured_bandwidth_gbs")
@@ -322,7 +321,6 @@ def remeasure_task(
     Candidates are drawn here because the space's constraints are the device's; what counts afterwards is the
     measured time, not the prediction.
     """
-    import numpy as np
 
     workload, facts = get_workload(spec)
     space = workload.space()
