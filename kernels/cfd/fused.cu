@@ -9,7 +9,8 @@
 //   SMEM     1: the stage kernel stages the tile's state plus a two-cell halo in shared memory; 0: it reads the
 //            state from global memory (through the read-only cache)
 //   FACES    1: the stage kernel computes each face flux of its tile once into shared memory; 0: every cell
-//            computes its own four face fluxes (each interior face twice: recompute instead of exchange)
+//            computes its own four face fluxes (each interior face twice: recompute instead of exchange);
+//            2: march up columns, eta fluxes carried in registers, xi fluxes exchanged by warp shuffles
 //   SOURCE   the case's source mode (0: zeros, inlet and free stream; 1: the manufactured solution's), fixed by
 //            the case, so the inlet's kernels carry no sin/cos code (it cost registers even when not taken)
 // Thread (tx, ty) of a block handles tile cells (tx + a * blockDim.x, ty + b * blockDim.y), a < cx, b < cy: neighbours
@@ -282,7 +283,7 @@ extern "C" __global__ void cell_update(const double* __restrict__ F, const doubl
 }
 
 // ---- level `stage`: one kernel per Runge-Kutta stage over 2-D tiles; Vin -> Vout (ping-pong buffers) ----
-// Dynamic shared memory (doubles): SMEM: 4 (TY + 4)(TX + 4); FACES: 4 TY (TX + 1) + 4 (TY + 1) TX.
+// Dynamic shared memory (doubles): SMEM: 4 (TY + 4)(TX + 4); FACES == 1: 4 TY (TX + 1) + 4 (TY + 1) TX.
 
 extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* __restrict__ Vout,
                                        double* __restrict__ R, int store_r, double* __restrict__ U0,
@@ -323,7 +324,7 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
     const GlobalV v{Vin, (unsigned int)nx + 4, (size_t)(ny + 4) * (nx + 4)};
     double* fbase = smem;
 #endif
-#if FACES
+#if FACES == 1
     const int fxn = TY * (TX + 1), gyn = (TY + 1) * TX;
     double* fx = fbase;
     double* gy = fbase + 4 * fxn;
@@ -347,13 +348,48 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
     }
     __syncthreads();
 #endif
+#if FACES == 2
+    // March: each thread owns cy consecutive cells of a column (per a) and walks up it, handing its north eta
+    // flux on as the next cell's south flux (registers), while the east xi flux of a cell is the west flux of
+    // the next lane's cell (a warp shuffle; lane 31 computes its own). Needs whole warps along i
+    // (blockDim.x % 32 == 0, a space constraint), so j and every break below are uniform across a warp.
+    const int lane = tid & 31;
+    for (int a = 0; a < cx; ++a) {
+        const int i = i0 + threadIdx.x + a * bx;
+        const int jb = j0 + threadIdx.y * cy;
+        if (jb >= ny) break;
+        double gso[4] = {0.0, 0.0, 0.0, 0.0};
+        if (i < nx) eta_face_flux(v, jb, i, sex, sey, nx, limiter, c1, c2, gso);
+        for (int b = 0; b < cy; ++b) {
+            const int j = jb + b;
+            if (j >= ny) break;
+            double fw[4] = {0.0, 0.0, 0.0, 0.0}, fe[4], gno[4], res[4];
+            if (i <= nx) xi_face_flux(v, j, i, sxx, sxy, nx, limiter, c1, c2, fw);
+            for (int q = 0; q < 4; ++q) fe[q] = __shfl_down_sync(0xffffffffu, fw[q], 1);
+            if (i < nx) {
+                if (lane == 31) xi_face_flux(v, j, i + 1, sxx, sxy, nx, limiter, c1, c2, fe);
+                eta_face_flux(v, j + 1, i, sex, sey, nx, limiter, c1, c2, gno);
+                size_t k = (size_t)j * nx + i;
+                double x = 0.0, y = 0.0;
+#if SOURCE
+                x = xc[k]; y = yc[k];
+#endif
+                cell_residual(fw, fe, gso, gno, x, y, vol[k], mmsc, res);
+                if (store_r) for (int q = 0; q < 4; ++q) R[q * n + k] = res[q];
+                cell_update_one(i, j, v(0, j, i), v(1, j, i), v(2, j, i), v(3, j, i), res, U0, dt, vol, dtv,
+                                Vout, sxx, sxy, sex, sey, bw, be, bs, bn, nx, ny, alpha, cfl, first, last);
+                for (int q = 0; q < 4; ++q) gso[q] = gno[q];
+            }
+        }
+    }
+#else
     for (int b = 0; b < cy; ++b) {
         for (int a = 0; a < cx; ++a) {
             int li = threadIdx.x + a * bx, lj = threadIdx.y + b * by;
             int i = i0 + li, j = j0 + lj;
             if (i >= nx || j >= ny) continue;
             double fw[4], fe[4], gso[4], gno[4], res[4];
-#if FACES
+#if FACES == 1
             for (int q = 0; q < 4; ++q) {
                 fw[q] = fx[q * fxn + lj * (TX + 1) + li];
                 fe[q] = fx[q * fxn + lj * (TX + 1) + li + 1];
@@ -377,4 +413,5 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
                             sxy, sex, sey, bw, be, bs, bn, nx, ny, alpha, cfl, first, last);
         }
     }
+#endif
 }

@@ -3,7 +3,9 @@
 ``fusion`` = 0 (``none``: the seven kernels, with the paper's 14 launch parameters), 1 (``directional``: xi_face,
 eta_face, cell_update) or 2 (``stage``: one kernel per Runge-Kutta stage). The ``tile.*`` parameters shape the
 fused kernels: block_x x block_y threads, cells_x x cells_y cells per thread, and for ``stage`` whether the state
-tile (``smem``) and the face fluxes (``faces``) go through shared memory; ``maxreg`` caps registers at compile
+tile goes through shared memory (``smem``) and how face fluxes are shared (``faces``: 0 each cell computes its four,
+1 computed once per tile into shared memory, 2 march up columns with eta fluxes in registers and xi fluxes passed
+by warp shuffles); ``maxreg`` caps registers at compile
 time (0 = the compiler's choice). Parameters a level does not use are ignored by it (a conditional space written as
 a product: the samplers and surrogates see one table), so the rules below bind only where they matter.
 """
@@ -22,9 +24,9 @@ TILE_VALUES: dict[str, tuple[int, ...]] = {
     "tile.block_x": (8, 16, 32, 64, 128, 256),
     "tile.block_y": (1, 2, 4, 8, 16),
     "tile.cells_x": (1, 2, 4),
-    "tile.cells_y": (1, 2, 4),
+    "tile.cells_y": (1, 2, 4, 8, 16),
     "tile.smem": (0, 1),
-    "tile.faces": (0, 1),
+    "tile.faces": (0, 1, 2),
     "tile.maxreg": (0, 64, 96),
 }
 TILE_DEFAULT: Config = {
@@ -76,7 +78,7 @@ def stage_shared_bytes(tile: Mapping[str, int]) -> int:
     n = 0
     if tile["tile.smem"]:
         n += 4 * (tx + 4) * (ty + 4)
-    if tile["tile.faces"]:
+    if tile["tile.faces"] == 1:
         n += 4 * ty * (tx + 1) + 4 * (ty + 1) * tx
     return n * D
 
@@ -111,6 +113,10 @@ def fused_violations(config: Mapping[str, int], size: tuple[int, int], limits: D
         problems.append(f"tile {tx}x{ty} cells is larger than the {nx}x{ny} grid (most threads would idle)")
     elif -(-(ny + 1) // ty) > limits.max_grid_y:
         problems.append(f"{-(-(ny + 1) // ty)} tiles along j exceed the device's grid limit {limits.max_grid_y}")
+    if level == "stage" and t["tile.faces"] == 2 and bx % 32:
+        problems.append(f"tile.faces=2 (march) needs whole warps along i: tile.block_x={bx} is not a multiple of 32")
+    if level == "stage" and t["tile.faces"] not in (0, 1, 2):
+        problems.append(f"tile.faces={t['tile.faces']} is not 0, 1 or 2")
     if level == "stage":
         shared = stage_shared_bytes(t)
         if shared > limits.max_shared_per_block:
@@ -151,6 +157,8 @@ def build_fused_space(
         ("must be >= 1", "the fused block and cells per thread must be >= 1"),
         ("larger than", f"the fused tile (block x cells per thread) is larger than the {nx}x{ny} grid"),
         ("grid limit", f"the fused tiles along j exceed the device's grid limit of {limits.max_grid_y}"),
+        ("whole warps", "tile.faces=2 (march) needs tile.block_x to be a multiple of 32"),
+        ("is not 0, 1 or 2", "tile.faces must be 0, 1 or 2"),
         ("shared memory", f"the stage tile needs more than the device's {limits.max_shared_per_block} bytes of "
          "shared memory per block"),
     )

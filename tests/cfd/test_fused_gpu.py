@@ -34,6 +34,8 @@ def test_random_fused_configurations_are_bitwise_the_seven_kernel_step(case):
     draws = [c for c in sp.sample(200, seed=21) if c["fusion"] != 0]
     configs = [c for lvl in (1, 2) for c in [d for d in draws if d["fusion"] == lvl][: N_RANDOM // 2]]
     configs.append({**sp.default, "fusion": 2})  # the default tile, smem and faces in shared memory
+    march = [d for d in draws if d["fusion"] == 2 and d["tile.faces"] == 2][:3]
+    configs += march + [{**sp.default, "fusion": 2, "tile.faces": 2, "tile.cells_y": 8, "tile.smem": 0}]
     ran = 0
     for cfg in configs:
         try:
@@ -43,14 +45,16 @@ def test_random_fused_configurations_are_bitwise_the_seven_kernel_step(case):
             continue
         ran += 1
         assert np.array_equal(v, want_v) and np.array_equal(u, want_u), cfg
-    assert ran >= len(configs) - 3
+    assert ran >= len(configs) - 4
 
 
-def test_fused_mms_observed_order():
+@pytest.mark.parametrize("faces", [1, 2])
+def test_fused_mms_observed_order(faces):
     pytest.importorskip("cupy")
     from kernels.cfd.mms import run_mms
     from kernels.cfd.solver import Scheme
 
-    cfg = {"fusion": 2, "tile.block_x": 32, "tile.block_y": 4, "tile.smem": 1, "tile.faces": 1}
+    cfg = {"fusion": 2, "tile.block_x": 32, "tile.block_y": 4, "tile.smem": 1, "tile.faces": faces}
     out = run_mms([32, 64, 128], backend="cupy", scheme=Scheme(limiter="van_albada"), drop=10.0, config=cfg)
+    print("fused mms", faces, out["l2_rho"], out["order_rho"])
     assert min(out["order_rho"]) >= 1.9, out["order_rho"]

@@ -35,6 +35,7 @@ def test_shared_bytes_counts_the_halo_tile_and_the_face_fluxes():
         (_cfg(2, block_y=0), "must be >= 1"),
         (_cfg(2, block_x=64, cells_x=4), "larger than the 104x32 grid"),
         (_cfg(7), "fusion=7 is not one of"),
+        (_cfg(2, block_x=16, faces=2), "whole warps"),
     ],
 )
 def test_bad_tiles_are_invalid_with_a_reason(cfg, needle):
