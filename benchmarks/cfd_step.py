@@ -52,10 +52,13 @@ def min_bytes(nx: int, ny: int, stages: int, source_mode: int) -> dict[str, floa
 
 
 def fused_min_bytes(nx: int, ny: int, stages: int, level: str, seven: float) -> float:
-    """Fewest bytes one time step of a fusion level must move (``seven``: the seven kernels' sum). Directional:
-    xi_face and eta_face read the state of their rows / columns with the two ghost layers and the face vectors and
+    """Fewest bytes one time step of a fusion level must move (``seven``: the seven kernels' sum).
+    Directional:
+    xi_face and eta_face read the state of their rows / columns with the two ghost layers and the face vectors
+    and
     write the fluxes; cell_update reads the fluxes, U0, vol and dt and writes the state. Stage: the state with
-    its ghost strips, the four face-vector arrays, vol, U0 and dt in, the state out. The first stage also reads
+    its ghost strips, the four face-vector arrays, vol, U0 and dt in, the state out. The first stage also
+    reads
     the dt vectors (and writes dt instead of reading it), the last writes U0; ghost writes are left out."""
     if level == "none":
         return seven
@@ -72,7 +75,8 @@ def fused_min_bytes(nx: int, ny: int, stages: int, level: str, seven: float) -> 
 
 
 def fused_section(ns, copy_gbs: float) -> dict:
-    """Each fusion level: the default tile plus ``ns.fused`` random valid tiles of the fused space, each checked
+    """Each fusion level: the default tile plus ``ns.fused`` random valid tiles of the fused space, each
+    checked
     bitwise against the seven-kernel default (2 steps) and timed; then the best of each level re-timed in
     interleaved rounds against the seven-kernel default (the ratio's spread over rounds is its uncertainty).
     Compile time is the workload's own account, outside every timed step."""
@@ -96,8 +100,11 @@ def fused_section(ns, copy_gbs: float) -> dict:
             row = {"config": cfg, "check_ok": chk.ok, "reason": chk.reason}
             if chk.ok:
                 t = w.run(cfg, repeats=ns.fused_repeats)
-                row.update(step_ms=t.total, kernels_ms={k: v for k, v in t.kernels.items() if v},
-                           compile_ms=t.extra["compile_ms"])
+                row.update(
+                    step_ms=t.total,
+                    kernels_ms={k: v for k, v in t.kernels.items() if v},
+                    compile_ms=t.extra["compile_ms"],
+                )
             else:
                 row["compile_ms"] = w.take_compile_ms()
             rows.append(row)
@@ -142,25 +149,39 @@ def fused_section(ns, copy_gbs: float) -> dict:
         lv["best_remeasured_fraction_of_copy"] = lv["min_bytes_per_step"] / (best_ms * 1e-3) / 1e9 / copy_gbs
     out["variants"] = {
         str(k): {"compile_ms": v.compile_ms, "attributes": v.attributes}
-        for k, v in __import__("kernels.cfd.fused_kernels", fromlist=["FusedKernels"]).FusedKernels._cache.items()
+        for k, v in __import__(
+            "kernels.cfd.fused_kernels", fromlist=["FusedKernels"]
+        ).FusedKernels._cache.items()
     }
     return out
 
 
 def print_fused(f: dict, copy_gbs: float) -> None:
-    print(f"\nfusion levels ({f['configs_per_level']} random tiles + the default tile each; copy {copy_gbs:.0f} GB/s)")
-    print(f"{'level':<12}{'GB/stage':>9}{'best ms':>9}{'median':>8}{'worst':>8}{'%copy':>6}"
-          f"{'vs 7-kernel':>12}{'range':>14}{'valid':>7}{'compile s':>10}  best configuration")
+    print(
+        f"\nfusion levels ({f['configs_per_level']} random tiles + the default tile each; "
+        f"copy {copy_gbs:.0f} GB/s)"
+    )
+    print(
+        f"{'level':<12}{'GB/stage':>9}{'best ms':>9}{'median':>8}{'worst':>8}{'%copy':>6}"
+        f"{'vs 7-kernel':>12}{'range':>14}{'valid':>7}{'compile s':>10}  best configuration"
+    )
     for level, lv in f["levels"].items():
         c = lv["best_config"]
-        shape = "default launch" if level == "none" and c.get("fusion") == 0 else (
-            f"{c['tile.block_x']}x{c['tile.block_y']} cells {c['tile.cells_x']}x{c['tile.cells_y']} "
-            f"smem {c['tile.smem']} faces {c['tile.faces']} maxreg {c['tile.maxreg']}")
+        shape = (
+            "default launch"
+            if level == "none" and c.get("fusion") == 0
+            else (
+                f"{c['tile.block_x']}x{c['tile.block_y']} cells {c['tile.cells_x']}x{c['tile.cells_y']} "
+                f"smem {c['tile.smem']} faces {c['tile.faces']} maxreg {c['tile.maxreg']}"
+            )
+        )
         lo, hi = lv["ratio_range"]
-        print(f"{level:<12}{lv['min_bytes_per_stage'] / 1e9:9.3f}{lv['best_remeasured_ms']:9.3f}"
-              f"{lv['median_ms']:8.3f}{lv['worst_ms']:8.3f}{100 * lv['best_remeasured_fraction_of_copy']:6.0f}"
-              f"{lv['ratio_to_seven_default']:12.3f}{f'[{lo:.3f},{hi:.3f}]':>14}"
-              f"{lv['valid']:>4}/{lv['configs']:<3}{lv['compile_ms'] / 1e3:9.1f}  {shape}")
+        print(
+            f"{level:<12}{lv['min_bytes_per_stage'] / 1e9:9.3f}{lv['best_remeasured_ms']:9.3f}"
+            f"{lv['median_ms']:8.3f}{lv['worst_ms']:8.3f}{100 * lv['best_remeasured_fraction_of_copy']:6.0f}"
+            f"{lv['ratio_to_seven_default']:12.3f}{f'[{lo:.3f},{hi:.3f}]':>14}"
+            f"{lv['valid']:>4}/{lv['configs']:<3}{lv['compile_ms'] / 1e3:9.1f}  {shape}"
+        )
 
 
 def time_alone(solver, name: str, args: tuple, configs: list[tuple[int, int]], repeats: int) -> list[float]:
@@ -225,8 +246,12 @@ def main() -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--backend", default="cupy", help="cupy (default); numpy only to smoke-test this script")
     ap.add_argument("--fused", type=int, default=0, help="random tiles per fusion level (0: skip the levels)")
-    ap.add_argument("--fused-repeats", type=int, default=5, help="timed steps per configuration of the levels")
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds: each level's best vs the default")
+    ap.add_argument(
+        "--fused-repeats", type=int, default=5, help="timed steps per configuration of the levels"
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=5, help="interleaved rounds: each level's best vs the default"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ns = ap.parse_args()
     backend = get_backend(ns.backend)

@@ -1,13 +1,14 @@
-"""The launch space with fusion (issue 16): ``fusion`` x the fused kernels' 2-D tiles x the seven kernels' launches.
+"""The launch space with fusion (issue 16): ``fusion`` x the fused kernels' 2-D tiles x the seven kernels'
+launches.
 
 ``fusion`` = 0 (``none``: the seven kernels, with the paper's 14 launch parameters), 1 (``directional``: xi_face,
 eta_face, cell_update) or 2 (``stage``: one kernel per Runge-Kutta stage). The ``tile.*`` parameters shape the
-fused kernels: block_x x block_y threads, cells_x x cells_y cells per thread, and for ``stage`` whether the state
-tile goes through shared memory (``smem``) and how face fluxes are shared (``faces``: 0 each cell computes its four,
-1 computed once per tile into shared memory, 2 march up columns with eta fluxes in registers and xi fluxes passed
-by warp shuffles); ``maxreg`` caps registers at compile
-time (0 = the compiler's choice). Parameters a level does not use are ignored by it (a conditional space written as
-a product: the samplers and surrogates see one table), so the rules below bind only where they matter.
+fused kernels: block_x x block_y threads, cells_x x cells_y cells per thread, and for ``stage`` whether the
+state tile goes through shared memory (``smem``) and how face fluxes are shared (``faces``: 0 each cell computes
+its four, 1 computed once per tile into shared memory, 2 march up columns with eta fluxes in registers and xi
+fluxes passed by warp shuffles); ``maxreg`` caps registers at compile time (0 = the compiler's choice).
+Parameters a level does not use are ignored by it (a conditional space written as a product: the samplers and
+surrogates see one table), so the rules below bind only where they matter.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def stage_shared_bytes(tile: Mapping[str, int]) -> int:
 
 
 def fused_violations(config: Mapping[str, int], size: tuple[int, int], limits: DeviceLimits) -> list[str]:
-    """Why ``config`` cannot run on a device with ``limits`` at grid ``size`` (empty when it can). Registers are
+    """Why ``config`` cannot run on a device with ``limits`` at grid ``size`` (empty when it can). Registers
+    are
     not known before compiling; the solver checks them against the compiled variant."""
     try:
         level = fusion_level(config)
@@ -112,9 +114,13 @@ def fused_violations(config: Mapping[str, int], size: tuple[int, int], limits: D
     if tx > nx + 1 or ty > ny + 1:
         problems.append(f"tile {tx}x{ty} cells is larger than the {nx}x{ny} grid (most threads would idle)")
     elif -(-(ny + 1) // ty) > limits.max_grid_y:
-        problems.append(f"{-(-(ny + 1) // ty)} tiles along j exceed the device's grid limit {limits.max_grid_y}")
+        problems.append(
+            f"{-(-(ny + 1) // ty)} tiles along j exceed the device's grid limit {limits.max_grid_y}"
+        )
     if level == "stage" and t["tile.faces"] == 2 and bx % 32:
-        problems.append(f"tile.faces=2 (march) needs whole warps along i: tile.block_x={bx} is not a multiple of 32")
+        problems.append(
+            f"tile.faces=2 (march) needs whole warps along i: tile.block_x={bx} is not a multiple of 32"
+        )
     if level == "stage" and t["tile.faces"] not in (0, 1, 2):
         problems.append(f"tile.faces={t['tile.faces']} is not 0, 1 or 2")
     if level == "stage":
@@ -146,21 +152,28 @@ def build_fused_space(
         constraints.append(
             Constraint(
                 f"{name}.threads exceeds the compiled kernel's limit of {limit} threads per block",
-                lambda cfg, key=f"{name}.threads", limit=limit: int(cfg.get("fusion", 0)) != 0
-                or int(cfg[key]) <= limit,
+                lambda cfg, key=f"{name}.threads", limit=limit: (
+                    int(cfg.get("fusion", 0)) != 0 or int(cfg[key]) <= limit
+                ),
             )
         )
     params += [Param(k, v) for k, v in TILE_VALUES.items()]
     nx, ny = size
     rules = (  # (what a violation's message contains, the constraint's reason)
-        ("threads exceeds", f"the fused block exceeds the device limit of {limits.max_threads_per_block} threads"),
+        (
+            "threads exceeds",
+            f"the fused block exceeds the device limit of {limits.max_threads_per_block} threads",
+        ),
         ("must be >= 1", "the fused block and cells per thread must be >= 1"),
         ("larger than", f"the fused tile (block x cells per thread) is larger than the {nx}x{ny} grid"),
         ("grid limit", f"the fused tiles along j exceed the device's grid limit of {limits.max_grid_y}"),
         ("whole warps", "tile.faces=2 (march) needs tile.block_x to be a multiple of 32"),
         ("is not 0, 1 or 2", "tile.faces must be 0, 1 or 2"),
-        ("shared memory", f"the stage tile needs more than the device's {limits.max_shared_per_block} bytes of "
-         "shared memory per block"),
+        (
+            "shared memory",
+            f"the stage tile needs more than the device's {limits.max_shared_per_block} bytes of "
+            "shared memory per block",
+        ),
     )
     for token, why in rules:
         constraints.append(

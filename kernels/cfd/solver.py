@@ -213,8 +213,9 @@ class Solver:
                 lim = variant.attributes[n]["max_threads_per_block"]
                 if threads > lim:
                     raise ValueError(
-                        f"{n}: block {tile['tile.block_x']}x{tile['tile.block_y']} = {threads} threads exceeds "
-                        f"the compiled variant's limit of {lim} ({variant.attributes[n]['num_regs']} registers)"
+                        f"{n}: block {tile['tile.block_x']}x{tile['tile.block_y']} = {threads} threads "
+                        f"exceeds the compiled variant's limit of {lim} "
+                        f"({variant.attributes[n]['num_regs']} registers)"
                     )
         launch = {}
         for name in KERNEL_NAMES:
@@ -311,7 +312,9 @@ class Solver:
 
     # -- fused levels (GPU only; on numpy a fused configuration runs the reference, which is the same
     # arithmetic) ----------------------------------------------------------------------------------------
-    def _fused_call(self, name: str, grid: tuple[int, int], block: tuple[int, int], shared: int, *args) -> None:
+    def _fused_call(
+        self, name: str, grid: tuple[int, int], block: tuple[int, int], shared: int, *args
+    ) -> None:
         from kernels.cfd.fused_kernels import FusedKernels
 
         if self._record is not None:
@@ -341,20 +344,104 @@ class Solver:
             first, last = stage == 0, stage == n_stages - 1
             store_r = bool(residuals and first)
             if self.fusion == "directional":
-                self._fused_call("xi_face", grid(nx + 1, ny), block, 0, self.V, self.sxx, self.sxy, self.F, nx,
-                                 ny, lim, c1, c2, cx, cy)
-                self._fused_call("eta_face", grid(nx, ny + 1), block, 0, self.V, self.sex, self.sey, self.G, nx,
-                                 ny, lim, c1, c2, cx, cy)
                 self._fused_call(
-                    "cell_update", grid(nx, ny), block, 0, self.F, self.G, self.R, store_r, self.U0, self.dt,
-                    self.vol, self.dtv, self.V, self.sxx, self.sxy, self.sex, self.sey, *bounds, self.xc,
-                    self.yc, self.mms, nx, ny, alpha, sch.cfl, first, last, cx, cy,
+                    "xi_face",
+                    grid(nx + 1, ny),
+                    block,
+                    0,
+                    self.V,
+                    self.sxx,
+                    self.sxy,
+                    self.F,
+                    nx,
+                    ny,
+                    lim,
+                    c1,
+                    c2,
+                    cx,
+                    cy,
+                )
+                self._fused_call(
+                    "eta_face",
+                    grid(nx, ny + 1),
+                    block,
+                    0,
+                    self.V,
+                    self.sex,
+                    self.sey,
+                    self.G,
+                    nx,
+                    ny,
+                    lim,
+                    c1,
+                    c2,
+                    cx,
+                    cy,
+                )
+                self._fused_call(
+                    "cell_update",
+                    grid(nx, ny),
+                    block,
+                    0,
+                    self.F,
+                    self.G,
+                    self.R,
+                    store_r,
+                    self.U0,
+                    self.dt,
+                    self.vol,
+                    self.dtv,
+                    self.V,
+                    self.sxx,
+                    self.sxy,
+                    self.sex,
+                    self.sey,
+                    *bounds,
+                    self.xc,
+                    self.yc,
+                    self.mms,
+                    nx,
+                    ny,
+                    alpha,
+                    sch.cfl,
+                    first,
+                    last,
+                    cx,
+                    cy,
                 )
             else:
                 self._fused_call(
-                    "stage_fused", grid(nx, ny), block, shared, self.V, self._V_next, self.R, store_r, self.U0,
-                    self.dt, self.vol, self.dtv, self.sxx, self.sxy, self.sex, self.sey, *bounds, self.xc,
-                    self.yc, self.mms, nx, ny, lim, c1, c2, alpha, sch.cfl, first, last, cx, cy,
+                    "stage_fused",
+                    grid(nx, ny),
+                    block,
+                    shared,
+                    self.V,
+                    self._V_next,
+                    self.R,
+                    store_r,
+                    self.U0,
+                    self.dt,
+                    self.vol,
+                    self.dtv,
+                    self.sxx,
+                    self.sxy,
+                    self.sex,
+                    self.sey,
+                    *bounds,
+                    self.xc,
+                    self.yc,
+                    self.mms,
+                    nx,
+                    ny,
+                    lim,
+                    c1,
+                    c2,
+                    alpha,
+                    sch.cfl,
+                    first,
+                    last,
+                    cx,
+                    cy,
                 )
                 self.V, self._V_next = self._V_next, self.V
             if store_r:

@@ -18,9 +18,9 @@ from kernels.cfd.launch_space import PRESETS
 from kernels.cfd.physics import KERNEL_NAMES
 from kernels.cfd.solver import Scheme, Solver, parse_size
 from kernels.space import Space, SpaceError
+from kernels.workload import Check, Timing
 
 WORKLOAD_PRESETS = (*PRESETS, "fused")
-from kernels.workload import Check, Timing
 
 CHECK_STEPS = 2
 

@@ -1,4 +1,4 @@
-"""Fused levels against the seven kernels on the GPU (issue 16): random tiles, 100 steps, and the MMS order."""
+"""Fused levels against the seven kernels on the GPU (issue 16): random tiles, 100 steps, MMS order."""
 
 from __future__ import annotations
 

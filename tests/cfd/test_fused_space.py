@@ -1,4 +1,4 @@
-"""The fused launch space (issue 16) on the CPU: constraints, reasons for invalid tiles, the workload's contract."""
+"""The fused launch space (issue 16) on the CPU: constraints, reasons for invalid tiles, the contract."""
 
 from __future__ import annotations
 
