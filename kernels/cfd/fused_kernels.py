@@ -1,12 +1,12 @@
 """The fused stage kernels (``fused.cu``, issue 16): compiled per variant, cached per process, timed apart.
 
-A variant is the set of compile-time constants: ``smem`` (state tile staged in shared memory), ``faces`` (how
-face fluxes are shared: 0 recomputed, 1 in shared memory, 2 marching), ``maxreg`` (a register cap, 0 = the
-compiler's choice) and the case's source mode. Each variant is one ``RawModule`` of ``solver.cu`` + ``fused.cu``
-(so the fused kernels call the seven kernels' own device functions), compiled with the seven kernels' options
-(``--fmad=false``). The first use of a variant in a process compiles it (or loads it from CuPy's on-disk cache)
-and records how long that took; ``compile_ms_total`` is what callers subtract from wall time, and no compile
-ever happens inside a timed launch.
+A variant is the set of compile-time constants: ``smem`` (state tile staged in shared memory), ``faces``
+(how face fluxes are shared: 0 recomputed, 1 in shared memory, 2 marching), ``maxreg`` (a register cap, 0 =
+the compiler's choice) and the case's source mode. Each variant is one ``RawModule`` of ``solver.cu`` +
+``fused.cu`` (so the fused kernels call the seven kernels' own device functions), compiled with the seven
+kernels' options (``--fmad=false``). The first use of a variant in a process compiles it (or loads it from
+CuPy's on-disk cache) and records how long that took; ``compile_ms_total`` is what callers subtract from
+wall time, and no compile ever happens inside a timed launch.
 """
 
 from __future__ import annotations

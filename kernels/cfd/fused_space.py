@@ -1,14 +1,15 @@
 """The launch space with fusion (issue 16): ``fusion`` x the fused kernels' 2-D tiles x the seven kernels'
 launches.
 
-``fusion`` = 0 (``none``: the seven kernels, with the paper's 14 launch parameters), 1 (``directional``: xi_face,
-eta_face, cell_update) or 2 (``stage``: one kernel per Runge-Kutta stage). The ``tile.*`` parameters shape the
-fused kernels: block_x x block_y threads, cells_x x cells_y cells per thread, and for ``stage`` whether the
-state tile goes through shared memory (``smem``) and how face fluxes are shared (``faces``: 0 each cell computes
-its four, 1 computed once per tile into shared memory, 2 march up columns with eta fluxes in registers and xi
-fluxes passed by warp shuffles); ``maxreg`` caps registers at compile time (0 = the compiler's choice).
-Parameters a level does not use are ignored by it (a conditional space written as a product: the samplers and
-surrogates see one table), so the rules below bind only where they matter.
+``fusion`` = 0 (``none``: the seven kernels, with the paper's 14 launch parameters), 1 (``directional``:
+xi_face, eta_face, cell_update) or 2 (``stage``: one kernel per Runge-Kutta stage). The ``tile.*``
+parameters shape the fused kernels: block_x x block_y threads, cells_x x cells_y cells per thread, and for
+``stage`` whether the state tile goes through shared memory (``smem``) and how face fluxes are shared
+(``faces``: 0 each cell computes its four, 1 computed once per tile into shared memory, 2 march up columns
+with eta fluxes in registers and xi fluxes passed by warp shuffles); ``maxreg`` caps registers at compile
+time (0 = the compiler's choice). Parameters a level does not use are ignored by it (a conditional space
+written as a product: the samplers and surrogates see one table), so the rules below bind only where they
+matter.
 """
 
 from __future__ import annotations
