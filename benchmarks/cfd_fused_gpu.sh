@@ -3,7 +3,8 @@
 # MMS order on the fused path, and the seven-kernel tests unchanged), the fusion-level benchmark at 3328x1024,
 # then the fused sweep through the pipeline (benchmarks/cfd_sweep_on_gpu.sh, MINUTES of measuring).
 # Run from the repository root with the dask/distributed/skops wheels in .whl. Files in $OUT (8 at most):
-# fused.log (tests + benchmark), cfd_step.json, and those of cfd_sweep_on_gpu.sh.
+# fused.log (tests + benchmark), cfd_step.json, and those of cfd_sweep_on_gpu.sh. TESTS=0 skips the tests,
+# FUSED sets the random tiles per level, MINUTES=0 skips the sweep.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -13,7 +14,7 @@ LOG="$OUT/fused.log"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
   python3 -c "import cupy; print('cupy', cupy.__version__, 'runtime', cupy.cuda.runtime.runtimeGetVersion())"
   t=$(date +%s)
-  timeout 200 python3 -m pytest -q -m gpu tests/cfd/test_fused_gpu.py tests/cfd/test_gpu.py -p no:cacheprovider 2>&1 | tail -15
+  [ "${TESTS:-1}" = 0 ] || timeout 200 python3 -m pytest -q -m gpu tests/cfd/test_fused_gpu.py tests/cfd/test_gpu.py -p no:cacheprovider 2>&1 | tail -15
   echo "gpu tests rc=${PIPESTATUS[0]} in $(( $(date +%s) - t )) s"
   t=$(date +%s)
   timeout 240 python3 benchmarks/cfd_step.py --size 3328x1024 --no-scan --repeats 20 --fused "${FUSED:-40}" \
