@@ -14,7 +14,7 @@ matter.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kernels.cfd.launch_space import PAPER_BLOCKS, PAPER_THREADS, default_config
@@ -85,10 +85,20 @@ def stage_shared_bytes(tile: Mapping[str, int]) -> int:
     return n * D
 
 
-def fused_violations(config: Mapping[str, int], size: tuple[int, int], limits: DeviceLimits) -> list[str]:
-    """Why ``config`` cannot run on a device with ``limits`` at grid ``size`` (empty when it can). Registers
-    are
-    not known before compiling; the solver checks them against the compiled variant."""
+# (level, tile) -> [(kernel, its compiled variant's max threads per block, registers)], the kernels it runs
+CompiledLimits = Callable[[str, Mapping[str, int]], list[tuple[str, int, int]]]
+
+
+def fused_violations(
+    config: Mapping[str, int],
+    size: tuple[int, int],
+    limits: DeviceLimits,
+    compiled: CompiledLimits | None = None,
+) -> list[str]:
+    """Why ``config`` cannot run on a device with ``limits`` at grid ``size`` (empty when it can).
+
+    Registers are known only once a variant is compiled: with ``compiled`` (the solver's, on a GPU) the block
+    is also checked against the compiled kernels' register-limited threads per block."""
     try:
         level = fusion_level(config)
     except ValueError as e:
@@ -124,6 +134,13 @@ def fused_violations(config: Mapping[str, int], size: tuple[int, int], limits: D
         )
     if level == "stage" and t["tile.faces"] not in (0, 1, 2):
         problems.append(f"tile.faces={t['tile.faces']} is not 0, 1 or 2")
+    if compiled is not None and not problems:
+        for kernel, most, regs in compiled(level, t):
+            if bx * by > most:
+                problems.append(
+                    f"{kernel}: block {bx}x{by} = {bx * by} threads exceeds the compiled variant's limit of "
+                    f"{most} ({regs} registers)"
+                )
     if level == "stage":
         shared = stage_shared_bytes(t)
         if shared > limits.max_shared_per_block:
@@ -144,6 +161,7 @@ def build_fused_space(
     max_threads: Mapping[str, int],
     size: tuple[int, int],
     limits: DeviceLimits,
+    compiled: CompiledLimits | None = None,
 ) -> Space:
     params = [Param("fusion", tuple(range(len(FUSION_LEVELS))))]
     constraints = []
@@ -171,6 +189,10 @@ def build_fused_space(
         ("whole warps", "tile.faces=2 (march) needs tile.block_x to be a multiple of 32"),
         ("is not 0, 1 or 2", "tile.faces must be 0, 1 or 2"),
         (
+            "compiled variant",
+            "the fused block exceeds the compiled variant's register-limited threads per block",
+        ),
+        (
             "shared memory",
             f"the stage tile needs more than the device's {limits.max_shared_per_block} bytes of "
             "shared memory per block",
@@ -180,7 +202,9 @@ def build_fused_space(
         constraints.append(
             Constraint(
                 why,
-                lambda cfg, token=token: not any(token in p for p in fused_violations(cfg, size, limits)),
+                lambda cfg, token=token: (
+                    not any(token in p for p in fused_violations(cfg, size, limits, compiled))
+                ),
             )
         )
     return Space(tuple(params), fused_default(domain_sizes), tuple(constraints), name="cfd-fused")

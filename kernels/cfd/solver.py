@@ -190,8 +190,12 @@ class Solver:
 
     def space(self, preset: str = "paper") -> Space:
         if preset == "fused":
+            compiled = None
+            if self.backend.is_gpu:
+                self.compile_all_variants()
+                compiled = self._compiled_limits
             return build_fused_space(
-                self.domain_sizes(), self.max_threads_per_block, self.size, self.device_limits
+                self.domain_sizes(), self.max_threads_per_block, self.size, self.device_limits, compiled
             )
         return build_space(self.domain_sizes(), self.max_threads_per_block, preset)
 
@@ -240,6 +244,27 @@ class Solver:
         # directional does not use the shared-memory choices: one variant per register cap serves it
         smem, faces = (tile["tile.smem"], tile["tile.faces"]) if level == "stage" else (0, 0)
         return self._fused.variant(smem, faces, tile["tile.maxreg"])
+
+    def compile_all_variants(self) -> float:
+        """Compile (or load from CuPy's disk cache) every fused variant of this case, so that the fused space
+        knows each kernel's register-limited block size and no sample compiles; returns the milliseconds."""
+        from kernels.cfd.fused_space import TILE_VALUES
+
+        before = self.compile_ms_total()
+        for smem in TILE_VALUES["tile.smem"]:
+            for faces in TILE_VALUES["tile.faces"]:
+                for maxreg in TILE_VALUES["tile.maxreg"]:
+                    t = {**self.tile, "tile.smem": smem, "tile.faces": faces, "tile.maxreg": maxreg}
+                    self._fused_variant(t, "stage")
+        return self.compile_ms_total() - before
+
+    def _compiled_limits(self, level: str, tile: Mapping[str, int]) -> list[tuple[str, int, int]]:
+        variant = self._fused_variant(tile, level)
+        names = STAGE_KERNELS if level == "stage" else DIRECTIONAL_KERNELS
+        return [
+            (n, variant.attributes[n]["max_threads_per_block"], variant.attributes[n]["num_regs"])
+            for n in names
+        ]
 
     @staticmethod
     def compile_ms_total() -> float:

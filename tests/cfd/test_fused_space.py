@@ -98,3 +98,16 @@ def test_paper_and_wide_spaces_are_unchanged():
     w = make_workload("cfd", "inlet", SIZE, "numpy", space="paper")
     assert len(w.space().names) == 14 and "fusion" not in w.space().names
     assert w.describe()["kernels"] == list(w.kernel_names) and len(w.kernel_names) == 7
+
+
+def test_compiled_register_limits_make_a_block_invalid_with_the_kernel_named():
+    # what the solver passes on a GPU once every variant is compiled: here stage_fused at 96 registers
+    def compiled(level, tile):
+        return [("stage_fused", 640, 96)] if level == "stage" else [("xi_face", 1024, 64)]
+
+    big = (3328, 1024)
+    cfg = _cfg(2, block_x=128, block_y=8)
+    assert fused_violations(cfg, big, LIMITS) == []
+    problems = fused_violations(cfg, big, LIMITS, compiled)
+    assert problems and "stage_fused" in problems[0] and "640" in problems[0]
+    assert fused_violations(_cfg(1, block_x=128, block_y=8), big, LIMITS, compiled) == []
