@@ -2,6 +2,7 @@
 measured device-to-device copy bandwidth, and how much each kernel gains from tuning its (blocks, threads).
 
     python -m benchmarks.cfd_step --size 3328x1024 --out DIR
+    python -m benchmarks.cfd_step --size 3328x1024 --no-scan --fused 40 --out DIR   # + the fusion levels
 
 Writes DIR/cfd_step.json (everything, with provenance) and prints a table last. Effective bandwidth is the
 fewest bytes a kernel must move (each input read once, each output written once) over its measured time.
@@ -46,6 +47,139 @@ def min_bytes(nx: int, ny: int, stages: int, source_mode: int) -> dict[str, floa
     upd = stages * 14 * n + (4 + 4) * n + 4 * n
     out["update"] = upd * D
     return out
+
+
+def fused_min_bytes(nx: int, ny: int, stages: int, level: str, seven: float) -> float:
+    """Fewest bytes one time step of a fusion level must move (``seven``: the seven kernels' sum).
+    Directional:
+    xi_face and eta_face read the state of their rows / columns with the two ghost layers and the face vectors
+    and
+    write the fluxes; cell_update reads the fluxes, U0, vol and dt and writes the state. Stage: the state with
+    its ghost strips, the four face-vector arrays, vol, U0 and dt in, the state out. The first stage also
+    reads
+    the dt vectors (and writes dt instead of reading it), the last writes U0; ghost writes are left out."""
+    if level == "none":
+        return seven
+    n = nx * ny
+    extra = 4 * n + 4 * n  # the first stage's dt vectors, the last stage's U0
+    if level == "directional":
+        extra += 4 * n  # cell_update reads the state for dt in the first stage (stage_fused has it anyway)
+        faces = 4 * (nx + 4) * ny + 6 * (nx + 1) * ny + 4 * nx * (ny + 4) + 6 * nx * (ny + 1)
+        cells = 4 * (nx + 1) * ny + 4 * nx * (ny + 1) + 4 * n + n + n + 4 * n
+        per_stage = faces + cells
+    else:
+        per_stage = 4 * (n + 4 * (nx + ny)) + 2 * (nx + 1) * ny + 2 * nx * (ny + 1) + n + 4 * n + n + 4 * n
+    return float((stages * per_stage + extra) * D)
+
+
+def fused_section(ns, copy_gbs: float) -> dict:
+    """Each fusion level: the default tile plus ``ns.fused`` random valid tiles of the fused space, each
+    checked
+    bitwise against the seven-kernel default (2 steps) and timed; then the best of each level re-timed in
+    interleaved rounds against the seven-kernel default (the ratio's spread over rounds is its uncertainty).
+    Compile time is the workload's own account, outside every timed step."""
+    from kernels.cfd.fused_space import FUSION_LEVELS, TILE_DEFAULT
+
+    w = make_workload(ns.case, ns.size, ns.backend, space="fused")
+    s = w.solver
+    nx, ny = s.size
+    sp = w.space()
+    seven = sum(min_bytes(nx, ny, s.scheme.stages, s.setup.source_mode).values())
+    draws = sp.sample(ns.fused * 8, seed=ns.seed)
+    out = {"levels": {}, "seed": ns.seed, "configs_per_level": ns.fused}
+    best = {}
+    for lvl, level in enumerate(FUSION_LEVELS):
+        configs = [sp.default if lvl == 0 else {**sp.default, "fusion": lvl, **TILE_DEFAULT}]
+        configs += [c for c in draws if c["fusion"] == lvl][: ns.fused]
+        rows = []
+        t0 = time.perf_counter()
+        for cfg in configs:
+            chk = w.check(cfg)
+            row = {"config": cfg, "check_ok": chk.ok, "reason": chk.reason}
+            if chk.ok:
+                t = w.run(cfg, repeats=ns.fused_repeats)
+                row.update(
+                    step_ms=t.total,
+                    kernels_ms={k: v for k, v in t.kernels.items() if v},
+                    compile_ms=t.extra["compile_ms"],
+                )
+            else:
+                row["compile_ms"] = w.take_compile_ms()
+            rows.append(row)
+        ok = [r for r in rows if r["check_ok"]]
+        ms = np.array([r["step_ms"] for r in ok])
+        nbytes = fused_min_bytes(nx, ny, s.scheme.stages, level, seven)
+        b = int(np.argmin(ms))
+        best[level] = ok[b]["config"]
+        out["levels"][level] = {
+            "min_bytes_per_step": nbytes,
+            "min_bytes_per_stage": nbytes / s.scheme.stages,
+            "configs": len(rows),
+            "valid": len(ok),
+            "invalid_reasons": sorted({r["reason"][:120] for r in rows if not r["check_ok"]}),
+            "best_ms": float(ms.min()),
+            "median_ms": float(np.median(ms)),
+            "worst_ms": float(ms.max()),
+            "best_config": ok[b]["config"],
+            "worst_config": ok[int(np.argmax(ms))]["config"],
+            "best_effective_gbs": nbytes / (ms.min() * 1e-3) / 1e9,
+            "best_fraction_of_copy": nbytes / (ms.min() * 1e-3) / 1e9 / copy_gbs,
+            "default_tile_ms": rows[0].get("step_ms"),
+            "compile_ms": float(sum(r["compile_ms"] for r in rows)),
+            "wall_s": time.perf_counter() - t0,
+            "rows": rows,
+        }
+    # interleaved rounds: the seven-kernel default against each level's best
+    rounds = {level: [] for level in FUSION_LEVELS}
+    for _ in range(ns.rounds):
+        for level in FUSION_LEVELS:
+            cfg = sp.default if level == "none" else best[level]
+            rounds[level].append(w.run(cfg, repeats=ns.fused_repeats).total)
+    base = np.array(rounds["none"])
+    for level in FUSION_LEVELS:
+        r = np.array(rounds[level]) / base
+        lv = out["levels"][level]
+        lv["interleaved_ms"] = rounds[level]
+        lv["ratio_to_seven_default"] = float(np.median(r))
+        lv["ratio_range"] = [float(r.min()), float(r.max())]
+        best_ms = float(np.median(rounds[level]))
+        lv["best_remeasured_ms"] = best_ms
+        lv["best_remeasured_fraction_of_copy"] = lv["min_bytes_per_step"] / (best_ms * 1e-3) / 1e9 / copy_gbs
+    out["variants"] = {
+        str(k): {"compile_ms": v.compile_ms, "attributes": v.attributes}
+        for k, v in __import__(
+            "kernels.cfd.fused_kernels", fromlist=["FusedKernels"]
+        ).FusedKernels._cache.items()
+    }
+    return out
+
+
+def print_fused(f: dict, copy_gbs: float) -> None:
+    print(
+        f"\nfusion levels ({f['configs_per_level']} random tiles + the default tile each; "
+        f"copy {copy_gbs:.0f} GB/s)"
+    )
+    print(
+        f"{'level':<12}{'GB/stage':>9}{'best ms':>9}{'median':>8}{'worst':>8}{'%copy':>6}"
+        f"{'vs 7-kernel':>12}{'range':>14}{'valid':>7}{'compile s':>10}  best configuration"
+    )
+    for level, lv in f["levels"].items():
+        c = lv["best_config"]
+        shape = (
+            "default launch"
+            if level == "none" and c.get("fusion") == 0
+            else (
+                f"{c['tile.block_x']}x{c['tile.block_y']} cells {c['tile.cells_x']}x{c['tile.cells_y']} "
+                f"smem {c['tile.smem']} faces {c['tile.faces']} maxreg {c['tile.maxreg']}"
+            )
+        )
+        lo, hi = lv["ratio_range"]
+        print(
+            f"{level:<12}{lv['min_bytes_per_stage'] / 1e9:9.3f}{lv['best_remeasured_ms']:9.3f}"
+            f"{lv['median_ms']:8.3f}{lv['worst_ms']:8.3f}{100 * lv['best_remeasured_fraction_of_copy']:6.0f}"
+            f"{lv['ratio_to_seven_default']:12.3f}{f'[{lo:.3f},{hi:.3f}]':>14}"
+            f"{lv['valid']:>4}/{lv['configs']:<3}{lv['compile_ms'] / 1e3:9.1f}  {shape}"
+        )
 
 
 def time_alone(solver, name: str, args: tuple, configs: list[tuple[int, int]], repeats: int) -> list[float]:
@@ -109,6 +243,14 @@ def main() -> int:
     ap.add_argument("--no-scan", action="store_true")
     ap.add_argument("--out", default=None)
     ap.add_argument("--backend", default="cupy", help="cupy (default); numpy only to smoke-test this script")
+    ap.add_argument("--fused", type=int, default=0, help="random tiles per fusion level (0: skip the levels)")
+    ap.add_argument(
+        "--fused-repeats", type=int, default=5, help="timed steps per configuration of the levels"
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=5, help="interleaved rounds: each level's best vs the default"
+    )
+    ap.add_argument("--seed", type=int, default=0)
     ns = ap.parse_args()
     backend = get_backend(ns.backend)
     t_start = time.perf_counter()
@@ -203,6 +345,8 @@ def main() -> int:
                 "speedup_over_default": timing.total / t.total,
             }
             del wk
+    if ns.fused:
+        result["fused"] = fused_section(ns, copy_gbs)
     result["bench_wall_s"] = time.perf_counter() - t_start
     if ns.out:
         Path(ns.out).mkdir(parents=True, exist_ok=True)
@@ -241,6 +385,8 @@ def main() -> int:
                 f"step at {label}: {r['step_ms']:.3f} ms ({r['speedup_over_default']:.3f}x the default), "
                 f"bitwise check {'ok' if r['check_ok'] else 'FAILED ' + r['check_reason']}"
             )
+    if "fused" in result:
+        print_fused(result["fused"], copy_gbs)
     return 0
 
 

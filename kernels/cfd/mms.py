@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -63,11 +63,16 @@ def run_mms(
     drop: float = 10.0,
     max_steps: int | None = None,
     progress: Callable[[str], None] | None = None,
+    config: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
-    """Converge the MMS case on N x N grids for each N in ``sizes``; errors and observed orders."""
+    """Converge the MMS case on N x N grids for each N in ``sizes``; errors and observed orders. ``config``
+    overrides launch parameters of the default configuration, e.g. ``{"fusion": 2, "tile.block_x": 32}`` to
+    verify a fused level."""
     rows = []
     for n in sizes:
         solver = Solver("mms", (n, n), backend, scheme=scheme)
+        if config:
+            solver.set_config({**solver.default_config(), **config})
         limit = max_steps or 60 * n + 500
         info = converge(solver, limit, drop)
         errs = discretisation_error(solver)
@@ -87,4 +92,5 @@ def run_mms(
         "grids": rows,
         "scheme": (scheme or Scheme()).__dict__,
         "backend": backend,
+        "config": dict(config or {}),
     }

@@ -18,11 +18,22 @@ from kernels.backend import get_backend
 from kernels.cfd import reference as ref
 from kernels.cfd.cases import build_case
 from kernels.cfd.cuda_kernels import CudaKernels
+from kernels.cfd.fused_kernels import DIRECTIONAL_KERNELS, FUSED_KERNELS, STAGE_KERNELS, FusedKernels
+from kernels.cfd.fused_space import (
+    TILE_VALUES,
+    DeviceLimits,
+    build_fused_space,
+    fused_violations,
+    fusion_level,
+    stage_shared_bytes,
+    tile_of,
+)
 from kernels.cfd.launch_space import build_space, default_config
 from kernels.cfd.physics import KERNEL_NAMES, LIMITERS, conserved
 from kernels.space import Config, Space
 
 NUMPY_MAX_THREADS = 1024  # the CPU backend ignores launch shapes; this keeps its space the same as a GPU's
+ALL_TIMED = KERNEL_NAMES + FUSED_KERNELS
 
 
 @dataclass(frozen=True)
@@ -133,11 +144,18 @@ class Solver:
         self._limiter = LIMITERS[self.scheme.limiter]
         e, k = self.scheme.epsilon, self.scheme.kappa
         self._c1, self._c2 = e / 4.0 * (1.0 - k), e / 4.0 * (1.0 + k)
+        self._fused: FusedKernels | None = None  # built on the first fused configuration
+        self._V_next = None  # the stage level's second state buffer (ping-pong), allocated on first use
+        self.fusion = "none"
+        self.tile = tile_of({})
+        self._variant = None
         if self.backend.is_gpu:
             cuda = CudaKernels(xp)
             self._impl = {name: cuda.launcher(name) for name in KERNEL_NAMES}
             self.kernel_attributes = cuda.attributes()
+            self.device_limits = DeviceLimits.of_cupy(xp)
         else:
+            self.device_limits = DeviceLimits()
             self._impl = {name: _numpy_launcher(name) for name in KERNEL_NAMES}
             self.kernel_attributes = {
                 name: {"max_threads_per_block": NUMPY_MAX_THREADS, "num_regs": 0, "local_size_bytes": 0}
@@ -171,10 +189,38 @@ class Solver:
         return default_config(self.domain_sizes())
 
     def space(self, preset: str = "paper") -> Space:
+        if preset == "fused":
+            compiled = None
+            if self.backend.is_gpu:
+                self.compile_all_variants()
+                compiled = self._compiled_limits
+            return build_fused_space(
+                self.domain_sizes(), self.max_threads_per_block, self.size, self.device_limits, compiled
+            )
         return build_space(self.domain_sizes(), self.max_threads_per_block, preset)
 
     def set_config(self, config: Mapping[str, int]) -> None:
-        """Fix every kernel's (blocks, threads); a configuration must set all fourteen parameters."""
+        """Fix every kernel's (blocks, threads); a configuration must set all fourteen parameters. With
+        ``fusion`` (and ``tile.*``) it also picks the fused level; a fused configuration that cannot run (see
+        ``fused_space.fused_violations``, or a block over the compiled variant's register limit) raises
+        ``ValueError`` with the reason, before anything is launched."""
+        problems = fused_violations(config, self.size, self.device_limits)
+        if problems:
+            raise ValueError("; ".join(problems))
+        level, tile = fusion_level(config), tile_of(config)
+        variant = None
+        if level != "none" and self.backend.is_gpu:
+            variant = self._fused_variant(tile, level)
+            names = STAGE_KERNELS if level == "stage" else DIRECTIONAL_KERNELS
+            threads = tile["tile.block_x"] * tile["tile.block_y"]
+            for n in names:
+                lim = variant.attributes[n]["max_threads_per_block"]
+                if threads > lim:
+                    raise ValueError(
+                        f"{n}: block {tile['tile.block_x']}x{tile['tile.block_y']} = {threads} threads "
+                        f"exceeds the compiled variant's limit of {lim} "
+                        f"({variant.attributes[n]['num_regs']} registers)"
+                    )
         launch = {}
         for name in KERNEL_NAMES:
             try:
@@ -188,6 +234,41 @@ class Solver:
                 )
             launch[name] = (blocks, threads)
         self.launch = launch
+        self.fusion, self.tile, self._variant = level, tile, variant
+
+    def _fused_variant(self, tile: Mapping[str, int], level: str):
+        if self._fused is None:
+            self._fused = FusedKernels(self.backend.xp, self.setup.source_mode)
+        # directional does not use the shared-memory choices: one variant per register cap serves it
+        smem, faces = (tile["tile.smem"], tile["tile.faces"]) if level == "stage" else (0, 0)
+        return self._fused.variant(smem, faces, tile["tile.maxreg"])
+
+    def compile_all_variants(self) -> float:
+        """Compile (or load from CuPy's disk cache) every fused variant of this case, so that the fused space
+        knows each kernel's register-limited block size and no sample compiles; returns the milliseconds."""
+
+        before = self.compile_ms_total()
+        for smem in TILE_VALUES["tile.smem"]:
+            for faces in TILE_VALUES["tile.faces"]:
+                for maxreg in TILE_VALUES["tile.maxreg"]:
+                    t = {**self.tile, "tile.smem": smem, "tile.faces": faces, "tile.maxreg": maxreg}
+                    self._fused_variant(t, "stage")
+        return self.compile_ms_total() - before
+
+    def _compiled_limits(self, level: str, tile: Mapping[str, int]) -> list[tuple[str, int, int]]:
+        variant = self._fused_variant(tile, level)
+        names = STAGE_KERNELS if level == "stage" else DIRECTIONAL_KERNELS
+        return [
+            (n, variant.attributes[n]["max_threads_per_block"], variant.attributes[n]["num_regs"])
+            for n in names
+        ]
+
+    @staticmethod
+    def compile_ms_total() -> float:
+        """Milliseconds this process has spent compiling (or loading) fused variants."""
+        from kernels.cfd.fused_kernels import FusedKernels
+
+        return FusedKernels.compile_ms_total
 
     # -- time stepping ------------------------------------------------------------------------------------
     def _launch(self, name: str, *args: Any) -> None:
@@ -206,6 +287,10 @@ class Solver:
     def step(self, residuals: bool = False) -> np.ndarray | None:
         """One Runge-Kutta step (all stages). With ``residuals``, returns the L2 norm of R/vol per equation at
         the start of the step (the steady-state residual)."""
+        if self.fusion != "none" and self.backend.is_gpu:
+            norms = self._step_fused(residuals)
+            self.steps_done += 1
+            return norms
         nx, ny = self.size
         sch = self.scheme
         norms = None
@@ -247,6 +332,143 @@ class Solver:
         self.steps_done += 1
         return norms
 
+    # -- fused levels (GPU only; on numpy a fused configuration runs the reference, which is the same
+    # arithmetic) ----------------------------------------------------------------------------------------
+    def _fused_call(
+        self, name: str, grid: tuple[int, int], block: tuple[int, int], shared: int, *args
+    ) -> None:
+        assert self._variant is not None, "a fused launch before a fused configuration was applied"
+        if self._record is not None:
+            start = self._watch.mark()
+        FusedKernels.launcher(self._variant.functions[name])(grid, block, shared, *args)
+        if self._record is not None:
+            self._record.append((name, start, self._watch.mark()))
+
+    def _step_fused(self, residuals: bool) -> np.ndarray | None:
+        nx, ny = self.size
+        sch = self.scheme
+        t = self.tile
+        bx, by, cx, cy = (t[f"tile.{k}"] for k in ("block_x", "block_y", "cells_x", "cells_y"))
+        tx, ty = bx * cx, by * cy
+        grid = lambda ex, ey: (-(-ex // tx), -(-ey // ty))  # noqa: E731
+        block = (bx, by)
+        lim, c1, c2 = self._limiter, self._c1, self._c2
+        bounds = (self.bw, self.be, self.bs, self.bn)
+        norms = None
+        n_stages = len(sch.alphas)
+        if self.fusion == "stage" and self._V_next is None:
+            # the stage kernel reads its neighbours' state while other blocks write theirs: two buffers, both
+            # holding the fixed ghosts of the initial state (the kernel rewrites every other ghost it needs)
+            self._V_next = self.V.copy()
+        shared = stage_shared_bytes(t)
+        for stage, alpha in enumerate(sch.alphas):
+            first, last = stage == 0, stage == n_stages - 1
+            store_r = bool(residuals and first)
+            if self.fusion == "directional":
+                self._fused_call(
+                    "xi_face",
+                    grid(nx + 1, ny),
+                    block,
+                    0,
+                    self.V,
+                    self.sxx,
+                    self.sxy,
+                    self.F,
+                    nx,
+                    ny,
+                    lim,
+                    c1,
+                    c2,
+                    cx,
+                    cy,
+                )
+                self._fused_call(
+                    "eta_face",
+                    grid(nx, ny + 1),
+                    block,
+                    0,
+                    self.V,
+                    self.sex,
+                    self.sey,
+                    self.G,
+                    nx,
+                    ny,
+                    lim,
+                    c1,
+                    c2,
+                    cx,
+                    cy,
+                )
+                self._fused_call(
+                    "cell_update",
+                    grid(nx, ny),
+                    block,
+                    0,
+                    self.F,
+                    self.G,
+                    self.R,
+                    store_r,
+                    self.U0,
+                    self.dt,
+                    self.vol,
+                    self.dtv,
+                    self.V,
+                    self.sxx,
+                    self.sxy,
+                    self.sex,
+                    self.sey,
+                    *bounds,
+                    self.xc,
+                    self.yc,
+                    self.mms,
+                    nx,
+                    ny,
+                    alpha,
+                    sch.cfl,
+                    first,
+                    last,
+                    cx,
+                    cy,
+                )
+            else:
+                self._fused_call(
+                    "stage_fused",
+                    grid(nx, ny),
+                    block,
+                    shared,
+                    self.V,
+                    self._V_next,
+                    self.R,
+                    store_r,
+                    self.U0,
+                    self.dt,
+                    self.vol,
+                    self.dtv,
+                    self.sxx,
+                    self.sxy,
+                    self.sex,
+                    self.sey,
+                    *bounds,
+                    self.xc,
+                    self.yc,
+                    self.mms,
+                    nx,
+                    ny,
+                    lim,
+                    c1,
+                    c2,
+                    alpha,
+                    sch.cfl,
+                    first,
+                    last,
+                    cx,
+                    cy,
+                )
+                self.V, self._V_next = self._V_next, self.V
+            if store_r:
+                norms = self.residual_norms()
+        return norms
+
     def residual_norms(self) -> np.ndarray:
         xp = self.backend.xp
         r = self.R / self.vol
@@ -255,6 +477,8 @@ class Solver:
     def reset(self) -> None:
         """Back to the initial state (same bits every time)."""
         self.V[...] = self._V0
+        if self._V_next is not None:
+            self._V_next[...] = self._V0
         self.U0[...] = self._U00
         self.steps_done = 0
 
@@ -269,7 +493,7 @@ class Solver:
             records, self._record = self._record, None
         stop = self._watch.mark()
         total = self._watch.elapsed_ms(start, stop)
-        per = dict.fromkeys(KERNEL_NAMES, 0.0)
+        per = dict.fromkeys(KERNEL_NAMES if self.fusion == "none" else ALL_TIMED, 0.0)
         for name, a, b in records:
             per[name] += self._watch.elapsed_ms(a, b)
         return per, total

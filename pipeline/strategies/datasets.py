@@ -42,7 +42,7 @@ _CLASS_COLUMNS = ("gpu_class",)
 # A per-kernel time column for kernel K: "K.ms", "K_ms", "ms.K", "time.K", "K.time" (first match wins).
 _KERNEL_TIME_PATTERNS = ("{k}.ms", "{k}_ms", "ms.{k}", "time.{k}", "{k}.time")
 _LAUNCH_PARAM = re.compile(
-    r"^(?P<kernel>[A-Za-z0-9_]+)\.(?P<what>blocks|threads|gang|vector|block_x|block_y)$"
+    r"^(?P<kernel>[A-Za-z0-9_]+)\.(?P<what>blocks|threads|gang|vector|block_x|block_y|cells_x|cells_y|smem|faces|maxreg)$"
 )
 
 # Device facts for GPUs that are not in kernels.device (the Benchmark Hub's cards), for combined training.
@@ -191,7 +191,7 @@ def _first(columns: Sequence[str], choices: Sequence[str]) -> str | None:
 def _from_sweep_frame(df: pd.DataFrame, name: str, source: str, declared: list[str] | None = None) -> Dataset:
     cols = list(df.columns)
     launch = [c for c in cols if _LAUNCH_PARAM.match(c)]
-    extra = [c for c in ("streams",) if c in cols]
+    extra = [c for c in ("streams", "fusion") if c in cols]  # parameters of no one kernel
     if declared:  # a file we wrote ourselves names its parameters in the schema metadata
         missing = [c for c in declared if c not in cols]
         if missing:

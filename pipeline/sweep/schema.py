@@ -39,6 +39,9 @@ FIXED_FIELDS: list[pa.Field] = [
     pa.field("verified", pa.bool_()),
     pa.field("repeats", pa.int64()),
     pa.field("total_ms", pa.float64()),
+    # compiling (or loading) kernels this row needed first, outside the measured time; null where nothing
+    # compiles
+    pa.field("compile_ms", pa.float64()),
     pa.field("host", pa.string()),
     pa.field("worker", pa.string()),
     pa.field("slurm_job_id", pa.string()),

@@ -149,7 +149,12 @@ def measure_one(
         if check:
             result = workload.check(config)
             if not result.ok:
-                return {"status": "invalid", "reason": result.reason or "check failed", "verified": False}
+                return {
+                    "status": "invalid",
+                    "reason": result.reason or "check failed",
+                    "verified": False,
+                    "compile_ms": _compile_ms(workload),
+                }
             verified = True
         timing = workload.run(config, repeats)
         return {
@@ -158,11 +163,21 @@ def measure_one(
             "verified": verified,
             "total_ms": float(timing.total),
             "kernels": {k: float(v) for k, v in timing.kernels.items()},
+            "compile_ms": _compile_ms(workload, timing.extra.get("compile_ms")),
         }
     except Exception as exc:  # a launch failure is data, not a crash
         forget_workload(spec)
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         return {"status": "failed", "reason": reason, "verified": False}
+
+
+def _compile_ms(workload: Workload, reported: float | None = None) -> float | None:
+    """Compile time a workload spent on this row's configuration (kernels with compile-time constants compile
+    once per process, outside the timed region); None for workloads that never compile per configuration."""
+    if reported is not None:
+        return float(reported)
+    take = getattr(workload, "take_compile_ms", None)
+    return float(take()) if take is not None else None
 
 
 def measure_batch(
@@ -243,6 +258,7 @@ def measure_batch(
             "reason": m["reason"],
             "verified": m["verified"],
             "total_ms": m.get("total_ms"),
+            "compile_ms": m.get("compile_ms"),
             "timestamp": datetime.now(UTC),
         }
         rec.update({p: int(config[p]) if p in config else None for p in params})

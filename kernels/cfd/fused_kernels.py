@@ -1,0 +1,90 @@
+"""The fused stage kernels (``fused.cu``, issue 16): compiled per variant, cached per process, timed apart.
+
+A variant is the set of compile-time constants: ``smem`` (state tile staged in shared memory), ``faces``
+(how face fluxes are shared: 0 recomputed, 1 in shared memory, 2 marching), ``maxreg`` (a register cap, 0 =
+the compiler's choice) and the case's source mode. Each variant is one ``RawModule`` of ``solver.cu`` +
+``fused.cu`` (so the fused kernels call the seven kernels' own device functions), compiled with the seven
+kernels' options (``--fmad=false``). The first use of a variant in a process compiles it (or loads it from
+CuPy's on-disk cache) and records how long that took; ``compile_ms_total`` is what callers subtract from
+wall time, and no compile ever happens inside a timed launch.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, ClassVar
+
+from kernels.cfd.cuda_kernels import COMPILE_OPTIONS, SOURCE_FILE, _arg
+
+FUSED_FILE = Path(__file__).with_name("fused.cu")
+DIRECTIONAL_KERNELS = ("xi_face", "eta_face", "cell_update")
+STAGE_KERNELS = ("stage_fused",)
+FUSED_KERNELS = DIRECTIONAL_KERNELS + STAGE_KERNELS
+
+
+@dataclass(frozen=True)
+class Variant:
+    key: tuple[int, int, int, int]  # (smem, faces, source, maxreg)
+    functions: dict[str, Any]
+    attributes: dict[str, dict[str, int]]
+    compile_ms: float
+
+
+def variant_options(smem: int, faces: int, source: int, maxreg: int) -> tuple[str, ...]:
+    opts: tuple[str, ...] = (
+        *COMPILE_OPTIONS,
+        f"-DSMEM={int(smem)}",
+        f"-DFACES={int(faces)}",
+        f"-DSOURCE={int(source)}",
+    )
+    if maxreg:
+        opts += (f"--maxrregcount={int(maxreg)}",)
+    return opts
+
+
+class FusedKernels:
+    """Compiles and launches the fused variants; the cache belongs to the class, so it lives with the
+    process."""
+
+    _cache: ClassVar[dict[tuple[int, ...], Variant]] = {}
+    compile_ms_total: ClassVar[float] = 0.0
+
+    def __init__(self, cupy: ModuleType, source_mode: int):
+        self._cp = cupy
+        self.source = int(bool(source_mode))
+        self._code = SOURCE_FILE.read_text() + "\n" + FUSED_FILE.read_text()
+
+    def variant(self, smem: int, faces: int, maxreg: int) -> Variant:
+        key = (int(smem), int(faces), self.source, int(maxreg))
+        got = FusedKernels._cache.get(key)
+        if got is not None:
+            return got
+        t = time.perf_counter()
+        module = self._cp.RawModule(code=self._code, options=variant_options(*key[:3], key[3]))
+        functions = {name: module.get_function(name) for name in FUSED_KERNELS}
+        attributes = {
+            name: {
+                "max_threads_per_block": int(fn.max_threads_per_block),
+                "num_regs": int(fn.num_regs),
+                "local_size_bytes": int(fn.local_size_bytes),
+            }
+            for name, fn in functions.items()
+        }
+        ms = (time.perf_counter() - t) * 1e3
+        FusedKernels.compile_ms_total += ms
+        got = Variant(key, functions, attributes, ms)
+        FusedKernels._cache[key] = got
+        return got
+
+    @staticmethod
+    def launcher(fn: Any) -> Callable[..., None]:
+        def launch(grid: tuple[int, int], block: tuple[int, int], shared: int, *args: Any) -> None:
+            if shared > 48 * 1024 and fn.max_dynamic_shared_size_bytes < shared:
+                fn.max_dynamic_shared_size_bytes = int(shared)  # opt in beyond 48 KiB (the space bounds it)
+            fn(grid, block, tuple(_arg(a) for a in args), shared_mem=int(shared))
+
+        return launch

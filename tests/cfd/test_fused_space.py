@@ -1,0 +1,113 @@
+"""The fused launch space (issue 16) on the CPU: constraints, reasons for invalid tiles, the contract."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels.cfd.fused_space import (
+    FUSION_LEVELS,
+    DeviceLimits,
+    fused_violations,
+    stage_shared_bytes,
+    tile_of,
+)
+from kernels.workload import make_workload
+
+SIZE = (104, 32)
+LIMITS = DeviceLimits()
+
+
+def _cfg(fusion: int, **tile: int) -> dict[str, int]:
+    return {"fusion": fusion, **{f"tile.{k}": v for k, v in tile.items()}}
+
+
+def test_shared_bytes_counts_the_halo_tile_and_the_face_fluxes():
+    t = tile_of(_cfg(2, block_x=32, block_y=4, cells_x=1, cells_y=1, smem=1, faces=1))
+    assert stage_shared_bytes(t) == 8 * (4 * 36 * 8 + 4 * 4 * 33 + 4 * 5 * 32)
+    assert stage_shared_bytes({**t, "tile.smem": 0, "tile.faces": 0}) == 0
+
+
+@pytest.mark.parametrize(
+    ("cfg", "needle"),
+    [
+        (_cfg(2, block_x=256, block_y=8), "exceeds the device limit of 1024"),
+        (_cfg(1, cells_x=0), "must be >= 1"),
+        (_cfg(2, block_y=0), "must be >= 1"),
+        (_cfg(2, block_x=64, cells_x=4), "larger than the 104x32 grid"),
+        (_cfg(7), "fusion=7 is not one of"),
+        (_cfg(2, block_x=16, faces=2), "whole warps"),
+    ],
+)
+def test_bad_tiles_are_invalid_with_a_reason(cfg, needle):
+    problems = fused_violations(cfg, SIZE, LIMITS)
+    assert any(needle in p for p in problems), problems
+
+
+def test_shared_memory_over_the_limit_is_invalid_only_for_the_stage_level():
+    tile = dict(block_x=64, block_y=16, cells_x=4, cells_y=4, smem=1, faces=1)
+    big = (4096, 4096)
+    assert any("shared memory" in p for p in fused_violations(_cfg(2, **tile), big, LIMITS))
+    assert fused_violations(_cfg(1, **tile), big, LIMITS) == []  # directional uses no shared memory
+    assert fused_violations(_cfg(2, **tile), big, DeviceLimits(max_shared_per_block=10**7)) == []
+
+
+def test_seven_kernel_level_ignores_the_tile():
+    assert fused_violations(_cfg(0, block_x=256, block_y=16, cells_x=0), SIZE, LIMITS) == []
+
+
+def test_space_constraints_match_the_rules_and_samples_are_valid():
+    w = make_workload("cfd", "inlet", SIZE, "numpy", space="fused")
+    sp = w.space()
+    assert sp.default["fusion"] == 0 and sp.is_valid(sp.default)
+    assert [p.name for p in sp.params][0] == "fusion" and len(FUSION_LEVELS) == len(sp["fusion"].values)
+    samples = sp.sample(300, seed=3)
+    assert {c["fusion"] for c in samples} == {0, 1, 2}
+    for c in samples:
+        assert fused_violations(c, SIZE, w.solver.device_limits) == []
+    too_big = {**sp.default, "fusion": 2, "tile.block_x": 256, "tile.block_y": 8}
+    assert not sp.is_valid(too_big)
+    assert any("1024 threads" in p for p in sp.violations(too_big))
+
+
+def test_workload_check_rejects_with_a_reason_instead_of_crashing():
+    w = make_workload("cfd", "inlet", SIZE, "numpy", space="fused")
+    d = w.space().default
+    for bad, needle in (
+        ({**d, "fusion": 2, "tile.block_x": 256, "tile.block_y": 16}, "4096 threads"),
+        ({**d, "fusion": 1, "tile.cells_x": 0}, "must be >= 1"),
+    ):
+        c = w.check(bad)
+        assert not c.ok and needle in c.reason
+    with pytest.raises(ValueError, match="must be >= 1"):
+        w.solver.set_config({**d, "fusion": 1, "tile.cells_y": 0})
+
+
+def test_fused_configurations_run_on_numpy_with_the_same_answer_and_columns():
+    # On the CPU a fused level runs the reference (the same arithmetic), so the check must pass and the timing
+    # carries every kernel column of the fused space plus the compile time (none on numpy).
+    w = make_workload("cfd", "inlet", SIZE, "numpy", space="fused")
+    sp = w.space()
+    cfg = next(c for c in sp.sample(50, seed=1) if c["fusion"] == 2)
+    assert w.check(cfg).ok
+    t = w.run(cfg, repeats=1)
+    assert set(t.kernels) == set(w.describe()["kernels"]) and t.total > 0
+    assert t.extra["compile_ms"] == 0.0
+
+
+def test_paper_and_wide_spaces_are_unchanged():
+    w = make_workload("cfd", "inlet", SIZE, "numpy", space="paper")
+    assert len(w.space().names) == 14 and "fusion" not in w.space().names
+    assert w.describe()["kernels"] == list(w.kernel_names) and len(w.kernel_names) == 7
+
+
+def test_compiled_register_limits_make_a_block_invalid_with_the_kernel_named():
+    # what the solver passes on a GPU once every variant is compiled: here stage_fused at 96 registers
+    def compiled(level, tile):
+        return [("stage_fused", 640, 96)] if level == "stage" else [("xi_face", 1024, 64)]
+
+    big = (3328, 1024)
+    cfg = _cfg(2, block_x=128, block_y=8)
+    assert fused_violations(cfg, big, LIMITS) == []
+    problems = fused_violations(cfg, big, LIMITS, compiled)
+    assert problems and "stage_fused" in problems[0] and "640" in problems[0]
+    assert fused_violations(_cfg(1, block_x=128, block_y=8), big, LIMITS, compiled) == []
