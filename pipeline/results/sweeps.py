@@ -111,6 +111,25 @@ def sweep_overview(sweeps: list[Sweep]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def launch_space(sweep: Sweep) -> str:
+    """The launch space a sweep measured: its workload's ``space`` option (``paper``, ``wide``, ``fused``)."""
+    return str((sweep.spec.options or {}).get("space", "default"))
+
+
+def of_space(sweeps: list[Sweep], space: str | None = None) -> list[Sweep]:
+    """The sweeps of one launch space, so each class is drawn once per space: ``space`` or, where None, the
+    space most sweeps measured (ties: the first by name)."""
+    if not sweeps:
+        return []
+    spaces = [launch_space(s) for s in sweeps]
+    if space is None:
+        space = max(sorted(set(spaces)), key=spaces.count)
+    chosen = [s for s, sp in zip(sweeps, spaces, strict=True) if sp == space]
+    if not chosen:
+        raise UserError(f"no sweep of launch space {space!r} (spaces here: {', '.join(sorted(set(spaces)))})")
+    return chosen
+
+
 def class_rows(sweeps: list[Sweep]) -> dict[str, tuple[Sweep, pd.DataFrame]]:
     """Each GPU class once, with its ok rows: from its own folder where there is one, else from a combined
     folder (which holds copies of the same rows), so no class is drawn twice."""
@@ -162,6 +181,8 @@ def kernel_grid(rows: pd.DataFrame, plan: dict[str, Any], kernel: str) -> pd.Dat
 def kernel_grids(sweep: Sweep, gpu_class: str) -> dict[str, pd.DataFrame]:
     """``kernel_grid`` for every kernel with (blocks, threads) parameters, in the plan's kernel order."""
     rows = sweep.ok(gpu_class)
+    if "fusion" in rows:  # the seven kernels' launches only: a fused row times other kernels
+        rows = rows[rows["fusion"] == 0]
     groups = kernel_params(sweep.plan["params"])
     return {
         k: kernel_grid(rows, sweep.plan, k)

@@ -44,6 +44,17 @@ def test_notebook_runs_on_the_committed_data_and_draws(name, tmp_path):
     assert all(not c.get("outputs") for c in nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", 4).cells)
 
 
+@pytest.mark.slow
+def test_sweep_overview_draws_the_fused_space(tmp_path, monkeypatch):
+    """Notebook 01 on the fused-kernel sweeps (issue 16): one launch space at a time, each class once."""
+    monkeypatch.setenv("LAUNCHTUNE_NOTEBOOK_SPACE", "fused")
+    nb, _ = execute_notebook(NOTEBOOK_DIR / "01_sweep_overview.ipynb", DEFAULT_RESULTS, tmp_path)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "launch space 'fused'" in text and "cfd/h100/sweep_fused" in text and "classes: h100, h200" in text
+
+
 def test_a_failing_cell_is_named_with_its_notebook(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}

@@ -246,3 +246,13 @@ def test_best_transfer_prices_one_class_best_on_the_other():
     assert table.loc[("a", "b"), "source_best"] == "(100, 32)" and not table.loc[("a", "b"), "same"]
     assert table.loc[("a", "b"), "target_ms_at_source_best_over_best"] == pytest.approx(1.5)
     assert table.loc[("b", "a"), "target_ms_at_source_best_over_best"] == pytest.approx(4.0)
+
+
+def test_sweeps_are_drawn_one_launch_space_at_a_time():
+    sweeps = results.load_sweeps(results.DEFAULT_RESULTS)  # the committed data: paper and fused sweeps
+    paper, fused = results.of_space(sweeps), results.of_space(sweeps, "fused")
+    assert {results.launch_space(s) for s in paper} == {"paper"} and len(paper) >= 3
+    assert {s.spec.name for s in fused} == {"cfd_inlet_fused"} and len(paper) + len(fused) == len(sweeps)
+    assert set(results.class_rows(fused)) == {"h100", "h200"}
+    with pytest.raises(UserError, match="no sweep of launch space 'nonsense'"):
+        results.of_space(sweeps, "nonsense")
