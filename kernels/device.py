@@ -6,6 +6,7 @@ in one place from the device name.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import re
@@ -38,6 +39,29 @@ CLASS_SPECS: dict[str, ClassSpec] = {
     "h200": ClassSpec(34000, 4800, 141, "NVIDIA H200 data sheet (SXM 141GB)"),
 }
 GPU_CLASSES = tuple(CLASS_SPECS) + ("cpu",)
+
+# A site's own class (a `device:` block of cluster_configs/slurm.yaml) reaches its workers' rows through this
+# variable, which the class's SLURM job exports: JSON with the fields of ClassSpec.
+CLASS_SPEC_ENV = "LAUNCHTUNE_CLASS_SPEC"
+
+
+def class_spec(gpu_class: str) -> ClassSpec | None:
+    """The spec-sheet figures of a class: the registry's, else the site's from ``$LAUNCHTUNE_CLASS_SPEC``."""
+    if gpu_class in CLASS_SPECS:
+        return CLASS_SPECS[gpu_class]
+    raw = os.environ.get(CLASS_SPEC_ENV)
+    if not raw:
+        return None
+    try:
+        facts = json.loads(raw)
+        return ClassSpec(
+            float(facts["peak_fp64_gflops"]),
+            float(facts["bandwidth_gbs"]),
+            float(facts["memory_gb"]),
+            str(facts.get("source", CLASS_SPEC_ENV)),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"${CLASS_SPEC_ENV}: unreadable class spec ({exc})") from None
 
 # The device facts a worker writes into every row and the combined surrogates learn from (Table 4 of the CFD
 # seed, plus the SM count and the copy bandwidth measured on the worker).
@@ -116,7 +140,7 @@ def describe_device(backend: Backend) -> dict[str, Any]:
             cuda_visible_devices="",
             pci_bus_id="",
         )
-    spec = CLASS_SPECS.get(facts["gpu_class"])
+    spec = class_spec(facts["gpu_class"])
     facts["peak_fp64_gflops"] = spec.peak_fp64_gflops if spec else None
     facts["spec_bandwidth_gbs"] = spec.bandwidth_gbs if spec else None
     facts["spec_memory_gb"] = spec.memory_gb if spec else None

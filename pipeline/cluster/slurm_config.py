@@ -6,7 +6,9 @@ Every mistake is one line naming the file and the field (``slurm.yaml: classes.v
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Any
 
 from dask.utils import parse_bytes
 
-from kernels.device import CLASS_SPECS, spec_dict
+from kernels.device import CLASS_SPEC_ENV, CLASS_SPECS, spec_dict
 from pipeline.errors import UserError
 from pipeline.yamlio import check_keys, load_yaml
 
@@ -241,6 +243,15 @@ def lifetime_args(walltime_s: int) -> list[str]:
     return ["--lifetime", f"{walltime_s - margin}s", "--lifetime-stagger", f"{stagger}s"]
 
 
+def site_class_exports(job: ClassJob) -> list[str]:
+    """For a class the registry lacks, the set-up line that hands its ``device:`` facts to the worker, so they
+    reach every row it writes (``kernels.device.class_spec``)."""
+    if job.gpu_class in CLASS_SPECS:
+        return []
+    facts = {k: job.device[k] for k in DEVICE_KEYS if k in job.device}
+    return [f"export {CLASS_SPEC_ENV}={shlex.quote(json.dumps(facts, sort_keys=True))}"]
+
+
 def job_options(job: ClassJob, *, job_name: str, log_directory: str | None) -> dict[str, Any]:
     """Class-specific keyword arguments of dask-jobqueue's ``SLURMJob`` (the cluster adds address, TLS)."""
     directives = ([f"--gres={job.gres}"] if job.gres else []) + list(job.job_directives)
@@ -253,7 +264,7 @@ def job_options(job: ClassJob, *, job_name: str, log_directory: str | None) -> d
         walltime=job.walltime,
         job_name=job_name,
         job_extra_directives=directives,
-        job_script_prologue=list(job.setup),
+        job_script_prologue=list(job.setup) + site_class_exports(job),
         # --no-dashboard: a worker's own HTTP pages would listen on the node's network, unauthenticated;
         # the scheduler's dashboard (loopback) shows the workers anyway.
         worker_extra_args=[

@@ -11,10 +11,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernels.device import CLASS_SPECS
+from kernels.device import CLASS_SPEC_ENV, CLASS_SPECS, class_spec
 from pipeline.cluster.security import is_private, sweep_credentials
 from pipeline.cluster.slurm import dry_run_scripts
-from pipeline.cluster.slurm_config import lifetime_args, load_slurm_config, walltime_seconds
+from pipeline.cluster.slurm_config import (
+    job_options,
+    lifetime_args,
+    load_slurm_config,
+    site_class_exports,
+    walltime_seconds,
+)
 from pipeline.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,6 +126,25 @@ def test_new_class_with_device_facts_and_unknown_gpu_class(tmp_path):
     assert config.classes["l40s"].device["bandwidth_gbs"] == 864
     with pytest.raises(UserError, match="--gpu-class v100: no such class in .*site.yaml"):
         config.select(["v100"])
+
+
+def test_a_site_class_device_facts_reach_the_worker_rows(tmp_path, monkeypatch):
+    """The job of a class the registry lacks exports its device: facts; class_spec on the worker (which
+    describe_device asks for every row's spec figures) reads them back."""
+    facts = {"peak_fp64_gflops": 1414, "bandwidth_gbs": 864, "memory_gb": 48}
+    path = _write(tmp_path, {"classes": {"l40s": {"partition": "ada", "device": facts}}})
+    (job,) = load_slurm_config(path).select(["l40s"])
+    (line,) = site_class_exports(job)
+    assert job_options(job, job_name="x", log_directory=None)["job_script_prologue"][-1] == line
+    shell = f"{line}; printf %s ${CLASS_SPEC_ENV}"
+    value = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, check=True)
+    monkeypatch.setenv(CLASS_SPEC_ENV, value.stdout)
+    spec = class_spec("l40s")
+    assert (spec.peak_fp64_gflops, spec.bandwidth_gbs, spec.memory_gb) == (1414, 864, 48)
+    assert site_class_exports(load_slurm_config(_write(tmp_path, GOOD)).select(["v100"])[0]) == []
+    monkeypatch.setenv(CLASS_SPEC_ENV, "{not json")
+    with pytest.raises(ValueError, match="LAUNCHTUNE_CLASS_SPEC"):
+        class_spec("l40s")
 
 
 def test_dry_run_script_routes_class_and_passes_only_credential_paths():
