@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernels.device import GPU_CLASSES
 from pipeline.errors import UserError
 
 CLUSTER_DIR = Path(__file__).resolve().parents[2] / "cluster_configs"
@@ -38,6 +39,17 @@ def resolve_cluster_config(cluster: str) -> Path | None:
     if not path.is_file():
         raise UserError(f"--cluster {cluster}: no such cluster config ({path})")
     return path
+
+
+def known_gpu_classes(cluster: str) -> tuple[str, ...]:
+    """The GPU classes a sweep on ``cluster`` may name: the registry's (``kernels.device``), and for SLURM
+    also the classes its config defines (a site's own, with their ``device:`` facts)."""
+    path = resolve_cluster_config(cluster)
+    if path is None:
+        return GPU_CLASSES
+    from pipeline.cluster.slurm_config import load_slurm_config  # SLURM's config only for SLURM
+
+    return GPU_CLASSES + tuple(c for c in load_slurm_config(path).classes if c not in GPU_CLASSES)
 
 
 @contextmanager

@@ -62,6 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pipeline.cluster import known_gpu_classes
     from pipeline.errors import UserError
     from pipeline.sweep.run import run_sweep
 
@@ -76,9 +77,12 @@ def run(args: argparse.Namespace) -> int:
         spec = dataclasses.replace(spec, seed=args.seed)
     if args.max_minutes is not None and args.max_minutes <= 0:
         raise UserError(f"--max-minutes: must be > 0 (got {args.max_minutes})")
+    known = known_gpu_classes(args.cluster)  # before any folder is made or cluster started
+    for c in spec.gpu_classes or ():
+        check_gpu_class(c, f"{args.spec}: gpu_classes", known)
     classes = None
     if args.gpu_class:
-        classes = [check_gpu_class(c.strip(), "--gpu-class") for c in args.gpu_class.split(",")]
+        classes = [check_gpu_class(c.strip(), "--gpu-class", known) for c in args.gpu_class.split(",")]
     out = args.out.expanduser().resolve() if args.out else spec.default_out()
     print(
         f"sweep {spec.name}: {spec.workload}/{spec.case}/{spec.size} -> {out}"

@@ -7,6 +7,7 @@ sweep before any cluster starts, with a message naming the file and the field.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,13 +149,16 @@ def _gpu_class_list(value: Any, where: str) -> tuple[str, ...] | None:
         value = [v.strip() for v in value.split(",")]
     if not isinstance(value, list) or not value:
         raise UserError(f"{where}: must be 'auto' or a list of GPU classes (got {value!r})")
-    return tuple(check_gpu_class(v, where) for v in value)
+    # A plain name here; whether the class exists depends on the cluster (the registry, or a site's SLURM
+    # config), so the command checks it with check_gpu_class before the cluster starts.
+    return tuple(check_slug(v, where) for v in value)
 
 
-def check_gpu_class(value: Any, where: str) -> str:
-    """A known class name (``h100``, ``cpu``, ...): an unknown one is a typo until proven otherwise."""
-    if value not in GPU_CLASSES:
-        raise UserError(f"{where}: unknown GPU class {value!r} (known: {', '.join(GPU_CLASSES)})")
+def check_gpu_class(value: Any, where: str, known: Sequence[str] = GPU_CLASSES) -> str:
+    """A known class name (``h100``, ``cpu``, a site's class of its SLURM config): an unknown one is a typo
+    until proven otherwise."""
+    if value not in known:
+        raise UserError(f"{where}: unknown GPU class {value!r} (known: {', '.join(known)})")
     return value
 
 

@@ -184,6 +184,23 @@ def test_unknown_gpu_class(tmp_path, write_spec):
     line = one_line_error(run_cli("sweep", str(write_spec()), "--gpu-class", "h900", cwd=tmp_path))
     assert "unknown GPU class 'h900'" in line
     assert not (tmp_path / "results").exists()
+    spec = write_spec("classes.yaml", gpu_classes=["h100", "h900"])
+    line = one_line_error(run_cli("sweep", str(spec), cwd=tmp_path))
+    assert "classes.yaml: gpu_classes: unknown GPU class 'h900'" in line
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_site_class_of_the_slurm_config_is_known_and_a_missing_config_is_one_line(tmp_path, write_spec):
+    from pipeline.cluster import known_gpu_classes
+
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        "classes:\n  l40s:\n    partition: ada\n"
+        "    device: {peak_fp64_gflops: 1414, bandwidth_gbs: 864, memory_gb: 48}\n"
+    )
+    assert "l40s" in known_gpu_classes(str(site)) and "l40s" not in known_gpu_classes("local")
+    line = one_line_error(run_cli("sweep", str(write_spec()), "--cluster", "nonsense", cwd=tmp_path))
+    assert "--cluster nonsense: no such cluster config" in line and not (tmp_path / "results").exists()
 
 
 def test_gpu_class_the_local_cluster_does_not_serve(tmp_path, write_spec):
