@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from pipeline.paths import results_root
-from pipeline.sweep.spec import check_gpu_class, load_spec
+from pipeline.sweep.spec import check_gpu_class, limited, load_spec
 
 EPILOG = """\
 examples:
@@ -68,13 +68,9 @@ def run(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     if args.samples is not None:
-        if args.samples < 0:
-            raise UserError(f"--samples: must be >= 0 (got {args.samples})")
-        spec = dataclasses.replace(spec, samples=args.samples)
+        spec = dataclasses.replace(spec, samples=limited(args.samples, "samples", "--samples", 0))
     if args.seed is not None:
-        if args.seed < 0:
-            raise UserError(f"--seed: must be >= 0 (got {args.seed})")
-        spec = dataclasses.replace(spec, seed=args.seed)
+        spec = dataclasses.replace(spec, seed=limited(args.seed, "seed", "--seed", 0))
     if args.max_minutes is not None and args.max_minutes <= 0:
         raise UserError(f"--max-minutes: must be > 0 (got {args.max_minutes})")
     known = known_gpu_classes(args.cluster)  # before any folder is made or cluster started

@@ -122,10 +122,34 @@ class SweepSpec:
         return inside(results_root(), self.output or self.name, f"{self.source}: output")
 
 
-def _int(value: Any, where: str, minimum: int = 0) -> int:
+# Upper bounds of the values that size memory or time, checked before any cluster starts. Each is far above
+# any sweep we run (the paper's: 10,000 samples, a 20,000 pool, layers of 64) and far below what would
+# exhaust a node: a plan of 10^6 configurations is ~100 MB of JSON; an MLP of 8 layers of 4096 is ~1 GB.
+LIMITS = {
+    "samples": 1_000_000,
+    "batch_size": 100_000,
+    "repeats": 10_000,
+    "seed": 2**63 - 1,  # the shards' seed column is int64
+    "validate.top_k": 1_000,
+    "validate.pool": 1_000_000,
+    "validate.repeats": 10_000,
+    "train.hidden_layers": 4096,  # per layer
+    "train.max_epochs": 100_000,
+}
+MAX_LAYERS = 8
+
+
+def _int(value: Any, where: str, minimum: int = 0, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise UserError(f"{where}: must be an integer >= {minimum} (got {value!r})")
+    if maximum is not None and value > maximum:
+        raise UserError(f"{where}: at most {maximum:,} (got {value:,})")
     return value
+
+
+def limited(value: Any, key: str, where: str, minimum: int = 0) -> int:
+    """``value`` checked against ``LIMITS[key]`` (the CLI overrides too); ``where`` prefixes the error."""
+    return _int(value, where, minimum, LIMITS[key])
 
 
 def _str(value: Any, where: str) -> str:
@@ -192,20 +216,26 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
     check_keys(validate, f + "validate", optional=_VALIDATE_KEYS)
     vdef = ValidateSpec()
     vspec = ValidateSpec(
-        top_k=_int(validate.get("top_k", vdef.top_k), f + "validate.top_k", 1),
-        pool=_int(validate.get("pool", vdef.pool), f + "validate.pool", 1),
-        repeats=_int(validate.get("repeats", vdef.repeats), f + "validate.repeats", 1),
+        top_k=limited(validate.get("top_k", vdef.top_k), "validate.top_k", f + "validate.top_k", 1),
+        pool=limited(validate.get("pool", vdef.pool), "validate.pool", f + "validate.pool", 1),
+        repeats=limited(validate.get("repeats", vdef.repeats), "validate.repeats", f + "validate.repeats", 1),
     )
     train = data.get("train") or {}
     if not isinstance(train, dict):
         raise UserError(f"{f}train: must be a mapping with {', '.join(_TRAIN_KEYS)}")
     check_keys(train, f + "train", optional=_TRAIN_KEYS)
     layers = train.get("hidden_layers", list(TrainSpec().hidden_layers))
-    if not isinstance(layers, list) or not layers:
-        raise UserError(f"{f}train.hidden_layers: must be a list of layer widths (got {layers!r})")
+    if not isinstance(layers, list) or not layers or len(layers) > MAX_LAYERS:
+        raise UserError(
+            f"{f}train.hidden_layers: must be a list of 1 to {MAX_LAYERS} layer widths (got {layers!r})"[:300]
+        )
     tspec = TrainSpec(
-        hidden_layers=tuple(_int(w, f + "train.hidden_layers", 1) for w in layers),
-        max_epochs=_int(train.get("max_epochs", TrainSpec().max_epochs), f + "train.max_epochs", 1),
+        hidden_layers=tuple(
+            limited(w, "train.hidden_layers", f"{f}train.hidden_layers[{i}]", 1) for i, w in enumerate(layers)
+        ),
+        max_epochs=limited(
+            train.get("max_epochs", TrainSpec().max_epochs), "train.max_epochs", f + "train.max_epochs", 1
+        ),
     )
     output = data.get("output")
     if output is not None:
@@ -220,13 +250,13 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
         backend=backend,
         options=options,
         gpu_classes=_gpu_class_list(data.get("gpu_classes"), f + "gpu_classes"),
-        samples=_int(data.get("samples", 200), f + "samples", 0),
+        samples=limited(data.get("samples", 200), "samples", f + "samples", 0),
         test_fraction=float(test_fraction),
         samplers=tuple(dict.fromkeys(samplers)),
-        repeats=_int(data.get("repeats", 3), f + "repeats", 1),
-        batch_size=_int(data.get("batch_size", 25), f + "batch_size", 1),
+        repeats=limited(data.get("repeats", 3), "repeats", f + "repeats", 1),
+        batch_size=limited(data.get("batch_size", 25), "batch_size", f + "batch_size", 1),
         check=check,
-        seed=_int(data.get("seed", 0), f + "seed", 0),
+        seed=limited(data.get("seed", 0), "seed", f + "seed", 0),
         validate=vspec,
         train=tspec,
         output=output,
