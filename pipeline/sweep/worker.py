@@ -44,10 +44,17 @@ def _workload_key(spec: Mapping[str, Any]) -> str:
     return json.dumps({k: spec[k] for k in keys}, sort_keys=True, default=str)
 
 
+# Workloads the pipeline itself provides, by name: they read recorded data (pipeline's business), so they are
+# registered here rather than in kernels.workload, which never imports pipeline.
+PIPELINE_WORKLOADS = {"replay": "pipeline.sweep.rehearsal:make_workload"}
+
+
 def build_workload(spec: Mapping[str, Any]) -> Workload:
-    """A registered name (``cfd``) through kernels.workload, or ``module:factory`` for one's own workload."""
+    """A registered name (``cfd``; ``replay``, the recorded-data rehearsal) through kernels.workload or
+    :data:`PIPELINE_WORKLOADS`, or ``module:factory`` for one's own workload."""
     name = spec["workload"]
     args = dict(case=spec["case"], size=spec["size"], backend=spec["backend"], **(spec.get("options") or {}))
+    name = PIPELINE_WORKLOADS.get(name, name)
     if ":" not in name:
         return make_workload(name, **args)
     module_name, _, factory = name.partition(":")
@@ -57,7 +64,7 @@ def build_workload(spec: Mapping[str, Any]) -> Workload:
     except (ImportError, AttributeError) as exc:
         raise WorkloadError(
             f"workload {name!r}: cannot import {factory!r} from {module_name!r} ({exc}); "
-            f"use a registered name ({', '.join(workload_names())}) or module:factory"
+            f"use a registered name ({', '.join(workload_names() + sorted(PIPELINE_WORKLOADS))}) or module:factory"
         ) from exc
     return make(**args)
 
