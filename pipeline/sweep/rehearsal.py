@@ -51,6 +51,7 @@ class RehearsalWorkload:
     """A recorded dataset behind the workload interface, with sleeping and injected faults."""
 
     name = "replay"
+    keeps_state_on_failure = True  # an injected failure poisons nothing: the worker need not rebuild it
 
     def __init__(
         self,

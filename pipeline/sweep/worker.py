@@ -64,7 +64,8 @@ def build_workload(spec: Mapping[str, Any]) -> Workload:
     except (ImportError, AttributeError) as exc:
         raise WorkloadError(
             f"workload {name!r}: cannot import {factory!r} from {module_name!r} ({exc}); "
-            f"use a registered name ({', '.join(workload_names() + sorted(PIPELINE_WORKLOADS))}) or module:factory"
+            f"use a registered name ({', '.join(workload_names() + sorted(PIPELINE_WORKLOADS))}) "
+            "or module:factory"
         ) from exc
     return make(**args)
 
@@ -167,7 +168,11 @@ def measure_one(
             "kernels": {k: float(v) for k, v in timing.kernels.items()},
         }
     except Exception as exc:  # a launch failure is data, not a crash
-        forget_workload(spec)
+        # A CUDA context may be poisoned by a bad launch, so the workload is rebuilt, unless it says its
+        # failures leave it sound (``keeps_state_on_failure``: the replay workload, whose rebuild would cost a
+        # second per injected failure and nothing a real card pays differently).
+        if not getattr(_CACHE.get(_workload_key(spec), (None,))[0], "keeps_state_on_failure", False):
+            forget_workload(spec)
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         return {"status": "failed", "reason": reason, "verified": False}
 
