@@ -2,8 +2,8 @@
 
 Each worker of the local cluster is a CPU process running the ``replay`` workload
 (pipeline/sweep/rehearsal.py): it answers each configuration from the merged H100 sweep and sleeps for the
-recorded time x ``--time-scale``, 1% of configurations raise (``failed`` rows), and 1% of the workers (at least
-one) kill their own process with SIGKILL in the middle of a batch. Per (samples, workers) it records:
+recorded time x ``--time-scale``, 1% of configurations raise (``failed`` rows), and 1% of the workers (at
+least one) kill their own process with SIGKILL in the middle of a batch. Per (samples, workers) it records:
 
 * wall time of the measuring phase against the ideal (the sum of the sleeps the rows asked for / workers),
 * the client-and-scheduler process's CPU seconds per task (the scheduler of a LocalCluster runs in it),
