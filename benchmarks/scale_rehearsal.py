@@ -208,6 +208,7 @@ def one(samples: int, workers: int, args, work: Path) -> dict[str, Any]:
         timing = measure_batches(handle.client, spec, {"cpu": plan}, folder, log, local=True)
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
         row["load_during"] = load()
+        row["worker_profiler"] = bool(__import__("dask").config.get("distributed.worker.profile.enabled"))
     row["measure_s"] = timing["seconds"]
     row["tasks"] = timing["batches"]
     row["client_scheduler_cpu_s"] = round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 2)
@@ -273,6 +274,43 @@ def rows_only(n: int, source: Path, work: Path, args) -> dict[str, Any]:
     return row
 
 
+def plot(out: Path) -> Path:
+    """``OUT/scale.png`` from ``OUT/results.jsonl``: wall time over ideal per sweep; peak memory per rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    sweeps = [r for r in rows if r["kind"] == "sweep"]
+    for w in sorted({r["workers"] for r in sweeps}):
+        pts = sorted(
+            (r["samples"], r["ratio_to_ideal"], r["load_during"][0]) for r in sweeps if r["workers"] == w
+        )
+        a.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"{w} workers")
+        for x, y, ld in pts:
+            a.annotate(f"load {ld:.1f}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    a.axhline(1.25, color="grey", ls="--", lw=1, label="target 1.25x")
+    a.set(
+        xscale="log", xlabel="replayed samples", ylabel="measuring wall time / ideal", title="orchestration"
+    )
+    a.legend(fontsize=8)
+    mem = sorted((r["rows"], r.get("merge_peak_rss_mb"), r.get("train_peak_rss_mb")) for r in rows)
+    b.plot([m[0] for m in mem], [m[1] for m in mem], "o-", label="merge")
+    b.plot([m[0] for m in mem if m[2]], [m[2] for m in mem if m[2]], "s-", label="train")
+    b.axhline(4096, color="grey", ls="--", lw=1, label="target 4 GiB")
+    b.set(
+        xscale="log", yscale="log", xlabel="merged rows", ylabel="peak RSS (MiB)", title="login node memory"
+    )
+    b.legend(fontsize=8)
+    fig.suptitle("scale rehearsal on 2 CPU cores (data/rehearsal/cpu/scale/results.jsonl)", fontsize=9)
+    fig.tight_layout()
+    path = out / "scale.png"
+    fig.savefig(path, dpi=120)
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, nargs="+", default=[10_000, 100_000])
@@ -293,6 +331,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dataset", type=Path, default=DATASET)
     ap.add_argument("--work", type=Path, default=Path("/tmp/scale_rehearsal"))
     ap.add_argument("--out", type=Path, help="append result rows to OUT/results.jsonl")
+    ap.add_argument("--plot", type=Path, help="only draw DIR/scale.png from DIR/results.jsonl")
     ap.add_argument("--merge", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--train", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -300,6 +339,9 @@ def main(argv: list[str] | None = None) -> None:
         return child_merge(args.merge)
     if args.train:
         return child_train(args.train)
+    if args.plot:
+        print(plot(args.plot))
+        return None
     args.work.mkdir(parents=True, exist_ok=True)
     prov = {
         "command": "python -m benchmarks.scale_rehearsal " + " ".join(sys.argv[1:] if argv is None else argv),

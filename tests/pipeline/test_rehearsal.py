@@ -160,3 +160,20 @@ def test_replayed_sweep_on_three_workers_keeps_every_sample_once_through_failure
     assert any(expect)
     timing = json.loads((out / "timing.json").read_text())
     assert timing["rows"] >= 40
+
+
+def test_more_local_workers_than_cores_turn_the_idle_profilers_off():
+    import dask
+
+    from pipeline.cluster.local import QUIET_WORKER_CONFIG, quiet_idle_workers
+
+    lines: list[str] = []
+    keys = list(QUIET_WORKER_CONFIG)
+    with dask.config.set(
+        {"distributed.worker.profile.enabled": True, "distributed.admin.system-monitor.gil.enabled": True}
+    ):
+        assert not quiet_idle_workers(2, lines.append, cores=2)
+        assert dask.config.get(keys[0]) is True and not lines
+        assert quiet_idle_workers(32, lines.append, cores=2)
+        assert [dask.config.get(k) for k in keys] == [False, False, "1s"]
+        assert lines == ["32 workers on 2 cores: Dask's per-worker profiler and GIL monitor off"]
