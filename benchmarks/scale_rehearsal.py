@@ -175,7 +175,12 @@ def one(samples: int, workers: int, args, work: Path) -> dict[str, Any]:
     shutil.rmtree(folder, ignore_errors=True)
     kill_dir = folder / "kills"
     kill_dir.mkdir(parents=True)
-    batch_size = args.batch_size
+    if args.batch_size == "auto":
+        from pipeline.sweep.batching import suggest_batch_size
+
+        batch_size = suggest_batch_size(samples, workers, 5.46e-3 * args.time_scale)  # the dataset's mean
+    else:
+        batch_size = int(args.batch_size)
     spec = make_spec(samples, workers, args, kill_dir, batch_size)
     log_path = work / f"s{samples}-w{workers}.log"
     logf = open(log_path, "w")
@@ -320,7 +325,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kill-fraction", type=float, default=0.01, help="share of workers killed (at least 1)")
     ap.add_argument("--straggler-fraction", type=float, default=0.0)
     ap.add_argument("--straggler-factor", type=float, default=10.0)
-    ap.add_argument("--batch-size", type=int, default=25)
+    ap.add_argument("--batch-size", default="25", help="an integer, or auto (suggest_batch_size)")
     ap.add_argument("--max-epochs", type=int, default=200)
     ap.add_argument("--max-rows", type=int, default=50_000)
     ap.add_argument("--no-train", action="store_true")

@@ -177,3 +177,15 @@ def test_more_local_workers_than_cores_turn_the_idle_profilers_off():
         assert quiet_idle_workers(32, lines.append, cores=2)
         assert [dask.config.get(k) for k in keys] == [False, False, "1s"]
         assert lines == ["32 workers on 2 cores: Dask's per-worker profiler and GIL monitor off"]
+
+
+def test_suggested_batch_size_pays_the_task_cost_and_keeps_every_worker_busy():
+    from pipeline.sweep.batching import suggest_batch_size
+
+    # 22 ms samples, 15 ms a task: 35 samples keep the task's cost at 2% of the batch
+    assert suggest_batch_size(100_000, 32, 0.022) == 35
+    # 1 s GPU samples: one sample per task would already do; many workers leave 8 batches each at most
+    assert suggest_batch_size(10_000, 1000, 1.0) == 1
+    assert suggest_batch_size(1_000, 8, 0.001) == 1_000 // 64  # balance wins over overhead
+    with pytest.raises(ValueError, match="positive"):
+        suggest_batch_size(10, 0, 1.0)
