@@ -279,6 +279,42 @@ def rows_only(n: int, source: Path, work: Path, args) -> dict[str, Any]:
     return row
 
 
+def table(rows: list[dict[str, Any]]) -> str:
+    """The results as a markdown table (written beside the figure; the README quotes it)."""
+    cols = [
+        ("kind", "kind"),
+        ("samples", "samples"),
+        ("workers", "workers"),
+        ("batch_size", "batch"),
+        ("tasks", "tasks"),
+        ("measure_s", "wall s"),
+        ("ideal_s", "ideal s"),
+        ("ratio_to_ideal", "wall/ideal"),
+        ("scheduler_cpu_ms_per_task", "client+sched CPU ms/task"),
+        ("killed_workers", "killed"),
+        ("failed_rows", "failed rows"),
+        ("every_sample_once", "each sample once"),
+        ("rows", "merged rows"),
+        ("shards", "shards"),
+        ("merge_s", "merge s"),
+        ("merge_peak_rss_mb", "merge peak MiB"),
+        ("train_s", "train s"),
+        ("train_peak_rss_mb", "train peak MiB"),
+        ("rows_used", "rows trained"),
+        ("load_during", "load (1, 5, 15 min)"),
+        ("worker_profiler", "worker profiler"),
+    ]
+    lines = ["| " + " | ".join(h for _, h in cols) + " |", "|" + " --- |" * len(cols)]
+    for r in rows:
+        r = dict(r)
+        used = (r.get("training_rows") or {}).get("per_class", {})
+        r["rows_used"] = sum(c["used"] for c in used.values()) if used else None
+        r["load_during"] = r.get("load_during") or r.get("load_before")
+        r["killed_workers"] = ", ".join(r.get("killed_workers") or []) or None
+        lines.append("| " + " | ".join("" if r.get(k) is None else str(r.get(k)) for k, _ in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def plot(out: Path) -> Path:
     """``OUT/scale.png`` from ``OUT/results.jsonl``: wall time over ideal per sweep; peak memory per rows."""
     import matplotlib
@@ -286,7 +322,15 @@ def plot(out: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+    rows = [
+        json.loads(line)
+        for name in ("results_profiler_on.jsonl", "results.jsonl")
+        if (out / name).is_file()
+        for line in (out / name).read_text().splitlines()
+        if line.strip()
+    ]
+    before = [r for r in rows if r.get("worker_profiler")]
+    rows = [r for r in rows if not r.get("worker_profiler")]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     sweeps = [r for r in rows if r["kind"] == "sweep"]
     for w in sorted({r["workers"] for r in sweeps}):
@@ -296,6 +340,13 @@ def plot(out: Path) -> Path:
         a.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"{w} workers")
         for x, y, ld in pts:
             a.annotate(f"load {ld:.1f}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    if before:
+        a.plot(
+            [r["samples"] for r in before],
+            [r["ratio_to_ideal"] for r in before],
+            "kx",
+            label="before: Dask's worker profilers on",
+        )
     a.axhline(1.25, color="grey", ls="--", lw=1, label="target 1.25x")
     a.set(
         xscale="log", xlabel="replayed samples", ylabel="measuring wall time / ideal", title="orchestration"
@@ -311,6 +362,7 @@ def plot(out: Path) -> Path:
     b.legend(fontsize=8)
     fig.suptitle("scale rehearsal on 2 CPU cores (data/rehearsal/cpu/scale/results.jsonl)", fontsize=9)
     fig.tight_layout()
+    (out / "table.md").write_text(table(before + rows))
     path = out / "scale.png"
     fig.savefig(path, dpi=120)
     return path
@@ -318,7 +370,7 @@ def plot(out: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--samples", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--samples", type=int, nargs="*", default=[10_000, 100_000])
     ap.add_argument("--workers", type=int, nargs="+", default=[8, 32])
     ap.add_argument("--time-scale", type=float, default=4.0, help="sleep = recorded ms x this (mean 5.46 ms)")
     ap.add_argument("--fail-fraction", type=float, default=0.01)
