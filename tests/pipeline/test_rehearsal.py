@@ -182,8 +182,10 @@ def test_more_local_workers_than_cores_turn_the_idle_profilers_off():
 def test_suggested_batch_size_pays_the_task_cost_and_keeps_every_worker_busy():
     from pipeline.sweep.batching import suggest_batch_size
 
-    # 22 ms samples, 15 ms a task: 35 samples keep the task's cost at 2% of the batch
-    assert suggest_batch_size(100_000, 32, 0.022) == 35
+    # 22 ms samples, 15 ms a task: 35 samples keep the task's cost at 2% of the batch, and 44 keep the
+    # scheduler of 32 workers half idle
+    assert suggest_batch_size(100_000, 32, 0.022, scheduler_share=1.0) == 35
+    assert suggest_batch_size(100_000, 32, 0.022) == 44
     # 1 s GPU samples: one sample per task would already do; many workers leave 8 batches each at most
     assert suggest_batch_size(10_000, 1000, 1.0) == 1
     assert suggest_batch_size(1_000, 8, 0.001) == 1_000 // 64  # balance wins over overhead
