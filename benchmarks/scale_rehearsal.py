@@ -291,6 +291,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     """The results as a markdown table (written beside the figure; the README quotes it)."""
     cols = [
         ("kind", "kind"),
+        ("folder", "folder"),
         ("samples", "samples"),
         ("workers", "workers"),
         ("batch_size", "batch"),
@@ -337,6 +338,11 @@ def plot(out: Path) -> Path:
         for line in (out / name).read_text().splitlines()
         if line.strip()
     ]
+    again = []
+    if (out / "remeasured_memory.jsonl").is_file():
+        again = [
+            json.loads(x) for x in (out / "remeasured_memory.jsonl").read_text().splitlines() if x.strip()
+        ]
     before = [r for r in rows if r.get("worker_profiler")]
     rows = [r for r in rows if not r.get("worker_profiler")]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
@@ -360,9 +366,16 @@ def plot(out: Path) -> Path:
         xscale="log", xlabel="replayed samples", ylabel="measuring wall time / ideal", title="orchestration"
     )
     a.legend(fontsize=8)
-    mem = sorted((r["rows"], r.get("merge_peak_rss_mb"), r.get("train_peak_rss_mb")) for r in rows)
+    mem = sorted((r["rows"], r.get("merge_peak_rss_mb"), r.get("train_peak_rss_mb") or 0) for r in rows)
     b.plot([m[0] for m in mem], [m[1] for m in mem], "o-", label="merge")
     b.plot([m[0] for m in mem if m[2]], [m[2] for m in mem if m[2]], "s-", label="train")
+    if again:
+        b.plot(
+            [r["rows"] for r in again],
+            [r["merge_peak_rss_mb"] for r in again],
+            "k^",
+            label="merge, remeasured (VmHWM; 10^6 after the merge fix)",
+        )
     b.axhline(4096, color="grey", ls="--", lw=1, label="target 4 GiB")
     b.set(
         xscale="log", yscale="log", xlabel="merged rows", ylabel="peak RSS (MiB)", title="login node memory"
@@ -370,7 +383,7 @@ def plot(out: Path) -> Path:
     b.legend(fontsize=8)
     fig.suptitle("scale rehearsal on 2 CPU cores (data/rehearsal/cpu/scale/results.jsonl)", fontsize=9)
     fig.tight_layout()
-    (out / "table.md").write_text(table(before + rows))
+    (out / "table.md").write_text(table(before + rows + again))
     path = out / "scale.png"
     fig.savefig(path, dpi=120)
     return path
@@ -426,6 +439,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.out:
             with open(args.out / "remeasured_memory.jsonl", "a") as f:
                 f.write(json.dumps(row) + "\n")
+    if args.remeasure:
+        return None
     prov = {
         "command": "python -m benchmarks.scale_rehearsal " + " ".join(sys.argv[1:] if argv is None else argv),
         "commit": commit(),
