@@ -26,6 +26,29 @@ from pipeline.errors import UserError
 
 LOOPBACK = "127.0.0.1"
 
+# What an idle Dask worker does on its own: the statistical profiler walks every thread's stack each 10 ms,
+# the GIL monitor samples each 1 ms, the memory monitor asks psutil each 100 ms. Measured in the scale
+# rehearsal (issue 18, data/rehearsal/cpu/scale/): about 5% of a core per worker, so 32 replay workers on 2
+# cores spent both cores on it and measured at ~10x the ideal. Turned off (memory checked each second) where
+# the local cluster has more worker processes than cores; a worker per GPU on a GPU node keeps Dask's default.
+QUIET_WORKER_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.gil.enabled": False,
+    "distributed.worker.memory.monitor-interval": "1s",
+}
+
+
+def quiet_idle_workers(n_workers: int, log: Callable[[str], None], cores: int | None = None) -> bool:
+    """Apply :data:`QUIET_WORKER_CONFIG` when ``n_workers`` exceed the ``cores``; True when it did."""
+    import dask
+
+    cores = cores or os.cpu_count() or 1
+    if n_workers <= cores:
+        return False
+    dask.config.set(QUIET_WORKER_CONFIG)
+    log(f"{n_workers} workers on {cores} cores: Dask's per-worker profiler and GIL monitor off")
+    return True
+
 
 # Why not dask-cuda's LocalCUDACluster: dask-cuda 26.10.0 (the newest, checked 2026-11) requires
 # rapids-dask-dependency==26.10.*, which pins dask and distributed to >=2026.7.1,<2026.7.2; ours are
@@ -115,6 +138,7 @@ def open_local_cluster(
     workers = plan_local_workers(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"), cpu_workers=workers_per_class)
     if gpus and workers_per_class > 1:
         log(f"--workers-per-class {workers_per_class} ignored: the local cluster runs one worker per GPU")
+    quiet_idle_workers(len(workers), log)
     served = sorted({w["gpu_class"] for w in workers})
     if gpu_classes:
         missing = [c for c in gpu_classes if c not in served]

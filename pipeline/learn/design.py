@@ -23,6 +23,28 @@ from pipeline.sweep.spec import SweepSpec
 MIN_ROWS = 8
 
 
+def training_rows(
+    frame: pd.DataFrame, max_rows: int | None, seed: int
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The measured (ok) rows training sees: all of them, or a seeded draw of ``max_rows`` per class.
+
+    An MLP's fit costs rows x epochs and the merged frame's copies cost memory: at 10^5 rows a class the
+    surrogate no longer gains what its fit costs on the login node (issue 18's rehearsal), so a class with
+    more rows is trained on a uniform sample of them. Returns the rows and, per class, how many were merged
+    and how many used, for ``metrics.json`` (the row count is always stated)."""
+    ok = frame[(frame["status"] == "ok") & frame["total_ms"].notna()]
+    rng = np.random.default_rng(seed)
+    parts, counts = [], {}
+    for cls, rows in ok.groupby("gpu_class", sort=True):
+        used = rows
+        if max_rows is not None and len(rows) > max_rows:
+            used = rows.iloc[np.sort(rng.choice(len(rows), size=max_rows, replace=False))]
+        parts.append(used)
+        counts[str(cls)] = {"ok_rows": int(len(rows)), "used": int(len(used))}
+    out = pd.concat(parts) if parts else ok
+    return out.reset_index(drop=True), {"max_rows": max_rows, "per_class": counts}
+
+
 def split(frame: pd.DataFrame, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Row positions of the train and test sets; the same call in the report gives the same split."""
     return train_test_split(np.arange(len(frame)), test_size=test_fraction, random_state=seed)

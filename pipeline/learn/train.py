@@ -22,7 +22,15 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import mean_squared_error, r2_score
 
 from pipeline.learn.crossclass import cross_class
-from pipeline.learn.design import MIN_ROWS, design, device_features, features_for, group_split, model_makers
+from pipeline.learn.design import (
+    MIN_ROWS,
+    design,
+    device_features,
+    features_for,
+    group_split,
+    model_makers,
+    training_rows,
+)
 from pipeline.learn.models import AdditiveKernelModel, loss_curve, save_model
 from pipeline.sweep.folder import SweepFolder, data_hash, ok_rows
 from pipeline.sweep.schema import kernel_column, kernel_params
@@ -85,12 +93,17 @@ def train_sweep(sweep_dir: Path, log=print) -> dict[str, Any]:
     """Train per class and combined; write ``models/<class>/<model>.skops`` and ``models/metrics.json``."""
     folder = SweepFolder(sweep_dir)
     spec, plan = folder.read_spec()
-    frame = load_merged(sweep_dir)
+    merged = load_merged(sweep_dir)
+    frame, used = training_rows(merged, spec.train.max_rows, spec.seed)
+    for cls, n in used["per_class"].items():
+        if n["used"] < n["ok_rows"]:
+            log(f"train {cls}: {n['used']} of {n['ok_rows']} ok rows, drawn with seed {spec.seed} (max_rows)")
     classes = sorted(frame["gpu_class"].unique())
     groups: dict[str, str | None] = {c: c for c in classes}
     groups["combined"] = None
     metrics: dict[str, Any] = {
-        "data_hash": data_hash(frame),
+        "data_hash": data_hash(merged),
+        "training_rows": used,
         "seed": spec.seed,
         "test_fraction": spec.test_fraction,
         "versions": {"sklearn": sklearn.__version__, "skops": skops.__version__, "numpy": np.__version__},

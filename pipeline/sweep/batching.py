@@ -6,6 +6,7 @@ last batches cut into parts so several cards of a class finish together.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 
@@ -48,3 +49,33 @@ def measure_order(configs: Sequence[tuple[str, dict[str, int]]], size: int) -> l
         cut = [round(j * len(rows) / k) for j in range(k + 1)]
         out += [(f"{name}.{j}", rows[cut[j] : cut[j + 1]]) for j in range(k)]
     return out
+
+
+def suggest_batch_size(
+    samples: int,
+    workers: int,
+    sample_s: float,
+    task_cost_s: float = 0.015,
+    max_share: float = 0.02,
+    min_batches_per_worker: int = 8,
+    scheduler_share: float = 0.5,
+) -> int:
+    """A batch size for ``samples`` over ``workers`` whose samples take ``sample_s`` each.
+
+    Large enough that a task's fixed cost (``task_cost_s``: the scheduler's and the client's CPU per task
+    plus the shard write; 10-16 ms measured in the scale rehearsal on 2 loaded cores,
+    data/rehearsal/cpu/scale/) is at most ``max_share`` of the batch's measuring time, and that the one
+    scheduler, finishing ``workers / (batch x sample_s)`` tasks a second, is busy at most
+    ``scheduler_share`` of its time; small enough that each worker still gets ``min_batches_per_worker``
+    batches, so a lost worker or the last batch costs at most that fraction of a worker's share. Where they
+    disagree, balance wins. The spec's ``batch_size`` stays the one in force (batch names must not move
+    between reruns); this is the number to put there.
+    """
+    if samples < 1 or workers < 1 or sample_s <= 0:
+        raise ValueError("suggest_batch_size: samples, workers and sample_s must be positive")
+    for_overhead = max(
+        math.ceil(task_cost_s / (max_share * sample_s)),
+        math.ceil(workers * task_cost_s / (scheduler_share * sample_s)),
+    )
+    for_balance = samples // (workers * min_batches_per_worker)
+    return max(1, min(for_overhead, for_balance))

@@ -47,10 +47,17 @@ def _workload_key(spec: Mapping[str, Any]) -> str:
     return json.dumps({k: spec[k] for k in keys}, sort_keys=True, default=str)
 
 
+# Workloads the pipeline itself provides, by name: they read recorded data (pipeline's business), so they are
+# registered here rather than in kernels.workload, which never imports pipeline.
+PIPELINE_WORKLOADS = {"replay": "pipeline.sweep.rehearsal:make_workload"}
+
+
 def build_workload(spec: Mapping[str, Any]) -> Workload:
-    """A registered name (``cfd``) through kernels.workload, or ``module:factory`` for one's own workload."""
+    """A registered name (``cfd``; ``replay``, the recorded-data rehearsal) through kernels.workload or
+    :data:`PIPELINE_WORKLOADS`, or ``module:factory`` for one's own workload."""
     name = spec["workload"]
     args = dict(case=spec["case"], size=spec["size"], backend=spec["backend"], **(spec.get("options") or {}))
+    name = PIPELINE_WORKLOADS.get(name, name)
     if ":" not in name:
         return make_workload(name, **args)
     module_name, _, factory = name.partition(":")
@@ -60,7 +67,8 @@ def build_workload(spec: Mapping[str, Any]) -> Workload:
     except (ImportError, AttributeError) as exc:
         raise WorkloadError(
             f"workload {name!r}: cannot import {factory!r} from {module_name!r} ({exc}); "
-            f"use a registered name ({', '.join(workload_names())}) or module:factory"
+            f"use a registered name ({', '.join(workload_names() + sorted(PIPELINE_WORKLOADS))}) "
+            "or module:factory"
         ) from exc
     return make(**args)
 
@@ -166,7 +174,11 @@ def measure_one(
             "compile_ms": _compile_ms(workload, timing.extra.get("compile_ms")),
         }
     except Exception as exc:  # a launch failure is data, not a crash
-        forget_workload(spec)
+        # A CUDA context may be poisoned by a bad launch, so the workload is rebuilt, unless it says its
+        # failures leave it sound (``keeps_state_on_failure``: the replay workload, whose rebuild would cost a
+        # second per injected failure and nothing a real card pays differently).
+        if not getattr(_CACHE.get(_workload_key(spec), (None,))[0], "keeps_state_on_failure", False):
+            forget_workload(spec)
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
         return {"status": "failed", "reason": reason, "verified": False}
 

@@ -1,0 +1,158 @@
+"""The replay worker mode (issue 18): a sweep workload that answers from a recorded dataset and sleeps.
+
+``workload: replay`` in a sweep spec, with ``options`` naming a recorded dataset (our merged Parquet or a
+Kernel Tuner cache, anything :func:`pipeline.strategies.datasets.load_datasets` reads). ``run`` answers the
+recorded (or, for a separable dataset, additively estimated) time of the configuration, through
+:class:`pipeline.strategies.replay.ReplayWorkload`, and sleeps for that time times ``time_scale``: a worker
+process then stands in for a GPU whose samples take as long as the recorded ones did, scaled, so the
+orchestration (scheduler, tasks, shards, merge, training) can be rehearsed at hundreds of workers on one
+machine.
+
+Injected faults, all decided by a stable hash of the configuration (and worker name), so a retried batch
+meets the same ones and a run is reproducible:
+
+* ``fail_fraction``: that share of configurations raise in ``run`` (a launch failure: a ``failed`` row);
+* ``straggler_fraction`` x ``straggler_factor``: that share sleep ``factor`` times longer (a slow sample);
+* ``kill_workers`` + ``kill_after`` + ``kill_dir``: the named Dask workers kill their own process with
+  SIGKILL after ``kill_after`` runs, once each (a marker file in ``kill_dir`` keeps the restarted process
+  alive), as a node lost mid-batch.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kernels.space import Space
+from kernels.workload import Check, Timing, WorkloadError
+
+
+def _unit(key: Sequence[int], salt: str) -> float:
+    """A number in [0, 1) fixed by ``key`` and ``salt``: the same configuration draws the same fault."""
+    data = (salt + ":" + ",".join(str(int(v)) for v in key)).encode()
+    return zlib.crc32(data) / 2**32
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().name)
+    except (ImportError, ValueError):
+        return ""
+
+
+class RehearsalWorkload:
+    """A recorded dataset behind the workload interface, with sleeping and injected faults."""
+
+    name = "replay"
+    keeps_state_on_failure = True  # an injected failure poisons nothing: the worker need not rebuild it
+
+    def __init__(
+        self,
+        case: str,
+        size: str,
+        backend: str,
+        dataset: str,
+        device: str | None = None,
+        time_scale: float = 1.0,
+        fail_fraction: float = 0.0,
+        straggler_fraction: float = 0.0,
+        straggler_factor: float = 10.0,
+        kill_workers: Sequence[str] = (),
+        kill_after: int = 0,
+        kill_dir: str | None = None,
+        seed: int = 0,
+    ) -> None:
+        from pipeline.strategies.datasets import load_datasets
+        from pipeline.strategies.replay import ReplayWorkload
+
+        for name, value in (
+            ("time_scale", time_scale),
+            ("fail_fraction", fail_fraction),
+            ("straggler_fraction", straggler_fraction),
+        ):
+            if not isinstance(value, int | float) or value < 0 or (name != "time_scale" and value > 1):
+                raise WorkloadError(f"replay option {name}: must be a number in [0, 1] (got {value!r})")
+        if kill_workers and (not kill_dir or kill_after < 1):
+            raise WorkloadError("replay option kill_workers: needs kill_dir and kill_after >= 1")
+        found = load_datasets(dataset)
+        if device is not None:
+            found = [d for d in found if d.name == device]
+            if not found:
+                raise WorkloadError(f"replay: {dataset} holds no dataset named {device!r}")
+        if len(found) > 1:
+            names = ", ".join(d.name for d in found)
+            raise WorkloadError(f"replay: {dataset} holds several datasets ({names}); pick one with device")
+        self.replay = ReplayWorkload(found[0], seed=seed)
+        self.case, self.backend = case, backend
+        self.size = tuple(int(s) for s in str(size).split("x"))
+        self.dataset = dataset
+        self.time_scale = float(time_scale)
+        self.fail_fraction, self.straggler_fraction = float(fail_fraction), float(straggler_fraction)
+        self.straggler_factor = float(straggler_factor)
+        self.kill_workers, self.kill_after = set(kill_workers), int(kill_after)
+        self.kill_dir = Path(kill_dir) if kill_dir else None
+        self.runs = 0
+        self.slept_s = 0.0
+
+    def space(self) -> Space:
+        return self.replay.space()
+
+    def check(self, config: Mapping[str, int]) -> Check:
+        return self.replay.check(config)
+
+    def sleep_ms(self, config: Mapping[str, int], total_ms: float) -> float:
+        """How long ``run`` sleeps for a configuration whose replayed time is ``total_ms``."""
+        ms = total_ms * self.time_scale
+        if _unit(self.replay._key(config), "straggler") < self.straggler_fraction:
+            ms *= self.straggler_factor
+        return ms
+
+    def fails(self, config: Mapping[str, int]) -> bool:
+        return _unit(self.replay._key(config), "fail") < self.fail_fraction
+
+    def run(self, config: Mapping[str, int], repeats: int) -> Timing:
+        self.runs += 1
+        self._maybe_die()
+        if self.fails(config):
+            raise RuntimeError("injected failure (replay fail_fraction)")
+        timing = self.replay.run(config, repeats)
+        ms = self.sleep_ms(config, timing.total)
+        if ms > 0:
+            time.sleep(ms / 1000)
+            self.slept_s += ms / 1000
+        return timing
+
+    def _maybe_die(self) -> None:
+        if not self.kill_workers or self.runs < self.kill_after or self.kill_dir is None:
+            return
+        name = _worker_name()
+        if name not in self.kill_workers:
+            return
+        marker = self.kill_dir / f"{name}.killed"
+        try:  # O_EXCL: exactly one process of this name dies, even if two raced here
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.write(fd, f"{os.getpid()} {time.time()}\n".encode())
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def describe(self) -> dict[str, Any]:
+        info = self.replay.describe()
+        kernels = list(self.replay.dataset.kernels)
+        return {**info, "workload": self.name, "dataset": self.dataset, "kernels": kernels}
+
+
+def make_workload(case: str, size: str, backend: str = "numpy", **options: Any) -> RehearsalWorkload:
+    if "dataset" not in options:
+        raise WorkloadError(
+            "replay workload: options.dataset must name a recorded dataset (Parquet or cache)"
+        )
+    return RehearsalWorkload(case, size, backend, **options)

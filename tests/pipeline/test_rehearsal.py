@@ -1,0 +1,193 @@
+"""The replay worker mode and what the scale rehearsal changed (issue 18): a recorded dataset as a sweep
+workload (sleeping, injected failures, a worker killing itself mid-batch), the vectorised one-row-per-
+configuration of the datasets, and the capped training rows."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from kernels.workload import WorkloadError
+from pipeline.errors import UserError
+from pipeline.learn.design import training_rows
+from pipeline.strategies.datasets import STATUS, TIME, _one_row_per_config
+from pipeline.sweep.rehearsal import RehearsalWorkload
+from pipeline.sweep.spec import parse_spec
+from pipeline.sweep.worker import build_workload
+from tests.pipeline.conftest import base_spec, run_cli
+
+
+def _recorded(path: Path) -> Path:
+    """A small recorded sweep: two kernels on a full 4 x 3 x 2 x 2 grid, times a known function."""
+    rows = []
+    for i, (ab, at, bb, bt) in enumerate(itertools.product((1, 2, 4, 8), (32, 64, 128), (1, 2), (32, 64))):
+        a, b = 1.0 + 0.1 * ab + at / 640, 2.0 + bb / 10 + bt / 320
+        rows.append(
+            {"sample_id": i, "gpu_class": "h100", "status": "ok", "total_ms": a + b + 0.5}
+            | {"a.blocks": ab, "a.threads": at, "b.blocks": bb, "b.threads": bt, "ms.a": a, "ms.b": b}
+        )
+    pd.DataFrame(rows).to_parquet(path)
+    return path
+
+
+def test_one_row_per_config_pools_repeats_and_keeps_first_appearance_order():
+    work = pd.DataFrame(
+        {
+            "p": [3, 1, 3, 2, 1, 4],
+            TIME: [1.0, 5.0, 3.0, np.nan, 7.0, 2.0],
+            STATUS: ["ok", "ok", "ok", "failed", "failed", "ok"],
+            "k": [0.5, 2.0, 1.5, 9.0, 3.0, 1.0],
+        }
+    )
+    work.loc[work[STATUS] != "ok", TIME] = np.nan
+    work["_times"] = [
+        np.array([1.0, 1.1]),
+        np.empty(0),
+        np.array([3.0]),
+        np.empty(0),
+        np.empty(0),
+        np.empty(0),
+    ]
+    frame = _one_row_per_config(work, ["p"], ["k"])
+    assert frame["p"].tolist() == [3, 1, 2, 4]  # first appearance
+    by = frame.set_index("p")
+    assert by.loc[3, TIME] == 2.0 and by.loc[3, "k"] == 1.0  # medians of the two ok rows
+    assert by.loc[3, "times"].tolist() == [1.0, 1.1, 3.0]  # their repeats pooled
+    assert by.loc[1, TIME] == 5.0 and by.loc[1, STATUS] == "ok"  # one of two ok: that one
+    assert np.isnan(by.loc[2, TIME]) and np.isnan(by.loc[2, "k"]) and by.loc[2, STATUS] == "failed"
+    assert len(by.loc[2, "times"]) == 0
+    assert by.loc[4, TIME] == 2.0 and by.loc[4, "k"] == 1.0
+
+
+def test_replay_sleeps_the_recorded_time_scaled_and_fails_the_same_configurations(tmp_path, monkeypatch):
+    path = _recorded(tmp_path / "rec.parquet")
+    slept = []
+    monkeypatch.setattr("pipeline.sweep.rehearsal.time.sleep", slept.append)
+    w = RehearsalWorkload("x", "8x4", "numpy", str(path), time_scale=2.0, fail_fraction=0.25)
+    twin = RehearsalWorkload("x", "8x4", "numpy", str(path), time_scale=2.0, fail_fraction=0.25)
+    configs = w.space().sample(48, 0)
+    failed = [c for c in configs if w.fails(c)]
+    assert failed == [c for c in configs if twin.fails(c)]  # decided by the configuration, not by chance
+    assert 4 <= len(failed) <= 20  # 25% of 48 = 12
+    for c in configs:
+        if w.fails(c):
+            with pytest.raises(RuntimeError, match="injected failure"):
+                w.run(c, 1)
+            continue
+        before = len(slept)
+        t = w.run(c, 1)
+        assert len(slept) == before + 1
+        assert slept[-1] == pytest.approx(2.0 * t.total / 1000)
+        assert t.total == pytest.approx(w.replay.recorded_time(c)[0])
+    straggly = RehearsalWorkload("x", "8x4", "numpy", str(path), straggler_fraction=1.0, straggler_factor=3)
+    assert straggly.sleep_ms(configs[0], 10.0) == pytest.approx(30.0)
+
+
+def test_replay_is_a_registered_workload_with_clear_errors(tmp_path):
+    path = _recorded(tmp_path / "rec.parquet")
+    spec = {"workload": "replay", "case": "x", "size": "8x4", "backend": "numpy"}
+    assert isinstance(build_workload({**spec, "options": {"dataset": str(path)}}), RehearsalWorkload)
+    assert build_workload({**spec, "options": {"dataset": str(path)}}).keeps_state_on_failure
+    with pytest.raises(WorkloadError, match="options.dataset"):
+        build_workload({**spec, "options": {}})
+    with pytest.raises(WorkloadError, match="fail_fraction"):
+        build_workload({**spec, "options": {"dataset": str(path), "fail_fraction": 2}})
+    with pytest.raises(WorkloadError, match="kill_dir"):
+        build_workload({**spec, "options": {"dataset": str(path), "kill_workers": ["cpu-0"]}})
+    with pytest.raises(WorkloadError, match="no dataset named 'v100'"):
+        build_workload({**spec, "options": {"dataset": str(path), "device": "v100"}})
+
+
+def test_training_rows_are_capped_per_class_seeded_and_counted():
+    frame = pd.DataFrame(
+        {
+            "gpu_class": ["a"] * 300 + ["b"] * 50,
+            "sample_id": list(range(300)) + list(range(50)),
+            "status": ["ok"] * 290 + ["failed"] * 10 + ["ok"] * 50,
+            "total_ms": np.arange(350, dtype=float),
+        }
+    )
+    rows, used = training_rows(frame, 100, seed=1)
+    again, _ = training_rows(frame, 100, seed=1)
+    assert rows.equals(again)
+    assert used == {
+        "max_rows": 100,
+        "per_class": {"a": {"ok_rows": 290, "used": 100}, "b": {"ok_rows": 50, "used": 50}},
+    }
+    assert (rows["status"] == "ok").all() and rows["sample_id"][
+        rows["gpu_class"] == "a"
+    ].is_monotonic_increasing
+    everything, _ = training_rows(frame, None, seed=1)
+    assert len(everything) == 340
+    spec = parse_spec(base_spec(train={"max_rows": None}), "s.yaml")
+    assert spec.train.max_rows is None
+    assert parse_spec(base_spec(), "s.yaml").train.max_rows == 50_000
+    with pytest.raises(UserError, match="train.max_rows"):
+        parse_spec(base_spec(train={"max_rows": 5}), "s.yaml")
+
+
+def test_replayed_sweep_on_three_workers_keeps_every_sample_once_through_failures_and_a_kill(
+    tmp_path, write_spec
+):
+    path = _recorded(tmp_path / "rec.parquet")
+    kills = tmp_path / "kills"
+    kills.mkdir()
+    options = {
+        "dataset": str(path),
+        "time_scale": 5.0,
+        "fail_fraction": 0.1,
+        "kill_workers": ["cpu-1"],
+        "kill_after": 6,
+        "kill_dir": str(kills),
+    }
+    spec = write_spec(workload="replay", samples=40, batch_size=4, options=options, gpu_classes=["cpu"])
+    out = tmp_path / "results" / "fake"
+    done = run_cli("sweep", str(spec), "--workers-per-class", "3", cwd=tmp_path, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (kills / "cpu-1.killed").is_file()  # the worker did die mid-sweep
+    merged = pq.read_table(out / "merged").to_pandas()
+    assert sorted(merged["sample_id"]) == list(range(40))
+    w = RehearsalWorkload("x", "8x4", "numpy", str(path), fail_fraction=0.1)
+    params = ["a.blocks", "a.threads", "b.blocks", "b.threads"]
+    expect = [bool(w.fails(dict(zip(params, r, strict=True)))) for r in merged[params].to_numpy(int)]
+    assert (merged["status"] == "failed").tolist() == expect
+    assert any(expect)
+    timing = json.loads((out / "timing.json").read_text())
+    assert timing["rows"] >= 40
+
+
+def test_more_local_workers_than_cores_turn_the_idle_profilers_off():
+    import dask
+
+    from pipeline.cluster.local import QUIET_WORKER_CONFIG, quiet_idle_workers
+
+    lines: list[str] = []
+    keys = list(QUIET_WORKER_CONFIG)
+    with dask.config.set(
+        {"distributed.worker.profile.enabled": True, "distributed.admin.system-monitor.gil.enabled": True}
+    ):
+        assert not quiet_idle_workers(2, lines.append, cores=2)
+        assert dask.config.get(keys[0]) is True and not lines
+        assert quiet_idle_workers(32, lines.append, cores=2)
+        assert [dask.config.get(k) for k in keys] == [False, False, "1s"]
+        assert lines == ["32 workers on 2 cores: Dask's per-worker profiler and GIL monitor off"]
+
+
+def test_suggested_batch_size_pays_the_task_cost_and_keeps_every_worker_busy():
+    from pipeline.sweep.batching import suggest_batch_size
+
+    # 22 ms samples, 15 ms a task: 35 samples keep the task's cost at 2% of the batch, and 44 keep the
+    # scheduler of 32 workers half idle
+    assert suggest_batch_size(100_000, 32, 0.022, scheduler_share=1.0) == 35
+    assert suggest_batch_size(100_000, 32, 0.022) == 44
+    # 1 s GPU samples: one sample per task would already do; many workers leave 8 batches each at most
+    assert suggest_batch_size(10_000, 1000, 1.0) == 1
+    assert suggest_batch_size(1_000, 8, 0.001) == 1_000 // 64  # balance wins over overhead
+    with pytest.raises(ValueError, match="positive"):
+        suggest_batch_size(10, 0, 1.0)
