@@ -20,7 +20,7 @@ STRATEGIES = {
     "iterative": "iterative",
     "bayes": "bayes",
     "per_kernel_exhaustive": "per_kernel_exhaustive",
-    "neighbourhood": "neighbourhood",
+    "evolve": "evolve",
     "transfer": "transfer",
 }
 DEFAULT = (

@@ -112,9 +112,38 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
     """mean(picked/optimum) per strategy x budget x GPU (plus the mean over GPUs), and the seeds behind it."""
     g = runs.groupby(["strategy", "budget", "gpu"])["ratio"]
     table = g.mean().unstack("gpu")
+    gpus = list(table.columns)
     table["mean"] = table.mean(axis=1)
+    table["worst"] = table[gpus].max(axis=1)
+    if "best_measured_ratio" in runs:
+        table["best_measured"] = runs.groupby(["strategy", "budget"])["best_measured_ratio"].mean()
     table["seeds"] = g.size().groupby(["strategy", "budget"]).min()
     return table.reset_index()
+
+
+def tool(strategy: str) -> str:
+    return "Kernel Tuner" if strategy.startswith("kt:") else "launchtune"
+
+
+def head_to_head(table: pd.DataFrame) -> pd.DataFrame:
+    """Per budget and tool (ours, Kernel Tuner's), the strategy with the lowest mean over GPUs, its mean, its
+    worst GPU's mean, and the lowest worst-GPU mean of any of that tool's strategies; transfer strategies
+    (trained on other GPUs) are left out: Kernel Tuner has none."""
+    rows = []
+    solo = table[~table["strategy"].isin(NEEDS_PRIOR)]
+    for (budget, who), g in solo.groupby([solo["budget"], solo["strategy"].map(tool)], sort=True):
+        best = g.loc[g["mean"].idxmin()]
+        rows.append(
+            {
+                "budget": budget,
+                "tool": who,
+                "best strategy": best["strategy"],
+                "mean": best["mean"],
+                "its worst GPU": best["worst"],
+                "lowest worst GPU (any strategy)": g["worst"].min(),
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def plot(table: pd.DataFrame, path: str, title: str = "") -> None:

@@ -4,7 +4,7 @@ simulation mode on the same recorded data and scored by the same code as ours.
 Kernel Tuner (optional extra ``kt``: ``pip install -e .[kt]``) replays a cache file in simulation mode: each
 configuration it evaluates is answered from the file, once (it never evaluates a configuration twice). So one
 cache file per run holds, for every recorded configuration, the value our replay answers on its *first*
-measurement under this run's noise seed (:meth:`pipeline.replay.ReplayWorkload.measurement`): Kernel Tuner sees
+measurement under this run's noise seed (``pipeline.replay.ReplayWorkload.measurement``): Kernel Tuner sees
 exactly the noisy values one of our strategies would see for the same configurations. Its search space is the
 recorded configurations, failed ones included (a failed one costs an evaluation and answers
 ``RuntimeFailedConfig``, as on the device), its budget ``max_fevals`` = our budget (distinct configurations).
@@ -61,7 +61,9 @@ def run_kernel_tuner(session: Session, strategy: str, options: dict | None = Non
     """Kernel Tuner's ``strategy`` in simulation mode on this session's data: the distinct configurations it
     evaluated, in its order (at most ``session.budget``)."""
     if not available():
-        raise StrategyError("kt: strategies need Kernel Tuner: pip install 'kernel_tuner==1.5.0' (extra 'kt')")
+        raise StrategyError(
+            "kt: strategies need Kernel Tuner: pip install 'kernel_tuner==1.5.0' (extra 'kt')"
+        )
     import kernel_tuner
     from constraint import FunctionConstraint
 

@@ -72,7 +72,7 @@ def test_export_round_trip_replays_identically(tmp_path):
     (back,) = load_datasets(out / "h100.json.gz")
     assert back.params == merged.params and len(back.frame) == len(merged.frame)
     same = ("config", "time", "measured", "best_measured_config", "time_source", "gpu")
-    for strategy in ("random", "iterative", "bayes", "neighbourhood"):
+    for strategy in ("random", "iterative", "bayes", "evolve"):
         for seed in (0, 1):
             a, b = run_one(back, strategy, 12, seed), run_one(merged, strategy, 12, seed)
             assert {k: a[k] for k in same} == {k: b[k] for k in same}
@@ -83,7 +83,15 @@ def test_export_round_trip_replays_identically(tmp_path):
 
 def test_export_refuses_several_classes_into_one_file(tmp_path, cache_dir):
     r = subprocess.run(
-        [sys.executable, "-m", "pipeline", "export", "--format", "kernel-tuner", cache_dir, tmp_path / "x.json"],
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "export",
+            "--format",
+            "kernel-tuner",
+            *(cache_dir, tmp_path / "x.json"),
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
