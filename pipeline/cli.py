@@ -21,6 +21,7 @@ COMMANDS = [
     "cluster",
     "streams",
     "strategies",
+    "export",
     "combine",
     "notebooks",
 ]

@@ -64,7 +64,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default="default",
         choices=strategy_names(),
         help=f"search strategy (default: %(default)s = {DEFAULT}, the one we recommend without other GPUs' "
-        "data; transfer needs a directory of several GPUs)",
+        "data; transfer needs a directory of several GPUs; kt:<name> runs Kernel Tuner's strategy <name> "
+        "in its simulation mode, with the extra 'kt' installed)",
     )
     p.add_argument(
         "--budget", type=int, default=100, help="measurements each run may spend (default: %(default)s)"
@@ -158,14 +159,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace, datasets: list) -> int:
-    from pipeline.strategies import STRATEGIES
-    from pipeline.strategies.evaluate import compare, markdown, plot, summarize
+    from pipeline.strategies import STRATEGIES, strategy_names
+    from pipeline.strategies.evaluate import compare, head_to_head, markdown, plot, summarize
 
     names = args.strategies.split(",") if args.strategies else list(STRATEGIES)
-    unknown = [n for n in names if n not in STRATEGIES and n != "default"]
+    known = strategy_names()
+    unknown = [n for n in names if n not in known]
     if unknown:
+        hint = " (Kernel Tuner's need: pip install -e .[kt])" if unknown[0].startswith("kt:") else ""
         raise UserError(
-            f"--strategies: unknown strategy {unknown[0]!r} (choose from {', '.join(STRATEGIES)})"
+            f"--strategies: unknown strategy {unknown[0]!r}{hint} (choose from {', '.join(known)})"
         )
     where = ", ".join(args.dataset)
     targets = _select(datasets, args.gpu, where)
@@ -183,11 +186,13 @@ def _compare(args: argparse.Namespace, datasets: list) -> int:
     out.mkdir(parents=True, exist_ok=True)
     runs.assign(config=runs["config"].map(json.dumps)).to_csv(out / "runs.csv", index=False)
     table.to_csv(out / "table.csv", index=False, float_format="%.4f")
-    (out / "table.md").write_text(markdown(table))
+    both = head_to_head(table)
+    (out / "table.md").write_text(markdown(table) + "\n" + markdown(both))
     labels = [Path(p).parent.name if Path(p).name == "merged" else Path(p).name for p in args.dataset]
     title = " + ".join(labels)
     plot(table, str(out / "ratio_vs_budget.png"), title=f"{title}: mean over GPUs")
     print(markdown(table))
+    print(markdown(both))
     print(
         json.dumps(
             {"written": [str(out / n) for n in ("runs.csv", "table.csv", "table.md", "ratio_vs_budget.png")]}

@@ -2,7 +2,8 @@
 
 A new strategy is one new module and one line in ``STRATEGIES``. Every strategy spends exactly its budget of
 measurements through a :class:`~pipeline.strategies.base.Session` and the pick is the best configuration it
-measured. ``default`` names the one we recommend to users.
+measured. ``default`` names the one we recommend to users. ``kt:<name>`` runs Kernel Tuner's strategy
+``<name>`` as a baseline on recorded data (``kernel_tuner_baseline``; needs the optional extra ``kt``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ STRATEGIES = {
     "iterative": "iterative",
     "bayes": "bayes",
     "per_kernel_exhaustive": "per_kernel_exhaustive",
+    "evolve": "evolve",
     "transfer": "transfer",
 }
 DEFAULT = (
@@ -28,11 +30,19 @@ NEEDS_PRIOR = {"transfer"}
 
 
 def strategy_names() -> list[str]:
-    return ["default", *STRATEGIES]
+    """Ours, then Kernel Tuner's (``kt:<name>``) where it is installed."""
+    from pipeline.strategies.kernel_tuner_baseline import PREFIX, kt_strategy_names
+
+    return ["default", *STRATEGIES, *(PREFIX + n for n in kt_strategy_names())]
 
 
 def get_strategy(name: str) -> Callable[[Session], None]:
+    from pipeline.strategies import kernel_tuner_baseline as kt
+
+    if name.startswith(kt.PREFIX):
+        return kt.strategy(name[len(kt.PREFIX) :])
     resolved = DEFAULT if name == "default" else name
     if resolved not in STRATEGIES:
-        raise StrategyError(f"unknown strategy {name!r}: choose one of {', '.join(strategy_names())}")
+        ours = ", ".join(["default", *STRATEGIES])
+        raise StrategyError(f"unknown strategy {name!r}: choose one of {ours}, or kt:<Kernel Tuner strategy>")
     return importlib.import_module(f"pipeline.strategies.{STRATEGIES[resolved]}").tune

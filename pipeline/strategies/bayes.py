@@ -31,8 +31,9 @@ def expected_improvement(mean: np.ndarray, std: np.ndarray, best: float) -> np.n
 def _short_lbfgs(obj_func, initial_theta, bounds):
     # scikit-learn's default runs L-BFGS to convergence; 40 iterations get the length scales close enough
     # for ranking candidates at a fraction of the cost.
-    res = minimize(obj_func, initial_theta, method="L-BFGS-B", jac=True, bounds=bounds,
-                   options={"maxiter": 40})
+    res = minimize(
+        obj_func, initial_theta, method="L-BFGS-B", jac=True, bounds=bounds, options={"maxiter": 40}
+    )
     return res.x, res.fun
 
 

@@ -82,3 +82,22 @@ def gaussian_process(n_features: int, seed: int) -> Pipeline:
     kernel = ConstantKernel(1.0) * Matern(length_scale=np.ones(n_features), nu=2.5) + WhiteKernel(1e-3)
     gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, n_restarts_optimizer=0, random_state=seed)
     return make_pipeline(StandardScaler(), gp)
+
+
+def product_features(X: np.ndarray) -> np.ndarray:
+    """``launch_features`` plus, for every pair of parameters with more than two values (block and tile
+    sizes), log2 of their product and its largest power-of-two divisor: threads per block (block_x x block_y)
+    and work per thread (tile_x x tile_y) decide occupancy and warp alignment, which no single size shows."""
+    X = np.asarray(X, dtype=float)
+    base = launch_features(X)
+    multi = [j for j in range(X.shape[1]) if len(np.unique(X[:, j])) > 2 and X[:, j].min() > 0]
+    cols = []
+    for a in range(len(multi)):
+        for b in range(a + 1, len(multi)):
+            p = X[:, multi[a]] * X[:, multi[b]]
+            if np.all(p == np.round(p)):
+                pi = p.astype(np.int64)
+                cols += [np.log2(p), np.log2((pi & -pi).astype(float))]
+            else:
+                cols.append(np.log2(p))
+    return np.column_stack([base, *cols]) if cols else base

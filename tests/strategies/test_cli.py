@@ -53,7 +53,7 @@ def test_compare_writes_table_and_figure(cache_dir, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     table = (out / "table.csv").read_text().splitlines()
-    assert table[0].startswith("strategy,budget,A100,A4000,W6600,mean,seeds")
+    assert table[0].startswith("strategy,budget,A100,A4000,W6600,mean,worst,best_measured,seeds")
     assert len(table) == 1 + 3 * 2
     assert (out / "ratio_vs_budget.png").stat().st_size > 1000
     assert "| iterative | 10 |" in (out / "table.md").read_text()

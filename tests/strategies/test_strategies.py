@@ -127,3 +127,19 @@ def test_unknown_strategy_is_a_user_error():
     with pytest.raises(StrategyError, match="unknown strategy 'nope'"):
         get_strategy("nope")
     assert "default" in strategy_names()
+
+
+@pytest.mark.parametrize("budget", [1, 7, 30])
+def test_transfer_spends_its_budget_and_reproduces(cache_dir, budget):
+    datasets = load_datasets(cache_dir)
+    target, prior = datasets[0], datasets[1:]
+    first = run_one(target, "transfer", budget, seed=4, prior=prior)
+    assert first["measured"] == budget
+    assert run_one(target, "transfer", budget, seed=4, prior=prior) == first
+
+
+def test_evolve_finds_the_bowls_optimum_and_beats_random(cache_file):
+    (d,) = load_datasets(cache_file)
+    ours = [run_one(d, "evolve", 20, s)["ratio"] for s in range(6)]
+    rand = [run_one(d, "random", 20, s)["ratio"] for s in range(6)]
+    assert sum(ours) < sum(rand) and min(ours) == 1.0

@@ -1,0 +1,79 @@
+"""A dataset as a Kernel Tuner cache file: what ``python -m pipeline export --format kernel-tuner`` writes, so
+Kernel Tuner (its simulation mode) and the Benchmark Hub's tools can run on our sweeps.
+
+Each recorded configuration becomes one entry keyed ``"v1,v2,..."`` (the parameter values in order) with the
+parameters, ``time`` = its true value as the replay defines it (the mean of its recorded repeats, else its
+recorded time; ``replay.true_values``), ``times`` = the recorded repeats where there are any, and the
+per-kernel times of a sweep as extra fields (``ms.<kernel>``); a failed configuration has
+``"time": "RuntimeFailedConfig"``, as in Kernel Tuner's own caches. Entries keep the dataset's row order, so
+replaying the exported file (``load_kernel_tuner_cache``) answers every strategy as the dataset itself does,
+noise included. What a cache cannot carry: the per-kernel structure (which parameters launch which kernel) and
+the default launch, so ``per_kernel_exhaustive`` and the additive estimate of unrecorded configurations need
+the sweep itself.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.errors import UserError
+from pipeline.strategies.datasets import Dataset
+from pipeline.strategies.replay import true_values
+
+FAILED = "RuntimeFailedConfig"
+
+
+def to_cache(dataset: Dataset, times: np.ndarray | None = None, repeats: bool = True) -> dict[str, Any]:
+    """The cache as a dict; ``times`` replaces each row's ``time`` (a run's noisy answers, for Kernel Tuner's
+    simulation mode); ``repeats=False`` leaves out the repeated times (smaller)."""
+    frame = dataset.frame
+    params = list(dataset.params)
+    values = true_values(frame) if times is None else np.asarray(times, dtype=float)
+    ok = (frame["status"] == "ok").to_numpy() & np.isfinite(values)
+    keys = frame[params].to_numpy(dtype=np.int64)
+    reps = list(frame["times"]) if "times" in frame else [np.empty(0)] * len(frame)
+    kernel_cols = {k: frame[c].to_numpy(dtype=float) for k, c in dataset.kernel_times.items()}
+    entries: dict[str, dict[str, Any]] = {}
+    for i, key in enumerate(keys):
+        entry: dict[str, Any] = {p: int(v) for p, v in zip(params, key, strict=True)}
+        if ok[i]:
+            entry["time"] = float(values[i])
+            if repeats and len(reps[i]):
+                entry["times"] = [float(t) for t in reps[i]]
+            for k, col in kernel_cols.items():
+                if np.isfinite(col[i]):
+                    entry[f"ms.{k}"] = float(col[i])
+        else:
+            entry["time"] = FAILED
+        entries[",".join(str(int(v)) for v in key)] = entry
+    return {
+        "device_name": str(dataset.device.get("device_name") or dataset.name),
+        "kernel_name": str(dataset.device.get("kernel_name") or dataset.name),
+        "problem_size": [1],
+        "tune_params_keys": params,
+        "tune_params": {p: dataset.values(p) for p in params},
+        "objective": "time",
+        "cache": entries,
+    }
+
+
+def write_cache(dataset: Dataset, path: str | Path) -> Path:
+    """Write ``dataset`` as a Kernel Tuner cache (``.json``, or gzip-compressed ``.json.gz``)."""
+    path = Path(path)
+    if not path.name.endswith((".json", ".json.gz")):
+        raise UserError(f"{path}: a Kernel Tuner cache file name ends in .json or .json.gz")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(to_cache(dataset))
+    tmp = path.with_name(path.name + ".tmp")
+    if path.name.endswith(".gz"):
+        with gzip.open(tmp, "wt") as f:
+            f.write(text)
+    else:
+        tmp.write_text(text)
+    tmp.replace(path)
+    return path

@@ -1,0 +1,100 @@
+"""Kernel Tuner as a baseline (``kt:<name>``, skipped without kernel_tuner) and the export of our data as a
+Kernel Tuner cache (round trip: replaying the export answers every strategy as the data itself)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.strategies import get_strategy
+from pipeline.strategies.base import Session
+from pipeline.strategies.datasets import load_datasets
+from pipeline.strategies.evaluate import run_one
+from pipeline.strategies.replay import ReplayWorkload
+from tests.strategies.conftest import write_sweep
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def kt():
+    return pytest.importorskip("kernel_tuner", reason="kernel_tuner not installed (extra 'kt')")
+
+
+@pytest.mark.parametrize("name", ["genetic_algorithm", "random_sample"])
+def test_kt_strategy_spends_at_most_its_budget_and_reproduces(kt, cache_file, name):
+    (d,) = load_datasets(cache_file)
+    first = run_one(d, f"kt:{name}", 10, seed=3)
+    assert first == run_one(d, f"kt:{name}", 10, seed=3)
+    assert 1 <= first["measured"] <= 10 and first["ratio"] >= first["best_measured_ratio"] >= 1.0
+
+
+def test_kt_sees_the_replays_noise_and_we_pick_its_best(kt, cache_file):
+    (d,) = load_datasets(cache_file)
+    workload = ReplayWorkload(d, seed=11)
+    session = Session(workload, 15, seed=2, device={"dataset": d})
+    get_strategy("kt:genetic_algorithm")(session)
+    configs = [tuple(m.config.values()) for m in session.history]
+    assert len(set(configs)) == len(configs) == session.used <= 15  # distinct configurations, as in KT
+    rows = [workload._row[c] for c in configs]
+    # every value Kernel Tuner saw is the replay's first measurement of that configuration, not its true value
+    assert [m.time for m in session.history] == [workload.measurement(r, 7, 0) for r in rows]
+    assert any(m.time != workload.recorded_time(m.config)[0] for m in session.history if np.isfinite(m.time))
+    assert session.best().time == min(m.time for m in session.history)
+
+
+def test_unknown_kt_strategy_is_a_user_error(kt, cache_file):
+    from pipeline.strategies.base import StrategyError
+
+    (d,) = load_datasets(cache_file)
+    with pytest.raises(StrategyError, match="unknown Kernel Tuner strategy 'nope'"):
+        run_one(d, "kt:nope", 5, seed=0)
+
+
+def test_export_round_trip_replays_identically(tmp_path):
+    sweep = write_sweep(tmp_path / "sweep.parquet", n_random=40)
+    out = tmp_path / "out"
+    r = subprocess.run(
+        [sys.executable, "-m", "pipeline", "export", "--format", "kernel-tuner", sweep, out],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["exported"].endswith("h100.json.gz")
+    (merged,) = load_datasets(sweep)
+    (back,) = load_datasets(out / "h100.json.gz")
+    assert back.params == merged.params and len(back.frame) == len(merged.frame)
+    same = ("config", "time", "measured", "best_measured_config", "time_source", "gpu")
+    for strategy in ("random", "iterative", "bayes", "evolve"):
+        for seed in (0, 1):
+            a, b = run_one(back, strategy, 12, seed), run_one(merged, strategy, 12, seed)
+            assert {k: a[k] for k in same} == {k: b[k] for k in same}
+            # a cache cannot say which parameters launch which kernel, so the export's optimum is the best
+            # recorded configuration; the sweep's is the better of that and the composed per-kernel optimum
+            assert a["optimum"] == ReplayWorkload(merged, estimate_unrecorded=False).optimum()[1]
+
+
+def test_export_refuses_several_classes_into_one_file(tmp_path, cache_dir):
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "export",
+            "--format",
+            "kernel-tuner",
+            *(cache_dir, tmp_path / "x.json"),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2 and "holds 3 GPU classes" in r.stderr
