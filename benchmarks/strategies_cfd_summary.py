@@ -28,7 +28,6 @@ from pipeline.strategies.replay import ReplayWorkload
 REPO = Path(__file__).resolve().parents[1]
 
 
-
 def table(paths: list[str]) -> str:
     runs = pd.DataFrame([json.loads(line) for p in paths for line in open(p) if line.strip()])
     order = {"per_kernel_exhaustive": 0, "random_mlp": 1, "random": 2, "random_additive": 3, "iterative": 4}

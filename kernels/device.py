@@ -63,6 +63,7 @@ def class_spec(gpu_class: str) -> ClassSpec | None:
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"${CLASS_SPEC_ENV}: unreadable class spec ({exc})") from None
 
+
 # The device facts a worker writes into every row and the combined surrogates learn from (Table 4 of the CFD
 # seed, plus the SM count and the copy bandwidth measured on the worker).
 DEVICE_FEATURES = (

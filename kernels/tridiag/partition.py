@@ -108,8 +108,6 @@ def stage2(interface: np.ndarray) -> np.ndarray:
     return z
 
 
-
-
 def stage3(blocks: np.ndarray, z: np.ndarray) -> np.ndarray:
     """Every unknown of a run of sub-systems, given its interface values ``z`` (``2 * len``): ``(len, m)``."""
     a, b, c, d = blocks

@@ -335,8 +335,7 @@ def _is_cache(p: Path) -> bool:
 
 
 def load_datasets(path: str | Path) -> list[Dataset]:
-    """Every dataset under ``path``: a cache file, a Parquet file, or a directory of either (one per device).
-    """
+    """Every dataset under ``path``: a cache file, a Parquet file, or a folder of either (one per device)."""
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: no such file or directory")
