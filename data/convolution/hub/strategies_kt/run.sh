@@ -4,9 +4,9 @@
 # Needs the extra 'kt' (pip install -e .[kt]). Run from the repository root.
 set -euo pipefail
 HUB=${HUB:-../shared/data/benchmark_hub}
-OUT=data/convolution/benchmark_hub/strategies
+OUT=data/convolution/hub/strategies_kt
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 python -m pipeline strategies --dataset "$HUB/convolution" --compare --budgets 20,50,100,200 --seeds 10 \
-    --strategies random,iterative,bayes,evolve,transfer,kt:genetic_algorithm,kt:pso,kt:firefly_algorithm,kt:simulated_annealing,kt:greedy_ils,kt:random_sample \
+    --strategies random,bayes,evolve,transfer,kt:genetic_algorithm,kt:pso,kt:firefly_algorithm,kt:simulated_annealing \
     --workers "${WORKERS:-2}" --out "$OUT"
 gzip -9f "$OUT/runs.csv"
