@@ -24,6 +24,7 @@ COMMANDS = [
     "export",
     "combine",
     "notebooks",
+    "readme",
 ]
 
 

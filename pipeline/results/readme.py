@@ -1,0 +1,303 @@
+"""Measured figures in the README and docs, generated from committed data (``python -m pipeline readme``).
+
+A figure typed by hand drifts from the data behind it; here every measured table or sentence lives in a
+generated block of a Markdown file::
+
+    <!-- generated: NAME (python -m pipeline readme) -->
+    ...rendered from committed files, never edited by hand...
+    <!-- end generated: NAME -->
+
+``NAME`` is a key of :data:`BLOCKS`, whose function takes the repository root and returns the block's
+Markdown from files under ``data/``. ``render`` rewrites every block of a text, ``check`` lists the blocks
+that differ from what the data gives (the test suite runs it on the real files, so drift fails CI).
+
+Adding a block: write ``def _my_table(root: Path) -> str`` that reads committed files and returns Markdown,
+add ``"my_table": _my_table`` to ``BLOCKS``, put the two marker lines where it belongs, and run
+``python -m pipeline readme``.
+
+The marker parsing is hand-written (a regular expression) because it is ten lines and no Markdown library
+keeps comments and layout byte for byte.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow.dataset as ds
+
+# the files whose generated blocks are kept up to date, relative to the repository root
+FILES = ("README.md", "docs/strategies.md", "docs/ARCHITECTURE.md", "docs/cfd.md")
+
+_BLOCK = re.compile(
+    r"(?P<open><!-- generated: (?P<name>[\w-]+) \(python -m pipeline readme\) -->\n)"
+    r"(?P<body>.*?)"
+    r"(?P<close><!-- end generated: (?P=name) -->)",
+    re.S,
+)
+_ANY_MARKER = re.compile(r"<!-- (?:end )?generated: ([\w-]+)")
+
+
+class ReadmeError(ValueError):
+    """A generated block that cannot be rendered: unknown name, unbalanced markers, missing data."""
+
+
+# ---------------------------------------------------------------- formatting
+
+
+def _g(x: float) -> str:
+    """A ratio or R2 as the README prints it: three decimals, one past +-10."""
+    return f"{x:.3f}" if abs(x) < 10 else f"{x:.1f}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2g}%" if x < 0.01 else f"{100 * x:.1f}%"
+
+
+def _span(values: list[int]) -> str:
+    return f"{values[0]}" if values[0] == values[-1] else f"{values[0]}-{values[-1]}"
+
+
+def _paragraph(text: str) -> str:
+    """A generated sentence wrapped at the README's line width."""
+    return textwrap.fill(text, width=110, break_on_hyphens=False) + "\n"
+
+
+def _load(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError as exc:
+        raise ReadmeError(f"{path}: missing (a generated block reads it)") from exc
+
+
+# ---------------------------------------------------------------- the blocks
+
+
+def _file_block(relpath: str) -> Callable[[Path], str]:
+    """A block that is a committed Markdown file, copied in whole."""
+
+    def render(root: Path) -> str:
+        path = root / relpath
+        if not path.exists():
+            raise ReadmeError(f"{path}: missing (a generated block reads it)")
+        return path.read_text().strip() + "\n"
+
+    return render
+
+
+def _sweep_row_figures(folder: Path, gpu_class: str) -> dict[str, Any]:
+    """The figures of one paper-sized sweep folder: throughput, default, best and median, R2, validation."""
+    report = _load(folder / "report.json")
+    cls = report["classes"][gpu_class]
+    validation = _load(folder / "validation.json")[gpu_class]
+    table = ds.dataset(folder / "merged", partitioning="hive").to_table(
+        columns=["total_ms", "status", "sampler"]
+    )
+    frame = table.to_pandas()
+    random_ok = frame[(frame["status"] == "ok") & (frame["sampler"] == "random")]["total_ms"]
+    default = cls["default_measured_ms"]
+    return {
+        "device": cls["device_name"],
+        "rows": cls["samples"],
+        "ok": cls["ok"],
+        "seconds": report["throughput"]["seconds"],
+        "per_minute": report["throughput"]["samples_per_minute"],
+        "random": len(random_ok),
+        "copy_gbs": validation["device"]["measured_bandwidth_gbs"],
+        "default_ms": default,
+        "best_over_default": float(random_ok.min()) / default,
+        "median_over_default": float(random_ok.median()) / default,
+        "r2_mlp": cls["models"]["mlp"]["r2_test"],
+        "r2_gbr": cls["models"]["gbr"]["r2_test"],
+        "r2_additive": cls["models"]["additive"]["r2_test"],
+        "picked_over_default": cls["predicted_best_measured_ms"] / default,
+        "picked_is_default": cls["predicted_best_config"] == cls["default_config"],
+    }
+
+
+def _cfd_sweeps(root: Path) -> str:
+    """The paper-sized H100 and H200 sweeps side by side (data/cfd/<class>/sweep_paper)."""
+    classes = ("h100", "h200")
+    f = {c: _sweep_row_figures(root / "data" / "cfd" / c / "sweep_paper", c) for c in classes}
+
+    def row(label: str, cell: Callable[[dict], str]) -> str:
+        return f"| {label} | " + " | ".join(cell(f[c]) for c in classes) + " |"
+
+    def picked(x: dict) -> str:
+        what = "the default" if x["picked_is_default"] else "another configuration"
+        return f"{what} ({x['picked_over_default']:.3f}x)"
+
+    lines = [
+        "| | " + " | ".join(f[c]["device"] for c in classes) + " |",
+        "| --- |" + " ---: |" * len(classes),
+        row("configurations measured (ok)", lambda x: f"{x['rows']:,} ({x['ok']:,}) in {x['seconds']:.0f} s"),
+        row(
+            "samples per minute (10,000 samples take)",
+            lambda x: f"{x['per_minute']:,.0f} ({10000 / x['per_minute']:.1f} min)",
+        ),
+        row("copy bandwidth measured by the worker", lambda x: f"{x['copy_gbs']:,.0f} GB/s"),
+        row(
+            "default launch (one thread per cell, 256 threads), re-measured",
+            lambda x: f"{x['default_ms']:.3f} ms/step",
+        ),
+        row(
+            "best / median of the random samples, over the default",
+            lambda x: (
+                f"{x['best_over_default']:.3f}x / {x['median_over_default']:.2f}x ({x['random']:,} samples)"
+            ),
+        ),
+        row(
+            "MLP (Table 2) / gradient boosting / additive R2, test split",
+            lambda x: f"{_g(x['r2_mlp'])} / {_g(x['r2_gbr'])} / {_g(x['r2_additive'])}",
+        ),
+        row("model's predicted best, re-measured, over the default", picked),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _combined(root: Path) -> str:
+    """Per-class vs combined R2 and leave-one-class-out (``models/metrics.json`` of the combined folder)."""
+    metrics = _load(root / "data" / "cfd" / "combined" / "sweep_paper" / "models" / "metrics.json")
+    lines = [
+        "| class | test rows | MLP R2 per-class | MLP R2 combined | GBR R2 per-class | GBR R2 combined |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for cls, c in metrics["comparison"].items():
+        per, comb = c["per_class"], c["combined"]
+        lines.append(
+            f"| {cls} | {c['n_test']:,} | {_g(per['mlp']['r2'])} | {_g(comb['mlp']['r2'])} "
+            f"| {_g(per['gbr']['r2'])} | {_g(comb['gbr']['r2'])} |"
+        )
+    lines += [
+        "",
+        "| held out | trained on | model | R2 | Spearman rho | predicted-best row / measured best "
+        "| median / best |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for held, entry in metrics["loco"].items():
+        for model, m in entry["models"].items():
+            if model != "gbr":
+                continue
+            lines.append(
+                f"| {held} | {', '.join(entry['trained_on'])} | {model} | {_g(m['r2_test'])} "
+                f"| {_g(m['spearman'])} | {m['picked_over_best']:.3f} | {m['median_over_best']:.3f} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _autotune(root: Path) -> str:
+    """The runtime autotuner on the H200 (``results.json`` of ``benchmarks.autotune_runtime``)."""
+    r = _load(root / "data" / "cfd" / "h200" / "autotune" / "results.json")
+    kernels = r["per_kernel"]
+
+    def steps(mode: str) -> list[int]:
+        return sorted({k[mode]["first_scan_steps"] for k in kernels.values()})
+
+    def share(mode: str) -> float:
+        # launches at non-optimal parameters, weighted by kernel time: the run's summary share per kernel,
+        # averaged over kernels weighted by each kernel's time at the default
+        total = sum(k["default_ms"] for k in kernels.values())
+        return sum(k[mode]["nonoptimal_share"] * k["default_ms"] for k in kernels.values()) / total
+
+    def found(mode: str) -> int:
+        return sum(k[mode]["over_best"] == 1.0 for k in kernels.values())
+
+    bitwise = "is" if all(r["bitwise_equal_to_off"].values()) else "is NOT"
+    n = len(kernels)
+    return _paragraph(
+        f"Measured on the {r['device']['device_name']} ({r['size']} inlet, {r['steps_per_run']:,} steps "
+        f"a run, {r['date'][:10]}): `seeded` finished tuning in {_span(steps('seeded'))} steps against "
+        f"`scan`'s {_span(steps('scan'))} and spent about {_pct(share('seeded'))} of the kernel time "
+        f"at non-optimal parameters (`scan`: {_pct(share('scan'))}; a full scan is "
+        f"{r['exhaustive_pairs']} candidates per kernel). `seeded` locked the exhaustive per-kernel best "
+        f"on {found('seeded')} of {n} kernels, `scan` on {found('scan')}. Every tuned run's final state "
+        f"{bitwise} bitwise the untuned run's."
+    )
+
+
+def _multi_gpu(root: Path) -> str:
+    """Local-cluster scaling on two H200 of one host (data/cfd/h200x2/multi_gpu_scaling/scaling.json)."""
+    s = _load(root / "data" / "cfd" / "h200x2" / "multi_gpu_scaling" / "scaling.json")
+    two = s["runs"][1]["timing"]
+    ends = [w["last_end_s"] for w in two["per_worker"].values()]
+    between = next(iter(s["agreement"]["between"].values()))
+    return _paragraph(
+        f"Measured on two H200s of one host (`data/cfd/h200x2/multi_gpu_scaling/`): the "
+        f"{two['rows']:,}-configuration paper-sized sweep ran at {s['scaling']['samples_per_s_1']:.2f} "
+        f"configurations a second on one card and {s['scaling']['samples_per_s_2']:.2f} on two, "
+        f"{s['scaling']['speedup']:.2f}x, the cards finishing within {max(ends) - min(ends):.2f} s of each "
+        f"other; "
+        f"the same {s['agreement']['configurations']} configurations timed on both cards differ by "
+        f"{between['median']:.4f}x at the median (p5 {between['p5']:.3f}, p95 {between['p95']:.3f})."
+    )
+
+
+BLOCKS: dict[str, Callable[[Path], str]] = {
+    "autotune_h200": _autotune,
+    "multi_gpu_h200x2": _multi_gpu,
+    "cfd_sweeps": _cfd_sweeps,
+    "cfd_combined": _combined,
+    "strategies_kt": _file_block("data/convolution/hub/strategies_kt/table.md"),
+}
+
+
+# ---------------------------------------------------------------- render and check
+
+
+def _check_markers(text: str, where: str) -> None:
+    """Every opening marker has its closing one, and every name is known."""
+    opened = [m.group(1) for m in _ANY_MARKER.finditer(text)]
+    paired = [m.group("name") for m in _BLOCK.finditer(text)]
+    if len(opened) != 2 * len(paired):
+        unpaired = sorted(set(opened) - set(paired)) or sorted(set(opened))
+        raise ReadmeError(f"{where}: generated block markers not balanced ({', '.join(unpaired)})")
+    unknown = sorted(set(paired) - set(BLOCKS))
+    if unknown:
+        raise ReadmeError(
+            f"{where}: unknown generated block {', '.join(unknown)} (known: {', '.join(BLOCKS)})"
+        )
+
+
+def render(text: str, root: Path, where: str = "text") -> str:
+    """``text`` with every generated block rendered anew from the data under ``root``."""
+    _check_markers(text, where)
+    return _BLOCK.sub(lambda m: m.group("open") + BLOCKS[m.group("name")](root) + m.group("close"), text)
+
+
+def differences(root: Path, files: tuple[str, ...] = FILES) -> dict[str, str]:
+    """For each file whose blocks differ from what the data gives: a unified diff (empty dict: all match)."""
+    out = {}
+    for rel in files:
+        path = root / rel
+        if not path.exists():
+            continue
+        old = path.read_text()
+        new = render(old, root, where=str(path))
+        if new != old:
+            diff = difflib.unified_diff(
+                old.splitlines(), new.splitlines(), rel, f"{rel} (from data)", lineterm=""
+            )
+            out[rel] = "\n".join(diff)
+    return out
+
+
+def rewrite(root: Path, files: tuple[str, ...] = FILES) -> list[str]:
+    """Rewrite the generated blocks of ``files`` in place; returns the files that changed."""
+    from kernels.atomic import write_text
+
+    changed = []
+    for rel in files:
+        path = root / rel
+        if not path.exists():
+            continue
+        old = path.read_text()
+        new = render(old, root, where=str(path))
+        if new != old:
+            write_text(path, new)
+            changed.append(rel)
+    return changed

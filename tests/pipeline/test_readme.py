@@ -1,0 +1,74 @@
+"""The README's measured figures are generated from committed data (``python -m pipeline readme``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.results import readme
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_readme_and_docs_match_the_committed_data(capsys):
+    """The CI guard: every generated block of README.md and docs/ is what the data gives."""
+    assert main(["readme", "--check"]) == 0, capsys.readouterr().out
+    text = (ROOT / "README.md").read_text()
+    assert text.count("<!-- generated: ") >= 4  # the blocks are really there
+
+
+def _root_with(tmp_path: Path, block: str, data: str) -> Path:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "table.md").write_text(data)
+    (tmp_path / "README.md").write_text(
+        f"# t\n\nbefore\n<!-- generated: {block} (python -m pipeline readme) -->\nstale\n"
+        f"<!-- end generated: {block} -->\nafter\n"
+    )
+    return tmp_path
+
+
+def test_a_stale_block_is_found_then_rewritten(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(readme.BLOCKS, "t", readme._file_block("data/table.md"))
+    root = _root_with(tmp_path, "t", "| a |\n| 1 |\n")
+    assert main(["readme", "--check", "--root", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert "README.md: generated blocks differ" in out and "-stale" in out and "+| 1 |" in out
+    assert main(["readme", "--root", str(root)]) == 0
+    text = (root / "README.md").read_text()
+    assert "stale" not in text and "| a |\n| 1 |\n<!-- end generated: t -->\nafter\n" in text
+    assert text.startswith("# t\n\nbefore\n")
+    assert main(["readme", "--check", "--root", str(root)]) == 0
+    # the data changes: the check fails again
+    (root / "data" / "table.md").write_text("| a |\n| 2 |\n")
+    assert main(["readme", "--check", "--root", str(root)]) == 1
+
+
+def test_unknown_block_and_unbalanced_markers_are_one_line_errors(tmp_path, capsys):
+    root = _root_with(tmp_path, "no_such_block", "x")
+    assert main(["readme", "--check", "--root", str(root)]) == 2
+    assert "unknown generated block no_such_block" in capsys.readouterr().err
+    (root / "README.md").write_text("<!-- generated: cfd_sweeps (python -m pipeline readme) -->\nno end\n")
+    assert main(["readme", "--root", str(root)]) == 2
+    assert "not balanced (cfd_sweeps)" in capsys.readouterr().err
+
+
+def test_missing_data_is_named(tmp_path):
+    with pytest.raises(readme.ReadmeError, match="metrics.json: missing"):
+        readme.BLOCKS["cfd_combined"](tmp_path)
+
+
+def test_combined_block_follows_the_metrics(tmp_path):
+    """The combined table is computed from metrics.json, not copied: change a value, the table changes."""
+    src = ROOT / "data" / "cfd" / "combined" / "sweep_paper" / "models" / "metrics.json"
+    metrics = json.loads(src.read_text())
+    metrics["comparison"]["h100"]["combined"]["mlp"]["r2"] = 0.5
+    dst = tmp_path / "data" / "cfd" / "combined" / "sweep_paper" / "models"
+    dst.mkdir(parents=True)
+    (dst / "metrics.json").write_text(json.dumps(metrics))
+    row = next(
+        line for line in readme.BLOCKS["cfd_combined"](tmp_path).splitlines() if line.startswith("| h100")
+    )
+    assert row.split(" | ")[3] == "0.500"
