@@ -11,7 +11,7 @@ One run does everything the stream models and issue 21 need:
     on device data (system already on the GPU, answer left there) ours against gtsv2 and gtsv2_nopivot;
   * m x streams and threads at 10^6, 10^7, 10^8 (stage 2 on the device); stage 2 alone, our reduced solver
     against gtsv2_nopivot on the same interface system; sizes past 10^8 (``--beyond``).
-Per-round times let every ratio carry an interval: the median of the per-round ratios and a bootstrap 90%
+Per-round times let every ratio carry an interval: the median of the per-round ratios and a bootstrap 95%
 interval of that median (paired, since one round times both sides within a few milliseconds).
 
 Writes ``streams.csv`` (size x stage2 x streams), ``baselines.csv`` (per size), ``repeats.csv`` (every timed
@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from kernels.backend import get_backend
+from kernels.compare import CONFIDENCE, compare
 from kernels.device import describe_device
 from kernels.tridiag import reference
 from kernels.tridiag.system import STAGE2_CHOICES, STREAM_CHOICES
@@ -46,7 +47,6 @@ REPO = Path(__file__).resolve().parents[1]
 SEED_SIZES = sorted({int(round(f * 10**i)) for i in range(3, 8) for f in (1, 2.5, 4, 5, 7.5, 8)} | {10**8})
 QUICK_SIZES = [1000, 10_007, 400_000, 4_000_000, 25_000_000]
 REF_MAX = 10**6  # compare with the numpy reference up to here (the residual is checked at every size)
-BOOT = 2000  # bootstrap resamples for the intervals
 
 
 def log(*args) -> None:
@@ -169,14 +169,12 @@ def overlap_diagnostic(cp) -> list[dict]:
 
 
 def interval(num: list[float], den: list[float], seed: int = 0) -> tuple[float, float, float]:
-    """Median of the per-round ratios num/den and a bootstrap 90% interval of that median (paired rounds)."""
-    r = np.asarray(num, dtype=float) / np.asarray(den, dtype=float)
-    r = r[np.isfinite(r)]
-    if r.size == 0:
+    """Median of the per-round ratios num/den and its 95% interval (paired rounds; ``kernels.compare``)."""
+    try:
+        c = compare(den, num, seed=seed)
+    except ValueError:  # no finite round
         return (float("nan"),) * 3
-    rng = np.random.default_rng(seed)
-    boot = np.median(r[rng.integers(0, r.size, (BOOT, r.size))], axis=1)
-    return float(np.median(r)), float(np.quantile(boot, 0.05)), float(np.quantile(boot, 0.95))
+    return c.ratio, c.low, c.high
 
 
 class DeviceCheck:
@@ -523,6 +521,7 @@ def main() -> int:
     backend = get_backend("cupy")
     cp = backend.xp
     meta = {
+        "confidence": CONFIDENCE,
         "device": describe_device(backend),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from kernels.autotune.table import FORMAT as TABLE_FORMAT  # one format, read by the runtime autotuner
+from kernels.compare import Comparison
 from pipeline.errors import UserError
 from pipeline.learn.crossclass import markdown as cross_class_markdown
 from pipeline.results import Sweep, figures, predictions, time_label
@@ -23,6 +24,31 @@ from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
 
 TOP_CANDIDATES = 5
+NUMPY_NOTE = "the numpy backend ignores launch parameters: no speed-up to report"
+COMPARISON_FIELDS = ("ratio", "low", "high", "verdict", "rounds", "confidence")
+
+
+def speedup_text(comparison: dict[str, Any] | None, backend: str | None) -> str:
+    """The predicted best against the default, as the report and the console say it: the ratio of times with
+    its 95% interval and verdict (``kernels.compare``), the numpy note, or why there is none."""
+    if backend == "numpy":
+        return NUMPY_NOTE
+    if not comparison:
+        return "no interleaved re-measurement"
+    return (
+        Comparison(**{k: comparison[k] for k in COMPARISON_FIELDS}).text() + " (time of the pick / default)"
+    )
+
+
+def remeasure_line(
+    top: dict[str, Any], default: dict[str, Any], comparison: dict[str, Any] | None, backend: str
+) -> str:
+    """One console line for a class's re-measurement, times rounded to what the timer resolves."""
+
+    def ms(m: dict[str, Any]) -> str:
+        return f"{m['total_ms']:.4g} ms" if m.get("total_ms") is not None else m["status"]
+
+    return f"predicted best {ms(top)}, default {ms(default)}; {speedup_text(comparison, backend)}"
 
 
 def _config(row: pd.Series, params: list[str]) -> dict[str, int]:
@@ -90,6 +116,9 @@ def class_summary(
         a, b = out["default_measured_ms"], out["predicted_best_measured_ms"]
         out["speedup_over_default"] = a / b if a and b else None
         out["remeasure_repeats"] = v.get("repeats")
+        out["backend"] = v.get("backend") or (v.get("device") or {}).get("backend")
+        out["comparison"] = v.get("comparison")
+        out["speedup_text"] = speedup_text(out["comparison"], out["backend"])
     else:
         out.update(
             predicted_best_config=None,
@@ -204,6 +233,16 @@ def _fmt(x: Any, digits: int = 4) -> str:
     return str(x)
 
 
+def _speedup_cell(c: dict[str, Any]) -> str:
+    """The table's cell: the interleaved ratio and its verdict, never a bare ratio read as a gain."""
+    comp = c.get("comparison")
+    if c.get("backend") == "numpy":
+        return "n/a (numpy ignores launches)"
+    if comp:
+        return f"{comp['ratio']:.3f} [{comp['low']:.3f}, {comp['high']:.3f}] {comp['verdict']}"
+    return "n/a"
+
+
 def _markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# Sweep `{report['sweep_id']}`",
@@ -225,7 +264,7 @@ def _markdown(report: dict[str, Any]) -> str:
     lines += [
         "| class | samples | ok | invalid | failed | MLP R2 train | MLP R2 test | MLP MSE test "
         "| search model "
-        "| best sampled ms | default ms | predicted best ms | speed-up |",
+        "| best sampled ms | default ms | predicted best ms | pick / default [95%] |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for cls, c in report["classes"].items():
@@ -234,7 +273,7 @@ def _markdown(report: dict[str, Any]) -> str:
             f"| {_fmt(c['r2_train'], 3)} "
             f"| {_fmt(c['r2_test'], 3)} | {_fmt(c['mse_test'])} | {c.get('search_model') or 'n/a'} "
             f"| {_fmt(c['best_sampled_ms'])} | {_fmt(c['default_measured_ms'])} "
-            f"| {_fmt(c['predicted_best_measured_ms'])} | {_fmt(c['speedup_over_default'], 3)} |"
+            f"| {_fmt(c['predicted_best_measured_ms'])} | {_speedup_cell(c)} |"
         )
     lines += [
         "",
@@ -253,6 +292,8 @@ def _markdown(report: dict[str, Any]) -> str:
         if c.get("predicted_best_config"):
             cfg = ", ".join(f"{k}={v}" for k, v in c["predicted_best_config"].items())
             lines += ["", f"**{cls}** predicted best ({c['search_model']}): {cfg}"]
+        if c.get("speedup_text"):
+            lines += ["", f"**{cls}** predicted best against the default: {c['speedup_text']}."]
     if report.get("combined_from"):
         lines += [
             "",

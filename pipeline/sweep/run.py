@@ -20,7 +20,7 @@ from typing import Any
 
 from pipeline.cluster import open_cluster
 from pipeline.errors import UserError
-from pipeline.learn.report import build_report
+from pipeline.learn.report import build_report, remeasure_line
 from pipeline.learn.train import train_sweep
 from pipeline.sweep.folder import SweepFolder, data_hash
 from pipeline.sweep.measure import measure_batches
@@ -103,6 +103,7 @@ def _remeasure(
                 spec.validate.top_k,
                 spec.validate.repeats,
                 spec.seed + 1,
+                spec.validate.rounds,
                 resources={cls: 1},
                 pure=False,
                 key=f"remeasure-{cls}-{time.time_ns()}",
@@ -113,10 +114,8 @@ def _remeasure(
         result.update(model=name, repeats=spec.validate.repeats)
         validation[cls] = result
         top, default = result["candidates"][0], result["default"]
-        log(
-            f"re-measured {cls}: predicted best {top.get('total_ms')} ms ({top['status']}), "
-            f"default {default.get('total_ms')} ms"
-        )
+        line = remeasure_line(top, default, result.get("comparison"), result["backend"])
+        log(f"re-measured {cls}: {line}")
     folder.write_validation(validation)
 
 

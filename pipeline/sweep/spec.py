@@ -39,7 +39,7 @@ _TOP = {
         "output",
     ],
 }
-_VALIDATE_KEYS = ["top_k", "pool", "repeats"]
+_VALIDATE_KEYS = ["top_k", "pool", "repeats", "rounds"]
 _TRAIN_KEYS = ["hidden_layers", "max_epochs", "max_rows"]
 
 
@@ -50,6 +50,9 @@ class ValidateSpec:
     top_k: int = 3
     pool: int = 20000
     repeats: int = 5
+    # interleaved rounds of the predicted best against the default, for the ratio's 95% interval
+    # (kernels/compare.py); each round times both with `repeats` steps
+    rounds: int = 21
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,7 @@ LIMITS = {
     "validate.top_k": 1_000,
     "validate.pool": 1_000_000,
     "validate.repeats": 10_000,
+    "validate.rounds": 10_000,
     "train.hidden_layers": 4096,  # per layer
     "train.max_epochs": 100_000,
 }
@@ -222,6 +226,7 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
         top_k=limited(validate.get("top_k", vdef.top_k), "validate.top_k", f + "validate.top_k", 1),
         pool=limited(validate.get("pool", vdef.pool), "validate.pool", f + "validate.pool", 1),
         repeats=limited(validate.get("repeats", vdef.repeats), "validate.repeats", f + "validate.repeats", 1),
+        rounds=limited(validate.get("rounds", vdef.rounds), "validate.rounds", f + "validate.rounds", 1),
     )
     train = data.get("train") or {}
     if not isinstance(train, dict):

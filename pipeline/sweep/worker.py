@@ -17,7 +17,7 @@ import platform
 import socket
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from distributed import get_worker
 
 from kernels.atomic import atomic_path
 from kernels.backend import get_backend, gpu_count
+from kernels.compare import compare, interleaved
 from kernels.device import describe_device, measure_copy_bandwidth
 from kernels.workload import Workload, WorkloadError, make_workload, workload_names
 from pipeline import __version__
@@ -342,12 +343,15 @@ def remeasure_task(
     top_k: int,
     repeats: int,
     seed: int,
+    rounds: int = 21,
 ) -> dict[str, Any]:
     """Rank a candidate pool with ``model`` on the class's own worker, then measure the top few and the
-    default.
+    default, and time the predicted best against the default in ``rounds`` interleaved rounds.
 
     Candidates are drawn here because the space's constraints are the device's; what counts afterwards is the
-    measured time, not the prediction.
+    measured time, not the prediction. The interleaved rounds give the speed-up its 95% interval and verdict
+    (``kernels.compare``); a backend that ignores launch parameters (numpy) gets none: there is no speed-up to
+    find there, only noise.
     """
 
     workload, facts = get_workload(spec)
@@ -368,7 +372,23 @@ def remeasure_task(
         m = measure_one(spec, unique[i], repeats, True)
         measured.append({"config": unique[i], "predicted_ms": float(predicted[i]), **m})
     default = measure_one(spec, space.default, repeats, True)
+    comparison = None
+    if (
+        facts["backend"] != "numpy"
+        and measured
+        and measured[0]["status"] == "ok"
+        and default["status"] == "ok"
+    ):
+        pick = space.validate(measured[0]["config"])
+
+        def time_of(config: Mapping[str, int]) -> Callable[[], float]:
+            return lambda: float(workload.run(config, repeats).total)
+
+        a, b = interleaved(time_of(space.default), time_of(pick), rounds)
+        comparison = {**compare(a, b, seed=seed).as_dict(), "default_ms": a, "pick_ms": b}
     return {
+        "comparison": comparison,
+        "backend": facts["backend"],
         "device": facts,
         "host": socket.gethostname(),
         "worker": _worker_name(),
