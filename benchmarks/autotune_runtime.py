@@ -12,7 +12,8 @@
    CUDA event per step gives every step's time; the final states must be bitwise equal (launch shape never
    changes the answer).
 3. Per kernel: the tuned parameters' time alone against the exhaustive best and the default; whole-step times
-   of the default, exhaustive-best and tuned configurations re-measured with more repeats.
+   of the default, exhaustive-best and tuned configurations re-measured with more repeats, and each against
+   the default in interleaved rounds (ratio, 95% interval, verdict: ``kernels.compare``).
 
 Writes results.json, exhaustive.csv, launches_scan.csv.gz, launches_seeded.csv.gz, tuning_table.json and
 seed_table.json under --out, and prints a short table last.
@@ -36,6 +37,7 @@ from kernels.autotune.attach import space_candidates
 from kernels.autotune.table import Entry
 from kernels.cfd.solver import Solver
 from kernels.cfd.workload import CfdWorkload
+from kernels.compare import Comparison, compare, interleaved
 from kernels.device import describe_device
 
 
@@ -110,6 +112,9 @@ def main() -> int:
     )
     ap.add_argument("--repeats", type=int, default=5, help="repeats per exhaustive configuration")
     ap.add_argument("--run-seconds", type=float, default=40.0, help="length of each run at the default speed")
+    ap.add_argument(
+        "--rounds", type=int, default=21, help="interleaved rounds of each tuned step against the default"
+    )
     ap.add_argument("--max-steps", type=int, default=20000)
     ap.add_argument("--work", default="/tmp/autotune_runtime", help="folder for the runs' own outputs")
     ap.add_argument(
@@ -222,6 +227,16 @@ def measure(args: argparse.Namespace, out: Path, partial: dict) -> int:
     for name, config in configs.items():
         t = wl.run(config, 21)
         step_times[name] = {"total_ms": t.total, "kernels_ms": t.kernels}
+    # Each tuned whole step against the default in interleaved rounds: the speed-up with its 95% interval and
+    # the verdict it decides (kernels.compare), never two medians taken apart
+    step_vs_default = {}
+    for name, config in configs.items():
+        if name == "default":
+            continue
+        a, b = interleaved(
+            lambda: wl.run(configs["default"], 5).total, lambda c=config: wl.run(c, 5).total, args.rounds
+        )
+        step_vs_default[name] = compare(a, b).as_dict()
 
     per_kernel = {}
     for k in names:
@@ -264,6 +279,7 @@ def measure(args: argparse.Namespace, out: Path, partial: dict) -> int:
         "exhaustive_repeats": args.repeats,
         "per_kernel": per_kernel,
         "step_times": step_times,
+        "step_vs_default": step_vs_default,
         "runs": {m: {k: v for k, v in r.items() if k != "per_step_ms"} for m, r in runs.items()},
         "per_step_ms": {m: r["per_step_ms"] for m, r in runs.items()},
         "bitwise_equal_to_off": bitwise,
@@ -292,6 +308,8 @@ def measure(args: argparse.Namespace, out: Path, partial: dict) -> int:
         "whole step, ms (median of 21): "
         + ", ".join(f"{n} {v['total_ms']:.4f}" for n, v in step_times.items())
     )
+    for name, c in step_vs_default.items():
+        print(f"{name} / default, interleaved: {Comparison(**c).text()}")
     for m, r in runs.items():
         s = r["summary"]
         share = ""
