@@ -6,13 +6,20 @@
 # device.json, nvidia-smi.txt, sweeps.tar.gz (the sweep folders without models).
 # Run from the repository root, with the wheels of dask/distributed/skops in .whl (as benchmarks/cfd_sweep_on_gpu.sh).
 # CPU=1 runs the same steps with the numpy backend on a small grid and CPU workers as the cards (no GPU needed);
-# PY picks the interpreter (default python3), NO_WHEELS=1 skips the wheel install (a ready virtualenv).
+# PY picks the interpreter (default .venv/bin/python, else python3); the wheels in .whl are installed only when
+# it lacks dask (NO_WHEELS=1 never installs them).
 # The multicast switches (NCCL_NVLS_ENABLE=0 and the others the device README names) are left as found.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-PY=${PY:-python3}
+# the project's .venv where one exists (any make target builds it), else python3 plus the wheels in .whl
+if [ -x .venv/bin/python ]; then PY=${PY:-.venv/bin/python}; else PY=${PY:-python3}; fi
 CARDS=${CARDS:-2}
-if [ -z "${NO_WHEELS:-}" ]; then
+if [ -z "${NO_WHEELS:-}" ] && ! $PY -c 'import dask, distributed' 2>/dev/null; then
+  if ! compgen -G ".whl/*.whl" > /dev/null; then
+    echo "error: $PY lacks dask/distributed and .whl/ holds no wheels: run 'make pytest' once (builds .venv)" \
+      "or put the wheels in .whl/" >&2
+    exit 2
+  fi
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
   export PYTHONPATH=/tmp/site:$PWD

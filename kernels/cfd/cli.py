@@ -230,6 +230,15 @@ def cmd_run(ns: argparse.Namespace) -> int:
         files["mach.png"] = lambda p: mach_figure(x, y, mach(w), w[1], w[2], p, title)
     _write_atomically(out, files)
     print(f"wrote {', '.join(files)} to {out}")
+    kernels = summary["autotune"]["kernels"] if tuners is not None else {}
+    unfinished = [k for k, v in kernels.items() if not v["scans_finished"]]
+    if unfinished and "tuning_table.json" not in files:
+        most = max(kernels[k]["candidates"] for k in unfinished)
+        print(
+            f"no tuning_table.json: no kernel finished its first scan in {ns.steps} steps ({len(unfinished)} "
+            f"kernels still scanning, up to {most} candidates each); run more steps to get a table",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -242,6 +251,8 @@ def cmd_mms(ns: argparse.Namespace) -> int:
         raise UsageError(f"--sizes {ns.sizes!r}: give comma-separated integers, e.g. 32,64,128") from None
     if len(sizes) < 2 or any(n < 4 for n in sizes) or sorted(set(sizes)) != sizes:
         raise UsageError(f"--sizes {ns.sizes!r}: give at least two increasing sizes, each >= 4")
+    if ns.out and Path(ns.out).exists() and not Path(ns.out).is_dir():  # before minutes of computing
+        raise UsageError(f"--out {ns.out}: exists and is not a directory")
     result = run_mms(
         sizes, ns.backend, _scheme(ns), drop=ns.drop, progress=lambda s: print(s, file=sys.stderr, flush=True)
     )
@@ -252,8 +263,6 @@ def cmd_mms(ns: argparse.Namespace) -> int:
         print(f"{n:>6} {result['l2_rho'][k]:12.4e} {o_r} {result['l2_p'][k]:12.4e} {o_p}")
     if ns.out:
         out = Path(ns.out)
-        if out.exists() and not out.is_dir():
-            raise UsageError(f"--out {out}: exists and is not a directory")
         _write_atomically(out, {"mms.json": lambda p: p.write_text(json.dumps(result, indent=2) + "\n")})
         print(f"wrote {out / 'mms.json'}")
     return 0

@@ -69,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     if args.samples is not None:
         spec = dataclasses.replace(spec, samples=limited(args.samples, "samples", "--samples", 0))
+    if spec.samples == 0 and "per_kernel_exhaustive" not in spec.samplers:
+        where = "--samples" if args.samples is not None else f"{args.spec}: samples"
+        raise UserError(f"{where}: 0 random samples and no per_kernel_exhaustive sampler: nothing to measure")
     if args.seed is not None:
         spec = dataclasses.replace(spec, seed=limited(args.seed, "seed", "--seed", 0))
     if args.max_minutes is not None and args.max_minutes <= 0:

@@ -113,3 +113,42 @@ def test_run_with_runtime_autotuning_records_it(tmp_path):
         "update",
     }
     assert (out / "launches.csv").read_text().count("\n") > 7 * 4 * 20 * 0.9
+
+
+def test_mms_out_a_file_fails_before_computing(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    # sizes that would take minutes: the error must come first, in well under that
+    r = subprocess.run(
+        [sys.executable, "-m", "kernels.cfd", "mms", "--sizes", "256,512", "--backend", "numpy"]
+        + ["--out", str(afile)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"error: --out {afile}: exists and is not a directory"
+    ]
+    assert afile.read_text() == "x"
+
+
+def test_a_scan_too_short_for_a_table_says_why(tmp_path):
+    out = tmp_path / "short"
+    r = cli(
+        "run",
+        "--size",
+        "52x16",
+        "--steps",
+        "4",
+        "--backend",
+        "numpy",
+        "--autotune",
+        "scan",
+        "--no-plot",
+        "--out",
+        str(out),
+    )
+    assert r.returncode == 0, r.stderr
+    assert not (out / "tuning_table.json").exists()
+    assert "no tuning_table.json: no kernel finished its first scan in 4 steps" in r.stderr
