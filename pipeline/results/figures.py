@@ -135,36 +135,47 @@ def kernel_heatmaps(grids: Mapping[str, pd.DataFrame], title: str = "", cols: in
 def pred_vs_actual(pred: pd.DataFrame, title: str = "", unit: str = "time per step (ms)") -> Figure:
     """Predicted against measured time, train and test side by side with y = x (Figs. 11 and 14 of the CFD
     seed); points coloured by GPU class where there is more than one. ``pred`` has ``split``,
-    ``measured_ms``, ``predicted_ms`` and optionally ``gpu_class``."""
+    ``measured_ms``, ``predicted_ms`` and optionally ``gpu_class``.
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4.4), sharex=True, sharey=True)
-    y, p = pred["measured_ms"].to_numpy(float), pred["predicted_ms"].to_numpy(float)
-    lo, hi = float(np.nanmin([y.min(), p.min()])), float(np.nanmax([y.max(), p.max()]))
-    log = _wide_range(y, p) and lo > 0
+    Classes whose times lie more than 10x apart (a CPU beside GPUs) get a row of panels each, with their own
+    axes: on one shared log axis the GPUs would be squashed into one corner."""
+
     classes = sorted(pred["gpu_class"].unique()) if "gpu_class" in pred else [None]
-    for ax, part in zip(axes, ("train", "test"), strict=True):
-        rows = pred[pred["split"] == part]
-        for i, cls in enumerate(classes):
-            r = rows if cls is None else rows[rows["gpu_class"] == cls]
-            ax.scatter(
-                r["measured_ms"],
-                r["predicted_ms"],
-                s=5,
-                alpha=0.45,
-                color=f"C{i}",
-                label=f"{cls or 'samples'} (n={len(r):,})",
-            )
-        ax.plot([lo, hi], [lo, hi], color="red", lw=1, label="predicted = measured")
-        r2 = r2_score(rows["measured_ms"], rows["predicted_ms"]) if len(rows) > 1 else float("nan")
-        ax.set_title(f"{title + ' ' if title else ''}{part} (n={len(rows):,}, R2={r2:.3f})")
-        ax.set_xlabel(f"measured {unit}")
-        if log:
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            _plain_log(ax, "x")
-            _plain_log(ax, "y")
-        ax.legend(fontsize=7, markerscale=2, loc="upper left")
-    axes[0].set_ylabel(f"predicted {unit}")
+    medians = [float(pred[pred["gpu_class"] == c]["measured_ms"].median()) for c in classes if c is not None]
+    separate = len(medians) > 1 and min(medians) > 0 and max(medians) / min(medians) > 10
+    groups = [[c] for c in classes] if separate else [classes]
+    fig, axes = plt.subplots(len(groups), 2, figsize=(10, 4.4 * len(groups)), squeeze=False)
+    for row, group in zip(axes, groups, strict=True):
+        sub = pred if group == [None] else pred[pred["gpu_class"].isin(group)]
+        y, p = sub["measured_ms"].to_numpy(float), sub["predicted_ms"].to_numpy(float)
+        lo, hi = float(np.nanmin([y.min(), p.min()])), float(np.nanmax([y.max(), p.max()]))
+        log = _wide_range(y, p) and lo > 0
+        for ax, part in zip(row, ("train", "test"), strict=True):
+            rows = sub[sub["split"] == part]
+            for cls in group:
+                r = rows if cls is None else rows[rows["gpu_class"] == cls]
+                ax.scatter(
+                    r["measured_ms"],
+                    r["predicted_ms"],
+                    s=5,
+                    alpha=0.45,
+                    color=f"C{classes.index(cls)}",
+                    label=f"{cls or 'samples'} (n={len(r):,})",
+                )
+            ax.plot([lo, hi], [lo, hi], color="red", lw=1, label="predicted = measured")
+            r2 = r2_score(rows["measured_ms"], rows["predicted_ms"]) if len(rows) > 1 else float("nan")
+            name = f"{title + ' ' if title else ''}{group[0] + ' ' if separate else ''}"
+            ax.set_title(f"{name}{part} (n={len(rows):,}, R2={r2:.3f})")
+            ax.set_xlabel(f"measured {unit}")
+            ax.set_ylabel(f"predicted {unit}")
+            ax.set_xlim(lo, hi)
+            ax.set_ylim(lo, hi)
+            if log:
+                ax.set_xscale("log")
+                ax.set_yscale("log")
+                _plain_log(ax, "x")
+                _plain_log(ax, "y")
+            ax.legend(fontsize=7, markerscale=2, loc="upper left")
     fig.tight_layout()
     return fig
 

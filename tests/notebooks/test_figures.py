@@ -54,6 +54,22 @@ def test_kernel_heatmaps_star_the_fastest_cell():
 def test_pred_vs_actual_colours_classes_and_goes_log_over_wide_ranges():
     pred = pd.DataFrame(
         {
+            "gpu_class": ["h200"] * 4 + ["h100"] * 4,
+            "split": ["train", "test"] * 4,
+            "measured_ms": [1, 10, 20, 30, 1.5, 11, 21, 31],
+        }
+    )
+    pred["predicted_ms"] = pred["measured_ms"] * 1.01
+    fig = figures.pred_vs_actual(pred, "combined")
+    check(fig)
+    assert len(fig.axes) == 2 and fig.axes[0].get_xscale() == "log" and "R2=" in fig.axes[1].get_title()
+    assert len(fig.axes[0].get_legend().get_texts()) == 3  # two classes and y = x
+
+
+def test_pred_vs_actual_gives_classes_far_apart_their_own_axes():
+    """A CPU 100x slower than the GPU on one log axis squashed the GPU into a corner: one row per class."""
+    pred = pd.DataFrame(
+        {
             "gpu_class": ["cpu"] * 4 + ["h100"] * 4,
             "split": ["train", "test"] * 4,
             "measured_ms": [100, 110, 120, 130, 1, 1.1, 1.2, 1.3],
@@ -62,8 +78,8 @@ def test_pred_vs_actual_colours_classes_and_goes_log_over_wide_ranges():
     pred["predicted_ms"] = pred["measured_ms"] * 1.01
     fig = figures.pred_vs_actual(pred, "combined")
     check(fig)
-    assert fig.axes[0].get_xscale() == "log" and "R2=" in fig.axes[1].get_title()
-    assert len(fig.axes[0].get_legend().get_texts()) == 3  # two classes and y = x
+    assert len(fig.axes) == 4
+    assert fig.axes[0].get_title().startswith("combined cpu train") and fig.axes[2].get_xlim()[1] < 2
 
 
 def test_surrogate_bars_and_loss():
