@@ -304,6 +304,12 @@ def _markdown(report: dict[str, Any]) -> str:
             + ".",
         ]
     lines += report.get("cross_class_md", [])
+    if report.get("performance_report"):
+        lines += [
+            "",
+            f"Dask performance report of the measuring run (task stream, profiles, worker use): "
+            f"[{report['performance_report']}]({report['performance_report']}).",
+        ]
     if report["figures"]:
         lines += ["", "## Figures", ""] + [f"![{f}](figures/{f})" for f in report["figures"]]
     return "\n".join(lines) + "\n"
@@ -340,6 +346,8 @@ def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
         "combined_from": (folder.read_meta() or {}).get("combined", {}).get("sources"),
     }
     report["figures"] = _figures(sweep_dir, frame, plan, spec, metrics, log)
+    if folder.performance_report.exists():
+        report["performance_report"] = folder.performance_report.name
     table = {
         "format": TABLE_FORMAT,
         "version": 1,

@@ -164,7 +164,7 @@ def pred_vs_actual(pred: pd.DataFrame, title: str = "", unit: str = "time per st
                 )
             ax.plot([lo, hi], [lo, hi], color="red", lw=1, label="predicted = measured")
             r2 = r2_score(rows["measured_ms"], rows["predicted_ms"]) if len(rows) > 1 else float("nan")
-            name = f"{title + ' ' if title else ''}{group[0] + ' ' if separate else ''}"
+            name = f"{title + ' ' if title else ''}{f'{group[0]} ' if separate else ''}"
             ax.set_title(f"{name}{part} (n={len(rows):,}, R2={r2:.3f})")
             ax.set_xlabel(f"measured {unit}")
             ax.set_ylabel(f"predicted {unit}")

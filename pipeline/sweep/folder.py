@@ -42,6 +42,7 @@ MANAGED_FILES = (
     "report.md",
     "tuning_table.json",
     "timing.json",
+    "dask-performance.html",
 )
 
 
@@ -123,6 +124,11 @@ class SweepFolder:
     @property
     def report_md(self) -> Path:
         return self.path / "report.md"
+
+    @property
+    def performance_report(self) -> Path:
+        """The Dask performance report of the last measuring run (task stream, profile, worker use)."""
+        return self.path / "dask-performance.html"
 
     def plan_path(self, gpu_class: str) -> Path:
         return self.path / "plan" / f"{gpu_class}.json"

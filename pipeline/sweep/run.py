@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kernels.atomic import atomic_path
 from pipeline.cluster import open_cluster
 from pipeline.errors import UserError
 from pipeline.learn.report import build_report, remeasure_line
@@ -131,6 +133,21 @@ def _up_to_date(out: Path, plans: dict[str, dict]) -> bool:
     return metrics.get("data_hash") == data_hash(load_merged(out)) and all(c in validation for c in plans)
 
 
+@contextmanager
+def performance_report(path: Path, log: Log) -> Iterator[None]:
+    """Dask's performance report of what runs inside (task stream, profiles, worker use), saved as one HTML
+    file beside the results; skipped with a note where bokeh, which draws it, is missing."""
+    try:
+        import bokeh  # noqa: F401  (distributed renders the report with it)
+        from distributed import performance_report as dask_report
+    except ImportError:
+        log("no Dask performance report: bokeh is not installed")
+        yield
+        return
+    with atomic_path(path) as tmp, dask_report(filename=str(tmp)):
+        yield
+
+
 def run_sweep(
     spec: SweepSpec,
     out: Path,
@@ -173,9 +190,10 @@ def run_sweep(
                 "updated": datetime.now(UTC).isoformat(timespec="seconds"),
             },
         )
-        timing = measure_batches(
-            handle.client, spec, plans, out, log, max_minutes, local=handle.kind == "local"
-        )
+        with performance_report(folder.performance_report, log):
+            timing = measure_batches(
+                handle.client, spec, plans, out, log, max_minutes, local=handle.kind == "local"
+            )
         if timing["batches_to_measure"]:  # a rerun with nothing left keeps the last run's timing
             folder.write_timing(timing)
         if timing["batches"]:
