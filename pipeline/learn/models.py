@@ -33,6 +33,15 @@ from kernels.atomic import atomic_path
 from pipeline.errors import UserError
 
 
+def one_thread() -> Any:
+    """Fit and predict with one BLAS/OpenMP thread: the same seed then gives the same numbers on any machine
+    (a sum split over another number of threads rounds differently), and the MLP's small matrices gain
+    nothing from threads on a shared 2-core machine (they spun against other processes: 14x slower there)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1)
+
+
 class AdditiveKernelModel(RegressorMixin, BaseEstimator):
     """Total time = sum over kernels of a per-kernel table (median over samples sharing that kernel's
     parameters)

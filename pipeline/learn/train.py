@@ -9,8 +9,10 @@ comparison, ``pipeline.learn.crossclass``); with two classes or more, leave-one-
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,10 @@ import numpy as np
 import pandas as pd
 import sklearn
 import skops
+from joblib import Parallel, delayed
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import mean_squared_error, r2_score
+from tqdm.auto import tqdm
 
 from pipeline.learn.crossclass import cross_class
 from pipeline.learn.design import (
@@ -31,7 +35,7 @@ from pipeline.learn.design import (
     model_makers,
     training_rows,
 )
-from pipeline.learn.models import AdditiveKernelModel, loss_curve, save_model
+from pipeline.learn.models import AdditiveKernelModel, loss_curve, one_thread, save_model
 from pipeline.sweep.folder import SweepFolder, data_hash, ok_rows
 from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
@@ -110,10 +114,44 @@ def train_sweep(sweep_dir: Path, log=print) -> dict[str, Any]:
         "groups": {},
     }
     trained: dict[str, dict[str, Any]] = {}
+    with one_thread():
+        _fit_groups(folder, frame, plan, spec, groups, metrics, trained, log)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            metrics.update(cross_class(frame, spec, metrics["groups"], trained, log))
+    folder.write_metrics(_finite(metrics))
+    return {"metrics": metrics, "models": trained}
+
+
+def _fit_in_worker(
+    rows: pd.DataFrame, plan: dict[str, Any], spec: SweepSpec, combined: bool, features: list[str]
+) -> dict[str, Any]:
+    """``fit_models`` in a worker process, single-threaded (the numbers of a serial run)."""
+    with one_thread(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # 200 epochs is the seed's budget, by design
+        return fit_models(rows, plan, spec, combined=combined, features=features)
+
+
+def _fit_groups(
+    folder: SweepFolder,
+    frame: pd.DataFrame,
+    plan: dict[str, Any],
+    spec: SweepSpec,
+    groups: dict[str, str | None],
+    metrics: dict[str, Any],
+    trained: dict[str, dict[str, Any]],
+    log: Callable[[str], Any],
+) -> None:
+    """Fit every group (each class, and combined), save its models, record their scores in ``metrics``.
+
+    The groups are independent, so they are fitted in parallel processes (one per core); each fit is seeded
+    and single-threaded, so the numbers are those of a serial run."""
+    jobs = []
     for group, cls in groups.items():
         rows = ok_rows(frame, cls)
         features = features_for(plan, False)
         entry: dict[str, Any] = {"features": features, "rows": int(len(rows)), "target": "ms", "models": {}}
+        metrics["groups"][group] = entry
         if cls is None:
             used, dropped = device_features(rows)
             features = features + used
@@ -124,27 +162,27 @@ def train_sweep(sweep_dir: Path, log=print) -> dict[str, Any]:
                     log(f"train combined: device feature {f} left out: {why}")
         if len(rows) < MIN_ROWS:
             entry["skipped"] = f"only {len(rows)} ok samples (need {MIN_ROWS})"
-            metrics["groups"][group] = entry
             log(f"train {group}: skipped, {entry['skipped']}")
             continue
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)  # 200 epochs is the seed's budget, by design
-            fitted = fit_models(rows, plan, spec, combined=cls is None, features=features)
+        jobs.append((group, rows, cls is None, features))
+    if not jobs:
+        return
+    results = Parallel(n_jobs=min(len(jobs), os.cpu_count() or 1), return_as="generator")(
+        delayed(_fit_in_worker)(rows, plan, spec, combined, features) for _, rows, combined, features in jobs
+    )
+    # a bar per phase on a terminal (tqdm's disable=None: off when stderr is not a TTY, as in logs and tests)
+    bar = tqdm(results, total=len(jobs), desc="train", unit="group", disable=None, leave=False)
+    for (group, *_), fitted in zip(jobs, bar, strict=True):
+        entry = metrics["groups"][group]
         for name, (model, score) in fitted.items():
             save_model(model, folder.model_path(group, name))
             entry["models"][name] = score
         entry["search_model"] = max(entry["models"], key=lambda n: entry["models"][n]["r2_test"])
-        metrics["groups"][group] = entry
         trained[group] = {n: m for n, (m, _) in fitted.items()}
         log(
             f"train {group}: "
             + ", ".join(f"{n} R2 test {s['r2_test']:.3f}" for n, s in entry["models"].items())
         )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        metrics.update(cross_class(frame, spec, metrics["groups"], trained, log))
-    folder.write_metrics(_finite(metrics))
-    return {"metrics": metrics, "models": trained}
 
 
 def _finite(obj: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pipeline.learn.models import one_thread
 from pipeline.strategies import DEFAULT, NEEDS_PRIOR, get_strategy
 from pipeline.strategies.base import Session, StrategyError
 from pipeline.strategies.datasets import Dataset
@@ -39,7 +40,8 @@ def run_one(
         kernels=dataset.kernels,
         device={"dataset": dataset},
     )
-    get_strategy(strategy)(session)
+    with one_thread():  # the estimators' numbers must not depend on the machine's thread count
+        get_strategy(strategy)(session)
     pick = session.best()
     time, source = workload.recorded_time(pick.config)
     best_config, optimum = workload.optimum()
