@@ -25,6 +25,7 @@ from pipeline.errors import UserError
 from pipeline.learn.report import build_report, remeasure_line
 from pipeline.learn.train import train_sweep
 from pipeline.sweep.folder import SweepFolder, data_hash
+from pipeline.sweep.lock import sweep_lock
 from pipeline.sweep.measure import measure_batches
 from pipeline.sweep.shards import load_merged, merge
 from pipeline.sweep.spec import SweepSpec
@@ -158,9 +159,22 @@ def run_sweep(
     log: Log = print,
     max_minutes: float | None = None,
 ) -> dict[str, Any]:
-    """Everything ``python -m pipeline sweep`` does, in order; returns the report."""
+    """Everything ``python -m pipeline sweep`` does, in order, under the folder's lock; returns the report."""
+    with sweep_lock(out, log):
+        return _run_sweep(spec, out, cluster, classes, force, workers_per_class, log, max_minutes)
+
+
+def _run_sweep(
+    spec: SweepSpec,
+    out: Path,
+    cluster: str,
+    classes: Sequence[str] | None,
+    force: bool,
+    workers_per_class: int,
+    log: Log,
+    max_minutes: float | None,
+) -> dict[str, Any]:
     folder = SweepFolder(out)
-    out.mkdir(parents=True, exist_ok=True)
     check_previous(out, spec, force, classes, log)
     wanted = list(classes or spec.gpu_classes or []) or None
     with open_cluster(cluster, wanted, workers_per_class, folder.dask_dir, log) as handle:
