@@ -36,6 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.learn.combine import combine
+    from pipeline.learn.train import say
 
-    combine(args.out, args.sources, log=lambda m: print(m, flush=True))
+    combine(args.out, args.sources, log=say)
     return 0

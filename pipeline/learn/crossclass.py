@@ -28,7 +28,7 @@ from sklearn.metrics import mean_squared_error, r2_score
 from tqdm.auto import tqdm
 
 from kernels.device import DEVICE_FEATURES
-from pipeline.learn.design import MIN_ROWS, design, model_makers, split
+from pipeline.learn.design import MIN_ROWS, design, fit_positions, model_makers, split
 from pipeline.sweep.folder import ok_rows
 from pipeline.sweep.spec import SweepSpec
 
@@ -100,6 +100,7 @@ def _fit_and_score(
         "r2_test": s.pop("r2"),
         "mse_test": s.pop("mse"),
         **s,
+        "n_train": int(len(y)),
         "fit_seconds": round(time.perf_counter() - t0, 3),
     }
 
@@ -143,11 +144,13 @@ def leave_one_class_out(
                 "is the gap between the classes. Read the rank scores."
             )
         out[held] = entry
-        jobs += [(held, name, X, y, Xh, yh) for name in model_makers(spec, len(train), combined=True)]
+        for name in model_makers(spec, len(train), combined=True):
+            pos = fit_positions(train, np.arange(len(train)), spec, name)  # the MLP's capped per class
+            jobs.append((held, name, X[pos], y[pos], Xh, yh))
     results = Parallel(n_jobs=min(len(jobs), os.cpu_count() or 1) or 1, return_as="generator")(
         delayed(_fit_and_score)(spec, name, X, y, Xh, yh) for _, name, X, y, Xh, yh in jobs
     )
-    bar = tqdm(results, total=len(jobs), desc="leave one class out", unit="fit", disable=None, leave=False)
+    bar = tqdm(results, total=len(jobs), desc="leave one class out", unit="fit", disable=None)
     for (held, name, *_), result in zip(jobs, bar, strict=True):
         out[held]["models"][name] = result
     for held, entry in out.items():

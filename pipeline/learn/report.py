@@ -279,14 +279,21 @@ def _markdown(report: dict[str, Any]) -> str:
         "",
         "## Models (R2 on the held-out split)",
         "",
-        "| group | model | R2 train | R2 test | MSE test |",
-        "| --- | --- | ---: | ---: | ---: |",
+        "`rows fitted`: the training rows the model saw"
+        + (
+            f" (the MLP at most {cap:,} of each class, a seeded draw: `train.mlp_rows`)."
+            if (cap := report["spec"]["train"].get("mlp_rows"))
+            else "."
+        ),
+        "",
+        "| group | model | rows fitted | R2 train | R2 test | MSE test |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for group, models in report["models"].items():
         for name, m in models.items():
             lines.append(
-                f"| {group} | {name} | {_fmt(m['r2_train'], 3)} | {_fmt(m['r2_test'], 3)} "
-                f"| {_fmt(m['mse_test'])} |"
+                f"| {group} | {name} | {_fmt(m.get('n_train'))} | {_fmt(m['r2_train'], 3)} "
+                f"| {_fmt(m['r2_test'], 3)} | {_fmt(m['mse_test'])} |"
             )
     for cls, c in report["classes"].items():
         if c.get("predicted_best_config"):
@@ -338,7 +345,10 @@ def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
         "throughput": timing,
         "classes": {c: class_summary(frame, c, plan, metrics, validation) for c in classes},
         "models": {
-            g: {n: {k: m[k] for k in ("r2_train", "r2_test", "mse_test")} for n, m in e["models"].items()}
+            g: {
+                n: {k: m[k] for k in ("r2_train", "r2_test", "mse_test", "n_train") if k in m}
+                for n, m in e["models"].items()
+            }
             for g, e in metrics["groups"].items()
         },
         "comparison": metrics.get("comparison"),

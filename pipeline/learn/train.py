@@ -10,6 +10,7 @@ comparison, ``pipeline.learn.crossclass``); with two classes or more, leave-one-
 from __future__ import annotations
 
 import os
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from pipeline.learn.design import (
     design,
     device_features,
     features_for,
+    fit_positions,
     group_split,
     model_makers,
     training_rows,
@@ -68,11 +70,12 @@ def fit_models(
     X, y = design(rows, features), rows["total_ms"].to_numpy(float)
     tr, te = group_split(rows, spec.test_fraction, spec.seed)
     out = {}
-    for name, make in model_makers(spec, len(tr), combined).items():
-        model = make()
+    for name in model_makers(spec, len(tr), combined):
+        fit_tr = fit_positions(rows, tr, spec, name)  # the MLP's capped at train.mlp_rows per class
+        model = model_makers(spec, len(fit_tr), combined)[name]()
         t0 = time.perf_counter()
-        model.fit(X[tr], y[tr])
-        out[name] = (model, _score(model, X, y, tr, te, time.perf_counter() - t0))
+        model.fit(X[fit_tr], y[fit_tr])
+        out[name] = (model, _score(model, X, y, fit_tr, te, time.perf_counter() - t0))
     kernel_cols = [kernel_column(k) for k in plan["kernels"]]
     groups = {
         k: [features.index(p) for p in ps]
@@ -93,7 +96,13 @@ def fit_models(
     return out
 
 
-def train_sweep(sweep_dir: Path, log=print) -> dict[str, Any]:
+def say(message: str) -> None:
+    """The log of the training commands: a line above the progress bars on a terminal, flushed for logs."""
+    tqdm.write(message)
+    sys.stdout.flush()
+
+
+def train_sweep(sweep_dir: Path, log: Callable[[str], Any] = say) -> dict[str, Any]:
     """Train per class and combined; write ``models/<class>/<model>.skops`` and ``models/metrics.json``."""
     folder = SweepFolder(sweep_dir)
     spec, plan = folder.read_spec()
@@ -170,9 +179,9 @@ def _fit_groups(
     results = Parallel(n_jobs=min(len(jobs), os.cpu_count() or 1), return_as="generator")(
         delayed(_fit_in_worker)(rows, plan, spec, combined, features) for _, rows, combined, features in jobs
     )
-    # a bar per phase on a terminal (tqdm's disable=None: off when stderr is not a TTY, as in logs and tests)
-    bar = tqdm(results, total=len(jobs), desc="train", unit="group", disable=None, leave=False)
-    for (group, *_), fitted in zip(jobs, bar, strict=True):
+    for (group, *_), fitted in zip(
+        jobs, _phase_bars(results, [combined for _, _, combined, _ in jobs]), strict=True
+    ):
         entry = metrics["groups"][group]
         for name, (model, score) in fitted.items():
             save_model(model, folder.model_path(group, name))
@@ -183,6 +192,15 @@ def _fit_groups(
             f"train {group}: "
             + ", ".join(f"{n} R2 test {s['r2_test']:.3f}" for n, s in entry["models"].items())
         )
+
+
+def _phase_bars(results: Any, combined: list[bool]) -> Any:
+    """``results`` (in job order: the classes, then combined) passed through one bar per phase on a terminal
+    (tqdm's ``disable=None``: silent where stderr is not a TTY, as in logs and tests)."""
+    it = iter(results)
+    for desc, n in (("train per class", combined.count(False)), ("train combined", combined.count(True))):
+        if n:
+            yield from tqdm((next(it) for _ in range(n)), total=n, desc=desc, unit="group", disable=None)
 
 
 def _finite(obj: Any) -> Any:

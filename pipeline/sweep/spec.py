@@ -40,7 +40,7 @@ _TOP = {
     ],
 }
 _VALIDATE_KEYS = ["top_k", "pool", "repeats", "rounds"]
-_TRAIN_KEYS = ["hidden_layers", "max_epochs", "max_rows"]
+_TRAIN_KEYS = ["hidden_layers", "max_epochs", "max_rows", "mlp_rows"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,10 @@ class TrainSpec:
     # Rows a class is trained on at most (a seeded uniform draw above it; metrics.json states both counts):
     # issue 18's rehearsal, where fitting 10^5 rows cost more than it taught. null: every row.
     max_rows: int | None = 50_000
+    # Training rows of each class an MLP fit uses at most (a seeded draw of the class's training rows; the
+    # test rows stay all of them). Its cost is rows x epochs, and above this its test R2 gains nothing
+    # measurable (data/cfd/combined/sweep_paper/PROVENANCE.md). null: every training row.
+    mlp_rows: int | None = 4_000
 
 
 @dataclass(frozen=True)
@@ -247,6 +251,9 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
         max_rows=None
         if train.get("max_rows", TrainSpec().max_rows) is None
         else _int(train.get("max_rows", TrainSpec().max_rows), f + "train.max_rows", 100),
+        mlp_rows=None
+        if train.get("mlp_rows", TrainSpec().mlp_rows) is None
+        else _int(train.get("mlp_rows", TrainSpec().mlp_rows), f + "train.mlp_rows", 100),
     )
     output = data.get("output")
     if output is not None:

@@ -42,7 +42,7 @@ def make_sweep(
     class ranks the other's configurations well but misses its level. The fake space holds ~66 valid
     configurations, so ``n`` rows repeat them (as repeated measurements would).
     """
-    train = {"hidden_layers": [32, 32], "max_epochs": 200}
+    train = {"hidden_layers": [32, 32], "max_epochs": 200, **spec_overrides.pop("train", {})}
     spec = parse_spec(base_spec(samples=n, gpu_classes=[cls], train=train, **spec_overrides), "test.yaml")
     workload = make_workload(spec.case, spec.size, spec.backend, **spec.options)
     space = workload.space()
