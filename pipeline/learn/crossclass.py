@@ -15,20 +15,18 @@ sampled configuration against that class's measured best.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from joblib import Parallel, delayed
 from scipy.stats import percentileofscore, spearmanr
 from sklearn.metrics import mean_squared_error, r2_score
-from tqdm.auto import tqdm
 
 from kernels.device import DEVICE_FEATURES
-from pipeline.learn.design import MIN_ROWS, design, fit_positions, model_makers, split
+from pipeline.learn.design import MIN_ROWS, capped, design, model_makers, split
+from pipeline.learn.parallel import run_fits
 from pipeline.sweep.folder import ok_rows
 from pipeline.sweep.spec import SweepSpec
 
@@ -110,8 +108,8 @@ def leave_one_class_out(
 ) -> dict[str, Any]:
     """For each class with enough rows: the combined models fitted on the other classes, scored on it.
 
-    The fits are independent, so they run in parallel processes (one per core, at most one per fit); each
-    fit is seeded and single-threaded, so the numbers are those of a serial run."""
+    The fits are independent, so they run in parallel processes (``parallel.run_fits``); each fit is seeded
+    and single-threaded, so the numbers are those of a serial run."""
 
     rows = ok_rows(frame, None)
     counts = rows["gpu_class"].value_counts()
@@ -145,13 +143,17 @@ def leave_one_class_out(
             )
         out[held] = entry
         for name in model_makers(spec, len(train), combined=True):
-            pos = fit_positions(train, np.arange(len(train)), spec, name)  # the MLP's capped per class
+            pos = np.arange(len(train))
+            if name == "mlp":  # at most train.loco_rows of each training class (a seeded draw)
+                pos = capped(train, pos, spec.train.loco_rows, spec.seed)
             jobs.append((held, name, X[pos], y[pos], Xh, yh))
-    results = Parallel(n_jobs=min(len(jobs), os.cpu_count() or 1) or 1, return_as="generator")(
-        delayed(_fit_and_score)(spec, name, X, y, Xh, yh) for _, name, X, y, Xh, yh in jobs
+    results = run_fits(
+        [(_fit_and_score, (spec, name, X, y, Xh, yh)) for _, name, X, y, Xh, yh in jobs],
+        # cost: a row of the MLP's 200 epochs costs about 20 of boosting's (fit_seconds in metrics.json)
+        sizes=[len(y) * (20 if name == "mlp" else 1) for _, name, _, y, _, _ in jobs],
+        phases=["leave one class out"] * len(jobs),
     )
-    bar = tqdm(results, total=len(jobs), desc="leave one class out", unit="fit", disable=None)
-    for (held, name, *_), result in zip(jobs, bar, strict=True):
+    for (held, name, *_), result in zip(jobs, results, strict=True):
         out[held]["models"][name] = result
     for held, entry in out.items():
         log(
@@ -230,17 +232,20 @@ def markdown(metrics: dict[str, Any]) -> list[str]:
             "The combined model refitted without the held-out class, predicting every ok row of it. "
             "`pick/best`: measured time of the row it predicts fastest over the class's measured best "
             "(1 = found the best); `pick %`: share of rows measured faster than the pick; `median/best`: a "
-            "random pick, for scale.",
+            "random pick, for scale. `fit rows`: the rows the refitted model saw (the MLP a seeded draw of "
+            "at most `train.loco_rows` of each training class; its scores here vary more with the seed than "
+            "with that cap).",
             "",
-            "| held out | trained on | model | rows | R2 | MSE | rho | pick ms | best ms | pick/best "
-            "| pick % | median/best |",
-            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| held out | trained on | model | fit rows | rows | R2 | MSE | rho | pick ms | best ms "
+            "| pick/best | pick % | median/best |",
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         notes = []
         for held, e in loco.items():
             for name, m in e["models"].items():
                 lines.append(
-                    f"| {held} | {', '.join(e['trained_on'])} | {name} | {e['n_test']} | {f(m['r2_test'])} "
+                    f"| {held} | {', '.join(e['trained_on'])} | {name} | {m.get('n_train', e['n_train'])} "
+                    f"| {e['n_test']} | {f(m['r2_test'])} "
                     f"| {f(m['mse_test'], 4)} | {f(m['spearman'])} | {f(m['picked_ms'], 4)} "
                     f"| {f(m['best_ms'], 4)} | {f(m['picked_over_best'], 4)} "
                     f"| {f(m['picked_percentile'], 3)} | {f(m['median_over_best'], 4)} |"

@@ -49,10 +49,9 @@ def capped(rows: pd.DataFrame, positions: np.ndarray, max_rows: int | None, seed
     """``positions`` (row positions in ``rows``) with at most ``max_rows`` of each class, in their order.
 
     A class over the cap keeps a seeded uniform draw of its positions. The draw of a class depends only on the
-    seed and that class's own positions, so a class's rows are the same in its own group and in the combined
-    one (``group_split`` gives both the same positions). Used for the MLP fits, whose cost is rows x epochs
-    while their test score stops gaining well before every row (the measurement is in
-    ``data/cfd/combined/sweep_paper/PROVENANCE.md``)."""
+    seed and that class's own positions. Used for the leave-one-class-out MLP fits (``train.loco_rows``),
+    whose cost is rows x epochs and whose scores vary more with the seed than with this cap (the measurement
+    is in ``data/cfd/combined/sweep_paper/PROVENANCE.md``)."""
     positions = np.asarray(positions)
     if max_rows is None:
         return positions
@@ -64,14 +63,6 @@ def capped(rows: pd.DataFrame, positions: np.ndarray, max_rows: int | None, seed
             drawn = np.random.default_rng(seed).choice(len(where), size=max_rows, replace=False)
             keep[np.delete(where, drawn)] = False
     return positions[keep]
-
-
-def fit_positions(rows: pd.DataFrame, positions: np.ndarray, spec: SweepSpec, model: str) -> np.ndarray:
-    """The training positions model ``model`` is fitted on: the MLP's capped at ``spec.train.mlp_rows`` per
-    class (``capped``, seeded with the spec's seed); every other model's are all of ``positions``."""
-    if model == "mlp":
-        return capped(rows, positions, spec.train.mlp_rows, spec.seed)
-    return np.asarray(positions)
 
 
 def split(frame: pd.DataFrame, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -279,13 +279,6 @@ def _markdown(report: dict[str, Any]) -> str:
         "",
         "## Models (R2 on the held-out split)",
         "",
-        "`rows fitted`: the training rows the model saw"
-        + (
-            f" (the MLP at most {cap:,} of each class, a seeded draw: `train.mlp_rows`)."
-            if (cap := report["spec"]["train"].get("mlp_rows"))
-            else "."
-        ),
-        "",
         "| group | model | rows fitted | R2 train | R2 test | MSE test |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]

@@ -9,7 +9,6 @@ comparison, ``pipeline.learn.crossclass``); with two classes or more, leave-one-
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 import warnings
@@ -21,7 +20,6 @@ import numpy as np
 import pandas as pd
 import sklearn
 import skops
-from joblib import Parallel, delayed
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import mean_squared_error, r2_score
 from tqdm.auto import tqdm
@@ -32,12 +30,12 @@ from pipeline.learn.design import (
     design,
     device_features,
     features_for,
-    fit_positions,
     group_split,
     model_makers,
     training_rows,
 )
 from pipeline.learn.models import AdditiveKernelModel, loss_curve, one_thread, save_model
+from pipeline.learn.parallel import run_fits
 from pipeline.sweep.folder import SweepFolder, data_hash, ok_rows
 from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
@@ -70,12 +68,11 @@ def fit_models(
     X, y = design(rows, features), rows["total_ms"].to_numpy(float)
     tr, te = group_split(rows, spec.test_fraction, spec.seed)
     out = {}
-    for name in model_makers(spec, len(tr), combined):
-        fit_tr = fit_positions(rows, tr, spec, name)  # the MLP's capped at train.mlp_rows per class
-        model = model_makers(spec, len(fit_tr), combined)[name]()
+    for name, make in model_makers(spec, len(tr), combined).items():
+        model = make()
         t0 = time.perf_counter()
-        model.fit(X[fit_tr], y[fit_tr])
-        out[name] = (model, _score(model, X, y, fit_tr, te, time.perf_counter() - t0))
+        model.fit(X[tr], y[tr])
+        out[name] = (model, _score(model, X, y, tr, te, time.perf_counter() - t0))
     kernel_cols = [kernel_column(k) for k in plan["kernels"]]
     groups = {
         k: [features.index(p) for p in ps]
@@ -153,8 +150,8 @@ def _fit_groups(
 ) -> None:
     """Fit every group (each class, and combined), save its models, record their scores in ``metrics``.
 
-    The groups are independent, so they are fitted in parallel processes (one per core); each fit is seeded
-    and single-threaded, so the numbers are those of a serial run."""
+    The groups are independent, so they are fitted in parallel processes (``parallel.run_fits``: one per
+    core, the largest first); each fit is seeded and single-threaded, so the numbers are a serial run's."""
     jobs = []
     for group, cls in groups.items():
         rows = ok_rows(frame, cls)
@@ -176,31 +173,24 @@ def _fit_groups(
         jobs.append((group, rows, cls is None, features))
     if not jobs:
         return
-    results = Parallel(n_jobs=min(len(jobs), os.cpu_count() or 1), return_as="generator")(
-        delayed(_fit_in_worker)(rows, plan, spec, combined, features) for _, rows, combined, features in jobs
+
+    def logged(i: int, fitted: dict[str, Any]) -> None:
+        scores = ", ".join(f"{n} R2 test {s['r2_test']:.3f}" for n, (_, s) in fitted.items())
+        log(f"train {jobs[i][0]}: {scores}")
+
+    results = run_fits(
+        [(_fit_in_worker, (rows, plan, spec, combined, features)) for _, rows, combined, features in jobs],
+        sizes=[len(rows) for _, rows, _, _ in jobs],  # the combined group, the largest, starts first
+        phases=["train combined" if combined else "train per class" for _, _, combined, _ in jobs],
+        done=logged,
     )
-    for (group, *_), fitted in zip(
-        jobs, _phase_bars(results, [combined for _, _, combined, _ in jobs]), strict=True
-    ):
+    for (group, *_), fitted in zip(jobs, results, strict=True):
         entry = metrics["groups"][group]
         for name, (model, score) in fitted.items():
             save_model(model, folder.model_path(group, name))
             entry["models"][name] = score
         entry["search_model"] = max(entry["models"], key=lambda n: entry["models"][n]["r2_test"])
         trained[group] = {n: m for n, (m, _) in fitted.items()}
-        log(
-            f"train {group}: "
-            + ", ".join(f"{n} R2 test {s['r2_test']:.3f}" for n, s in entry["models"].items())
-        )
-
-
-def _phase_bars(results: Any, combined: list[bool]) -> Any:
-    """``results`` (in job order: the classes, then combined) passed through one bar per phase on a terminal
-    (tqdm's ``disable=None``: silent where stderr is not a TTY, as in logs and tests)."""
-    it = iter(results)
-    for desc, n in (("train per class", combined.count(False)), ("train combined", combined.count(True))):
-        if n:
-            yield from tqdm((next(it) for _ in range(n)), total=n, desc=desc, unit="group", disable=None)
 
 
 def _finite(obj: Any) -> Any:

@@ -14,7 +14,7 @@ from sklearn.metrics import r2_score
 from threadpoolctl import threadpool_limits
 
 from pipeline.errors import UserError
-from pipeline.learn.design import design, features_for, fit_positions, group_split, model_makers
+from pipeline.learn.design import design, features_for, group_split, model_makers
 from pipeline.learn.models import load_model
 from pipeline.results.sweeps import Sweep
 from pipeline.sweep.folder import SweepFolder
@@ -87,12 +87,10 @@ def group_model(sweep: Sweep, group: str, model: str = "mlp") -> Any:
     file = SweepFolder(sweep.path).model_path(group, model)
     if file.is_file():
         return load_model(file)
-    rows, X, y, tr, _ = _group_design(sweep, group)
+    _, X, y, tr, _ = _group_design(sweep, group)
     makers = model_makers(sweep.spec, len(tr), combined=group == "combined")
     if model not in makers:
         raise UserError(f"{file}: missing, and only {', '.join(makers)} can be refitted here")
-    tr = fit_positions(rows, tr, sweep.spec, model)  # the rows train fitted it on (the MLP's capped)
-    makers = model_makers(sweep.spec, len(tr), combined=group == "combined")
     # One thread (BLAS, OpenMP): the MLP's matrices are small, and on a shared 2-core machine threads spinning
     # against other processes made this fit 14x slower (129 s against 9 s), with the same result.
     with warnings.catch_warnings(), threadpool_limits(limits=1):

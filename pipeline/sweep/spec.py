@@ -40,7 +40,7 @@ _TOP = {
     ],
 }
 _VALIDATE_KEYS = ["top_k", "pool", "repeats", "rounds"]
-_TRAIN_KEYS = ["hidden_layers", "max_epochs", "max_rows", "mlp_rows"]
+_TRAIN_KEYS = ["hidden_layers", "max_epochs", "max_rows", "loco_rows"]
 
 
 @dataclass(frozen=True)
@@ -63,10 +63,10 @@ class TrainSpec:
     # Rows a class is trained on at most (a seeded uniform draw above it; metrics.json states both counts):
     # issue 18's rehearsal, where fitting 10^5 rows cost more than it taught. null: every row.
     max_rows: int | None = 50_000
-    # Training rows of each class an MLP fit uses at most (a seeded draw of the class's training rows; the
-    # test rows stay all of them). Its cost is rows x epochs, and above this its test R2 gains nothing
-    # measurable (data/cfd/combined/sweep_paper/PROVENANCE.md). null: every training row.
-    mlp_rows: int | None = 4_000
+    # Rows of each training class a leave-one-class-out MLP fit uses at most (a seeded draw; gradient boosting
+    # and every other fit use all rows). Those fits were most of combine's time, and their scores vary more
+    # with the seed than with this cap (data/cfd/combined/sweep_paper/PROVENANCE.md). null: every row.
+    loco_rows: int | None = 2_000
 
 
 @dataclass(frozen=True)
@@ -251,9 +251,9 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
         max_rows=None
         if train.get("max_rows", TrainSpec().max_rows) is None
         else _int(train.get("max_rows", TrainSpec().max_rows), f + "train.max_rows", 100),
-        mlp_rows=None
-        if train.get("mlp_rows", TrainSpec().mlp_rows) is None
-        else _int(train.get("mlp_rows", TrainSpec().mlp_rows), f + "train.mlp_rows", 100),
+        loco_rows=None
+        if train.get("loco_rows", TrainSpec().loco_rows) is None
+        else _int(train.get("loco_rows", TrainSpec().loco_rows), f + "train.loco_rows", 100),
     )
     output = data.get("output")
     if output is not None:

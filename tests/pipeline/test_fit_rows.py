@@ -1,5 +1,5 @@
-"""What the models are fitted on: the MLP's training rows capped per class (``train.mlp_rows``), the row
-counts stated, and the same sources giving the same numbers and predictions on a second run."""
+"""What the models are fitted on: the leave-one-class-out MLP's rows capped per class (``train.loco_rows``),
+the row counts stated, and the same sources giving the same numbers and predictions on a second run."""
 
 from __future__ import annotations
 
@@ -37,40 +37,42 @@ def test_capped_keeps_a_seeded_draw_of_each_class_over_the_cap_in_order():
     assert list(capped(rows, pos, None, seed=3)) == list(pos)
 
 
-def test_mlp_rows_in_the_spec():
-    assert parse_spec(base_spec(), "s.yaml").train.mlp_rows == 4000
-    assert parse_spec(base_spec(train={"mlp_rows": None}), "s.yaml").train.mlp_rows is None
-    assert parse_spec(base_spec(train={"mlp_rows": 500}), "s.yaml").train.mlp_rows == 500
-    with pytest.raises(UserError, match="train.mlp_rows"):
-        parse_spec(base_spec(train={"mlp_rows": 5}), "s.yaml")
+def test_loco_rows_in_the_spec():
+    assert parse_spec(base_spec(), "s.yaml").train.loco_rows == 2000
+    assert parse_spec(base_spec(train={"loco_rows": None}), "s.yaml").train.loco_rows is None
+    assert parse_spec(base_spec(train={"loco_rows": 500}), "s.yaml").train.loco_rows == 500
+    with pytest.raises(UserError, match="train.loco_rows"):
+        parse_spec(base_spec(train={"loco_rows": 5}), "s.yaml")
 
 
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fit_rows")
-    train = {"mlp_rows": 100, "max_epochs": 60}
+    train = {"loco_rows": 100, "max_epochs": 30}
     return tmp, [
         make_sweep(tmp / "v100", "v100", 2.0, n=160, train=train),
         make_sweep(tmp / "h100", "h100", 1.0, n=120, train=train),
     ]
 
 
-def test_the_mlp_is_fitted_on_at_most_mlp_rows_of_each_class_and_says_so(sources):
+def test_the_loco_mlp_is_fitted_on_at_most_loco_rows_of_each_class_and_says_so(sources):
     tmp, paths = sources
     out = tmp / "capped"
     combine(out, paths, log=lambda m: None)
     metrics = json.loads((out / "models" / "metrics.json").read_text())
     n = {g: {m: s["n_train"] for m, s in e["models"].items()} for g, e in metrics["groups"].items()}
-    # 160 v100 rows: 120 training rows, the MLP sees 100; 120 h100 rows: 90, under the cap
-    assert n["v100"] == {"mlp": 100, "gbr": 120, "additive": 120}
-    assert n["h100"] == {"mlp": 90, "gbr": 90, "additive": 90}
-    assert n["combined"] == {"mlp": 190, "gbr": 210}
-    # leave one class out: trained on every row of the other class, the MLP on 100 of them
+    # the groups' models see every training row (75% of 160 and of 120)
+    assert n == {
+        "v100": {"mlp": 120, "gbr": 120, "additive": 120},
+        "h100": {"mlp": 90, "gbr": 90, "additive": 90},
+        "combined": {"mlp": 210, "gbr": 210},
+    }
+    # leave one class out: trained on every row of the other class, the MLP on at most 100 of them
     loco = metrics["loco"]
     assert {m: s["n_train"] for m, s in loco["h100"]["models"].items()} == {"mlp": 100, "gbr": 160}
     assert {m: s["n_train"] for m, s in loco["v100"]["models"].items()} == {"mlp": 100, "gbr": 120}
     report = (out / "report.md").read_text()
-    assert "the MLP at most 100 of each class" in report and "| v100 | mlp | 100 |" in report
+    assert "| h100 | v100 | mlp | 100 | 120 |" in report and "| v100 | mlp | 120 |" in report
 
 
 def _scores(obj):

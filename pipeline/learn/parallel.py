@@ -1,0 +1,52 @@
+"""Independent fits in parallel processes: the largest first, a progress bar per phase, results in the order
+they were asked for.
+
+Each fit is seeded and single-threaded (``models.one_thread`` in the worker), so neither the number of
+processes nor the order they finish in changes a number: the results are those of a serial run. joblib's
+process pool rather than our own: it ships the arguments, reuses its workers between phases and runs
+serially where there is one core.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from joblib import Parallel, delayed
+from tqdm.auto import tqdm
+
+
+def _indexed(i: int, func: Callable[..., Any], args: tuple) -> tuple[int, Any]:
+    return i, func(*args)
+
+
+def run_fits(
+    calls: Sequence[tuple[Callable[..., Any], tuple]],
+    sizes: Sequence[int],
+    phases: Sequence[str],
+    done: Callable[[int, Any], None] | None = None,
+) -> list[Any]:
+    """``func(*args)`` of each call in a process pool; returns the results in ``calls`` order.
+
+    ``sizes`` rank the calls by cost: the largest start first, so the last to start are short and no core
+    waits at the end on a long fit (longest-processing-time-first). ``phases`` names each call's bar (one bar
+    per distinct name, counting its calls; tqdm's ``disable=None``: silent where stderr is not a TTY, as in
+    logs and tests). ``done(i, result)`` is called as each finishes (in finishing order: for log lines only).
+    """
+    order = sorted(range(len(calls)), key=lambda i: -sizes[i])  # stable: ties keep their given order
+    bars = {
+        p: tqdm(total=list(phases).count(p), desc=p, unit="fit", disable=None) for p in dict.fromkeys(phases)
+    }
+    results: list[Any] = [None] * len(calls)
+    pool = Parallel(n_jobs=max(1, min(len(calls), os.cpu_count() or 1)), return_as="generator_unordered")
+    try:
+        for i, result in pool(delayed(_indexed)(i, *calls[i]) for i in order):
+            results[i] = result
+            bars[phases[i]].update()
+            if done is not None:
+                done(i, result)
+    finally:
+        for bar in bars.values():
+            bar.close()
+    return results
