@@ -9,11 +9,10 @@ serially where there is one core.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from joblib import Parallel, delayed
+from joblib import Parallel, cpu_count, delayed
 from tqdm.auto import tqdm
 
 
@@ -39,7 +38,8 @@ def run_fits(
         p: tqdm(total=list(phases).count(p), desc=p, unit="fit", disable=None) for p in dict.fromkeys(phases)
     }
     results: list[Any] = [None] * len(calls)
-    pool = Parallel(n_jobs=max(1, min(len(calls), os.cpu_count() or 1)), return_as="generator_unordered")
+    # joblib's cpu_count: the cores this process may use (affinity, cgroup quota), not the machine's
+    pool = Parallel(n_jobs=max(1, min(len(calls), cpu_count())), return_as="generator_unordered")
     try:
         for i, result in pool(delayed(_indexed)(i, *calls[i]) for i in order):
             results[i] = result
