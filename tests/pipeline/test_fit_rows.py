@@ -84,10 +84,14 @@ def _scores(obj):
     return obj
 
 
-def test_combine_twice_gives_the_same_numbers_and_predictions(sources):
+def test_combine_twice_gives_the_same_numbers_and_predictions(sources, monkeypatch):
+    import pipeline.learn.parallel as parallel
+
     tmp, paths = sources
     runs = []
-    for name in ("one", "two"):
+    for name, cores in (("one", None), ("two", 1)):
+        if cores:  # the second run fits everything in this one process, no pool
+            monkeypatch.setattr(parallel, "cpu_count", lambda n=cores: n)
         out = tmp / name
         combine(out, paths, log=lambda m: None)
         metrics = json.loads((out / "models" / "metrics.json").read_text())
