@@ -53,6 +53,20 @@ def rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)  # not Linux: KiB, upper bound
 
 
+def workers_cpu_s() -> dict[int, float]:
+    """CPU seconds (user + system) of each process below this one (the cluster's worker processes)."""
+    import psutil
+
+    out = {}
+    for child in psutil.Process().children(recursive=True):
+        try:
+            t = child.cpu_times()
+            out[child.pid] = t.user + t.system
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
 def commit() -> str:
     out = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
@@ -176,7 +190,7 @@ def sleeps_s(folder: Path, args) -> tuple[float, int]:
 def one(samples: int, workers: int, args, work: Path) -> dict[str, Any]:
     from pipeline.cluster import open_cluster
     from pipeline.sweep.folder import SweepFolder
-    from pipeline.sweep.measure import measure_batches
+    from pipeline.sweep.measure import _warm_workers, measure_batches
     from pipeline.sweep.run import _plan_class
 
     folder = work / f"s{samples}-w{workers}"
@@ -217,9 +231,14 @@ def one(samples: int, workers: int, args, work: Path) -> dict[str, Any]:
                 "updated": datetime.now(UTC).isoformat(timespec="seconds"),
             }
         )
+        # the workers build their workload first (measure_batches does it too, before its clock; done here
+        # so that the CPU counted below is the measuring phase's only)
+        _warm_workers(handle.client, spec.to_dict(), ["cpu"], log)
+        workers0 = workers_cpu_s()
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         timing = measure_batches(handle.client, spec, {"cpu": plan}, folder, log, local=True)
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        workers1 = workers_cpu_s()
         row["load_during"] = load()
         row["worker_profiler"] = bool(__import__("dask").config.get("distributed.worker.profile.enabled"))
     row["measure_s"] = timing["seconds"]
@@ -228,6 +247,10 @@ def one(samples: int, workers: int, args, work: Path) -> dict[str, Any]:
     row["scheduler_cpu_ms_per_task"] = round(
         1000 * row["client_scheduler_cpu_s"] / max(1, timing["batches"]), 2
     )
+    # CPU of the worker processes alive at both ends (a killed worker's CPU is lost with it; its
+    # restarted process counts from its start): per sample, what each simulated card costs the host
+    row["workers_cpu_s"] = round(sum(workers1[p] - workers0[p] for p in workers1.keys() & workers0.keys()), 2)
+    row["worker_cpu_ms_per_sample"] = round(1000 * row["workers_cpu_s"] / samples, 3)
     row["killed_workers"] = sorted(p.stem for p in kill_dir.glob("*.killed"))
     row["finish_spread_s"] = timing["finish_spread_s"].get("cpu")
     row.update(in_child("merge", folder, log_path))

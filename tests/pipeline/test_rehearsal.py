@@ -169,14 +169,21 @@ def test_more_local_workers_than_cores_turn_the_idle_profilers_off():
 
     lines: list[str] = []
     keys = list(QUIET_WORKER_CONFIG)
-    with dask.config.set(
-        {"distributed.worker.profile.enabled": True, "distributed.admin.system-monitor.gil.enabled": True}
+    # every key restored on leaving (quiet_idle_workers sets them for the whole process)
+    with (
+        dask.config.set({k: dask.config.get(k) for k in keys}),
+        dask.config.set(
+            {"distributed.worker.profile.enabled": True, "distributed.admin.system-monitor.gil.enabled": True}
+        ),
     ):
         assert not quiet_idle_workers(2, lines.append, cores=2)
         assert dask.config.get(keys[0]) is True and not lines
+        assert dask.config.get("distributed.admin.tick.interval") == "20ms"
         assert quiet_idle_workers(32, lines.append, cores=2)
-        assert [dask.config.get(k) for k in keys] == [False, False, "1s"]
-        assert lines == ["32 workers on 2 cores: Dask's per-worker profiler and GIL monitor off"]
+        assert [dask.config.get(k) for k in keys] == [False, False, "1s", "1s", "10s", False]
+        assert lines == [
+            "32 workers on 2 cores: Dask's per-worker profiler and GIL monitor off, ticks slowed"
+        ]
 
 
 def test_suggested_batch_size_pays_the_task_cost_and_keeps_every_worker_busy():
