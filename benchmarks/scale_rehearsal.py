@@ -175,6 +175,10 @@ def sleeps_s(folder: Path, args) -> tuple[float, int]:
 
     from pipeline.sweep.rehearsal import RehearsalWorkload
 
+    if not args.straggler_fraction:  # every sleep is its row's time x the scale: summed in numpy
+        t = pq.read_table(folder / "merged", columns=["status", "total_ms"]).to_pandas()
+        slept = float(t.loc[t["status"] == "ok", "total_ms"].sum()) * args.time_scale / 1000
+        return slept, int((t["status"] == "failed").sum())
     w = RehearsalWorkload(
         "inlet",
         "3328x1024",
@@ -228,7 +232,8 @@ def one(samples: int, workers: int, args, work: Path) -> dict[str, Any]:
         t1 = time.perf_counter()
         plan = _plan_class(handle.client, spec, "cpu", folder, replan=True)
         row["plan_s"] = round(time.perf_counter() - t1, 1)
-        row["plan_json_mb"] = round(SweepFolder(folder).plan_path("cpu").stat().st_size / 2**20, 1)
+        row["plan_mb"] = round(sum(f.stat().st_size for f in (folder / "plan").iterdir()) / 2**20, 2)
+        row["plan_files"] = sorted(f.name for f in (folder / "plan").iterdir())
         SweepFolder(folder).write_meta(
             {
                 "spec": spec.to_dict(),

@@ -127,7 +127,24 @@ def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: 
         for names in kernel_params(params).values():
             for sub in space.subspace(names).grid():
                 out["configs"].append(("per_kernel_exhaustive", {**space.default, **sub}))
+    if spec.get("batch_size") == "auto" and out["configs"]:
+        out["probe_s"] = probe_seconds(spec, [c for _, c in out["configs"][:PROBE_SAMPLES]])
     return out
+
+
+# Samples the planning worker times for ``batch_size: auto`` (their rows are not kept: they are measured
+# again in their batches).
+PROBE_SAMPLES = 3
+
+
+def probe_seconds(spec: Mapping[str, Any], configs: list[dict[str, int]]) -> float:
+    """Median wall seconds of measuring each of ``configs`` as a batch would (check, time, repeats)."""
+    took = []
+    for config in configs:
+        t0 = time.perf_counter()
+        measure_one(spec, config, spec["repeats"], spec["check"])
+        took.append(time.perf_counter() - t0)
+    return float(np.median(took))
 
 
 def _versions(facts: Mapping[str, Any]) -> str:
