@@ -67,6 +67,13 @@ def workers_cpu_s() -> dict[int, float]:
     return out
 
 
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
 def commit() -> str:
     out = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
@@ -480,6 +487,9 @@ def main(argv: list[str] | None = None) -> None:
         "commit": commit(),
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
         f"{round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30, 1)} GiB",
+        "cpu_model": cpu_model(),
+        # taskset / cpuset: the cores the sweep (and every worker it starts) may run on
+        "cores_usable": sorted(os.sched_getaffinity(0)),
         "python": platform.python_version(),
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
     }

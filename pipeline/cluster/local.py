@@ -50,7 +50,8 @@ def quiet_idle_workers(n_workers: int, log: Callable[[str], None], cores: int | 
     """Apply :data:`QUIET_WORKER_CONFIG` when ``n_workers`` exceed the ``cores``; True when it did."""
     import dask
 
-    cores = cores or os.cpu_count() or 1
+    # the cores this process may run on (taskset, a batch job's cgroup cpuset), not the host's
+    cores = cores or len(os.sched_getaffinity(0)) or 1
     if n_workers <= cores:
         return False
     dask.config.set(QUIET_WORKER_CONFIG)
