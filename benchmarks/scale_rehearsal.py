@@ -75,6 +75,10 @@ def cpu_model() -> str:
 
 
 def commit() -> str:
+    """The commit measured: ``git`` here, or ``REHEARSAL_COMMIT`` where the tree was copied without its git
+    (a copy inside another checkout would report that checkout's commit)."""
+    if os.environ.get("REHEARSAL_COMMIT"):
+        return os.environ["REHEARSAL_COMMIT"]
     out = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     )
