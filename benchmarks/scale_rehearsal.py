@@ -143,6 +143,7 @@ def child_merge(folder: Path) -> None:
     print(
         json.dumps(
             {
+                "merge": "streamed",
                 "merge_s": round(seconds, 2),
                 "merge_peak_rss_mb": peak,
                 "rows": int(len(ids)),
@@ -369,36 +370,44 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _series(r: dict[str, Any]) -> str:
+    """Which machine and which code a row measured (the figure's legend)."""
+    host = "2-core VM" if str(r.get("machine", "")).startswith("vm ") else "16-core host"
+    cores = r.get("cores_usable")
+    if cores is not None and len(cores) < int(str(r.get("machine", "0 0, 0")).split(", ")[1].split()[0]):
+        host += f", pinned to {len(cores)} cores"
+    fixes = "" if "workers_cpu_s" in r else ", first fixes only"
+    return f"{r['workers']} workers, {host}{fixes}"
+
+
 def plot(out: Path) -> Path:
-    """``OUT/scale.png`` from ``OUT/results.jsonl``: wall time over ideal per sweep; peak memory per rows."""
+    """``OUT/scale.png`` and ``OUT/table.md`` from the jsonl files in OUT: wall time over ideal per sweep (one
+    line per machine, workers and code), peak memory of merge and training per merged rows."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [
-        json.loads(line)
-        for name in ("results_profiler_on.jsonl", "results.jsonl")
-        if (out / name).is_file()
-        for line in (out / name).read_text().splitlines()
-        if line.strip()
-    ]
-    again = []
-    if (out / "remeasured_memory.jsonl").is_file():
-        again = [
-            json.loads(x) for x in (out / "remeasured_memory.jsonl").read_text().splitlines() if x.strip()
-        ]
+    def read(name: str) -> list[dict[str, Any]]:
+        path = out / name
+        return [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
+
+    rows = read("results_profiler_on.jsonl") + read("results.jsonl") + read("results_device.jsonl")
+    again = read("remeasured_memory.jsonl")
     before = [r for r in rows if r.get("worker_profiler")]
     rows = [r for r in rows if not r.get("worker_profiler")]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.8))
     sweeps = [r for r in rows if r["kind"] == "sweep"]
-    for w in sorted({r["workers"] for r in sweeps}):
+    for name in sorted({_series(r) for r in sweeps}):
         pts = sorted(
-            (r["samples"], r["ratio_to_ideal"], r["load_during"][0]) for r in sweeps if r["workers"] == w
+            (r["samples"], r["ratio_to_ideal"], r["load_during"][0]) for r in sweeps if _series(r) == name
         )
-        a.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=f"{w} workers")
+        style = "o--" if "first fixes" in name else "o-"
+        a.plot(
+            [p[0] for p in pts], [p[1] for p in pts], style, label=name, alpha=0.6 if "first" in name else 1
+        )
         for x, y, ld in pts:
-            a.annotate(f"load {ld:.1f}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            a.annotate(f"load {ld:.1f}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=6)
     if before:
         a.plot(
             [r["samples"] for r in before],
@@ -408,25 +417,30 @@ def plot(out: Path) -> Path:
         )
     a.axhline(1.25, color="grey", ls="--", lw=1, label="target 1.25x")
     a.set(
-        xscale="log", xlabel="replayed samples", ylabel="measuring wall time / ideal", title="orchestration"
+        xscale="log",
+        yscale="log",
+        xlabel="replayed samples",
+        ylabel="measuring wall time / ideal",
+        title="orchestration",
     )
-    a.legend(fontsize=8)
-    mem = sorted((r["rows"], r.get("merge_peak_rss_mb"), r.get("train_peak_rss_mb") or 0) for r in rows)
-    b.plot([m[0] for m in mem], [m[1] for m in mem], "o-", label="merge")
-    b.plot([m[0] for m in mem if m[2]], [m[2] for m in mem if m[2]], "s-", label="train")
-    if again:
-        b.plot(
-            [r["rows"] for r in again],
-            [r["merge_peak_rss_mb"] for r in again],
-            "k^",
-            label="merge, remeasured (VmHWM; 10^6 after the merge fix)",
-        )
+    a.legend(fontsize=6)
+    for label, marker, pick in (
+        ("merge, in memory (before)", "o--", lambda r: r.get("merge") != "streamed"),
+        ("merge, streamed", "o-", lambda r: r.get("merge") == "streamed"),
+    ):
+        mem = sorted((r["rows"], r["merge_peak_rss_mb"]) for r in rows + again if pick(r) and "rows" in r)
+        if mem:
+            b.plot([m[0] for m in mem], [m[1] for m in mem], marker, label=label)
+    train = sorted((r["rows"], r["train_peak_rss_mb"]) for r in rows + again if r.get("train_peak_rss_mb"))
+    b.plot([m[0] for m in train], [m[1] for m in train], "s", label="train (50,000 rows drawn)")
     b.axhline(4096, color="grey", ls="--", lw=1, label="target 4 GiB")
     b.set(
         xscale="log", yscale="log", xlabel="merged rows", ylabel="peak RSS (MiB)", title="login node memory"
     )
-    b.legend(fontsize=8)
-    fig.suptitle("scale rehearsal on 2 CPU cores (data/rehearsal/cpu/scale/results.jsonl)", fontsize=9)
+    b.legend(fontsize=7)
+    fig.suptitle(
+        "scale rehearsal (data/rehearsal/cpu/scale/: results*.jsonl, remeasured_memory.jsonl)", fontsize=9
+    )
     fig.tight_layout()
     (out / "table.md").write_text(table(before + rows + again))
     path = out / "scale.png"
