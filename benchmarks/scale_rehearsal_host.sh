@@ -8,6 +8,8 @@
 set -u
 OUT=${OUT:-/tmp/scale_rehearsal_host}
 export PYTHONUNBUFFERED=1
+# CPU workers only: the local cluster would otherwise make one worker per visible GPU
+export CUDA_VISIBLE_DEVICES=
 mkdir -p "$OUT/pinned" "$OUT/wide"
 {
   date -u
