@@ -126,12 +126,13 @@ class Merged:
 
 
 # Shards are read by a few threads (pyarrow reads without the GIL; a shard is small, so the time goes to
-# opening files: 40,000 at 10^6 samples) in chunks, in order; merged rows are written in row groups of this
-# many rows, so the merge holds one chunk of shards and one row group, never the whole sweep (issue 18: the
-# in-memory merge peaked at 3.85 GiB at 10^6 rows).
+# opening files: 40,000 at 10^6 samples with batch 25) READ_CHUNK at a time, in order (a chunk's tables are
+# all held until it is consumed: 256 shards of 3,517 rows made the 10^6-row merge peak at 751 MiB instead of
+# 465, issue 18); merged rows are written in row groups of ROW_GROUP_ROWS, so the merge holds one chunk of
+# shards and one row group, never the whole sweep (the in-memory merge peaked at 3.85 GiB at 10^6 rows).
 T = TypeVar("T")
 READ_THREADS = 4
-READ_CHUNK = 256
+READ_CHUNK = 16
 ROW_GROUP_ROWS = 65_536
 
 
