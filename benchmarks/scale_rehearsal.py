@@ -289,6 +289,45 @@ def one(samples: int, workers: int, args, work: Path) -> dict[str, Any]:
     return row
 
 
+def idle_cost(workers: int, seconds: float, work: Path) -> list[dict[str, Any]]:
+    """CPU (in cores) an idle local cluster of ``workers`` CPU workers costs, with Dask's defaults and then
+    with :data:`pipeline.cluster.local.QUIET_WORKER_CONFIG`: the scheduler's process (scheduler, nannies)
+    and the worker processes, over ``seconds`` after a 3 s settle."""
+    import dask
+    import psutil
+
+    import pipeline.cluster.local as local
+
+    out = []
+    for quiet in (False, True):
+        with dask.config.set({}):  # restored on leaving: the quiet settings are process-wide
+            original = local.quiet_idle_workers
+            if not quiet:
+                local.quiet_idle_workers = lambda n, log, cores=None: False  # Dask's defaults
+            try:
+                with local.open_local_cluster(["cpu"], work / "idle", lambda m: None, workers):
+                    time.sleep(3)
+                    me = psutil.Process()
+                    kids = me.children(recursive=True)
+                    main0, kids0 = sum(me.cpu_times()[:2]), sum(sum(k.cpu_times()[:2]) for k in kids)
+                    time.sleep(seconds)
+                    main1, kids1 = sum(me.cpu_times()[:2]), sum(sum(k.cpu_times()[:2]) for k in kids)
+            finally:
+                local.quiet_idle_workers = original
+        out.append(
+            {
+                "kind": "idle",
+                "workers": workers,
+                "config": "quiet" if quiet else "dask defaults",
+                "seconds": seconds,
+                "scheduler_process_cores": round((main1 - main0) / seconds, 3),
+                "worker_processes_cores": round((kids1 - kids0) / seconds, 3),
+                "load": load(),
+            }
+        )
+    return out
+
+
 def rows_only(n: int, source: Path, work: Path, args) -> dict[str, Any]:
     """A folder of ``n`` rows from ``source``'s shards (sample ids offset per copy), merged and trained."""
     import pyarrow as pa
@@ -488,6 +527,7 @@ def main(argv: list[str] | None = None) -> None:
         default=[],
         help="merge+train again in these folders (memory fix)",
     )
+    ap.add_argument("--idle", type=int, help="only: CPU of an idle cluster of N workers, defaults vs quiet")
     ap.add_argument("--plot", type=Path, help="only draw DIR/scale.png from DIR/results.jsonl")
     ap.add_argument("--merge", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--train", type=Path, help=argparse.SUPPRESS)
@@ -500,6 +540,14 @@ def main(argv: list[str] | None = None) -> None:
         print(plot(args.plot))
         return None
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.idle:
+        for row in idle_cost(args.idle, 10.0, args.work):
+            row.update(commit=commit(), at=datetime.now(UTC).isoformat(timespec="seconds"))
+            print(json.dumps(row), flush=True)
+            if args.out:
+                with open(args.out / "idle.jsonl", "a") as f:
+                    f.write(json.dumps(row) + "\n")
+        return None
     for folder in args.remeasure:
         log_path = args.work / f"remeasure-{folder.name}.log"
         row = {"kind": "remeasure", "folder": folder.name, "load_before": load()}
