@@ -541,8 +541,9 @@ def main(argv: list[str] | None = None) -> None:
         return None
     args.work.mkdir(parents=True, exist_ok=True)
     if args.idle:
+        measured = commit()  # before the first row dirties the tree
         for row in idle_cost(args.idle, 10.0, args.work):
-            row.update(commit=commit(), at=datetime.now(UTC).isoformat(timespec="seconds"))
+            row.update(commit=measured, at=datetime.now(UTC).isoformat(timespec="seconds"))
             print(json.dumps(row), flush=True)
             if args.out:
                 with open(args.out / "idle.jsonl", "a") as f:
