@@ -133,20 +133,37 @@ class Space:
                     if len(out) == n:
                         break
             return out
+        # One attempt draws each parameter's index in turn (``rng.integers(len(values))``); the draws of many
+        # attempts are taken in one call with an array of bounds, which numpy fills element by element from
+        # the same stream (Lemire's method on the bit generator's next 32 bits, per element): the same
+        # configurations as one call per parameter, 2 us a call cheaper (issue 18: 10^6 samples were ~80 s
+        # of one worker's CPU). A drawn configuration is on the value lists, so only the constraints decide.
+        names = self.names
+        lens = np.array([len(p.values) for p in self.params], dtype=np.int64)
+        values = [np.asarray(p.values, dtype=np.int64) for p in self.params]
+        limit = 100 * n + 1000
         seen: set[tuple[int, ...]] = set()
         out = []
         attempts = 0
         while len(out) < n:
-            attempts += 1
-            if attempts > 100 * n + 1000:
-                raise SpaceError(f"could not draw {n} valid configurations: constraints reject almost all")
-            key = tuple(int(p.values[rng.integers(len(p.values))]) for p in self.params)
-            if key in seen:
-                continue
-            config = dict(zip(self.names, key, strict=True))
-            if self.is_valid(config):
-                seen.add(key)
-                out.append(config)
+            chunk = min(max(1024, 2 * (n - len(out))), limit - attempts + 1)
+            index = rng.integers(0, np.tile(lens, chunk)).reshape(chunk, len(lens))
+            drawn = np.column_stack([v[index[:, j]] for j, v in enumerate(values)]).tolist()
+            for key_list in drawn:
+                attempts += 1
+                if attempts > limit:
+                    raise SpaceError(
+                        f"could not draw {n} valid configurations: constraints reject almost all"
+                    )
+                key = tuple(key_list)
+                if key in seen:
+                    continue
+                config = dict(zip(names, key, strict=True))
+                if all(c.holds(config) for c in self.constraints):
+                    seen.add(key)
+                    out.append(config)
+                    if len(out) == n:
+                        break
         return out
 
     def subspace(self, names: Sequence[str]) -> Space:

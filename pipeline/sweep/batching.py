@@ -7,7 +7,8 @@ last batches cut into parts so several cards of a class finish together.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 
 def batches(configs: Sequence[tuple[str, dict[str, int]]], size: int) -> list[tuple[str, list]]:
@@ -79,3 +80,16 @@ def suggest_batch_size(
     )
     for_balance = samples // (workers * min_batches_per_worker)
     return max(1, min(for_overhead, for_balance))
+
+
+def auto_batch_size(plans: Mapping[str, Mapping[str, Any]], workers: Mapping[str, int]) -> int:
+    """The batch size a spec's ``batch_size: auto`` stands for: :func:`suggest_batch_size` per class (its
+    planned samples, its workers now, the seconds a sample took when its planning worker timed a few,
+    ``probe_s``), the smallest of them (one size for every class: balance first)."""
+    sizes = []
+    for cls, plan in plans.items():
+        probe = float(plan.get("probe_s") or 0)
+        if probe <= 0 or not plan.get("configs"):
+            continue
+        sizes.append(suggest_batch_size(len(plan["configs"]), max(1, workers.get(cls, 1)), probe))
+    return min(sizes) if sizes else 25

@@ -106,7 +106,7 @@ def _finish_spread(per: dict[str, dict]) -> dict[str, float]:
     return {cls: round(max(e) - min(e), 3) for cls, e in ends.items()}
 
 
-def _workers_by_class(client, classes: Sequence[str]) -> dict[str, int]:
+def workers_by_class(client, classes: Sequence[str]) -> dict[str, int]:
     counts = dict.fromkeys(classes, 0)
     for w in client.scheduler_info()["workers"].values():
         for cls in classes:
@@ -137,6 +137,8 @@ def measure_batches(
     A SLURM cluster gets everything at once: its job count follows the number of unfinished tasks.
     """
 
+    if not isinstance(spec.batch_size, int):
+        raise ValueError("measure_batches: batch_size auto must be chosen before measuring (run_sweep does)")
     spec_d = spec.to_dict()
     queues: dict[str, deque] = {}
     skipped = 0
@@ -155,7 +157,7 @@ def measure_batches(
     workers: dict[str, dict] = {}
     if local and total:
         workers = _warm_workers(client, spec_d, list(plans), log)
-    n_workers = {cls: max(1, n) for cls, n in _workers_by_class(client, list(plans)).items()}
+    n_workers = {cls: max(1, n) for cls, n in workers_by_class(client, list(plans)).items()}
 
     def room(cls: str) -> bool:
         if not local:

@@ -110,12 +110,12 @@ class RehearsalWorkload:
     def sleep_ms(self, config: Mapping[str, int], total_ms: float) -> float:
         """How long ``run`` sleeps for a configuration whose replayed time is ``total_ms``."""
         ms = total_ms * self.time_scale
-        if _unit(self.replay._key(config), "straggler") < self.straggler_fraction:
+        if self.straggler_fraction and _unit(self.replay._key(config), "straggler") < self.straggler_fraction:
             ms *= self.straggler_factor
         return ms
 
     def fails(self, config: Mapping[str, int]) -> bool:
-        return _unit(self.replay._key(config), "fail") < self.fail_fraction
+        return bool(self.fail_fraction) and _unit(self.replay._key(config), "fail") < self.fail_fraction
 
     def run(self, config: Mapping[str, int], repeats: int) -> Timing:
         self.runs += 1

@@ -15,6 +15,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,10 @@ from pipeline.cluster import open_cluster
 from pipeline.errors import UserError
 from pipeline.learn.report import build_report, remeasure_line
 from pipeline.learn.train import train_sweep
+from pipeline.sweep.batching import auto_batch_size
 from pipeline.sweep.folder import SweepFolder, data_hash
 from pipeline.sweep.lock import sweep_lock
-from pipeline.sweep.measure import measure_batches
+from pipeline.sweep.measure import measure_batches, workers_by_class
 from pipeline.sweep.shards import load_merged, merge
 from pipeline.sweep.spec import SweepSpec
 from pipeline.sweep.worker import plan_task, remeasure_task
@@ -54,6 +56,16 @@ def check_previous(out: Path, spec: SweepSpec, force: bool, classes: Sequence[st
         "use another --out, "
         "or --force (without --gpu-class) to start it afresh"
     )
+
+
+def keep_batch_size(spec: SweepSpec, previous: dict[str, Any] | None, fresh: bool, log: Log) -> SweepSpec:
+    """``batch_size: auto`` in a folder planned before: the batch size chosen then (batch and shard names
+    must not move between runs); a fresh start (``fresh``) chooses again."""
+    old = (previous or {}).get("batch_size")
+    if spec.batch_size != "auto" or fresh or not isinstance(old, int):
+        return spec
+    log(f"batch_size auto: {old}, as chosen when {spec.name} was planned")
+    return replace(spec, batch_size=old)
 
 
 def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool) -> dict[str, Any]:
@@ -175,6 +187,7 @@ def _run_sweep(
     max_minutes: float | None,
 ) -> dict[str, Any]:
     folder = SweepFolder(out)
+    spec = keep_batch_size(spec, folder.planning_key(), force and not classes, log)
     check_previous(out, spec, force, classes, log)
     wanted = list(classes or spec.gpu_classes or []) or None
     with open_cluster(cluster, wanted, workers_per_class, folder.dask_dir, log) as handle:
@@ -195,6 +208,9 @@ def _run_sweep(
                 f"plan {cls}: {len(plans[cls]['configs'])} configurations "
                 f"on {plans[cls]['device']['device_name']}"
             )
+        if spec.batch_size == "auto":
+            spec = replace(spec, batch_size=auto_batch_size(plans, workers_by_class(handle.client, chosen)))
+            log(f"batch_size auto: {spec.batch_size} (kept for this folder's reruns)")
         first = next(iter(plans.values()))
         folder.write_meta(
             {

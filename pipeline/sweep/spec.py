@@ -82,7 +82,7 @@ class SweepSpec:
     test_fraction: float = 0.25
     samplers: tuple[str, ...] = ("random",)
     repeats: int = 3
-    batch_size: int = 25
+    batch_size: int | str = 25  # or "auto": chosen at the first run (pipeline.sweep.batching.auto_batch_size)
     check: bool = True
     seed: int = 0
     validate: ValidateSpec = field(default_factory=ValidateSpec)
@@ -272,7 +272,9 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
         test_fraction=float(test_fraction),
         samplers=tuple(dict.fromkeys(samplers)),
         repeats=limited(data.get("repeats", 3), "repeats", f + "repeats", 1),
-        batch_size=limited(data.get("batch_size", 25), "batch_size", f + "batch_size", 1),
+        batch_size="auto"
+        if data.get("batch_size") == "auto"
+        else limited(data.get("batch_size", 25), "batch_size", f + "batch_size", 1),
         check=check,
         seed=limited(data.get("seed", 0), "seed", f + "seed", 0),
         validate=vspec,

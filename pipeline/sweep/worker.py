@@ -43,9 +43,19 @@ from pipeline.sweep.shards import set_aside, shard_problem
 _CACHE: dict[str, tuple[Workload, dict[str, Any]]] = {}
 
 
+# The last spec's key: a batch asks for its workload once per row, and the key (a sorted JSON dump) cost
+# about 30 us a row, an eighth of a replayed row's CPU (issue 18). Kept by identity: a task's spec is one
+# dict.
+_LAST_KEY: list[Any] = [None, ""]
+
+
 def _workload_key(spec: Mapping[str, Any]) -> str:
+    if _LAST_KEY[0] is spec:
+        return str(_LAST_KEY[1])
     keys = ("workload", "case", "size", "backend", "options")
-    return json.dumps({k: spec[k] for k in keys}, sort_keys=True, default=str)
+    key = json.dumps({k: spec[k] for k in keys}, sort_keys=True, default=str)
+    _LAST_KEY[:] = [spec, key]
+    return key
 
 
 # Workloads the pipeline itself provides, by name: they read recorded data (pipeline's business), so they are
@@ -118,7 +128,24 @@ def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: 
         for names in kernel_params(params).values():
             for sub in space.subspace(names).grid():
                 out["configs"].append(("per_kernel_exhaustive", {**space.default, **sub}))
+    if spec.get("batch_size") == "auto" and out["configs"]:
+        out["probe_s"] = probe_seconds(spec, [c for _, c in out["configs"][:PROBE_SAMPLES]])
     return out
+
+
+# Samples the planning worker times for ``batch_size: auto`` (their rows are not kept: they are measured
+# again in their batches).
+PROBE_SAMPLES = 3
+
+
+def probe_seconds(spec: Mapping[str, Any], configs: list[dict[str, int]]) -> float:
+    """Median wall seconds of measuring each of ``configs`` as a batch would (check, time, repeats)."""
+    took = []
+    for config in configs:
+        t0 = time.perf_counter()
+        measure_one(spec, config, spec["repeats"], spec["check"])
+        took.append(time.perf_counter() - t0)
+    return float(np.median(took))
 
 
 def _versions(facts: Mapping[str, Any]) -> str:
@@ -153,7 +180,7 @@ def measure_one(
         problems = space.violations(config)
         if problems:
             return {"status": "invalid", "reason": "; ".join(problems), "verified": False}
-        config = space.validate(config)
+        config = {n: int(config[n]) for n in space.names}  # space.validate, without checking twice
         verified = False
         if check:
             result = workload.check(config)

@@ -40,6 +40,43 @@ def test_sample_large_space_draws_independently():
     assert len({tuple(c.values()) for c in configs}) == 500
 
 
+def _sample_one_call_per_parameter(space, n, seed):
+    """The large-space draw as it was written before issue 18: one ``rng.integers`` call per parameter."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    seen, out, attempts = set(), [], 0
+    while len(out) < n:
+        attempts += 1
+        if attempts > 100 * n + 1000:
+            raise SpaceError("constraints reject almost all")
+        key = tuple(int(p.values[rng.integers(len(p.values))]) for p in space.params)
+        if key in seen:
+            continue
+        config = dict(zip(space.names, key, strict=True))
+        if space.is_valid(config):
+            seen.add(key)
+            out.append(config)
+    return out
+
+
+def test_large_space_sample_is_the_draw_of_one_call_per_parameter():
+    # uneven value counts (one of a single value: drawn without consuming the stream), a constraint that
+    # rejects about half, repeats: the batched draw must pick the very same configurations, in order
+    params = tuple(Param(f"k{i}.v", tuple(range(1, 2 + (i * 7) % 23))) for i in range(9))
+    rejects = Constraint("odd sums only", lambda c: sum(c.values()) % 2 == 1)
+    space = Space(params, default={p.name: 1 for p in params}, constraints=(rejects,))
+    assert space.cardinality > 2_000_000
+    for seed in (0, 1, 7):
+        for n in (1, 37, 3000):
+            assert space.sample(n, seed) == _sample_one_call_per_parameter(space, n, seed)
+    default = {p.name: 1 for p in params}
+    only_default = Constraint("the default only", lambda c: c == default)
+    never = Space(params, default=default, constraints=(only_default,))
+    with pytest.raises(SpaceError, match="constraints reject almost all"):
+        never.sample(3, 0)
+
+
 def test_validate_names_the_problem():
     space = small_space()
     with pytest.raises(SpaceError, match="a.threads=48"):

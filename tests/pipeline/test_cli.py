@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from kernels.autotune.table import TuningTable
+from pipeline.sweep.folder import SweepFolder
 from pipeline.sweep.schema import FIXED_FIELDS
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 
@@ -61,9 +62,10 @@ def test_sweep_end_to_end_then_rerun_then_per_class_rerun(finished):
     assert "dashboard: http://127.0.0.1:" in result.stdout and "ssh -N -L" in result.stdout
 
     # shards: 30 random + each kernel's grid with the other at its default, in batches of 10
-    plan = json.loads((out / "plan/cpu.json").read_text())
+    plan = SweepFolder(out).read_plan("cpu")
     n = len(plan["configs"])
-    assert n > 30
+    assert n > 30 and json.loads((out / "plan/cpu.json").read_text())["n_configs"] == n
+    assert pq.read_table(out / "plan/cpu.configs.parquet").num_rows == n  # not a JSON list of dicts
     shards = _shards(out)
     assert len(shards) == -(-n // 10)
     table = pq.read_table(out / "shards/gpu_class=cpu/shard-00000.parquet")

@@ -169,14 +169,21 @@ def test_more_local_workers_than_cores_turn_the_idle_profilers_off():
 
     lines: list[str] = []
     keys = list(QUIET_WORKER_CONFIG)
-    with dask.config.set(
-        {"distributed.worker.profile.enabled": True, "distributed.admin.system-monitor.gil.enabled": True}
+    # every key restored on leaving (quiet_idle_workers sets them for the whole process)
+    with (
+        dask.config.set({k: dask.config.get(k) for k in keys}),
+        dask.config.set(
+            {"distributed.worker.profile.enabled": True, "distributed.admin.system-monitor.gil.enabled": True}
+        ),
     ):
         assert not quiet_idle_workers(2, lines.append, cores=2)
         assert dask.config.get(keys[0]) is True and not lines
+        assert dask.config.get("distributed.admin.tick.interval") == "20ms"
         assert quiet_idle_workers(32, lines.append, cores=2)
-        assert [dask.config.get(k) for k in keys] == [False, False, "1s"]
-        assert lines == ["32 workers on 2 cores: Dask's per-worker profiler and GIL monitor off"]
+        assert [dask.config.get(k) for k in keys] == [False, False, "1s", "1s", "10s", False]
+        assert lines == [
+            "32 workers on 2 cores: Dask's per-worker profiler and GIL monitor off, ticks slowed"
+        ]
 
 
 def test_suggested_batch_size_pays_the_task_cost_and_keeps_every_worker_busy():
@@ -191,3 +198,31 @@ def test_suggested_batch_size_pays_the_task_cost_and_keeps_every_worker_busy():
     assert suggest_batch_size(1_000, 8, 0.001) == 1_000 // 64  # balance wins over overhead
     with pytest.raises(ValueError, match="positive"):
         suggest_batch_size(10, 0, 1.0)
+
+
+def test_batch_size_auto_is_timed_on_the_planning_worker_chosen_once_and_kept(tmp_path):
+    from pipeline.sweep.batching import auto_batch_size, suggest_batch_size
+    from pipeline.sweep.run import keep_batch_size
+    from pipeline.sweep.worker import PROBE_SAMPLES, plan_task
+
+    path = _recorded(tmp_path / "rec.parquet")
+    spec = parse_spec(
+        base_spec(workload="replay", batch_size="auto", options={"dataset": str(path), "time_scale": 10.0}),
+        "s.yaml",
+    )
+    assert spec.batch_size == "auto" and spec.planning_key()["batch_size"] == "auto"
+    plan = plan_task(spec.to_dict(), ["random"], 40, 0)
+    w = RehearsalWorkload("x", "8x4", "numpy", str(path))
+    slept = sorted(10 * w.replay.recorded_time(c)[0] / 1000 for _, c in plan["configs"][:PROBE_SAMPLES])
+    assert slept[1] <= plan["probe_s"] < slept[1] + 0.05  # the median sample: its sleep plus a little CPU
+    plans = {"cpu": plan, "h100": {**plan, "probe_s": 1.0}, "v100": {**plan, "probe_s": None}}
+    expect = min(suggest_batch_size(40, 3, plan["probe_s"]), suggest_batch_size(40, 1, 1.0))
+    assert auto_batch_size(plans, {"cpu": 3, "h100": 1}) == expect
+    assert auto_batch_size({}, {}) == 25
+    lines: list[str] = []
+    kept = keep_batch_size(spec, {"batch_size": 17}, False, lines.append)
+    assert kept.batch_size == 17 and lines == ["batch_size auto: 17, as chosen when fake was planned"]
+    assert keep_batch_size(spec, {"batch_size": 17}, True, lines.append).batch_size == "auto"  # --force
+    assert keep_batch_size(spec, None, False, lines.append).batch_size == "auto"
+    with pytest.raises(UserError, match="batch_size"):
+        parse_spec(base_spec(batch_size="big"), "s.yaml")
