@@ -237,12 +237,43 @@ def _multi_gpu(root: Path) -> str:
     )
 
 
+def _scale(root: Path) -> str:
+    """The scale rehearsal's sweeps with the current merge (data/rehearsal/cpu/scale/results*.jsonl)."""
+    folder = root / "data" / "rehearsal" / "cpu" / "scale"
+    runs = []
+    for name in ("results.jsonl", "results_device.jsonl"):
+        with open(folder / name) as f:
+            runs += [json.loads(line) for line in f if line.strip()]
+    runs = [r for r in runs if r.get("kind") == "sweep" and r.get("merge") == "streamed"]
+    if not runs:
+        raise ReadmeError(f"{folder}: no sweep row with the streamed merge")
+    lines = [
+        "| machine | samples | workers | sleep x | batch | wall / ideal | client + scheduler ms a task "
+        "| worker ms a sample | each sample once | merge s, MiB | load (1 min) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |",
+    ]
+    for r in sorted(runs, key=lambda r: (r["samples"], r["workers"], r["machine"])):
+        cores = int(str(r["machine"]).split(", ")[1].split()[0])
+        pinned = len(r.get("cores_usable", [])) or cores
+        where = f"{cores}-core {'VM' if cores == 2 else 'host'}" + (
+            f", pinned to {pinned} cores" if pinned < cores else ""
+        )
+        lines.append(
+            f"| {where} | {r['samples']:,} | {r['workers']} | {r['time_scale']:g} | {r['batch_size']} "
+            f"| {r['ratio_to_ideal']:.3f} | {r['scheduler_cpu_ms_per_task']:.1f} "
+            f"| {r['worker_cpu_ms_per_sample']:.2f} | {'yes' if r['every_sample_once'] else '**no**'} "
+            f"| {r['merge_s']:.1f}, {r['merge_peak_rss_mb']:.0f} | {r['load_during'][0]:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "autotune_h200": _autotune,
     "multi_gpu_h200x2": _multi_gpu,
     "cfd_sweeps": _cfd_sweeps,
     "cfd_combined": _combined,
     "strategies_kt": _file_block("data/convolution/hub/strategies_kt/table.md"),
+    "scale_rehearsal": _scale,
 }
 
 
