@@ -25,14 +25,20 @@ from pipeline.sweep.shards import load_merged
 
 TOP_CANDIDATES = 5
 NUMPY_NOTE = "the numpy backend ignores launch parameters: no speed-up to report"
+DEFAULT_NOTE = "the model picked the default itself: no speed-up to report"
 COMPARISON_FIELDS = ("ratio", "low", "high", "verdict", "rounds", "confidence")
 
 
-def speedup_text(comparison: dict[str, Any] | None, backend: str | None) -> str:
+def speedup_text(
+    comparison: dict[str, Any] | None, backend: str | None, pick_is_default: bool = False
+) -> str:
     """The predicted best against the default, as the report and the console say it: the ratio of times with
-    its 95% interval and verdict (``kernels.compare``), the numpy note, or why there is none."""
+    its 95% interval and verdict (``kernels.compare``), the numpy note, or why there is none. A pick that is
+    the default configuration has nothing to compare: two timings of it differ only by noise."""
     if backend == "numpy":
         return NUMPY_NOTE
+    if pick_is_default:
+        return DEFAULT_NOTE
     if not comparison:
         return "no interleaved re-measurement"
     return (
@@ -48,7 +54,8 @@ def remeasure_line(
     def ms(m: dict[str, Any]) -> str:
         return f"{m['total_ms']:.4g} ms" if m.get("total_ms") is not None else m["status"]
 
-    return f"predicted best {ms(top)}, default {ms(default)}; {speedup_text(comparison, backend)}"
+    same = top.get("config") == default.get("config")
+    return f"predicted best {ms(top)}, default {ms(default)}; {speedup_text(comparison, backend, same)}"
 
 
 def _config(row: pd.Series, params: list[str]) -> dict[str, int]:
@@ -118,7 +125,8 @@ def class_summary(
         out["remeasure_repeats"] = v.get("repeats")
         out["backend"] = v.get("backend") or (v.get("device") or {}).get("backend")
         out["comparison"] = v.get("comparison")
-        out["speedup_text"] = speedup_text(out["comparison"], out["backend"])
+        out["pick_is_default"] = top["config"] == default["config"]
+        out["speedup_text"] = speedup_text(out["comparison"], out["backend"], out["pick_is_default"])
     else:
         out.update(
             predicted_best_config=None,
@@ -238,6 +246,8 @@ def _speedup_cell(c: dict[str, Any]) -> str:
     comp = c.get("comparison")
     if c.get("backend") == "numpy":
         return "n/a (numpy ignores launches)"
+    if c.get("pick_is_default"):
+        return "n/a (the pick is the default)"
     if comp:
         return f"{comp['ratio']:.3f} [{comp['low']:.3f}, {comp['high']:.3f}] {comp['verdict']}"
     return "n/a"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.learn.report import NUMPY_NOTE, remeasure_line, speedup_text
+from pipeline.learn.report import DEFAULT_NOTE, NUMPY_NOTE, remeasure_line, speedup_text
 from pipeline.sweep import worker
 from tests.pipeline.conftest import base_spec
 from tests.pipeline.fake_workload import make_workload
@@ -51,3 +51,13 @@ def test_the_numpy_backend_reports_no_speed_up(monkeypatch):
     assert result["comparison"] is None and result["backend"] == "numpy"
     assert speedup_text(None, "numpy") == NUMPY_NOTE
     assert NUMPY_NOTE in remeasure_line(result["candidates"][0], result["default"], None, "numpy")
+
+
+def test_a_pick_that_is_the_default_reports_no_speed_up(monkeypatch):
+    result = _remeasure(monkeypatch, "cupy")
+    comp = result["comparison"]
+    default = result["default"]
+    same = {**result["candidates"][0], "config": dict(default["config"])}
+    assert DEFAULT_NOTE in remeasure_line(same, default, comp, "cupy")
+    assert "faster" not in remeasure_line(same, default, comp, "cupy")
+    assert DEFAULT_NOTE not in remeasure_line(result["candidates"][0], default, comp, "cupy")
