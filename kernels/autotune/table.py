@@ -116,24 +116,7 @@ class TuningTable:
     @classmethod
     def load(cls, path: str | Path) -> TuningTable:
         path = Path(path)
-        try:
-            if path.stat().st_size > MAX_BYTES:
-                raise TableError(
-                    f"{path}: {path.stat().st_size} bytes is not a tuning table (at most {MAX_BYTES})"
-                )
-            doc = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise TableError(f"{path}: tuning table not found") from None
-        except RecursionError:
-            raise TableError(
-                f"{path}: nested deeper than a tuning table (at most {MAX_DEPTH} levels)"
-            ) from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise TableError(f"{path}: not a readable JSON tuning table ({exc})") from None
-        if _depth(doc) > MAX_DEPTH:
-            raise TableError(f"{path}: nested deeper than a tuning table (at most {MAX_DEPTH} levels)")
-        if not isinstance(doc, Mapping) or not isinstance(doc.get("entries"), list):
-            raise TableError(f"{path}: field 'entries' (a list) is missing")
+        doc = read_table_doc(path)
         table = cls()
         for i, raw in enumerate(doc["entries"]):
             for entry in _parse_entry(raw, f"{path}: entries[{i}]"):
@@ -146,6 +129,26 @@ class TuningTable:
         doc = {"format": FORMAT, "version": 1, "entries": [e.to_json() for e in self.entries]}
         write_text(path, json.dumps(doc, indent=1) + "\n")
         return path
+
+
+def read_table_doc(path: Path) -> Mapping[str, Any]:
+    """A tuning table file's JSON, its size, depth and ``entries`` list checked (one line per problem)."""
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            size = path.stat().st_size
+            raise TableError(f"{path}: {size} bytes is not a tuning table (at most {MAX_BYTES})")
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise TableError(f"{path}: tuning table not found") from None
+    except RecursionError:
+        raise TableError(f"{path}: nested deeper than a tuning table (at most {MAX_DEPTH} levels)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TableError(f"{path}: not a readable JSON tuning table ({exc})") from None
+    if _depth(doc) > MAX_DEPTH:
+        raise TableError(f"{path}: nested deeper than a tuning table (at most {MAX_DEPTH} levels)")
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("entries"), list):
+        raise TableError(f"{path}: field 'entries' (a list) is missing")
+    return doc
 
 
 def _parse_entry(raw: Any, where: str) -> list[Entry]:

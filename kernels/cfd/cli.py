@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from kernels.autotune import attach_tuners, tuning_files, tuning_summary
+from kernels.autotune import TableError, TunerError, attach_tuners, tuning_files, tuning_summary
+from kernels.autotune.whole import attach_whole_tuner
 from kernels.backend import BACKEND_NAMES
 from kernels.cfd.cases import CASES
 from kernels.cfd.mms import run_mms
@@ -100,6 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="tuning table JSON seeding --autotune seeded (a sweep report's, or DIR/tuning_table.json of a "
         "tuned run: its entries for this GPU class and size are locked without scanning)",
     )
+    run.add_argument(
+        "--space",
+        default="paper",
+        choices=("paper", "fused"),
+        help="what --autotune tunes: paper (default: each of the seven kernels' blocks and threads) or "
+        "fused (whole step configurations: fusion level, 2-D tile, cells per thread, shared memory, faces, "
+        "register cap; seeded from a fused sweep's tuning_table.json; one step per sample)",
+    )
     run.add_argument("--no-plot", action="store_true", help="skip mach.png")
     _scheme_args(run, "minmod")
     mms = sub.add_parser(
@@ -159,16 +168,28 @@ def cmd_run(ns: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a directory")
     solver = Solver(ns.case, size, ns.backend, scheme=_scheme(ns), smoothing=ns.smoothing)
-    tuners = None
-    if ns.autotune != "off":
+    if ns.space == "fused" and ns.autotune == "off":
+        raise UsageError("--space fused tunes whole configurations: give --autotune scan or seeded")
+    tuners, whole = None, None
+    if ns.space == "fused":
+        try:
+            whole = attach_whole_tuner(solver, ns.autotune, ns.tuning_table)
+        except (TableError, TunerError) as e:
+            raise UsageError(str(e)) from None
+        print(
+            f"autotune fused: {len(whole.tuner.candidates)} candidates ({whole.context['seed']})",
+            file=sys.stderr,
+        )
+    elif ns.autotune != "off":
         tuners = attach_tuners(solver, ns.autotune, ns.tuning_table)
+    step = whole.step if whole is not None else solver.step
     every = ns.residual_every or max(1, ns.steps // 200)
     rows: list[list[float]] = []
     first = None
     report_every = max(1, ns.steps // 10)
     t0 = time.perf_counter()
     for k in range(ns.steps):
-        norms = solver.step(residuals=(k % every == 0 or k == ns.steps - 1))
+        norms = step(residuals=(k % every == 0 or k == ns.steps - 1))
         if norms is not None:
             if not np.all(np.isfinite(norms)):
                 print(f"error: the solution diverged (residual not finite) at step {k}", file=sys.stderr)
@@ -204,6 +225,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
     summary["device"] = describe_device(solver.backend)
     if tuners is not None:
         summary["autotune"] = tuning_summary(tuners)
+    if whole is not None:
+        summary["autotune"] = whole.summary()
 
     def write_npz(p: Path) -> None:
         with open(p, "wb") as f:
@@ -223,6 +246,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
     }
     if tuners is not None:  # launches.csv (the launch log) and tuning_table.json (for --autotune seeded)
         files.update(tuning_files(tuners))
+    if whole is not None and whole.table_entry() is not None:
+        files["tuning_table.json"] = whole.write_table
     if not ns.no_plot:
         from kernels.cfd.plot import mach_figure
 
@@ -230,6 +255,12 @@ def cmd_run(ns: argparse.Namespace) -> int:
         files["mach.png"] = lambda p: mach_figure(x, y, mach(w), w[1], w[2], p, title)
     _write_atomically(out, files)
     print(f"wrote {', '.join(files)} to {out}")
+    if whole is not None and "tuning_table.json" not in files:
+        print(
+            f"no tuning_table.json: the fused scan of {len(whole.tuner.candidates)} candidates did not "
+            f"finish in {ns.steps} steps; run more steps to get a table",
+            file=sys.stderr,
+        )
     kernels = summary["autotune"]["kernels"] if tuners is not None else {}
     unfinished = [k for k, v in kernels.items() if not v["scans_finished"]]
     if unfinished and "tuning_table.json" not in files:

@@ -30,3 +30,23 @@ def test_scan_on_the_gpu_tunes_within_kernel_limits_and_changes_no_bits():
     for k in summary["kernels"].values():
         assert k["best_ms"] is not None and 0 < k["best_ms"] < 50
         assert 0 < k["timed_ms"] <= k["kernel_ms"] and 0 <= k["nonoptimal_share"] <= 1
+
+
+def test_fused_whole_configuration_scan_on_the_gpu_changes_no_bits():
+    from kernels.autotune.whole import attach_whole_tuner
+    from kernels.cfd.solver import Solver
+
+    plain = Solver("inlet", "416x128", "cupy")
+    tuned = Solver("inlet", "416x128", "cupy")
+    whole = attach_whole_tuner(tuned, "scan", scan_count=12, period_s=None)
+    assert type(whole.tuner.clock).__name__ == "EventStopwatch"
+    steps = 1 + 3 * 13 + 10
+    for _ in range(steps):
+        plain.step()
+        whole.step()
+    assert whole.tuner.state == IDLE
+    # every fused level is the seven kernels' arithmetic: switching configurations mid-run changes no bit
+    np.testing.assert_array_equal(plain.primitives(), tuned.primitives())
+    s = whole.summary()
+    assert s["config"] is not None and 0 < s["best_ms"] <= s["default_scan_ms"]
+    assert s["candidates"] + len(s["rejected"]) == 13
