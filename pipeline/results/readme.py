@@ -243,6 +243,30 @@ def _multi_gpu(root: Path) -> str:
     )
 
 
+def _autotune_fused(root: Path) -> str:
+    """The run-time tuner over the fused space on the H100 (data/cfd/h100/autotune_fused/results.json)."""
+    r = _load(root / "data" / "cfd" / "h100" / "autotune_fused" / "results.json")
+    runs, comp = r["runs"], r["comparisons"]
+
+    def c(name: str) -> str:
+        x = comp[name]
+        return f"{x['ratio']:.3f}x [{x['low']:.3f}, {x['high']:.3f}] ({x['verdict']})"
+
+    seeded, scan = runs["seeded"]["summary"], runs["scan"]["summary"]
+    bitwise = "bitwise" if all(r["bitwise_equal"].values()) else "NOT bitwise"
+    return _paragraph(
+        f"Measured on the {r['device']['device_name']} ({r['size']} inlet, {runs['off']['steps']} steps "
+        f"a run, {r['date'][:10]}, `data/cfd/h100/autotune_fused/`): seeded from the fused sweep's table, "
+        f"the tuner locked after {seeded['tuned_at_step']} steps over {seeded['candidates']} candidates; "
+        f"its pick takes {c('seeded / default')} the seven-kernel default's step time and "
+        f"{c('seeded / sweep best')} the sweep's best row's (95% intervals, "
+        f"{comp['seeded / default']['rounds']} interleaved rounds). A scan of "
+        f"{scan['candidates']} drawn configurations locked after {scan['tuned_at_step']} steps at "
+        f"{c('scan / default')} the default. Every fused variant compiled before the first step "
+        f"({r['compile_ms']:.0f} ms); the tuned runs' final states are {bitwise} the untuned run's."
+    )
+
+
 def _scale(root: Path) -> str:
     """The scale rehearsal's sweeps with the current merge (data/rehearsal/cpu/scale/results*.jsonl)."""
     folder = root / "data" / "rehearsal" / "cpu" / "scale"
@@ -280,6 +304,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "cfd_combined": _combined,
     "strategies_kt": _file_block("data/convolution/hub/strategies_kt/table.md"),
     "scale_rehearsal": _scale,
+    "autotune_fused_h100": _autotune_fused,
 }
 
 
