@@ -267,6 +267,26 @@ def _autotune_fused(root: Path) -> str:
     )
 
 
+def _strategies_intervals(root: Path) -> str:
+    """Our best strategy against Kernel Tuner's per budget: ratio of means, 95% interval (runs.csv.gz)."""
+    import pandas as pd
+
+    from pipeline.strategies.uncertainty import head_to_head_intervals
+
+    runs = pd.read_csv(root / "data" / "convolution" / "hub" / "strategies_kt" / "runs.csv.gz")
+    table = head_to_head_intervals(runs)
+    lines = [
+        "| budget | ours | Kernel Tuner | ours / Kernel Tuner, mean picked/optimum [95%] | verdict |",
+        "| ---: | --- | --- | --- | --- |",
+    ]
+    for r in table.to_dict("records"):
+        lines.append(
+            f"| {r['budget']} | {r['ours']} | {r['Kernel Tuner']} | {r['ratio']:.3f} "
+            f"[{r['low']:.3f}, {r['high']:.3f}] | {r['verdict']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def _scale(root: Path) -> str:
     """The scale rehearsal's sweeps with the current merge (data/rehearsal/cpu/scale/results*.jsonl)."""
     folder = root / "data" / "rehearsal" / "cpu" / "scale"
@@ -304,6 +324,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "cfd_combined": _combined,
     "strategies_kt": _file_block("data/convolution/hub/strategies_kt/table.md"),
     "scale_rehearsal": _scale,
+    "strategies_kt_intervals": _strategies_intervals,
     "autotune_fused_h100": _autotune_fused,
 }
 
