@@ -87,6 +87,7 @@ def predicted_pick(
         "rows": int(len(rows)),
         "known_failures": len(failing),
         "unrestricted": row(everything[0]),
+        "skipped": everything.index(allowed[0]) if allowed else len(everything),
         "pick": pick,
         "best_of_top_k": float(min(top)) if top else None,
         "top_k": top_k,

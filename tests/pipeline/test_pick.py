@@ -47,7 +47,7 @@ def test_the_replayed_pick_is_never_a_row_that_failed():
     assert out["pick"]["config"] == {"x": 2, "y": 0} and out["pick"]["ms"] == 3.0
     assert out["best_ms"] == 2.0 and out["pick_over_best"] == pytest.approx(1.5)
     assert out["best_of_top_k"] == 2.0 and out["top_k_over_best"] == 1.0
-    assert out["known_failures"] == 2
+    assert out["known_failures"] == 2 and out["skipped"] == 2
 
 
 def test_config_key_reads_the_parameters_in_order():
