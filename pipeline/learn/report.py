@@ -75,6 +75,21 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+def first_runnable(validation: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The predicted best: the best-ranked re-measured candidate that ran (``pipeline.learn.pick``). Folders
+    from before the rule kept an unrunnable candidate in ``candidates``; it is skipped here as well."""
+    if not validation:
+        return None
+    return next((c for c in validation.get("candidates", []) if c["status"] == "ok"), None)
+
+
+def _skipped(validation: dict[str, Any]) -> list[dict[str, Any]]:
+    """The best-ranked candidates passed over because they could not run, with their reasons."""
+    bad = [c for c in validation.get("candidates", []) if c["status"] != "ok"]
+    bad += validation.get("rejected", [])
+    return [{"config": c["config"], "status": c["status"], "reason": c.get("reason", "")} for c in bad]
+
+
 def class_summary(
     frame: pd.DataFrame,
     cls: str,
@@ -109,13 +124,14 @@ def class_summary(
     else:
         out["best_sampled_ms"], out["best_sampled_config"] = None, None
     v = (validation or {}).get(cls)
-    if v:
-        top = v["candidates"][0]
+    top = first_runnable(v)
+    if v and top is not None:
         default = v["default"]
         out["predicted_best_config"] = top["config"]
         out["predicted_best_predicted_ms"] = top["predicted_ms"]
         out["predicted_best_measured_ms"] = top.get("total_ms") if top["status"] == "ok" else None
         out["predicted_best_status"] = top["status"]
+        out["predicted_best_skipped"] = _skipped(v)
         out["default_config"] = default["config"]
         out["default_measured_ms"] = default.get("total_ms") if default["status"] == "ok" else None
         measured = [c for c in v["candidates"] if c["status"] == "ok"]
@@ -136,7 +152,9 @@ def class_summary(
             default_measured_ms=None,
             best_remeasured_ms=None,
             speedup_over_default=None,
-            note="no re-measurement: validation.json is missing",
+            note="no re-measurement: validation.json is missing"
+            if not v
+            else "no re-measured candidate ran: " + "; ".join(c["reason"] for c in _skipped(v)),
         )
     return out
 
@@ -302,6 +320,13 @@ def _markdown(report: dict[str, Any]) -> str:
         if c.get("predicted_best_config"):
             cfg = ", ".join(f"{k}={v}" for k, v in c["predicted_best_config"].items())
             lines += ["", f"**{cls}** predicted best ({c['search_model']}): {cfg}"]
+            if c.get("predicted_best_skipped"):
+                why = "; ".join(f"{s['status']}: {s['reason']}" for s in c["predicted_best_skipped"])
+                lines += [
+                    "",
+                    f"Better-ranked candidates that could not run were skipped "
+                    f"({len(c['predicted_best_skipped'])}): {why}",
+                ]
         if c.get("speedup_text"):
             lines += ["", f"**{cls}** predicted best against the default: {c['speedup_text']}."]
     if report.get("combined_from"):

@@ -23,6 +23,7 @@ from typing import Any
 from kernels.atomic import atomic_path
 from pipeline.cluster import open_cluster
 from pipeline.errors import UserError
+from pipeline.learn.pick import known_failures
 from pipeline.learn.report import build_report, remeasure_line
 from pipeline.learn.train import train_sweep
 from pipeline.sweep.batching import auto_batch_size
@@ -95,6 +96,7 @@ def _remeasure(
     folder = SweepFolder(out)
     validation = folder.read_validation() or {}
     futures = {}
+    merged = load_merged(out)  # its invalid and failed rows are never picked (pipeline.learn.pick)
     for cls, plan in plans.items():
         entry = metrics["groups"].get(cls, {})
         if cls not in trained or "search_model" not in entry:
@@ -119,6 +121,7 @@ def _remeasure(
                 spec.validate.repeats,
                 spec.seed + 1,
                 spec.validate.rounds,
+                known_failures(merged, cls, plan["params"]),
                 resources={cls: 1},
                 pure=False,
                 key=f"remeasure-{cls}-{time.time_ns()}",
@@ -128,9 +131,13 @@ def _remeasure(
         result = future.result()
         result.update(model=name, repeats=spec.validate.repeats)
         validation[cls] = result
+        if not result["candidates"]:
+            log(f"re-measured {cls}: none of the {len(result['rejected'])} best-ranked candidates ran")
+            continue
         top, default = result["candidates"][0], result["default"]
         line = remeasure_line(top, default, result.get("comparison"), result["backend"])
-        log(f"re-measured {cls}: {line}")
+        skipped = f" ({len(result['rejected'])} unrunnable candidates skipped)" if result["rejected"] else ""
+        log(f"re-measured {cls}: {line}{skipped}")
     folder.write_validation(validation)
 
 

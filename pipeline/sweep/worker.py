@@ -33,6 +33,7 @@ from kernels.compare import compare, interleaved
 from kernels.device import describe_device, measure_copy_bandwidth
 from kernels.workload import Workload, WorkloadError, make_workload, workload_names
 from pipeline import __version__
+from pipeline.learn.pick import MAX_REJECTED_PER_PICK, config_key, ranked
 from pipeline.paths import assert_inside
 from pipeline.sweep.schema import kernel_column, kernel_params, shard_schema
 from pipeline.sweep.shards import set_aside, shard_problem
@@ -371,9 +372,16 @@ def remeasure_task(
     repeats: int,
     seed: int,
     rounds: int = 21,
+    exclude: list[dict[str, int]] | None = None,
 ) -> dict[str, Any]:
     """Rank a candidate pool with ``model`` on the class's own worker, then measure the top few and the
     default, and time the predicted best against the default in ``rounds`` interleaved rounds.
+
+    Only runnable configurations are picked (``pipeline.learn.pick``): the pool obeys the space's
+    constraints, ``exclude`` (the configurations the sweep recorded as invalid or failed) is never measured,
+    and a candidate whose check or run fails here is set aside in ``rejected``, the next one measured, until
+    ``top_k`` ran (or ``MAX_REJECTED_PER_PICK`` x ``top_k`` were rejected). ``candidates`` holds only the ones
+    that ran.
 
     Candidates are drawn here because the space's constraints are the device's; what counts afterwards is the
     measured time, not the prediction. The interleaved rounds give the speed-up its 95% interval and verdict
@@ -393,11 +401,17 @@ def remeasure_task(
             unique.append(c)
     X = np.array([[c[f] for f in features] for c in unique], dtype=float)
     predicted = model.predict(X)
-    order = np.argsort(predicted)[:top_k]
-    measured = []
+    known_bad = {config_key(c, space.names) for c in exclude or [] if all(n in c for n in space.names)}
+    order = ranked(predicted, [config_key(c, space.names) for c in unique], exclude=known_bad)
+    measured: list[dict[str, Any]] = []
+    rejected: list[dict[str, Any]] = []
     for i in order:
+        if len(measured) >= top_k or len(rejected) >= MAX_REJECTED_PER_PICK * top_k:
+            break
         m = measure_one(spec, unique[i], repeats, True)
-        measured.append({"config": unique[i], "predicted_ms": float(predicted[i]), **m})
+        (measured if m["status"] == "ok" else rejected).append(
+            {"config": unique[i], "predicted_ms": float(predicted[i]), **m}
+        )
     default = measure_one(spec, space.default, repeats, True)
     comparison = None
     if (
@@ -421,6 +435,8 @@ def remeasure_task(
         "worker": _worker_name(),
         "pool": len(unique),
         "candidates": measured,
+        "rejected": rejected,
+        "excluded_known_failures": len(known_bad),
         "default": {"config": space.default, **default},
         "python": sys.version.split()[0],
     }

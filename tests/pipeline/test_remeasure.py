@@ -61,3 +61,54 @@ def test_a_pick_that_is_the_default_reports_no_speed_up(monkeypatch):
     assert DEFAULT_NOTE in remeasure_line(same, default, comp, "cupy")
     assert "faster" not in remeasure_line(same, default, comp, "cupy")
     assert DEFAULT_NOTE not in remeasure_line(result["candidates"][0], default, comp, "cupy")
+
+class FailingFirst:
+    """A model that ranks the fake workload's configurations failing their check (a.blocks 8, b.threads 64)
+    best, as the fused sweep's model ranked a block over its register limit best."""
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return ByParam().predict(X) + 100.0 * ~((X[:, 0] == 8) & (X[:, 3] == 64))
+
+
+def _remeasure_with(monkeypatch, model, exclude=None, top_k=2) -> dict:
+    spec = {**base_spec(), "options": {}}
+    monkeypatch.setitem(
+        worker._CACHE, worker._workload_key(spec), (make_workload("demo", "8x4"), {"backend": "cupy"})
+    )
+    features = ["a.blocks", "a.threads", "b.blocks", "b.threads"]
+    return worker.remeasure_task(
+        spec, model, features, [], pool=200, top_k=top_k, repeats=1, seed=0, rounds=3, exclude=exclude
+    )
+
+
+def _fails_check(c: dict) -> bool:
+    return c["a.blocks"] == 8 and c["b.threads"] == 64
+
+
+def test_a_pick_that_fails_its_check_is_skipped_for_the_next_runnable_one(monkeypatch):
+    result = _remeasure_with(monkeypatch, FailingFirst())
+    assert len(result["candidates"]) == 2
+    assert all(c["status"] == "ok" and not _fails_check(c["config"]) for c in result["candidates"])
+    assert result["rejected"] and all(_fails_check(c["config"]) for c in result["rejected"])
+    assert all(c["status"] == "invalid" and "simulated race" in c["reason"] for c in result["rejected"])
+    assert result["comparison"] is not None  # the interleaved rounds time a pick that ran
+
+
+def test_configurations_recorded_as_failing_are_never_measured(monkeypatch):
+    bad = [
+        {"a.blocks": 8, "a.threads": t, "b.blocks": b, "b.threads": 64} for t in (32, 64) for b in (1, 2, 4)
+    ]
+    result = _remeasure_with(monkeypatch, FailingFirst(), exclude=bad)
+    assert result["excluded_known_failures"] == len(bad)
+    assert result["rejected"] == []
+    assert len(result["candidates"]) == 2 and not any(_fails_check(c["config"]) for c in result["candidates"])
+
+
+def test_the_report_takes_the_first_candidate_that_ran_also_from_old_folders():
+    from pipeline.learn.report import first_runnable
+
+    bad = {"config": {"a.blocks": 8}, "status": "invalid", "reason": "over the register limit"}
+    good = {"config": {"a.blocks": 4}, "status": "ok", "total_ms": 2.0, "predicted_ms": 1.9}
+    assert first_runnable({"candidates": [bad, good]}) is good
+    assert first_runnable({"candidates": [bad]}) is None
+    assert first_runnable(None) is None
