@@ -62,6 +62,7 @@ def test_a_pick_that_is_the_default_reports_no_speed_up(monkeypatch):
     assert "faster" not in remeasure_line(same, default, comp, "cupy")
     assert DEFAULT_NOTE not in remeasure_line(result["candidates"][0], default, comp, "cupy")
 
+
 class FailingFirst:
     """A model that ranks the fake workload's configurations failing their check (a.blocks 8, b.threads 64)
     best, as the fused sweep's model ranked a block over its register limit best."""
