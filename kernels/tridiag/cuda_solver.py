@@ -17,6 +17,11 @@ Two pipelines, by where stage 2 runs (the tunable ``stage2``):
   stage 1 is done; then chunk j's stage 3 and the download of its unknowns on stream j, so the downloads of
   the first chunks overlap stage 3 of the later ones. Nothing on the host waits until the end: the whole solve
   is enqueued at once, and a zero pivot or NaN met on the device is raised after the final sync.
+* ``gpu`` with ``copies="ordered"`` (``set_copies``): the same work on three streams instead of one per chunk:
+  every chunk's upload in order on one copy stream with an event after each, stage 1 of chunk j on the
+  compute stream as soon as chunk j's event fires (so it overlaps the upload of chunk j + 1 and the copy
+  engine moves one chunk at a time, at the rate of one large copy), stage 2 there, stage 3 chunk by chunk
+  with an event after each, and every download in order on a second copy stream behind its chunk's event.
 
 The solution is written over the device copy of ``d`` (it is re-uploaded by every solve), which saves 8
 B/unknown of device memory: 32 B/unknown plus the reduced levels (``reduced.device_bytes``), so about 2 x 10^9
@@ -38,7 +43,7 @@ from kernels.tridiag import reduced
 from kernels.tridiag.device_solver import DevicePartition, free_device_bytes
 from kernels.tridiag.device_solver import max_threads as limit
 from kernels.tridiag.host_solver import HostSolver
-from kernels.tridiag.system import check_m, check_stage2, check_streams, chunk_rows
+from kernels.tridiag.system import check_copies, check_m, check_stage2, check_streams, chunk_rows
 
 STAGES = ("t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h")
 F8 = 8  # bytes per float64
@@ -90,6 +95,12 @@ class CudaPartitionSolver:
         self.main = cp.cuda.Stream(non_blocking=True)
         self.streams = [cp.cuda.Stream(non_blocking=True) for _ in range(32)]
         self._plans: dict[int, list[_Chunk]] = {}
+        self.copies = "streams"
+        self.up = cp.cuda.Stream(non_blocking=True)  # "ordered": every upload, in order
+        self.down = cp.cuda.Stream(non_blocking=True)  # "ordered": every download, in order
+        self._uploaded = [cp.cuda.Event(disable_timing=True) for _ in range(32)]  # made once, re-recorded
+        self._solved = [cp.cuda.Event(disable_timing=True) for _ in range(32)]
+        self._downloaded = cp.cuda.Event(disable_timing=True)
 
     def set_threads(self, threads: int) -> None:
         """Threads per block of the top-level kernels (at most the compiled kernels' limit for this ``m``)."""
@@ -98,6 +109,11 @@ class CudaPartitionSolver:
 
     def set_stage2(self, stage2: str) -> None:
         self.stage2 = check_stage2(stage2)
+
+    def set_copies(self, copies: str) -> None:
+        """``streams`` (one stream per chunk) or ``ordered`` (one upload stream, one download stream; only
+        with stage 2 on the device)."""
+        self.copies = check_copies(copies)
 
     def _host_stage(self) -> tuple[np.ndarray, Any]:
         if self.iface_host is None:
@@ -122,6 +138,8 @@ class CudaPartitionSolver:
         rt = cp.cuda.runtime
         streams = check_streams(streams)
         chunks = self._plan(streams)
+        if self.copies == "ordered" and self.stage2 == "gpu" and not detail:
+            return self._solve_ordered(chunks)
         if detail and len(chunks) != 1:
             raise ValueError("per-stage detail needs one stream (with more the stages overlap)")
         on_host = self.stage2 == "host"
@@ -215,4 +233,50 @@ class CudaPartitionSolver:
                 ev["stop"],
             ]
             out.update({name: el(a, b) for name, a, b in zip(STAGES, seq[:-1], seq[1:], strict=True)})
+        return out
+
+    def _solve_ordered(self, chunks: list[_Chunk]) -> dict[str, float]:
+        """Stage 2 on the device, uploads in order on ``up``, kernels on ``main``, downloads in order on
+        ``down``; an event per chunk hands each chunk on. Same spans as ``solve``."""
+        cp, dp = self.cp, self.dp
+        rt = cp.cuda.runtime
+        h2d, d2h = rt.memcpyHostToDevice, rt.memcpyDeviceToHost
+        n8 = self.n * F8
+        host_ptr, dev_ptr = self.host.ctypes.data, self.dev.data.ptr
+        xd_ptr = dev_ptr + 3 * n8  # x is written over the device's d
+        ev = {k: cp.cuda.Event() for k in ("start", "s1", "s2", "stop")}
+        ev["start"].record(self.main)
+        dp.reset_flag(self.main)
+        self.up.wait_event(ev["start"])
+        for ch, uploaded in zip(chunks, self._uploaded, strict=False):
+            off = ch.r0 * F8
+            rt.memcpy2DAsync(dev_ptr + off, n8, host_ptr + off, n8, (ch.r1 - ch.r0) * F8, 4, h2d, self.up.ptr)
+            uploaded.record(self.up)
+            self.main.wait_event(uploaded)
+            dp.stage1(self.rows, ch.s, ch.e, self.main)
+        ev["s1"].record(self.main)
+        dp.stage2(self.main)
+        ev["s2"].record(self.main)
+        for ch, solved in zip(chunks, self._solved, strict=False):
+            dp.stage3(self.rows, ch.s, ch.e, self.rows[3], self.main)
+            solved.record(self.main)
+            self.down.wait_event(solved)
+            off = ch.r0 * F8
+            rt.memcpyAsync(
+                self.x_host.ctypes.data + off, xd_ptr + off, (ch.r1 - ch.r0) * F8, d2h, self.down.ptr
+            )
+        self._downloaded.record(self.down)
+        self.main.wait_event(self._downloaded)
+        dp.fetch_flag(self.main)
+        ev["stop"].record(self.main)
+        ev["stop"].synchronize()
+        dp.raise_flag()
+        el = cp.cuda.get_elapsed_time
+        out = {
+            "total": el(ev["start"], ev["stop"]),
+            "stage1": el(ev["start"], ev["s1"]),
+            "stage2": el(ev["s1"], ev["s2"]),
+            "stage3": el(ev["s2"], ev["stop"]),
+        }
+        out["host"] = out["stage2"]
         return out

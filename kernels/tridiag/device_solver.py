@@ -7,6 +7,13 @@ the back-substitutions), ``stage3`` over a range. ``CudaPartitionSolver`` (host 
 and ``solve_device`` (a library call from CuPy code) both drive it.
 
     x = solve_device(a, b, c, d)            # CuPy float64 rows of one length; a[0], c[-1] ignored
+    x = solve_device(a, b, c, d, out=x, graph=True)   # the same arrays again: one CUDA-graph launch
+
+With ``graph`` the whole solve (flag reset, stage 1, every stage-2 launch, stage 3, the flag's copy to the
+host: nine operations at 10^6 unknowns) is captured once into a CUDA graph on a private stream and replayed
+with one ``cudaGraphLaunch`` on the caller's stream, so the host's per-launch cost (a few microseconds each
+through CuPy) no longer sits between the kernels. A graph bakes in the arrays' device pointers, so it is
+reused only for the same ``a, b, c, d, out`` (``graph_cache.GraphCache``, four graphs per size at most).
 
 Errors: mismatched lengths or a non-float64 row raise ``TridiagError`` at once; a zero pivot or a NaN/Inf met
 on the device sets a flag that ``check`` reads back (one 4-byte copy and a sync) and raises
@@ -24,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from kernels.tridiag import reduced
+from kernels.tridiag.graph_cache import GraphCache
 from kernels.tridiag.system import TridiagError, ZeroPivotError, check_m, check_rows, num_blocks
 
 SOURCE = Path(__file__).with_name("partition.cu")
@@ -90,6 +98,8 @@ class DevicePartition:
         self.pcr_threads = reduced.pcr_block(self.sizes[-1])
         self.flag = cp.zeros(1, dtype=np.int32)
         self._stage2_calls = self._plan_stage2()
+        self.graphs = GraphCache(limit=4)
+        self._capture_stream: Any = None
         self.flag_host = np.zeros(1, dtype=np.int32)
         try:
             import cupyx
@@ -183,6 +193,40 @@ class DevicePartition:
             self.raise_flag()
         return x
 
+    # -- CUDA graph of one whole solve ---------------------------------------------------------------------
+    def graph(self, rows: tuple[Any, Any, Any, Any], x: Any) -> Any:
+        """The captured graph of ``solve(rows, x)`` (flag reset .. flag fetched), captured on first use.
+
+        Captured on a private non-blocking stream (capture is not allowed on the legacy default stream), so
+        the graph can then be launched on any stream, the default one included. Keyed by the device pointers
+        and the launch configuration baked into it.
+        """
+        key = (tuple(int(r.data.ptr) for r in rows), int(x.data.ptr), self.threads)
+        return self.graphs.get(key, lambda: self._capture(rows, x))
+
+    def _capture(self, rows: tuple[Any, Any, Any, Any], x: Any) -> Any:
+        if self._capture_stream is None:
+            self._capture_stream = self.cp.cuda.Stream(non_blocking=True)
+        st = self._capture_stream
+        st.begin_capture()
+        try:
+            self.reset_flag(st)
+            self.stage1(rows, 0, self.p, st)
+            self.stage2(st)
+            self.stage3(rows, 0, self.p, x, st)
+            self.fetch_flag(st)
+        finally:
+            graph = st.end_capture()  # ends the capture even when an enqueue failed: the stream stays usable
+        return graph
+
+    def solve_graph(self, rows: tuple[Any, Any, Any, Any], x: Any, stream: Any, check: bool = True) -> Any:
+        """``solve`` as one graph launch on ``stream``; with ``check`` one sync and the flag raised."""
+        self.graph(rows, x).launch(stream)
+        if check:
+            stream.synchronize()
+            self.raise_flag()
+        return x
+
 
 @functools.lru_cache(maxsize=4)
 def _solver(cp: ModuleType, n: int, m: int, device: int) -> DevicePartition:
@@ -190,14 +234,24 @@ def _solver(cp: ModuleType, n: int, m: int, device: int) -> DevicePartition:
 
 
 def solve_device(
-    a: Any, b: Any, c: Any, d: Any, m: int = 10, out: Any = None, stream: Any = None, check: bool = True
+    a: Any,
+    b: Any,
+    c: Any,
+    d: Any,
+    m: int = 10,
+    out: Any = None,
+    stream: Any = None,
+    check: bool = True,
+    graph: bool = False,
 ) -> Any:
     """Solve ``a[i] x[i-1] + b[i] x[i] + c[i] x[i+1] = d[i]`` for CuPy float64 rows already on the GPU.
 
     The answer stays on the device: ``out`` (new if not given; it may be ``d`` itself, to solve in place).
     Runs on ``stream`` (default: CuPy's current stream). ``check`` syncs once at the end to raise on a zero
     pivot or a NaN/Inf; without it the call returns as soon as the work is enqueued. The reduced levels for
-    each (n, m) are kept between calls (four sizes at most).
+    each (n, m) are kept between calls (four sizes at most). ``graph``: replay the whole solve as one CUDA
+    graph (captured on the first call for these arrays; pays off when the same ``a, b, c, d, out`` are solved
+    again, as in a time stepper; with ``out=None`` every call gets a new ``out`` and so a new capture).
     """
     import cupy as cp
 
@@ -211,4 +265,6 @@ def solve_device(
     elif out.shape != (n,) or out.dtype != np.float64 or not out.flags.c_contiguous:
         raise TridiagError(f"out must be a contiguous float64 array of {n} entries, not {out.shape}")
     stream = stream if stream is not None else cp.cuda.get_current_stream()
+    if graph:
+        return solver.solve_graph((a, b, c, d), out, stream, check=check)
     return solver.solve((a, b, c, d), out, stream, check=check)

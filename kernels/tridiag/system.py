@@ -12,6 +12,9 @@ import numpy as np
 
 STREAM_CHOICES = (1, 2, 4, 8, 16, 32)
 STAGE2_CHOICES = ("host", "gpu")  # where the interface system is solved: the host (seed) or the device
+# how the chunks' copies are issued with stage 2 on the device: one stream per chunk (copies and kernels on
+# it), or "ordered": every upload in order on one copy stream, every download on another, kernels on a third
+COPY_CHOICES = ("streams", "ordered")
 MIN_M = 3  # a sub-system needs at least one interior row between its two interface rows
 
 
@@ -59,6 +62,12 @@ def check_stage2(stage2: str) -> str:
     if stage2 not in STAGE2_CHOICES:
         raise TridiagError(f"stage2={stage2!r} must be one of {', '.join(STAGE2_CHOICES)}")
     return stage2
+
+
+def check_copies(copies: str) -> str:
+    if copies not in COPY_CHOICES:
+        raise TridiagError(f"copies={copies!r} must be one of {', '.join(COPY_CHOICES)}")
+    return copies
 
 
 def check_system(abcd: np.ndarray) -> np.ndarray:

@@ -179,3 +179,11 @@ def test_workload_stage2_parameter():
             work.check({"stage2": bad})
     t = work.run({"stage2": "gpu", "streams": 2}, repeats=1)
     assert t.extra["stage2"] == "gpu" and t.extra["host_solver"] == "device-pcr"
+
+
+def test_copies_choice_is_checked():
+    from kernels.tridiag.system import COPY_CHOICES, check_copies
+
+    assert [check_copies(c) for c in COPY_CHOICES] == list(COPY_CHOICES)
+    with pytest.raises(TridiagError, match="copies='pipelined' must be one of streams, ordered"):
+        check_copies("pipelined")
