@@ -36,6 +36,20 @@ class Constraint:
 
 
 @dataclass(frozen=True)
+class Inactive:
+    """Where ``when`` takes one of ``values``, the parameters ``params`` are not used by the kernel that runs
+    (a conditional space written as one product: the fused CFD levels ignore the seven kernels' launches).
+    Models are told, so their values there are not mistaken for signal."""
+
+    when: str
+    values: tuple[int, ...]
+    params: tuple[str, ...]
+
+    def as_list(self) -> list:
+        return [self.when, list(self.values), list(self.params)]
+
+
+@dataclass(frozen=True)
 class Space:
     """The Cartesian product of ``params`` minus configurations that break a constraint.
 
@@ -48,6 +62,7 @@ class Space:
     default: Config
     constraints: tuple[Constraint, ...] = ()
     name: str = ""
+    inactive: tuple[Inactive, ...] = ()
     _index: dict[str, Param] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

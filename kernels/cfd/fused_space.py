@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from kernels.cfd.launch_space import PAPER_BLOCKS, PAPER_THREADS, default_config
 from kernels.cfd.physics import KERNEL_NAMES
-from kernels.space import Config, Constraint, Param, Space
+from kernels.space import Config, Constraint, Inactive, Param, Space
 
 FUSION_LEVELS = ("none", "directional", "stage")
 TILE_VALUES: dict[str, tuple[int, ...]] = {
@@ -215,4 +215,12 @@ def build_fused_space(
                 _no_violation(token, size, limits, compiled),
             )
         )
-    return Space(tuple(params), fused_default(domain_sizes), tuple(constraints), name="cfd-fused")
+    launches = tuple(p.name for p in params if p.name.endswith((".blocks", ".threads")))
+    inactive = (  # fusion: 0 none, 1 directional, 2 stage (FUSION_LEVELS)
+        Inactive("fusion", (1, 2), launches),  # fused levels launch their own kernels, not the seven
+        Inactive("fusion", (0,), tuple(TILE_VALUES)),  # the seven kernels have no tile
+        Inactive("fusion", (1,), ("tile.smem", "tile.faces")),  # one directional variant per register cap
+    )
+    return Space(
+        tuple(params), fused_default(domain_sizes), tuple(constraints), name="cfd-fused", inactive=inactive
+    )

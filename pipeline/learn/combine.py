@@ -30,7 +30,7 @@ from pipeline.errors import UserError
 from pipeline.learn.report import build_report
 from pipeline.learn.train import train_sweep
 from pipeline.paths import check_slug
-from pipeline.sweep.folder import SweepFolder, data_hash
+from pipeline.sweep.folder import PLAN_FACTS, SweepFolder, data_hash
 from pipeline.sweep.schema import shard_schema
 from pipeline.sweep.shards import load_merged, write_merged
 from pipeline.sweep.spec import SweepSpec
@@ -176,7 +176,7 @@ def combine(out: Path, paths: Sequence[Path], log: Log = print, train: bool = Tr
     _prepare_out(out, sources)
     folder = SweepFolder(out)
     base = sources[0]
-    plan = {k: base.meta["plan"][k] for k in ("params", "values", "default", "kernels")}
+    plan = {k: v for k, v in base.meta["plan"].items() if k in PLAN_FACTS}
     schema = shard_schema(plan["params"], plan["kernels"])
     classes = sorted(c for s in sources for c in s.classes)
     notes: list[str] = []

@@ -7,6 +7,7 @@ Device facts as features come from the GPU-class registry (:data:`kernels.device
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from kernels.device import DEVICE_FEATURES, SPEC_SHEET_FEATURES
-from pipeline.learn.models import make_gbr, make_mlp
+from pipeline.learn.models import make_gbr, make_mlp, with_inactive_zeroed
 from pipeline.sweep.spec import SweepSpec
 
 # A spec-sheet feature (kernels.device.SPEC_SHEET_FEATURES) is null where a class has no sheet (the CPU); it
@@ -110,13 +111,25 @@ def group_split(rows: pd.DataFrame, test_fraction: float, seed: int) -> tuple[np
     return np.concatenate(train), np.concatenate(test)
 
 
-def model_makers(spec: SweepSpec, n_train: int, combined: bool) -> dict[str, Any]:
-    """The models a group fits. Combined ones learn log(time): classes may differ by orders of magnitude."""
+def model_makers(
+    spec: SweepSpec,
+    n_train: int,
+    combined: bool,
+    features: Sequence[str] = (),
+    inactive: Sequence[Sequence[Any]] = (),
+) -> dict[str, Any]:
+    """The models a group fits. Combined ones learn log(time): classes may differ by orders of magnitude.
+    Where the plan names parameters a configuration does not use (``inactive``, e.g. the fused CFD space),
+    each model zeroes them first (``models.ZeroInactive``), for fitting and every prediction alike."""
     return {
-        "mlp": lambda: make_mlp(
-            spec.train.hidden_layers, spec.train.max_epochs, spec.seed, n_train, log_target=combined
+        "mlp": lambda: with_inactive_zeroed(
+            make_mlp(
+                spec.train.hidden_layers, spec.train.max_epochs, spec.seed, n_train, log_target=combined
+            ),
+            features,
+            inactive,
         ),
-        "gbr": lambda: make_gbr(spec.seed, log_target=combined),
+        "gbr": lambda: with_inactive_zeroed(make_gbr(spec.seed, log_target=combined), features, inactive),
     }
 
 

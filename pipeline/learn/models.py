@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import skops.io as sio
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sklearn.neural_network import MLPRegressor
@@ -164,9 +164,54 @@ def loss_curve(model: Any) -> list[float]:
     return []
 
 
+class ZeroInactive(TransformerMixin, BaseEstimator):
+    """Sets to 0 the feature columns a configuration does not use (``kernels.space.Inactive`` rules: the fused
+    CFD levels ignore the seven kernels' launches, the seven kernels ignore the tile): their values there are
+    noise that trees split on. ``rules`` are ``[column that decides, its values, columns unused there]``.
+    Written here because no scikit-learn transformer zeroes cells conditionally on another column."""
+
+    def __init__(self, features: Sequence[str] = (), rules: Sequence[Sequence[Any]] = ()):
+        self.features = features
+        self.rules = rules
+
+    def fit(self, X: Any, y: Any = None) -> ZeroInactive:
+        return self
+
+    def transform(self, X: Any) -> np.ndarray:
+        out = np.array(X, dtype=float, copy=True)
+        index = {f: i for i, f in enumerate(self.features)}
+        for when, values, params in self.rules:
+            if when in index:
+                rows = np.isin(out[:, index[when]], np.asarray(values, dtype=float))
+                cols = [index[p] for p in params if p in index]
+                out[np.ix_(rows, cols)] = 0.0
+        return out
+
+
+def with_inactive_zeroed(model: Any, features: Sequence[str], rules: Sequence[Sequence[Any]]) -> Any:
+    """``model`` behind a ``ZeroInactive`` step (unchanged where there are no rules); the target transform,
+    where there is one, stays outermost so the MLP's loss curve is found where ``loss_curve`` looks."""
+    if not rules:
+        return model
+    zero = ZeroInactive(list(features), [list(r) for r in rules])
+
+    def behind(m: Any) -> Any:  # one flat pipeline, so its last step is still the regressor
+        return (
+            make_pipeline(zero, *(step for _, step in m.steps))
+            if hasattr(m, "steps")
+            else make_pipeline(zero, m)
+        )
+
+    if isinstance(model, TransformedTargetRegressor):
+        model.regressor = behind(model.regressor)
+        return model
+    return behind(model)
+
+
 # Beyond skops' default-trusted scikit-learn and numpy types, exactly these may appear in our model files.
 TRUSTED = [
     "pipeline.learn.models.AdditiveKernelModel",
+    "pipeline.learn.models.ZeroInactive",
     "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
     "sklearn.neural_network._stochastic_optimizers.AdamOptimizer",
 ]

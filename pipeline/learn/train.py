@@ -68,7 +68,7 @@ def fit_models(
     X, y = design(rows, features), rows["total_ms"].to_numpy(float)
     tr, te = group_split(rows, spec.test_fraction, spec.seed)
     out = {}
-    for name, make in model_makers(spec, len(tr), combined).items():
+    for name, make in model_makers(spec, len(tr), combined, features, plan.get("inactive", ())).items():
         model = make()
         t0 = time.perf_counter()
         model.fit(X[tr], y[tr])

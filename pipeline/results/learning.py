@@ -88,7 +88,8 @@ def group_model(sweep: Sweep, group: str, model: str = "mlp") -> Any:
     if file.is_file():
         return load_model(file)
     _, X, y, tr, _ = _group_design(sweep, group)
-    makers = model_makers(sweep.spec, len(tr), combined=group == "combined")
+    features = (sweep.metrics or {}).get("groups", {}).get(group, {}).get("features") or []
+    makers = model_makers(sweep.spec, len(tr), group == "combined", features, sweep.plan.get("inactive", ()))
     if model not in makers:
         raise UserError(f"{file}: missing, and only {', '.join(makers)} can be refitted here")
     # One thread (BLAS, OpenMP): the MLP's matrices are small, and on a shared 2-core machine threads spinning

@@ -25,7 +25,7 @@ import hashlib
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pandas as pd
 
@@ -55,6 +55,10 @@ class PlanFacts(TypedDict):
     values: dict[str, list[int]]
     default: dict[str, int]
     kernels: list[str]
+    inactive: NotRequired[list[Any]]  # [parameter, values, parameters unused there]: space.Inactive
+
+
+PLAN_FACTS = ("params", "values", "default", "kernels", "inactive")  # what sweep.json's plan block keeps
 
 
 class Plan(PlanFacts, total=False):

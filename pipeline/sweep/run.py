@@ -27,7 +27,7 @@ from pipeline.learn.pick import known_failures
 from pipeline.learn.report import build_report, remeasure_line
 from pipeline.learn.train import train_sweep
 from pipeline.sweep.batching import auto_batch_size
-from pipeline.sweep.folder import SweepFolder, data_hash
+from pipeline.sweep.folder import PLAN_FACTS, SweepFolder, data_hash
 from pipeline.sweep.lock import sweep_lock
 from pipeline.sweep.measure import measure_batches, workers_by_class
 from pipeline.sweep.shards import load_merged, merge
@@ -90,9 +90,11 @@ def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool) -> d
     return plan
 
 
-def _remeasure(
+def remeasure_picks(
     client, spec: SweepSpec, plans: dict[str, dict], trained: dict, metrics: dict, out: Path, log: Log
 ) -> None:
+    """Each class's predicted best against its default, measured on a worker of that class (``client``
+    submits ``remeasure_task`` with the class as resource), into ``validation.json``."""
     folder = SweepFolder(out)
     validation = folder.read_validation() or {}
     futures = {}
@@ -223,7 +225,7 @@ def _run_sweep(
             {
                 "spec": spec.to_dict(),
                 "planning_key": spec.planning_key(),
-                "plan": {k: first[k] for k in ("params", "values", "default", "kernels")},
+                "plan": {k: first[k] for k in PLAN_FACTS if k in first},
                 "updated": datetime.now(UTC).isoformat(timespec="seconds"),
             },
         )
@@ -244,7 +246,7 @@ def _run_sweep(
             log("nothing new since the last training: models and re-measurements kept")
         else:
             trained = train_sweep(out, log)
-            _remeasure(handle.client, spec, plans, trained["models"], trained["metrics"], out, log)
+            remeasure_picks(handle.client, spec, plans, trained["models"], trained["metrics"], out, log)
     report = build_report(out, log)
     log(f"report: {folder.report_md}")
     return report

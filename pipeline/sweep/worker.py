@@ -129,6 +129,8 @@ def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: 
         for names in kernel_params(params).values():
             for sub in space.subspace(names).grid():
                 out["configs"].append(("per_kernel_exhaustive", {**space.default, **sub}))
+    if space.inactive:  # parameters some configurations do not use: the models zero them (ZeroInactive)
+        out["inactive"] = [rule.as_list() for rule in space.inactive]
     if spec.get("batch_size") == "auto" and out["configs"]:
         out["probe_s"] = probe_seconds(spec, [c for _, c in out["configs"][:PROBE_SAMPLES]])
     return out

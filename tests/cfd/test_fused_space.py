@@ -111,3 +111,18 @@ def test_compiled_register_limits_make_a_block_invalid_with_the_kernel_named():
     problems = fused_violations(cfg, big, LIMITS, compiled)
     assert problems and "stage_fused" in problems[0] and "640" in problems[0]
     assert fused_violations(_cfg(1, block_x=128, block_y=8), big, LIMITS, compiled) == []
+
+
+def test_the_fused_space_names_what_each_level_leaves_unused():
+    from kernels.cfd.fused_space import TILE_VALUES
+
+    space = make_workload("cfd", "inlet", SIZE, "numpy", space="fused").space()
+    rules = {(r.when, r.values): set(r.params) for r in space.inactive}
+    launches = {n for n in space.names if n.endswith((".blocks", ".threads"))}
+    assert len(launches) == 14 and not any(n.startswith("tile.") for n in launches)
+    assert rules == {
+        ("fusion", (1, 2)): launches,
+        ("fusion", (0,)): set(TILE_VALUES),
+        ("fusion", (1,)): {"tile.smem", "tile.faces"},
+    }
+    assert all(set(r.params) <= set(space.names) for r in space.inactive)

@@ -11,8 +11,8 @@ import pytest
 
 from pipeline.errors import UserError
 from pipeline.learn.combine import combine
-from pipeline.learn.design import capped, design
-from pipeline.learn.models import load_model
+from pipeline.learn.design import capped, design, model_makers
+from pipeline.learn.models import load_model, loss_curve
 from pipeline.sweep.folder import ok_rows
 from pipeline.sweep.shards import load_merged
 from pipeline.sweep.spec import parse_spec
@@ -109,3 +109,29 @@ def test_combine_twice_gives_the_same_numbers_and_predictions(sources, monkeypat
     for key in p1:
         assert np.array_equal(p1[key], p2[key]), key  # bit for bit
     assert m1["loco"]["h100"]["models"]["mlp"]["r2_test"] is not None  # real scores were compared
+
+
+def test_inactive_parameters_are_zeroed_for_fitting_and_every_prediction(tmp_path):
+    """A model told that 'b' is unused where 'a' == 1 predicts the same whatever 'b' holds there, and its
+    skops file loads back with the trusted list (ZeroInactive is in TRUSTED)."""
+    from pipeline.learn.models import ZeroInactive, save_model, with_inactive_zeroed
+
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.integers(0, 2, 400), rng.integers(0, 50, 400), rng.normal(size=400)])
+    y = X[:, 2] + np.where(X[:, 0] == 0, X[:, 1] / 10, 0.0)  # b matters only where a == 0
+    rules = [["a", [1], ["b"]]]
+    zero = ZeroInactive(["a", "b", "c"], rules)
+    assert (zero.transform(X)[X[:, 0] == 1, 1] == 0).all()
+    assert (zero.transform(X)[X[:, 0] == 0] == X[X[:, 0] == 0]).all()
+    spec = parse_spec(base_spec(), "s.yaml")
+    for name, make in model_makers(spec, 400, False, ["a", "b", "c"], rules).items():
+        model = make().fit(X, y)
+        shifted = X.copy()
+        shifted[X[:, 0] == 1, 1] += 17
+        assert np.array_equal(model.predict(X), model.predict(shifted)), name
+        path = tmp_path / f"{name}.skops"
+        save_model(model, path)
+        assert np.array_equal(load_model(path).predict(X), model.predict(X))
+    mlp = model_makers(spec, 400, False, ["a", "b", "c"], rules)["mlp"]().fit(X, y)
+    assert loss_curve(mlp)  # the MLP is still the pipeline's last step
+    assert with_inactive_zeroed("model", ["a"], ()) == "model"  # no rules: the model as it was
