@@ -181,6 +181,12 @@ class Space:
                         break
         return out
 
+    def active_key(self, config: Mapping[str, int]) -> tuple[int | None, ...]:
+        """``config``'s values in ``names`` order with the parameters it leaves unused (``inactive``) as None:
+        two configurations with one key run the same kernels with the same launches."""
+        unused = {p for rule in self.inactive if config[rule.when] in rule.values for p in rule.params}
+        return tuple(None if n in unused else int(config[n]) for n in self.names)
+
     def subspace(self, names: Sequence[str]) -> Space:
         """The space over ``names`` only, other parameters fixed at their default (constraints kept)."""
         params = tuple(self._index[n] for n in names)

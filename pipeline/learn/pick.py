@@ -23,7 +23,7 @@ FAILED_STATUSES = ("invalid", "failed")
 # space's constraints keep the known rules out, so a long run of failures means the check rejects them.
 MAX_REJECTED_PER_PICK = 4
 
-Key = tuple[int, ...]
+Key = tuple[int | None, ...]  # None: a parameter the configuration leaves unused (Space.active_key)
 
 
 def config_key(config: Mapping[str, Any], names: Sequence[str]) -> Key:

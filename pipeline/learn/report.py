@@ -76,8 +76,9 @@ def _clean(obj: Any) -> Any:
 
 
 def first_runnable(validation: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The predicted best: the best-ranked re-measured candidate that ran (``pipeline.learn.pick``). Folders
-    from before the rule kept an unrunnable candidate in ``candidates``; it is skipped here as well."""
+    """The predicted best: the first re-measured candidate that ran. Since 2026-11-24 ``candidates`` are
+    ordered fastest first (the fastest of the model's top k that ran); older folders kept the model's order
+    and, before ``pipeline.learn.pick``, an unrunnable candidate, which is skipped here as well."""
     if not validation:
         return None
     return next((c for c in validation.get("candidates", []) if c["status"] == "ok"), None)

@@ -1,6 +1,6 @@
 import pytest
 
-from kernels.space import Constraint, Param, Space, SpaceError
+from kernels.space import Constraint, Inactive, Param, Space, SpaceError
 
 
 def small_space():
@@ -108,3 +108,14 @@ def test_each_parameter_may_keep_its_default_while_others_are_tuned():
     assert space.is_valid({"a.blocks": 13312, "b.blocks": 200})
     assert space.is_valid({"a.blocks": 100, "b.blocks": 9})
     assert not space.is_valid({"a.blocks": 13312, "b.blocks": 10})
+
+
+def test_the_active_key_leaves_out_what_a_choice_does_not_use():
+    space = Space(
+        (Param("level", (0, 1)), Param("x", (1, 2)), Param("y", (1, 2))),
+        {"level": 0, "x": 1, "y": 1},
+        inactive=(Inactive("level", (1,), ("x",)),),
+    )
+    assert space.active_key({"level": 0, "x": 2, "y": 1}) == (0, 2, 1)
+    assert space.active_key({"level": 1, "x": 2, "y": 1}) == space.active_key({"level": 1, "x": 1, "y": 1})
+    assert space.active_key({"level": 1, "x": 2, "y": 1}) == (1, None, 1)

@@ -113,3 +113,42 @@ def test_the_report_takes_the_first_candidate_that_ran_also_from_old_folders():
     assert first_runnable({"candidates": [bad, good]}) is good
     assert first_runnable({"candidates": [bad]}) is None
     assert first_runnable(None) is None
+
+
+def test_configurations_that_differ_only_in_unused_parameters_are_measured_once(monkeypatch):
+    import dataclasses
+
+    from kernels.space import Inactive
+
+    spec = {**base_spec(), "options": {}}
+    workload = make_workload("demo", "8x4")
+    # where a.blocks is 4, b.blocks is unused: the model's three best (b.blocks 2, 1, 4) are one configuration
+    rule = Inactive("a.blocks", (4,), ("b.blocks",))
+    workload._space = dataclasses.replace(workload.space(), inactive=(rule,))
+    monkeypatch.setitem(worker._CACHE, worker._workload_key(spec), (workload, {"backend": "cupy"}))
+    features = ["a.blocks", "a.threads", "b.blocks", "b.threads"]
+    result = worker.remeasure_task(
+        spec, ByParam(), features, [], pool=200, top_k=3, repeats=1, seed=0, rounds=3
+    )
+    keys = [workload.space().active_key(c["config"]) for c in result["candidates"]]
+    assert len(keys) == 3 and len(set(keys)) == 3
+    assert keys[0] == (4, 64, None, 64)
+    assert sum(k[:2] == (4, 64) and k[3] == 64 for k in keys) == 1
+
+
+class OptimumFourth:
+    """Ranks the fake workload's optimum fourth: the measurement, not the model, must make it the pick."""
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        at_optimum = (X[:, 0] == 4) & (X[:, 1] == 64) & (X[:, 2] == 2) & (X[:, 3] == 64)
+        return ByParam().predict(X) + 1.5 * at_optimum  # three configurations at 1.0 rank ahead
+
+
+def test_the_pick_is_the_fastest_of_the_re_measured_top_k(monkeypatch):
+    result = _remeasure_with(monkeypatch, OptimumFourth(), top_k=4)
+    first = result["candidates"][0]
+    assert first["config"] == {"a.blocks": 4, "a.threads": 64, "b.blocks": 2, "b.threads": 64}
+    assert first["predicted_rank"] > 0
+    times = [c["total_ms"] for c in result["candidates"]]
+    assert times == sorted(times)
+    assert sorted(c["predicted_rank"] for c in result["candidates"]) == [0, 1, 2, 3]
