@@ -16,10 +16,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from pipeline.learn.report import build_report
+from kernels.compare import compare, interleaved
+from pipeline.jsonio import write_json
+from pipeline.learn.report import build_report, first_runnable
 from pipeline.learn.train import train_sweep
 from pipeline.sweep.folder import SweepFolder
 from pipeline.sweep.run import remeasure_picks
+from pipeline.sweep.shards import load_merged
+from pipeline.sweep.worker import get_workload
 
 
 class _Done:
@@ -41,6 +45,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("dir", type=Path, help="a sweep folder (sweep.json, merged/, plan/)")
     p.add_argument("--gpu-class", required=True, help="the class to re-measure: the GPU this runs on")
+    p.add_argument("--rounds", type=int, default=21, help="interleaved rounds of pick vs best row (21)")
     args = p.parse_args()
     folder = SweepFolder(args.dir)
     spec, _ = folder.read_spec()
@@ -51,7 +56,43 @@ def main() -> int:
     plans: dict[str, dict] = {args.gpu_class: dict(plan)}
     remeasure_picks(InlineClient(), spec, plans, trained["models"], trained["metrics"], args.dir, print)
     build_report(args.dir, print)
+    print(pick_vs_best_row(args.dir, spec.to_dict(), args.gpu_class, plan["params"], args.rounds))
     return 0
+
+
+def pick_vs_best_row(
+    folder: Path, spec: dict[str, Any], gpu_class: str, params: list[str], rounds: int
+) -> dict[str, Any]:
+    """The re-measured pick against the class's fastest ok row of the merged data, interleaved."""
+    merged = load_merged(folder)
+    rows = merged[(merged["gpu_class"] == gpu_class) & (merged["status"] == "ok")]
+    best = rows.loc[rows["total_ms"].idxmin()]
+    best_config = {p: int(best[p]) for p in params}
+    pick = first_runnable((SweepFolder(folder).read_validation() or {}).get(gpu_class))
+    if pick is None:
+        raise SystemExit(f"error: {folder}: no re-measured pick for {gpu_class}")
+    workload, _ = get_workload(spec)
+    space = workload.space()
+    repeats = spec["validate"]["repeats"]
+
+    def time_of(config: dict[str, int]) -> Any:
+        valid = space.validate(config)
+        return lambda: float(workload.run(valid, repeats).total)
+
+    a, b = interleaved(time_of(best_config), time_of(pick["config"]), rounds)
+    comparison = compare(a, b, seed=spec["seed"] + 2).as_dict()
+    result = {
+        "gpu_class": gpu_class,
+        "best_row": {"config": best_config, "recorded_ms": float(best["total_ms"])},
+        "pick": {"config": pick["config"]},
+        "same_configuration": space.active_key(best_config) == space.active_key(pick["config"]),
+        "comparison": {**comparison, "best_row_ms": a, "pick_ms": b},
+        "meaning": "time of the pick / time of the best recorded row, interleaved rounds, 95% interval",
+    }
+    write_json(folder / "pick_vs_best_row.json", result)
+    return {k: result[k] for k in ("same_configuration",)} | {
+        k: comparison[k] for k in ("ratio", "low", "high", "verdict")
+    }
 
 
 if __name__ == "__main__":
