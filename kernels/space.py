@@ -187,6 +187,12 @@ class Space:
         unused = {p for rule in self.inactive if config[rule.when] in rule.values for p in rule.params}
         return tuple(None if n in unused else int(config[n]) for n in self.names)
 
+    def branch(self, config: Mapping[str, int]) -> tuple[int, ...]:
+        """The values of the parameters that decide which others are unused (the ``when`` of ``inactive``):
+        the branch of a conditional space ``config`` lies on, e.g. its fusion level; () without rules."""
+        deciding = sorted({rule.when for rule in self.inactive})
+        return tuple(int(config[n]) for n in deciding)
+
     def subspace(self, names: Sequence[str]) -> Space:
         """The space over ``names`` only, other parameters fixed at their default (constraints kept)."""
         params = tuple(self._index[n] for n in names)

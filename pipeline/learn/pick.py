@@ -12,7 +12,7 @@ replay without a device.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,18 @@ def ranked(
     bad = set(exclude)
     order = np.argsort(np.asarray(predicted, dtype=float), kind="stable")
     return [int(i) for i in order if keys[i] not in bad and (runnable is None or runnable(int(i)))]
+
+
+def branch_leaders(order: Sequence[int], branches: Sequence[Hashable]) -> list[int]:
+    """Ranks (positions in ``order``) of each branch's best-ranked candidate, best first; ``branches[i]`` is
+    candidate ``i``'s branch. A branch whose leader fails is not followed further down: its next is not a
+    leader."""
+    leaders, seen = [], set()
+    for rank, i in enumerate(order):
+        if branches[i] not in seen:
+            seen.add(branches[i])
+            leaders.append(rank)
+    return leaders
 
 
 def predicted_pick(

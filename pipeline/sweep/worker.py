@@ -33,7 +33,7 @@ from kernels.compare import compare, interleaved
 from kernels.device import describe_device, measure_copy_bandwidth
 from kernels.workload import Workload, WorkloadError, make_workload, workload_names
 from pipeline import __version__
-from pipeline.learn.pick import MAX_REJECTED_PER_PICK, ranked
+from pipeline.learn.pick import MAX_REJECTED_PER_PICK, branch_leaders, ranked
 from pipeline.paths import assert_inside
 from pipeline.sweep.schema import kernel_column, kernel_params, shard_schema
 from pipeline.sweep.shards import set_aside, shard_problem
@@ -385,7 +385,8 @@ def remeasure_task(
     and a candidate whose check or run fails here is set aside in ``rejected``, the next one measured, until
     ``top_k`` ran (or ``MAX_REJECTED_PER_PICK`` x ``top_k`` were rejected). ``candidates`` holds only the ones
     that ran, fastest first, each with its ``predicted_rank``; configurations that differ only in parameters
-    they leave unused (``Space.active_key``) count once.
+    they leave unused (``Space.active_key``) count once, and the best-ranked configuration of every branch of
+    a conditional space (``Space.branch``) that the top ``top_k`` missed is measured as well.
 
     Candidates are drawn here because the space's constraints are the device's; what counts afterwards is the
     measured time, not the prediction. The interleaved rounds give the speed-up its 95% interval and verdict
@@ -411,18 +412,31 @@ def remeasure_task(
     order = ranked(predicted, [space.active_key(c) for c in unique], exclude=known_bad)
     measured: list[dict[str, Any]] = []
     rejected: list[dict[str, Any]] = []
-    for i in order:
-        if len(measured) >= top_k or len(rejected) >= MAX_REJECTED_PER_PICK * top_k:
-            break
+
+    def measure(rank: int) -> bool:
+        i = order[rank]
         m = measure_one(spec, unique[i], repeats, True)
-        (measured if m["status"] == "ok" else rejected).append(
-            {"config": unique[i], "predicted_ms": float(predicted[i]), **m}
-        )
-    # The model shortlists, the measurement decides: the pick is the fastest of the top_k that ran (stable,
-    # so a tie keeps the model's order). Its speed-up is timed afresh below, so choosing the minimum of noisy
+        entry = {"config": unique[i], "predicted_ms": float(predicted[i]), "predicted_rank": rank, **m}
+        (measured if m["status"] == "ok" else rejected).append(entry)
+        return m["status"] == "ok"
+
+    def may_reject() -> bool:
+        return len(rejected) < MAX_REJECTED_PER_PICK * top_k
+
+    for rank in range(len(order)):
+        if len(measured) >= top_k or not may_reject():
+            break
+        measure(rank)
+    # A conditional space's branches (fused CFD: the fusion level) run different kernels, and a model's error
+    # differs between them: the best-ranked configuration of every branch the top_k missed is measured too.
+    ran_branches = {space.branch(m["config"]) for m in measured}
+    for rank in branch_leaders(order, [space.branch(c) for c in unique]):
+        branch = space.branch(unique[order[rank]])
+        if branch not in ran_branches and may_reject() and measure(rank):
+            ran_branches.add(branch)
+    # The model shortlists, the measurement decides: the pick is the fastest of those that ran (stable, so a
+    # tie keeps the model's order). Its speed-up is timed afresh below, so choosing the minimum of noisy
     # times does not bias the reported ratio.
-    for rank, m in enumerate(measured):
-        m["predicted_rank"] = rank
     measured.sort(key=lambda m: m["total_ms"])
     default = measure_one(spec, space.default, repeats, True)
     comparison = None

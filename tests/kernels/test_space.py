@@ -119,3 +119,5 @@ def test_the_active_key_leaves_out_what_a_choice_does_not_use():
     assert space.active_key({"level": 0, "x": 2, "y": 1}) == (0, 2, 1)
     assert space.active_key({"level": 1, "x": 2, "y": 1}) == space.active_key({"level": 1, "x": 1, "y": 1})
     assert space.active_key({"level": 1, "x": 2, "y": 1}) == (1, None, 1)
+    assert space.branch({"level": 1, "x": 2, "y": 1}) == (1,)
+    assert Space((Param("x", (1, 2)),), {"x": 1}).branch({"x": 2}) == ()

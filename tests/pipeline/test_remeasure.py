@@ -131,9 +131,24 @@ def test_configurations_that_differ_only_in_unused_parameters_are_measured_once(
         spec, ByParam(), features, [], pool=200, top_k=3, repeats=1, seed=0, rounds=3
     )
     keys = [workload.space().active_key(c["config"]) for c in result["candidates"]]
-    assert len(keys) == 3 and len(set(keys)) == 3
+    assert len(keys) >= 3 and len(set(keys)) == len(keys)
     assert keys[0] == (4, 64, None, 64)
     assert sum(k[:2] == (4, 64) and k[3] == 64 for k in keys) == 1
+    # a.blocks decides a rule, so each of its values is a branch: the best-ranked of each is measured too
+    # (a.blocks 8's leader fails its check, so that branch is in `rejected`)
+    top3 = sorted(result["candidates"], key=lambda c: c["predicted_rank"])[:3]
+    assert [c["predicted_rank"] for c in top3] == [0, 1, 2]
+    ran = {c["config"]["a.blocks"] for c in result["candidates"]}
+    tried = ran | {c["config"]["a.blocks"] for c in result["rejected"]}
+    assert tried == {1, 2, 4, 8}
+
+
+def test_branch_leaders_are_each_branch_best_ranked():
+    from pipeline.learn.pick import branch_leaders
+
+    # candidates 0..5 in branches a a b a c b; the model's order 3 1 4 0 5 2
+    assert branch_leaders([3, 1, 4, 0, 5, 2], ["a", "a", "b", "a", "c", "b"]) == [0, 2, 4]
+    assert branch_leaders([], []) == []
 
 
 class OptimumFourth:
