@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels.compare import compare, interleaved
+from pipeline.errors import UserError
 from pipeline.jsonio import write_json
 from pipeline.learn.report import build_report, first_runnable
 from pipeline.learn.train import train_sweep
@@ -24,6 +25,7 @@ from pipeline.sweep.folder import SweepFolder
 from pipeline.sweep.run import remeasure_picks
 from pipeline.sweep.shards import load_merged
 from pipeline.sweep.worker import get_workload
+from pipeline.sweep.workloads import check_allow_flag, check_workload
 
 
 class _Done:
@@ -46,9 +48,18 @@ def main() -> int:
     p.add_argument("dir", type=Path, help="a sweep folder (sweep.json, merged/, plan/)")
     p.add_argument("--gpu-class", required=True, help="the class to re-measure: the GPU this runs on")
     p.add_argument("--rounds", type=int, default=21, help="interleaved rounds of pick vs best row (21)")
+    p.add_argument("--allow-workload", action="append", default=[], help="as for python -m pipeline sweep")
     args = p.parse_args()
     folder = SweepFolder(args.dir)
     spec, _ = folder.read_spec()
+    try:  # the folder's spec names the code this process builds: allowed as a sweep's would be (issue 14)
+        check_workload(
+            spec.workload,
+            [check_allow_flag(v) for v in args.allow_workload],
+            f"{folder.meta_path}: spec.workload",
+        )
+    except UserError as exc:
+        raise SystemExit(f"error: {exc}") from None
     plan = folder.read_plan(args.gpu_class)
     if plan is None:
         raise SystemExit(f"error: {args.dir}: no plan/{args.gpu_class}.json")

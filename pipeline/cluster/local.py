@@ -1,9 +1,11 @@
 """The embedded default cluster: one process worker per visible GPU (pinned and named), else one CPU worker.
 
 Everything listens on 127.0.0.1 only: on a shared login or GPU node, a scheduler on a public port would let
-any
-other user submit code that runs as you. The dashboard is on loopback too; the printed line says how to
-tunnel.
+any other user submit code that runs as you. Loopback keeps other machines out, not other users of this one,
+so the scheduler, the workers and the client also speak TLS with mutual authentication, as on SLURM
+(:func:`pipeline.cluster.security.local_security`: a key pair made for this cluster, in memory only); a
+client without that key is refused during the handshake. The dashboard is plain HTTP on loopback (it shows
+progress, it cannot run code); the printed line says how to tunnel.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from distributed import Client, LocalCluster
 
 from kernels.device import gpu_class_of, visible_gpu_names
 from pipeline.cluster import ClusterHandle
+from pipeline.cluster.security import local_security
 from pipeline.errors import UserError
 
 LOOPBACK = "127.0.0.1"
@@ -162,6 +165,8 @@ def open_local_cluster(
         processes=True,
         threads_per_worker=1,
         host=LOOPBACK,
+        protocol="tls://",
+        security=local_security(),
         dashboard_address=f"{LOOPBACK}:8787",
         silence_logs=logging.ERROR,
         local_directory=str(workdir),
@@ -182,7 +187,8 @@ def open_local_cluster(
             client.wait_for_workers(len(workers), timeout=180)
             dashboard = cluster.dashboard_link or "(no dashboard: install bokeh>=3.1)"
             log(f"dashboard: {dashboard}   (loopback only; from another machine: {tunnel_hint(dashboard)})")
-            log(f"local cluster: {', '.join(w['name'] for w in workers)}")
+            names = ", ".join(w["name"] for w in workers)
+            log(f"local cluster: {names}; scheduler {cluster.scheduler_address} (TLS, key in memory)")
             yield ClusterHandle(client=client, kind="local", gpu_classes=served, dashboard=dashboard)
         finally:
             client.close()

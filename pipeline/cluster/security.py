@@ -7,6 +7,10 @@ during the handshake. ``distributed.Security.temporary()`` makes the key pair (n
 worker jobs run on other nodes, so the PEM files are written into the sweep's private folder on the shared
 file system, readable by the user only (folder 0700, files 0600), and removed when the sweep ends, whatever
 way it ends.
+
+The local cluster (:func:`local_security`) authenticates the same way: 127.0.0.1 keeps other machines out, not
+other users of this one. Its workers are child processes, so the key pair stays in memory and reaches them
+through the pipe that starts them; nothing is written into the sweep folder.
 """
 
 from __future__ import annotations
@@ -55,6 +59,17 @@ def security_from_files(cert_file: str | Path, key_file: str | Path) -> Security
         tls_worker_cert=cert,
         tls_worker_key=key,
     )
+
+
+def local_security() -> Security:
+    """Mutual TLS for a local cluster, from a key pair made now and held in memory only.
+
+    ``Security.temporary()`` is the very key pair :func:`write_credentials` writes out for SLURM, as PEM text:
+    one self-signed certificate is the only trusted CA of every role, and ``require_encryption`` refuses any
+    plain-TCP peer. (``distributed`` copies in-memory PEMs into a ``tempfile.TemporaryDirectory``, which is
+    0700, for the moment ``ssl`` loads them; they are gone again before any connection is made.)
+    """
+    return Security.temporary()
 
 
 def _write_private(path: Path, text: str) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pipeline.paths import results_root
 from pipeline.sweep.spec import check_gpu_class, limited, load_spec
+from pipeline.sweep.workloads import check_allow_flag, check_workload
 
 EPILOG = """\
 examples:
@@ -15,6 +16,7 @@ examples:
   python -m pipeline sweep SPEC.yaml --samples 50 --out /tmp/try          # a quick look
   python -m pipeline sweep SPEC.yaml --cluster slurm                      # one SLURM job per GPU class
   python -m pipeline sweep SPEC.yaml --gpu-class v100 --force             # redo only the v100 partition
+  python -m pipeline sweep SPEC.yaml --allow-workload mypkg.wl:make       # a spec naming your own code
 
 A rerun of the same command skips finished shards (resume after a crash). Output folder layout:
 shards/gpu_class=<C>/shard-<batch>.parquet, merged/, models/, figures/, report.json, report.md,
@@ -58,6 +60,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="SLURM: jobs per GPU class (default 1); local: CPU workers where no GPU is visible "
         "(with GPUs the local cluster runs one worker per GPU)",
     )
+    p.add_argument(
+        "--allow-workload",
+        action="append",
+        default=[],
+        metavar="MODULE:FACTORY",
+        help="let the spec's workload be this module:factory, code the workers import and run (repeatable; "
+        "installed 'launchtune.workloads' entry points and the registered names need no flag)",
+    )
     p.set_defaults(func=run)
 
 
@@ -67,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.sweep.run import run_sweep
 
     spec = load_spec(args.spec)
+    allowed = [check_allow_flag(v) for v in args.allow_workload]
+    check_workload(spec.workload, allowed, f"{args.spec}: workload")  # before the cluster imports anything
     if args.samples is not None:
         spec = dataclasses.replace(spec, samples=limited(args.samples, "samples", "--samples", 0))
     if spec.samples == 0 and "per_kernel_exhaustive" not in spec.samplers:

@@ -10,6 +10,7 @@ with a status and a reason; it never takes the worker down.
 from __future__ import annotations
 
 import errno
+import functools
 import importlib
 import json
 import os
@@ -31,12 +32,13 @@ from kernels.atomic import atomic_path
 from kernels.backend import get_backend, gpu_count
 from kernels.compare import compare, interleaved
 from kernels.device import describe_device, measure_copy_bandwidth
-from kernels.workload import Workload, WorkloadError, make_workload, workload_names
+from kernels.workload import Workload, WorkloadError, make_workload
 from pipeline import __version__
 from pipeline.learn.pick import MAX_REJECTED_PER_PICK, branch_leaders, ranked
 from pipeline.paths import assert_inside
 from pipeline.sweep.schema import kernel_column, kernel_params, shard_schema
 from pipeline.sweep.shards import set_aside, shard_problem
+from pipeline.sweep.workloads import builtin_names, resolve
 
 # One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a
 # batch
@@ -59,28 +61,22 @@ def _workload_key(spec: Mapping[str, Any]) -> str:
     return key
 
 
-# Workloads the pipeline itself provides, by name: they read recorded data (pipeline's business), so they are
-# registered here rather than in kernels.workload, which never imports pipeline.
-PIPELINE_WORKLOADS = {"replay": "pipeline.sweep.rehearsal:make_workload"}
-
-
 def build_workload(spec: Mapping[str, Any]) -> Workload:
-    """A registered name (``cfd``; ``replay``, the recorded-data rehearsal) through kernels.workload or
-    :data:`PIPELINE_WORKLOADS`, or ``module:factory`` for one's own workload."""
-    name = spec["workload"]
+    """A registered name (``cfd``; ``replay``, the recorded-data rehearsal; an installed entry point's) or
+    ``module:factory`` for one's own workload, as :func:`pipeline.sweep.workloads.resolve` names it. Whether
+    the spec may name it was decided before the cluster started (``workloads.check_workload``)."""
+    name = resolve(spec["workload"])
     args = dict(case=spec["case"], size=spec["size"], backend=spec["backend"], **(spec.get("options") or {}))
-    name = PIPELINE_WORKLOADS.get(name, name)
     if ":" not in name:
         return make_workload(name, **args)
     module_name, _, factory = name.partition(":")
     try:
         module = importlib.import_module(module_name)
-        make = getattr(module, factory)
+        make: Any = functools.reduce(getattr, factory.split("."), module)  # an entry point may say A.b
     except (ImportError, AttributeError) as exc:
         raise WorkloadError(
             f"workload {name!r}: cannot import {factory!r} from {module_name!r} ({exc}); "
-            f"use a registered name ({', '.join(workload_names() + sorted(PIPELINE_WORKLOADS))}) "
-            "or module:factory"
+            f"use a registered name ({', '.join(builtin_names())}) or module:factory"
         ) from exc
     return make(**args)
 

@@ -48,8 +48,15 @@ def run_cli(
     env: dict | None = None,
     timeout: float = 240,
     background: bool = False,
+    allow_fake: bool = True,
 ):
-    """``python -m pipeline ARGS`` from the repository, results root in ``cwd`` (a tmp folder)."""
+    """``python -m pipeline ARGS`` from the repository, results root in ``cwd`` (a tmp folder).
+
+    A ``sweep`` allows the fake workload on its command line (``--allow-workload``), as a user allows their
+    own unpackaged workload; ``allow_fake=False`` leaves the flag out.
+    """
+    if allow_fake and args[:1] == ("sweep",) and "--help" not in args:
+        args = (*args, "--allow-workload", FAKE)
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # keep a --target site
     full_env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", **(env or {})}
     if cwd is not None:
