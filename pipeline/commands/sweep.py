@@ -63,6 +63,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.cluster import known_gpu_classes
+    from pipeline.cluster.waits import wait_limit
     from pipeline.errors import UserError
     from pipeline.sweep.run import run_sweep
 
@@ -76,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         spec = dataclasses.replace(spec, seed=limited(args.seed, "seed", "--seed", 0))
     if args.max_minutes is not None and args.max_minutes <= 0:
         raise UserError(f"--max-minutes: must be > 0 (got {args.max_minutes})")
+    wait_limit(args.cluster)  # a bad $LAUNCHTUNE_WAIT_S is one line before anything starts
     known = known_gpu_classes(args.cluster)  # before any folder is made or cluster started
     for c in spec.gpu_classes or ():
         check_gpu_class(c, f"{args.spec}: gpu_classes", known)

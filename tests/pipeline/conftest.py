@@ -48,8 +48,12 @@ def run_cli(
     env: dict | None = None,
     timeout: float = 240,
     background: bool = False,
+    new_session: bool = False,
 ):
-    """``python -m pipeline ARGS`` from the repository, results root in ``cwd`` (a tmp folder)."""
+    """``python -m pipeline ARGS`` from the repository, results root in ``cwd`` (a tmp folder).
+
+    ``new_session`` (with ``background``): its own process group, which a test signals as a terminal's Ctrl-C
+    signals its foreground group (``os.killpg``)."""
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))  # keep a --target site
     full_env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", **(env or {})}
     if cwd is not None:
@@ -57,7 +61,13 @@ def run_cli(
     cmd = [sys.executable, "-m", "pipeline", *args]
     if background:
         return subprocess.Popen(
-            cmd, cwd=cwd or REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            cmd,
+            cwd=cwd or REPO,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=new_session,
         )
     return subprocess.run(cmd, cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
 
