@@ -308,7 +308,18 @@ def measure_batch(
         times = m.get("kernels", {})
         rec.update({kernel_column(k): times.get(k) for k in kernels})
         records.append(rec)
-    table = pa.Table.from_pylist(records, schema=schema)
+    try:
+        table = pa.Table.from_pylist(records, schema=schema)
+    except (
+        pa.ArrowException,
+        OverflowError,
+    ) as exc:  # rows that do not fit the plan: no retry makes them fit
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        return {
+            "batch": batch,
+            "gpu_class": gpu_class,
+            "fatal": f"cannot write {path}: not the plan's schema ({why})",
+        }
     try:
         with atomic_path(path) as tmp:  # a killed worker leaves a stray .tmp, never a half shard
             pq.write_table(table, tmp, compression="zstd")

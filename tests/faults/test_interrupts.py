@@ -102,6 +102,19 @@ def test_a_signal_while_measuring_ends_at_once_and_keeps_the_shards(tmp_path, wr
     )
 
 
+def test_a_wait_on_the_cluster_past_its_limit_is_one_line(tmp_path, write_spec):
+    spec = write_spec(samples=20, batch_size=5, options={"delay": 1.0})  # 5 s a batch
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    result = run_cli(
+        "sweep", str(spec), "--out", str(out), cwd=tmp_path, env={**QUIET, "LAUNCHTUNE_WAIT_S": "3"}
+    )
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 1 and len(lines) == 1, result.stderr[-3000:]
+    assert lines[0].startswith("error: timed out: measure: no batch finished (") and "in 3 s" in lines[0]
+    assert time.monotonic() - t0 < 60 and not (out / "merged").exists() and not (out / ".sweep.lock").exists()
+
+
 def test_a_fit_that_swallows_ctrl_c_is_interrupted_after_it(tmp_path):
     """scikit-learn's MLP catches KeyboardInterrupt in ``fit`` and returns half-trained; run in this process
     (one call: no pool), the fit's result must not come back as if it were whole."""
