@@ -17,6 +17,7 @@ from kernels.device import GPU_CLASSES
 from kernels.workload import WorkloadError, check_arguments, workload_names
 from pipeline.errors import UserError
 from pipeline.paths import check_slug, inside, results_root
+from pipeline.sweep.workloads import PIPELINE_WORKLOADS
 from pipeline.yamlio import check_keys, load_yaml
 
 SAMPLERS = ("random", "per_kernel_exhaustive")
@@ -202,8 +203,6 @@ def _check_workload(workload: str, case: str, size: str, options: dict[str, Any]
     """A registered workload's case, size and options, checked here, before any cluster starts (issue 14:
     they failed on the first worker, after the cluster had started). ``module:factory`` is one's own code,
     checked where it is imported; the pipeline's own workloads check theirs when built."""
-    from pipeline.sweep.worker import PIPELINE_WORKLOADS  # the pipeline's own workloads (replay)
-
     if ":" in workload or workload in PIPELINE_WORKLOADS:
         return
     try:

@@ -37,6 +37,7 @@ from pipeline.learn.pick import MAX_REJECTED_PER_PICK, config_key, ranked
 from pipeline.paths import assert_inside
 from pipeline.sweep.schema import kernel_column, kernel_params, shard_schema
 from pipeline.sweep.shards import set_aside, shard_problem
+from pipeline.sweep.workloads import PIPELINE_WORKLOADS
 
 # One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a
 # batch
@@ -57,11 +58,6 @@ def _workload_key(spec: Mapping[str, Any]) -> str:
     key = json.dumps({k: spec[k] for k in keys}, sort_keys=True, default=str)
     _LAST_KEY[:] = [spec, key]
     return key
-
-
-# Workloads the pipeline itself provides, by name: they read recorded data (pipeline's business), so they are
-# registered here rather than in kernels.workload, which never imports pipeline.
-PIPELINE_WORKLOADS = {"replay": "pipeline.sweep.rehearsal:make_workload"}
 
 
 def build_workload(spec: Mapping[str, Any]) -> Workload:
@@ -308,18 +304,13 @@ def measure_batch(
         times = m.get("kernels", {})
         rec.update({kernel_column(k): times.get(k) for k in kernels})
         records.append(rec)
+    # rows that do not fit the plan's schema fail alike on every retry: reported like a read-only folder
     try:
         table = pa.Table.from_pylist(records, schema=schema)
-    except (
-        pa.ArrowException,
-        OverflowError,
-    ) as exc:  # rows that do not fit the plan: no retry makes them fit
+    except (pa.ArrowException, OverflowError) as exc:
         why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-        return {
-            "batch": batch,
-            "gpu_class": gpu_class,
-            "fatal": f"cannot write {path}: not the plan's schema ({why})",
-        }
+        fatal = f"cannot write {path}: not the plan's schema ({why})"
+        return {"batch": batch, "gpu_class": gpu_class, "fatal": fatal}
     try:
         with atomic_path(path) as tmp:  # a killed worker leaves a stray .tmp, never a half shard
             pq.write_table(table, tmp, compression="zstd")
