@@ -43,25 +43,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        with signals_interrupt():
+    with signals_interrupt():
+        try:
             return int(args.func(args) or 0)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt as exc:
-        return _interrupted(exc.signum if isinstance(exc, Interrupted) else received())
-    except TimeoutError as exc:  # a wait of a library of ours (Dask's) that names what it waited for
-        if received() is not None:
-            return _interrupted(received())
-        print(f"error: timed out: {exc}", file=sys.stderr)
-        return 1
-    except Exception:
-        if (
-            received() is not None
-        ):  # what the interrupt broke on its way (a worker stopped by the same Ctrl-C)
-            return _interrupted(received())
-        raise
+        except UserError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except KeyboardInterrupt as exc:
+            return _interrupted(exc.signum if isinstance(exc, Interrupted) else received())
+        except TimeoutError as exc:  # a wait of a library of ours (Dask's) that names what it waited for
+            if received() is not None:
+                return _interrupted(received())
+            print(f"error: timed out: {exc}", file=sys.stderr)
+            return 1
+        except Exception:
+            if received() is not None:  # what the interrupt broke on its way (a worker it stopped)
+                return _interrupted(received())
+            raise
 
 
 def _interrupted(signum: int | None) -> int:

@@ -27,7 +27,8 @@ from types import FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-_received: list[int] = []  # the signals this process got, in order
+_received: list[int] = []  # the signals this process got inside signals_interrupt, in order
+_active: list[bool] = []  # one entry per signals_interrupt block open
 
 
 class Interrupted(KeyboardInterrupt):
@@ -50,8 +51,10 @@ def received() -> int | None:
 
 
 def check() -> None:
-    """Raise :class:`Interrupted` again where a signal arrived and was swallowed (scikit-learn's MLP)."""
-    if _received:
+    """Raise :class:`Interrupted` again where a signal arrived and was swallowed (scikit-learn's MLP); only
+    inside :func:`signals_interrupt`, so a signal another command got (tests run many in one process) is not
+    raised again."""
+    if _active and _received:
         raise Interrupted(_received[0])
 
 
@@ -63,11 +66,14 @@ def signals_interrupt() -> Iterator[None]:
         return
     _received.clear()  # a fresh command (the tests run several in one process)
     old = {s: signal.signal(s, _raise) for s in SIGNALS}
+    _active.append(True)
     try:
         yield
     finally:
+        _active.pop()
         for s, handler in old.items():
             signal.signal(s, handler)
+        _received.clear()
 
 
 @contextmanager

@@ -127,9 +127,10 @@ def test_a_fit_that_swallows_ctrl_c_is_interrupted_after_it(tmp_path):
             return "half-trained"
         return "whole"
 
-    with pytest.raises(Interrupted), signals_interrupt():
+    with pytest.raises(Interrupted) as info, signals_interrupt():
         run_fits([(swallowing_fit, ())], sizes=[1], phases=["train"])
-    assert received() == signal.SIGINT
+    assert info.value.signum == signal.SIGINT
+    assert received() is None and run_fits([(str, ())], [1], ["train"]) == [""]  # not raised again afterwards
 
 
 def test_a_signal_during_cleanup_waits_for_its_end_then_interrupts():
