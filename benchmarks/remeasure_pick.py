@@ -32,7 +32,7 @@ class _Done:
     def __init__(self, value: Any):
         self.value = value
 
-    def result(self) -> Any:
+    def result(self, timeout: float | None = None) -> Any:
         return self.value
 
 

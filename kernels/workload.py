@@ -48,7 +48,11 @@ class Workload(Protocol):
 
 
 class WorkloadError(ValueError):
-    """A workload, case or size that does not exist."""
+    """A workload, case, size or option that does not exist; ``field`` names which, for the message."""
+
+    def __init__(self, message: str, field: str = "workload"):
+        super().__init__(message)
+        self.field = field
 
 
 # Lazy "module:factory" strings keep this module import-light: a workload's CuPy or numpy code loads only when
@@ -61,6 +65,16 @@ _FACTORIES = {
 
 def workload_names() -> list[str]:
     return sorted(_FACTORIES)
+
+
+def check_arguments(name: str, case: str, size: str, options: Mapping[str, Any]) -> None:
+    """Refuse an unknown workload, case, size or option of a registered workload without building anything
+    (``WorkloadError`` naming the field), so a spec's mistake is found before a cluster starts. Each workload
+    module checks its own arguments in ``check_arguments(case, size, **options)``."""
+    if name not in _FACTORIES:
+        raise WorkloadError(f"unknown workload {name!r}: choose one of {', '.join(workload_names())}")
+    module_name, _ = _FACTORIES[name].split(":")
+    importlib.import_module(module_name).check_arguments(case, size, **options)
 
 
 def make_workload(

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from pipeline.errors import UserError
+from pipeline.interrupts import Interrupted, received, signals_interrupt
 
 COMMANDS = [
     # module names under pipeline.commands; add yours on its own line
@@ -41,11 +43,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except UserError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    with signals_interrupt():
+        try:
+            return int(args.func(args) or 0)
+        except UserError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except KeyboardInterrupt as exc:
+            return _interrupted(exc.signum if isinstance(exc, Interrupted) else received())
+        except TimeoutError as exc:  # a wait of a library of ours (Dask's) that names what it waited for
+            if received() is not None:
+                return _interrupted(received())
+            print(f"error: timed out: {exc}", file=sys.stderr)
+            return 1
+        except Exception:
+            if received() is not None:  # what the interrupt broke on its way (a worker it stopped)
+                return _interrupted(received())
+            raise
+
+
+def _interrupted(signum: int | None) -> int:
+    """One line naming the signal, exit 130 (128 + SIGINT) for Ctrl-C and SIGTERM alike: the SLURM cluster
+    turns SIGTERM and SIGHUP into a plain KeyboardInterrupt too (``pipeline.cluster.slurm``)."""
+    signum = signum or signal.SIGINT
+    print(
+        f"interrupted ({signal.Signals(signum).name}): files already written are kept, none half-written; "
+        "run the same command again to go on",
+        file=sys.stderr,
+    )
+    return 130

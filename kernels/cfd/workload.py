@@ -18,7 +18,7 @@ from kernels.cfd.launch_space import PRESETS
 from kernels.cfd.physics import KERNEL_NAMES
 from kernels.cfd.solver import Scheme, Solver, parse_size
 from kernels.space import Space, SpaceError
-from kernels.workload import Check, Timing
+from kernels.workload import Check, Timing, WorkloadError
 
 WORKLOAD_PRESETS = (*PRESETS, "fused")
 
@@ -156,10 +156,30 @@ def make_workload(
     """Registered in ``kernels.workload`` as ``cfd``. Options: ``space`` ("paper" or "wide"), ``perturb``,
     ``seed``, ``scheme`` (a ``Scheme``), ``smoothing`` (elliptic grid-smoothing iterations). ``space="fused"``
     adds ``fusion`` and the fused kernels' ``tile.*`` parameters (``kernels/cfd/fused_space.py``)."""
-    known = {"space", "perturb", "seed", "scheme", "smoothing"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise ValueError(
-            f"unknown cfd workload option(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-        )
+    check_arguments(case, size, **options)
     return CfdWorkload(case, size, backend, **options)
+
+
+OPTIONS = ("perturb", "scheme", "seed", "smoothing", "space")
+
+
+def check_arguments(case: str, size: str | tuple[int, int], **options: Any) -> None:
+    """The case, size, option names and space preset, checked without building anything
+    (``kernels.workload.check_arguments``); raises ``WorkloadError`` naming the field."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise WorkloadError(
+            f"unknown cfd workload option {unknown[0]!r} (known: {', '.join(OPTIONS)})",
+            f"options.{unknown[0]}",
+        )
+    if case not in CASES:
+        raise WorkloadError(f"unknown cfd case {case!r}: choose one of {', '.join(CASES)}", "case")
+    space = options.get("space", "paper")
+    if space not in WORKLOAD_PRESETS:
+        raise WorkloadError(
+            f"unknown space preset {space!r}: choose one of {', '.join(WORKLOAD_PRESETS)}", "options.space"
+        )
+    try:
+        parse_size(size)
+    except ValueError as exc:
+        raise WorkloadError(str(exc), "size") from None

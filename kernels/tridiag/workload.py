@@ -35,7 +35,7 @@ from kernels.tridiag.system import (
     random_system,
     residual,
 )
-from kernels.workload import Check, Timing
+from kernels.workload import Check, Timing, WorkloadError
 
 CASES = ("random", "heat")
 THREADS = (32, 64, 128, 256, 512, 1024)
@@ -258,7 +258,23 @@ def make_workload(
     case: str = "random", size: int | str | tuple[int, ...] = 100_000, backend: str = "auto", **options: Any
 ) -> TridiagWorkload:
     """``make_workload("random", "1e6", "numpy", seed=1)``; options: ``seed``."""
+    check_arguments(case, size, **options)
+    return TridiagWorkload(case, parse_size(size), backend, seed=int(options.get("seed", 0)))
+
+
+class ArgumentError(TridiagError, WorkloadError):
+    """A tridiag case, size or option that does not exist: a ``TridiagError`` and a ``WorkloadError``."""
+
+
+def check_arguments(case: str, size: int | str | tuple[int, ...], **options: Any) -> None:
+    """The case, size and option names, checked without building anything
+    (``kernels.workload.check_arguments``); raises ``ArgumentError`` naming the field."""
     unknown = sorted(set(options) - {"seed"})
     if unknown:
-        raise TridiagError(f"unknown tridiag option {unknown[0]!r} (known: seed)")
-    return TridiagWorkload(case, parse_size(size), backend, seed=int(options.get("seed", 0)))
+        raise ArgumentError(f"unknown tridiag option {unknown[0]!r} (known: seed)", f"options.{unknown[0]}")
+    if case not in CASES:
+        raise ArgumentError(f"unknown tridiag case {case!r}: choose one of {', '.join(CASES)}", "case")
+    try:
+        parse_size(size)
+    except TridiagError as exc:
+        raise ArgumentError(str(exc), "size") from None

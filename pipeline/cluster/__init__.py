@@ -8,14 +8,16 @@ workers. Kinds: ``local`` (:mod:`pipeline.cluster.local`: one worker per visible
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kernels.device import GPU_CLASSES
 from pipeline.errors import UserError
+from pipeline.interrupts import deferred_signals
 
 CLUSTER_DIR = Path(__file__).resolve().parents[2] / "cluster_configs"
 
@@ -66,17 +68,36 @@ def open_cluster(
     ``workdir`` is a folder private to this sweep (logs, credentials).
     """
     path = resolve_cluster_config(cluster)
-    if path is None:
-        from pipeline.cluster.local import open_local_cluster  # each kind loads its own machinery when asked
+    stack = ExitStack()
+    try:
+        if path is None:
+            from pipeline.cluster.local import open_local_cluster  # each kind loads its machinery when asked
+            from pipeline.cluster.worker_signals import preloaded
 
-        with open_local_cluster(
-            gpu_classes=gpu_classes, workdir=workdir, log=log, workers_per_class=workers_per_class
-        ) as handle:
-            yield handle
-        return
-    from pipeline.cluster.slurm import open_slurm_cluster  # dask-jobqueue only for SLURM
+            stack.enter_context(
+                preloaded()
+            )  # the workers leave Ctrl-C to the sweep (they share its terminal)
+            opened = open_local_cluster(
+                gpu_classes=gpu_classes, workdir=workdir, log=log, workers_per_class=workers_per_class
+            )
+        else:
+            from pipeline.cluster.slurm import open_slurm_cluster  # dask-jobqueue only for SLURM
 
-    with open_slurm_cluster(
-        path, gpu_classes=gpu_classes, workers_per_class=workers_per_class, workdir=workdir, log=log
-    ) as handle:
+            opened = open_slurm_cluster(
+                path, gpu_classes=gpu_classes, workers_per_class=workers_per_class, workdir=workdir, log=log
+            )
+        handle = stack.enter_context(opened)
+    except BaseException:
+        with deferred_signals():
+            stack.__exit__(*sys.exc_info())
+        raise
+    try:
         yield handle
+    except BaseException:
+        # Closing is never cut short by a (further) Ctrl-C: a half-closed cluster makes Dask's exit hook wait.
+        with deferred_signals():
+            if not stack.__exit__(*sys.exc_info()):
+                raise
+    else:
+        with deferred_signals():
+            stack.__exit__(None, None, None)

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from pipeline.paths import results_root
-from pipeline.sweep.spec import check_gpu_class, limited, load_spec
+from pipeline.sweep.spec import SweepSpec, check_gpu_class, limited, load_spec
 from pipeline.sweep.workloads import check_allow_flag, check_workload
 
 EPILOG = """\
@@ -71,8 +71,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _check_this_machine(spec: SweepSpec, source: Path, classes: list[str] | None) -> None:
+    """The local cluster runs on this machine: a spec that needs a GPU it lacks is one line before anything
+    starts (issue 14), not a traceback from the first worker after the cluster started."""
+    import os
+
+    from kernels.device import visible_gpu_names
+    from pipeline.cluster.local import plan_local_workers
+    from pipeline.errors import UserError
+
+    gpus = visible_gpu_names()
+    if spec.backend == "cupy" and not gpus:
+        raise UserError(
+            f"{source}: backend: cupy needs a GPU and none is visible on this machine; run it where one is "
+            "(a GPU node, or --cluster slurm), or on the CPU with backend: numpy and a CPU-sized spec "
+            "(cluster_configs/sweeps/cfd_inlet_cpu.yaml)"
+        )
+    served = sorted(
+        {w["gpu_class"] for w in plan_local_workers(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))}
+    )
+    where = "--gpu-class" if classes else f"{source}: gpu_classes"
+    for c in classes or spec.gpu_classes or ():
+        if c not in served:
+            raise UserError(
+                f"{where}: GPU class {c!r} is not served by the local cluster (this machine has: "
+                f"{', '.join(served)}); "
+                "use --cluster slurm or CONFIG.yaml for other classes"
+            )
+
+
 def run(args: argparse.Namespace) -> int:
     from pipeline.cluster import known_gpu_classes
+    from pipeline.cluster.waits import wait_limit
     from pipeline.errors import UserError
     from pipeline.sweep.run import run_sweep
 
@@ -88,12 +118,15 @@ def run(args: argparse.Namespace) -> int:
         spec = dataclasses.replace(spec, seed=limited(args.seed, "seed", "--seed", 0))
     if args.max_minutes is not None and args.max_minutes <= 0:
         raise UserError(f"--max-minutes: must be > 0 (got {args.max_minutes})")
+    wait_limit(args.cluster)  # a bad $LAUNCHTUNE_WAIT_S is one line before anything starts
     known = known_gpu_classes(args.cluster)  # before any folder is made or cluster started
     for c in spec.gpu_classes or ():
         check_gpu_class(c, f"{args.spec}: gpu_classes", known)
     classes = None
     if args.gpu_class:
         classes = [check_gpu_class(c.strip(), "--gpu-class", known) for c in args.gpu_class.split(",")]
+    if args.cluster == "local":
+        _check_this_machine(spec, args.spec, classes)
     out = args.out.expanduser().resolve() if args.out else spec.default_out()
     print(
         f"sweep {spec.name}: {spec.workload}/{spec.case}/{spec.size} -> {out}"

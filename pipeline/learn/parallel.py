@@ -12,8 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from joblib import Parallel, cpu_count, delayed
+from joblib import Parallel, cpu_count, delayed, parallel_config
 from tqdm.auto import tqdm
+
+from pipeline.interrupts import check, children_ignore_sigint, ignore_sigint
 
 
 def _indexed(i: int, func: Callable[..., Any], args: tuple) -> tuple[int, Any]:
@@ -38,10 +40,16 @@ def run_fits(
         p: tqdm(total=list(phases).count(p), desc=p, unit="fit", disable=None) for p in dict.fromkeys(phases)
     }
     results: list[Any] = [None] * len(calls)
-    # joblib's cpu_count: the cores this process may use (affinity, cgroup quota), not the machine's
-    pool = Parallel(n_jobs=max(1, min(len(calls), cpu_count())), return_as="generator_unordered")
+    # Ctrl-C reaches the pool's processes too (one process group): they ignore it, and the interrupt raised
+    # here makes joblib kill them (it aborts its pool on any exception, KeyboardInterrupt included).
+    with parallel_config(backend="loky", initializer=ignore_sigint):
+        # joblib's cpu_count: the cores this process may use (affinity, cgroup quota), not the machine's
+        pool = Parallel(n_jobs=max(1, min(len(calls), cpu_count())), return_as="generator_unordered")
     try:
-        for i, result in pool(delayed(_indexed)(i, *calls[i]) for i in order):
+        with children_ignore_sigint():  # the call starts the pool's processes (or reuses them)
+            fits = pool(delayed(_indexed)(i, *calls[i]) for i in order)
+        for i, result in fits:
+            check()  # a fit run in this process (one core) swallows Ctrl-C: scikit-learn's MLP does
             results[i] = result
             bars[phases[i]].update()
             if done is not None:

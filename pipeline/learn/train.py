@@ -173,6 +173,7 @@ def _fit_groups(
         jobs.append((group, rows, cls is None, features))
     if not jobs:
         return
+    log(f"training {', '.join(group for group, *_ in jobs)}")
 
     def logged(i: int, fitted: dict[str, Any]) -> None:
         scores = ", ".join(f"{n} R2 test {s['r2_test']:.3f}" for n, (_, s) in fitted.items())

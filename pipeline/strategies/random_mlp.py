@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from pipeline.interrupts import check
 from pipeline.strategies.base import Session
 from pipeline.strategies.estimators import seed_mlp
 
@@ -27,6 +28,7 @@ def tune(session: Session) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             model.fit(X[finite], np.exp(logy[finite]))
+        check()  # the MLP swallows Ctrl-C and returns half-trained: the interrupt goes on from here
         scores = model.predict(session.X)
         session.measure_ranked(scores, session.remaining)
     session.measure_random(session.remaining)

@@ -11,9 +11,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from distributed import as_completed, wait
+from distributed import wait
 from tqdm import tqdm
 
+from pipeline.cluster.waits import timed_out, wait_limit
 from pipeline.errors import UserError
 from pipeline.sweep.batching import measure_order
 from pipeline.sweep.folder import SweepFolder
@@ -25,7 +26,7 @@ from pipeline.sweep.worker import measure_batch, warm_task
 Log = Callable[[str], None]
 
 
-def _warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeout: float = 300) -> dict:
+def _warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeout: float) -> dict:
     """Build the workload on every worker of ``classes`` before the clock starts (see ``warm_task``).
 
     Local clusters only: their workers are all there from the start and stay. Returns per-worker facts.
@@ -46,9 +47,14 @@ def _warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeou
                         key=f"warm-{cls}-{w.get('name')}-{time.time_ns()}",
                     )
                 )
-    done, not_done = wait(futures, timeout=timeout)
+    try:
+        wait(futures, timeout=timeout)
+    except TimeoutError:  # Dask's wait raises on its limit; the ready workers' facts are still wanted
+        pass
+    done = [f for f in futures if f.done()]
+    not_done = [f for f in futures if not f.done()]
     if not_done:
-        client.cancel(list(not_done))
+        client.cancel(not_done)
         log(f"{len(not_done)} worker(s) not ready after {timeout:.0f} s; measuring anyway")
     facts = {}
     for f in done:
@@ -123,6 +129,7 @@ def measure_batches(
     log: Log,
     max_minutes: float | None = None,
     local: bool = False,
+    limit: float | None = None,
 ) -> dict[str, Any]:
     """One task per unfinished batch; returns throughput and per-worker use (``timing.json``).
 
@@ -135,7 +142,11 @@ def measure_batches(
     everything submitted at once, one card could still have batches queued while the other sits idle. Fed,
     a card that finishes takes the next batch, and the cards end within one tail part of each other.
     A SLURM cluster gets everything at once: its job count follows the number of unfinished tasks.
+
+    ``limit``: seconds to wait for the next batch to finish (``pipeline.cluster.waits``; None: the local
+    cluster's default); past it the sweep stops with one line, keeping every shard written.
     """
+    limit = limit or wait_limit("local")
 
     if not isinstance(spec.batch_size, int):
         raise ValueError("measure_batches: batch_size auto must be chosen before measuring (run_sweep does)")
@@ -156,7 +167,7 @@ def measure_batches(
         log(f"{skipped} finished shard(s) kept; {total} batch(es) to measure")
     workers: dict[str, dict] = {}
     if local and total:
-        workers = _warm_workers(client, spec_d, list(plans), log)
+        workers = _warm_workers(client, spec_d, list(plans), log, timeout=min(300.0, limit))
     n_workers = {cls: max(1, n) for cls, n in workers_by_class(client, list(plans)).items()}
 
     def room(cls: str) -> bool:
@@ -202,14 +213,32 @@ def measure_batches(
     errors = []
     results = []
     done = 0
-    timeout = max_minutes * 60 if max_minutes else None
+    deadline = t0 + max_minutes * 60 if max_minutes else None
     # A bar on a terminal; in a log file (a batch job, CI) a plain line every tenth of the way instead.
     tty = sys.stderr.isatty()
     step = max(1, total // 10)
     with tqdm(total=total, unit="batch", desc="measure", file=sys.stderr, disable=not tty) as bar:
-        finished_futures = as_completed([f for cls in plans for f in feed(cls)], timeout=timeout)
-        try:
-            for future in finished_futures:
+        pending = {f for cls in plans for f in feed(cls)}
+        while pending and fatal is None:
+            left = None if deadline is None else deadline - time.perf_counter()
+            try:
+                if left is not None and left <= 0:
+                    raise TimeoutError
+                # the first to finish, waiting at most the limit (or what is left of --max-minutes)
+                finished, pending = wait(
+                    pending, timeout=min(limit, left or limit), return_when="FIRST_COMPLETED"
+                )
+            except TimeoutError:
+                client.cancel(list(pending))
+                if left is None or left > limit:
+                    raise timed_out(f"measure: no batch finished ({len(pending)} in flight)", limit) from None
+                stopped_early = True
+                log(
+                    f"time limit of {max_minutes} min reached: {done} of {total} batches measured; "
+                    "the same command again measures the rest"
+                )
+                break
+            for future in finished:
                 try:
                     result = future.result()
                     if "fatal" in result:  # not writable, read-only, full: every later batch fails alike
@@ -224,19 +253,11 @@ def measure_batches(
                     errors.append(f"{future.key}: {type(exc).__name__}: {exc}")
                 cls = class_of[future.key]
                 in_flight[cls] -= 1
-                finished_futures.update(feed(cls))
+                pending.update(feed(cls))
                 done += 1
                 bar.update(1)
                 if not tty and (done % step == 0 or done == total):
                     log(f"measure: {done}/{total} batches, {time.perf_counter() - t0:.0f} s")
-        except TimeoutError:
-            stopped_early = True
-            pending = [f for f in futures if not f.done()]
-            client.cancel(pending)
-            log(
-                f"time limit of {max_minutes} min reached: {done} of {total} batches measured; "
-                "the same command again measures the rest"
-            )
     seconds = time.perf_counter() - t0
     if fatal is not None:
         client.cancel([f for f in futures if not f.done()])

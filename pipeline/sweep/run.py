@@ -22,6 +22,7 @@ from typing import Any
 
 from kernels.atomic import atomic_path
 from pipeline.cluster import open_cluster
+from pipeline.cluster.waits import result, wait_limit
 from pipeline.errors import UserError
 from pipeline.learn.pick import known_failures
 from pipeline.learn.report import build_report, remeasure_line
@@ -69,7 +70,7 @@ def keep_batch_size(spec: SweepSpec, previous: dict[str, Any] | None, fresh: boo
     return replace(spec, batch_size=old)
 
 
-def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool) -> dict[str, Any]:
+def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool, limit: float) -> dict[str, Any]:
     folder = SweepFolder(out)
     plan = None if replan else folder.read_plan(cls)
     if plan is not None:
@@ -85,16 +86,25 @@ def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool) -> d
         pure=False,
         key=f"plan-{cls}-{time.time_ns()}",
     )
-    plan = future.result()
+    plan = result(future, f"the plan of class {cls}", limit)
     folder.write_plan(cls, plan)
     return plan
 
 
 def remeasure_picks(
-    client, spec: SweepSpec, plans: dict[str, dict], trained: dict, metrics: dict, out: Path, log: Log
+    client,
+    spec: SweepSpec,
+    plans: dict[str, dict],
+    trained: dict,
+    metrics: dict,
+    out: Path,
+    log: Log,
+    limit: float | None = None,
 ) -> None:
     """Each class's predicted best against its default, measured on a worker of that class (``client``
-    submits ``remeasure_task`` with the class as resource), into ``validation.json``."""
+    submits ``remeasure_task`` with the class as resource), into ``validation.json``; each class's answer
+    waited for at most ``limit`` seconds (``pipeline.cluster.waits``; None: the local cluster's default)."""
+    limit = limit or wait_limit("local")
     folder = SweepFolder(out)
     validation = folder.read_validation() or {}
     futures = {}
@@ -130,15 +140,15 @@ def remeasure_picks(
             ),
         )
     for cls, (name, future) in futures.items():
-        result = future.result()
-        result.update(model=name, repeats=spec.validate.repeats)
-        validation[cls] = result
-        if not result["candidates"]:
-            log(f"re-measured {cls}: none of the {len(result['rejected'])} best-ranked candidates ran")
+        answer = result(future, f"the re-measurement of class {cls}'s predicted best", limit)
+        answer.update(model=name, repeats=spec.validate.repeats)
+        validation[cls] = answer
+        if not answer["candidates"]:
+            log(f"re-measured {cls}: none of the {len(answer['rejected'])} best-ranked candidates ran")
             continue
-        top, default = result["candidates"][0], result["default"]
-        line = remeasure_line(top, default, result.get("comparison"), result["backend"])
-        skipped = f" ({len(result['rejected'])} unrunnable candidates skipped)" if result["rejected"] else ""
+        top, default = answer["candidates"][0], answer["default"]
+        line = remeasure_line(top, default, answer.get("comparison"), answer["backend"])
+        skipped = f" ({len(answer['rejected'])} unrunnable candidates skipped)" if answer["rejected"] else ""
         log(f"re-measured {cls}: {line}{skipped}")
     folder.write_validation(validation)
 
@@ -200,6 +210,7 @@ def _run_sweep(
     check_previous(out, spec, force, classes, log)
     wanted = list(classes or spec.gpu_classes or []) or None
     with open_cluster(cluster, wanted, workers_per_class, folder.dask_dir, log) as handle:
+        limit = wait_limit(handle.kind)
         chosen = wanted or list(handle.gpu_classes)
         for cls in chosen:
             if cls not in handle.gpu_classes:
@@ -212,7 +223,7 @@ def _run_sweep(
             redo = force and (not classes or cls in classes)
             if redo and classes:
                 shutil.rmtree(folder.shard_dir(cls), ignore_errors=True)
-            plans[cls] = _plan_class(handle.client, spec, cls, out, replan=redo)
+            plans[cls] = _plan_class(handle.client, spec, cls, out, replan=redo, limit=limit)
             log(
                 f"plan {cls}: {len(plans[cls]['configs'])} configurations "
                 f"on {plans[cls]['device']['device_name']}"
@@ -231,7 +242,7 @@ def _run_sweep(
         )
         with performance_report(folder.performance_report, log):
             timing = measure_batches(
-                handle.client, spec, plans, out, log, max_minutes, local=handle.kind == "local"
+                handle.client, spec, plans, out, log, max_minutes, local=handle.kind == "local", limit=limit
             )
         if timing["batches_to_measure"]:  # a rerun with nothing left keeps the last run's timing
             folder.write_timing(timing)
@@ -246,7 +257,9 @@ def _run_sweep(
             log("nothing new since the last training: models and re-measurements kept")
         else:
             trained = train_sweep(out, log)
-            remeasure_picks(handle.client, spec, plans, trained["models"], trained["metrics"], out, log)
+            remeasure_picks(
+                handle.client, spec, plans, trained["models"], trained["metrics"], out, log, limit
+            )
     report = build_report(out, log)
     log(f"report: {folder.report_md}")
     return report

@@ -20,8 +20,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import UserError
+from pipeline.jsonio import read_json
 from pipeline.sweep.batching import measure_order
 from pipeline.sweep.folder import SweepFolder
+from pipeline.sweep.schema import shard_schema
 
 
 def read_shard(path: Path) -> pa.Table:
@@ -88,6 +90,14 @@ def set_aside(path: Path, reason: str, log: Callable[[str], None] | None = None)
     if log is not None:
         log(f"{path}: {reason}; set aside as {target.name}, measuring its batch again")
     return target
+
+
+def _plan_schema(folder: SweepFolder, cls: str) -> pa.Schema | None:
+    """The schema a class's shards must have, from its plan (None where the folder has none)."""
+    plan = read_json(folder.plan_path(cls), "plan")
+    if not plan or "params" not in plan or "kernels" not in plan:
+        return None
+    return shard_schema(plan["params"], plan["kernels"])
 
 
 def _planned_ids(folder: SweepFolder, cls: str) -> tuple[int, Callable[[int], str]] | None:
@@ -169,6 +179,7 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
             f"{sweep_dir}: no shards under {folder.shards_dir} (run `python -m pipeline sweep` first)"
         )
     schema: pa.Schema | None = None
+    planned: dict[str, pa.Schema | None] = {}  # per class, the plan's schema (None: the folder has no plan)
     # Per class: each shard's sample ids and the shard's index, as arrays; duplicates found once at the end
     # with numpy (a dict of lists per sample cost ~200 MB of Python objects at 10^6 rows, issue 18).
     ids_of: dict[str, list[np.ndarray]] = defaultdict(list)
@@ -177,13 +188,21 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
     for index, (path, (found, table)) in enumerate(
         zip(shards, _read_in_order(shards, _ids_of_shard), strict=True)
     ):
+        expected = path.parent.name.split("=", 1)[1]
+        if expected not in planned:
+            planned[expected] = _plan_schema(folder, expected)
+        wanted = planned[expected]
+        if wanted is not None and not found.equals(wanted, check_metadata=False):
+            raise UserError(
+                f"{path}: its schema is not the plan's (a shard of another sweep?); move it away, or rerun "
+                "the sweep, which sets it aside and measures its batch again"
+            )
         if schema is None:
             schema = found
         elif not found.equals(schema, check_metadata=False):
             raise UserError(
                 f"{path}: schema differs from {shards[0]} (shards of two different sweeps in one folder?)"
             )
-        expected = path.parent.name.split("=", 1)[1]
         classes = set(table.column("gpu_class").unique().to_pylist())
         if classes - {expected}:
             raise UserError(f"{path}: rows of class {sorted(classes)} in the folder of class {expected!r}")

@@ -14,8 +14,10 @@ from typing import Any
 
 from kernels.backend import BACKEND_NAMES
 from kernels.device import GPU_CLASSES
+from kernels.workload import WorkloadError, check_arguments
 from pipeline.errors import UserError
 from pipeline.paths import check_slug, inside, results_root
+from pipeline.sweep.workloads import PIPELINE_WORKLOADS, builtin_names, entry_point_workloads
 from pipeline.yamlio import check_keys, load_yaml
 
 SAMPLERS = ("random", "per_kernel_exhaustive")
@@ -197,6 +199,24 @@ def check_gpu_class(value: Any, where: str, known: Sequence[str] = GPU_CLASSES) 
     return value
 
 
+def _check_workload(workload: str, case: str, size: str, options: dict[str, Any], source: str) -> None:
+    """A registered workload's case, size and options, checked here, before any cluster starts (issue 14:
+    they failed on the first worker, after the cluster had started). ``module:factory`` is one's own code,
+    checked where it is imported, as are installed entry points' (whether one may run at all is
+    ``workloads.check_workload``'s decision); the pipeline's own workloads check theirs when built."""
+    if ":" in workload or workload in PIPELINE_WORKLOADS or workload in entry_point_workloads():
+        return
+    try:
+        check_arguments(workload, case, size, options)
+    except WorkloadError as exc:
+        if exc.field == "workload":
+            known = ", ".join(builtin_names() + sorted(entry_point_workloads()))
+            raise UserError(
+                f"{source}: workload: unknown workload {workload!r} (registered: {known}; or module:factory)"
+            ) from None
+        raise UserError(f"{source}: {exc.field}: {exc}") from None
+
+
 def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
     """Validate a spec mapping; ``source`` (the file name) prefixes every message."""
     check_keys(data, source, **_TOP)
@@ -260,11 +280,13 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
         output = _str(output, f + "output")
         inside(results_root(), output, f + "output")
 
+    case, size = _str(data["case"], f + "case"), _size(data["size"], f + "size")
+    _check_workload(workload, case, size, options, source)
     return SweepSpec(
         name=name,
         workload=workload,
-        case=_str(data["case"], f + "case"),
-        size=_size(data["size"], f + "size"),
+        case=case,
+        size=size,
         backend=backend,
         options=options,
         gpu_classes=_gpu_class_list(data.get("gpu_classes"), f + "gpu_classes"),

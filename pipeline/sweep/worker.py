@@ -304,7 +304,13 @@ def measure_batch(
         times = m.get("kernels", {})
         rec.update({kernel_column(k): times.get(k) for k in kernels})
         records.append(rec)
-    table = pa.Table.from_pylist(records, schema=schema)
+    # rows that do not fit the plan's schema fail alike on every retry: reported like a read-only folder
+    try:
+        table = pa.Table.from_pylist(records, schema=schema)
+    except (pa.ArrowException, OverflowError) as exc:
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+        fatal = f"cannot write {path}: not the plan's schema ({why})"
+        return {"batch": batch, "gpu_class": gpu_class, "fatal": fatal}
     try:
         with atomic_path(path) as tmp:  # a killed worker leaves a stray .tmp, never a half shard
             pq.write_table(table, tmp, compression="zstd")

@@ -86,6 +86,17 @@ def test_a_shard_of_another_schema_is_set_aside(tmp_path):
     assert done == 0 and len(todo) == len(order)
 
 
+def test_merge_names_a_first_shard_of_another_schema_not_the_good_ones_after_it(tmp_path):
+    folder, order = _planned_folder(tmp_path)
+    (b0, rows0), (b1, rows1), (b2, rows2) = order
+    _write(folder.shard_path("cpu", b0), [r[0] for r in rows0], schema=shard_schema(["x.blocks"], ["x"]))
+    _write(folder.shard_path("cpu", b1), [r[0] for r in rows1])
+    _write(folder.shard_path("cpu", b2), [r[0] for r in rows2])
+    with pytest.raises(UserError, match=f"shard-{b0}.parquet: its schema is not the plan's") as err:
+        merge(tmp_path)
+    assert "\n" not in str(err.value) and not folder.merged_dir.exists()
+
+
 def test_merge_names_missing_samples_and_their_files(tmp_path):
     folder, order = _planned_folder(tmp_path)
     (b0, rows0), (b1, rows1), (b2, rows2) = order

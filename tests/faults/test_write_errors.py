@@ -49,3 +49,13 @@ def test_a_transient_write_error_is_raised_for_dask_to_retry(tmp_path, monkeypat
     monkeypatch.setattr(pq, "write_table", _failing(errno.EIO))
     with pytest.raises(OSError, match="injected"):
         _measure(tmp_path)
+
+
+def test_rows_that_do_not_fit_the_plans_schema_are_reported_once_not_raised(tmp_path):
+    """A row the shard's schema cannot hold (here a sample id past int64) fails alike on every retry."""
+    spec = parse_spec(base_spec(), "test").to_dict()
+    path = tmp_path / "shards" / "gpu_class=cpu" / "shard-00000.parquet"
+    rows = [(2**70, *ROWS[0][1:])]
+    result = measure_batch(spec, PLAN, "cpu", "00000", rows, str(path), str(tmp_path))
+    assert result["fatal"].startswith(f"cannot write {path}: not the plan's schema (")
+    assert "\n" not in result["fatal"] and not path.exists()

@@ -49,11 +49,14 @@ def run_cli(
     timeout: float = 240,
     background: bool = False,
     allow_fake: bool = True,
+    new_session: bool = False,
 ):
     """``python -m pipeline ARGS`` from the repository, results root in ``cwd`` (a tmp folder).
 
     A ``sweep`` allows the fake workload on its command line (``--allow-workload``), as a user allows their
-    own unpackaged workload; ``allow_fake=False`` leaves the flag out.
+    own unpackaged workload; ``allow_fake=False`` leaves the flag out. ``new_session`` (with ``background``):
+    its own process group, which a test signals as a terminal's Ctrl-C signals its foreground group
+    (``os.killpg``).
     """
     if allow_fake and args[:1] == ("sweep",) and "--help" not in args:
         args = (*args, "--allow-workload", FAKE)
@@ -64,7 +67,13 @@ def run_cli(
     cmd = [sys.executable, "-m", "pipeline", *args]
     if background:
         return subprocess.Popen(
-            cmd, cwd=cwd or REPO, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            cmd,
+            cwd=cwd or REPO,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=new_session,
         )
     return subprocess.run(cmd, cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
 

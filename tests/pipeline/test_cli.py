@@ -216,6 +216,7 @@ def test_zero_samples_with_nothing_else_to_measure_is_refused_up_front(tmp_path,
 def test_gpu_class_the_local_cluster_does_not_serve(tmp_path, write_spec):
     line = one_line_error(run_cli("sweep", str(write_spec()), "--gpu-class", "a100", cwd=tmp_path))
     assert "'a100' is not served by the local cluster" in line
+    assert not (tmp_path / "results").exists()  # refused before the sweep folder or a cluster was made
 
 
 def test_spec_output_outside_results_folder(tmp_path, write_spec):

@@ -1,0 +1,54 @@
+"""Every wait on the cluster has a limit (issue 14): a task that never ends (a worker gone for good, a job
+that never starts) stops the sweep with one line naming what it waited for, instead of hanging it.
+
+The limit bounds one wait: a class's plan, the next batch to finish, a re-measurement, the workers' warm-up.
+Each of those is minutes at most on a working cluster; the default is an hour on the local cluster and a day
+on SLURM, where a job may wait that long in the queue. ``$LAUNCHTUNE_WAIT_S`` sets another (seconds).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pipeline.errors import UserError
+
+WAIT_ENV = "LAUNCHTUNE_WAIT_S"
+DEFAULT_WAIT_S = {"local": 3600.0, "slurm": 86400.0}
+
+
+class ClusterTimeout(UserError):
+    """A wait on the cluster past its limit: one line, as a user error, but exit 1 (not the input's fault)."""
+
+    exit_code = 1
+
+
+def wait_limit(kind: str) -> float:
+    """Seconds one wait on a ``kind`` cluster (``local``, ``slurm``) may take: ``$LAUNCHTUNE_WAIT_S`` or the
+    default."""
+    raw = os.environ.get(WAIT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_WAIT_S.get(kind, DEFAULT_WAIT_S["slurm"])
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise UserError(f"${WAIT_ENV}: must be a number of seconds > 0 (got {raw!r})")
+    return seconds
+
+
+def timed_out(what: str, limit: float) -> ClusterTimeout:
+    return ClusterTimeout(
+        f"timed out: {what}: nothing came back from the cluster in {limit:g} s (${WAIT_ENV} sets the limit); "
+        "what was measured is kept, the same command again goes on"
+    )
+
+
+def result(future: Any, what: str, limit: float) -> Any:
+    """``future.result()``, waiting at most ``limit`` seconds; past it, one line naming ``what``."""
+    try:
+        return future.result(timeout=limit)
+    except TimeoutError:
+        future.cancel()
+        raise timed_out(what, limit) from None

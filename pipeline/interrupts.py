@@ -1,0 +1,121 @@
+"""Ctrl-C and SIGTERM end a command at once, cleanly, with one line (issue 14).
+
+``signals_interrupt`` makes SIGINT and SIGTERM raise :class:`Interrupted` in the main thread, so the ``with``
+blocks of the command unwind: the cluster is closed, the sweep folder's lock released, a temporary file that
+was being written removed (every result file is written atomically, ``kernels.atomic``). The CLI turns it
+into one line and exit 130, for Ctrl-C and SIGTERM alike.
+
+Two things would otherwise swallow or garble it:
+
+- scikit-learn's MLP catches ``KeyboardInterrupt`` inside ``fit`` and returns the half-trained model. Where a
+  fit runs in this process, :func:`check` after it raises again (``pipeline.learn.parallel`` calls it after
+  each fit), so no half-trained model is saved or used.
+- Ctrl-C in a terminal reaches every process of the foreground group: the Dask workers and the training pool
+  would each print their own traceback. They ignore SIGINT (:func:`ignore_sigint`, installed by
+  ``pipeline.cluster.worker_signals`` and the pool's initializer; the pool's processes from their start,
+  :func:`children_ignore_sigint`); the command that owns them stops them. (A Dask worker still starting,
+  before its preload ran, is the one place left where Ctrl-C prints a traceback of its own.)
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_received: list[int] = []  # the signals this process got inside signals_interrupt, in order
+_active: list[bool] = []  # one entry per signals_interrupt block open
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived. A ``KeyboardInterrupt``, so code that cleans up after Ctrl-C (joblib kills
+    its pool, Dask cancels) does the same here."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise(signum: int, frame: FrameType | None) -> None:
+    _received.append(signum)
+    raise Interrupted(signum)
+
+
+def received() -> int | None:
+    """The first signal this process got under :func:`signals_interrupt`, or None."""
+    return _received[0] if _received else None
+
+
+def check() -> None:
+    """Raise :class:`Interrupted` again where a signal arrived and was swallowed (scikit-learn's MLP); only
+    inside :func:`signals_interrupt`, so a signal another command got (tests run many in one process) is not
+    raised again."""
+    if _active and _received:
+        raise Interrupted(_received[0])
+
+
+@contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM raise :class:`Interrupted` inside the block (main thread only, else a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _received.clear()  # a fresh command (the tests run several in one process)
+    old = {s: signal.signal(s, _raise) for s in SIGNALS}
+    _active.append(True)
+    try:
+        yield
+    finally:
+        _active.pop()
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        _received.clear()
+
+
+@contextmanager
+def deferred_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM inside the block are held until it ends, then raised: for cleanup that must not stop
+    half-way (closing a cluster). The block must be bounded in time (its own timeouts)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        _received.append(signum)
+        held.append(signum)
+
+    old = {s: signal.signal(s, hold) for s in SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    if held:
+        raise Interrupted(held[0])
+
+
+@contextmanager
+def children_ignore_sigint() -> Iterator[None]:
+    """Processes started inside the block ignore Ctrl-C from their first instruction: an ignored signal stays
+    ignored across fork and exec, and Python then installs no handler of its own. This process ignores it
+    too meanwhile, so keep the block to the start itself (the training pool's: some 30 ms); a Ctrl-C inside
+    it is lost, never half-handled."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def ignore_sigint() -> None:
+    """In a helper process (Dask worker, training pool): Ctrl-C is the parent's to handle."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -1,0 +1,121 @@
+"""Bad inputs of issue 14 that were tracebacks after the cluster had started: each is one line naming the file
+and field, exit 2, before any sweep folder or cluster is made."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+import yaml
+
+from pipeline.errors import UserError
+from pipeline.sweep.spec import load_spec, parse_spec
+from pipeline.yamlio import MAX_BYTES, MAX_NODES, load_yaml
+from tests.pipeline.conftest import base_spec, one_line_error, run_cli
+
+CFD = {"workload": "cfd", "case": "inlet", "size": "208x64", "options": {"space": "paper"}}
+
+
+@pytest.mark.parametrize(
+    "overrides, match",
+    [
+        (
+            {"workload": "nosuch"},
+            "spec.yaml: workload: unknown workload 'nosuch' (registered: cfd, tridiag, replay",
+        ),
+        ({**CFD, "case": "nosuch"}, "spec.yaml: case: unknown cfd case 'nosuch'"),
+        (
+            {**CFD, "options": {"space": "paper", "bogus": 1}},
+            "spec.yaml: options.bogus: unknown cfd workload option",
+        ),
+        ({**CFD, "options": {"space": "nosuch"}}, "spec.yaml: options.space: unknown space preset 'nosuch'"),
+        ({**CFD, "size": "104"}, "spec.yaml: size: size '104' is not NXxNY"),
+        ({**CFD, "size": "104x32x4"}, "spec.yaml: size: size '104x32x4' is not NXxNY"),
+        ({"workload": "tridiag", "case": "random", "size": "104x32"}, "spec.yaml: size: size '104x32'"),
+        (
+            {"workload": "tridiag", "case": "random", "size": "1000", "options": {"colour": 1}},
+            "options.colour",
+        ),
+    ],
+)
+def test_a_registered_workloads_arguments_are_checked_with_the_spec(overrides, match):
+    with pytest.raises(UserError, match=re.escape(match)):
+        parse_spec(base_spec(**overrides), "spec.yaml")
+
+
+def test_good_arguments_of_each_registered_workload_pass():
+    assert parse_spec(base_spec(**CFD), "spec.yaml").case == "inlet"
+    assert parse_spec(base_spec(workload="tridiag", case="heat", size="1000"), "spec.yaml").size == "1000"
+
+
+def _alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """A "billion laughs": each anchor a list of ``width`` aliases of the one before (width^levels nodes)."""
+    lines = ["l0: &l0 [" + ", ".join(["lol"] * width) + "]"]
+    for i in range(1, levels):
+        lines.append(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * width) + "]")
+    return "\n".join(lines) + "\nname: x\n"
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        (b"\x7fELF\x02\x01\x01\x00\xd0\xff", "not a text file"),
+        (b"name: x\n\x00\n", "not a text file (it holds NUL bytes)"),
+        (_alias_bomb().encode(), f"its aliases expand to more than {MAX_NODES:,} YAML nodes"),
+        (b"a: &a [1, *a]\nname: x\n", "an alias inside its own anchor"),
+        (b"name: " + b"[" * 5000 + b"]" * 5000 + b"\n", "YAML nested too deeply"),
+        (b"name: x\n" + b"#" * MAX_BYTES, f"a YAML config holds at most {MAX_BYTES:,}"),
+    ],
+)
+def test_a_hostile_or_broken_yaml_file_is_refused_quickly_in_one_line(tmp_path, content, match):
+    path = tmp_path / "spec.yaml"
+    path.write_bytes(content)
+    t0 = time.perf_counter()
+    with pytest.raises(UserError, match=re.escape(match)) as info:
+        load_yaml(path)
+    assert time.perf_counter() - t0 < 2 and "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+def test_anchors_and_aliases_within_the_bound_still_load(tmp_path):
+    path = tmp_path / "spec.yaml"
+    spec = yaml.safe_dump(base_spec())
+    path.write_text("defaults: &train {hidden_layers: [8], max_epochs: 20}\n" + spec)
+    assert load_yaml(path)["defaults"] == {"hidden_layers": [8], "max_epochs": 20}
+    path.write_text(spec.replace("train:", "train: &t").replace("validate:", "x-unused: *t\nvalidate:", 1))
+    with pytest.raises(UserError, match="unknown key 'x-unused'"):  # the alias loads; the key is then refused
+        load_spec(path)
+
+
+@pytest.mark.parametrize(
+    "content, env, match",
+    [
+        (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1\x00\x00", {}, "spec.yaml: not a text file"),
+        (_alias_bomb().encode(), {}, "spec.yaml: its aliases expand to more than"),
+        (
+            yaml.safe_dump(base_spec(**{**CFD, "case": "nosuch"})).encode(),
+            {},
+            "spec.yaml: case: unknown cfd case",
+        ),
+        (yaml.safe_dump(base_spec(**{**CFD, "size": "104x32x4"})).encode(), {}, "spec.yaml: size:"),
+        (
+            yaml.safe_dump(base_spec(**{**CFD, "size": "3328x1024", "backend": "cupy"})).encode(),
+            {"CUDA_VISIBLE_DEVICES": ""},  # a machine without a GPU, even in a run on one
+            "spec.yaml: backend: cupy needs a GPU and none is visible on this machine; run it where one is "
+            "(a GPU node, or --cluster slurm), or on the CPU with backend: numpy",
+        ),
+        (
+            yaml.safe_dump(base_spec()).encode(),
+            {"LAUNCHTUNE_WAIT_S": "soon"},
+            "$LAUNCHTUNE_WAIT_S: must be a",
+        ),
+    ],
+)
+def test_the_cli_refuses_before_any_folder_or_cluster(tmp_path, content, env, match):
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(content)
+    out = tmp_path / "out"
+    result = run_cli("sweep", str(spec), "--out", str(out), cwd=tmp_path, env=env, timeout=60)
+    assert match in one_line_error(result)
+    assert not out.exists() and not (tmp_path / "results").exists()
+    assert "dashboard" not in result.stdout  # no cluster was started

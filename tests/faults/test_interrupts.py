@@ -1,0 +1,164 @@
+"""Ctrl-C and SIGTERM at any moment of a sweep end it within seconds, with exit 130 and one line; nothing
+half-written is left, what was measured stays (issue 14). Model files are written atomically."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from kernels.atomic import atomic_path
+from pipeline.interrupts import Interrupted, deferred_signals, received, signals_interrupt
+from pipeline.learn.models import save_model
+from pipeline.learn.parallel import run_fits
+from tests.pipeline.conftest import run_cli
+
+QUIET = {"PYTHONWARNINGS": "ignore:Port:UserWarning"}  # Dask's note that port 8787 is taken (parallel tests)
+
+
+def _interrupt_when(
+    proc: subprocess.Popen, marker: str, signum: int, group: bool, after: float = 0.0
+) -> list[str]:
+    """Read the sweep's output until a line holds ``marker``, then (``after`` seconds later) signal it: its
+    whole process group, as a terminal's Ctrl-C does, or the sweep alone, as ``kill`` does."""
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if marker in line:
+            time.sleep(after)
+            if group:
+                os.killpg(proc.pid, signum)
+            else:
+                proc.send_signal(signum)
+            return lines
+    raise AssertionError(f"{marker!r} never printed: {''.join(lines)[-2000:]} {proc.stderr.read()[-2000:]}")
+
+
+def _ends_with_one_line(proc: subprocess.Popen, within: float) -> str:
+    t0 = time.monotonic()
+    try:
+        _, err = proc.communicate(timeout=within)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(f"still running {within} s after the signal") from None
+    took = time.monotonic() - t0
+    assert proc.returncode == 130, (proc.returncode, err[-3000:])
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("interrupted ("), err[-3000:]
+    assert took < within
+    return lines[0]
+
+
+def _no_process_left(pgid: int) -> None:
+    """The Dask workers and the training pool end with the sweep (they share its process group)."""
+    for _ in range(50):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"processes of group {pgid} still running 5 s after the sweep ended")
+
+
+def test_ctrl_c_while_the_models_train_ends_at_once_and_saves_no_model(tmp_path, write_spec):
+    # wide layers and many epochs: the fits take many seconds where nothing stops them
+    spec = write_spec(samples=40, batch_size=10, train={"hidden_layers": [256, 256, 256], "max_epochs": 5000})
+    out = tmp_path / "out"
+    proc = run_cli(
+        "sweep", str(spec), "--out", str(out), cwd=tmp_path, env=QUIET, background=True, new_session=True
+    )
+    # 0.5 s: past the 30 ms in which the training pool starts and Ctrl-C is ignored (pipeline.interrupts),
+    # long before the first of the fits could end (the pool's processes alone take longer to start)
+    _interrupt_when(proc, "training cpu, combined", signal.SIGINT, group=True, after=0.5)
+    line = _ends_with_one_line(proc, within=20)
+    assert "SIGINT" in line
+    _no_process_left(proc.pid)
+    assert not list(out.rglob("*.skops")) and not (out / "models" / "metrics.json").exists()
+    assert not list(out.rglob("*.tmp")) and not (out / ".sweep.lock").exists()
+    assert sum(pq.read_table(s).num_rows for s in (out / "shards").rglob("*.parquet")) == 40  # kept
+
+
+@pytest.mark.parametrize("signum, group", [(signal.SIGTERM, False), (signal.SIGINT, True)])
+def test_a_signal_while_measuring_ends_at_once_and_keeps_the_shards(tmp_path, write_spec, signum, group):
+    spec = write_spec(samples=40, batch_size=4, options={"delay": 0.1})  # 0.4 s a batch, 10 batches
+    out = tmp_path / "out"
+    proc = run_cli(
+        "sweep", str(spec), "--out", str(out), cwd=tmp_path, env=QUIET, background=True, new_session=True
+    )
+    _interrupt_when(proc, "measure: 2/10 batches", signum, group)
+    line = _ends_with_one_line(proc, within=20)
+    assert signal.Signals(signum).name in line
+    _no_process_left(proc.pid)
+    shards = list((out / "shards").rglob("*.parquet"))
+    assert 2 <= len(shards) < 10 and all(pq.read_table(s).num_rows == 4 for s in shards)
+    assert (
+        not list(out.rglob("*.tmp")) and not (out / "merged").exists() and not (out / ".sweep.lock").exists()
+    )
+
+
+def test_a_wait_on_the_cluster_past_its_limit_is_one_line(tmp_path, write_spec):
+    spec = write_spec(samples=20, batch_size=5, options={"delay": 1.0})  # 5 s a batch
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    result = run_cli(
+        "sweep", str(spec), "--out", str(out), cwd=tmp_path, env={**QUIET, "LAUNCHTUNE_WAIT_S": "3"}
+    )
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 1 and len(lines) == 1, result.stderr[-3000:]
+    assert lines[0].startswith("error: timed out: measure: no batch finished (") and "in 3 s" in lines[0]
+    assert time.monotonic() - t0 < 60 and not (out / "merged").exists() and not (out / ".sweep.lock").exists()
+
+
+def test_a_fit_that_swallows_ctrl_c_is_interrupted_after_it(tmp_path):
+    """scikit-learn's MLP catches KeyboardInterrupt in ``fit`` and returns half-trained; run in this process
+    (one call: no pool), the fit's result must not come back as if it were whole."""
+
+    def swallowing_fit() -> str:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the signal interrupts the sleep at once
+        except KeyboardInterrupt:
+            return "half-trained"
+        return "whole"
+
+    with pytest.raises(Interrupted) as info, signals_interrupt():
+        run_fits([(swallowing_fit, ())], sizes=[1], phases=["train"])
+    assert info.value.signum == signal.SIGINT
+    assert received() is None and run_fits([(str, ())], [1], ["train"]) == [""]  # not raised again afterwards
+
+
+def test_a_signal_during_cleanup_waits_for_its_end_then_interrupts():
+    steps = []
+    with pytest.raises(Interrupted), signals_interrupt(), deferred_signals():
+        os.kill(os.getpid(), signal.SIGTERM)
+        steps.append("cleanup went on")
+    assert steps == ["cleanup went on"]
+
+
+class _Unsaveable:
+    """skops cannot write it: the dump fails half-way, as an interrupted or failed write would."""
+
+    def __reduce__(self):
+        raise RuntimeError("cannot be written")
+
+
+def test_a_failed_model_write_leaves_no_file(tmp_path):
+    path = tmp_path / "models" / "cpu" / "mlp.skops"
+    with pytest.raises(Exception):  # noqa: B017 (what skops raises is its own business)
+        save_model(_Unsaveable(), path)
+    assert not path.exists() and list(path.parent.iterdir()) == []
+
+
+def test_an_interrupt_inside_an_atomic_write_leaves_the_old_file(tmp_path):
+    path = tmp_path / "model.skops"
+    path.write_text("the last whole model")
+    with pytest.raises(Interrupted), atomic_path(path) as tmp:
+        Path(tmp).write_text("half a mod")
+        raise Interrupted(signal.SIGINT)
+    assert path.read_text() == "the last whole model" and list(tmp_path.iterdir()) == [path]
