@@ -20,7 +20,7 @@ seeds per variant, issue 17; the variants tried and what each gave: ``docs/strat
 * after ``PATIENCE`` generations without a better measurement, half of the next generation goes to the model's
   best candidates at least 3 parameters away from the incumbent;
 * the last ``POLISH`` of the budget measures the two incumbents' one-parameter neighbours, best-ranked first;
-* ``evolve`` itself (not ``transfer``, which calls ``search`` with its own prior) adds three things against
+* ``evolve`` itself (and ``transfer`` after its prior's best: ``OPTIONS``) adds three things against
   populations that settle in a trap (issue 17, ``docs/strategies.md`` "How evolve was improved"):
 
   - a quarter of every generation (``EXPLORE``, rounded: none in a generation of 1 or 2) goes to the lowest
@@ -41,6 +41,8 @@ seeds per variant, issue 17; the variants tried and what each gave: ``docs/strat
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from pipeline.strategies.base import Session
@@ -55,6 +57,8 @@ POLISH = 0.15
 ISLANDS = 2
 EXPLORE = 0.25
 FLIPS = 0.5
+# what ``tune`` (and ``transfer`` after its prior's best) adds to ``search``: see the module's docstring
+OPTIONS: dict[str, Any] = {"explore": EXPLORE, "thompson": True, "flips": FLIPS}
 
 
 class _Breeder:
@@ -118,7 +122,7 @@ def tune(
     n0 = max(2, min(session.budget, max(8, round(initial_fraction * session.budget))))
     features = product_features(session.X)
     maximin(session, features, n0)
-    options = {"explore": EXPLORE, "thompson": True, "flips": FLIPS, **options}
+    options = {**OPTIONS, **options}
     search(session, features, generations, islands=islands, **options)
 
 
