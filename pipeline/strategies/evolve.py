@@ -30,8 +30,9 @@ seeds per variant, issue 17; the variants tried and what each gave: ``docs/strat
   - where an island has two or more slots, its children are chosen by Thompson sampling (each slot the best
     child by one tree drawn at random) instead of one ``mean - KAPPA * spread`` ranking, whose top slots are
     near-copies of one parent pair (with one slot there is no batch to spread, so ranking stays);
-  - half of the polish (``FLIPS``) first flips each two-valued parameter of the best measured configurations,
-    in rank order: a flag such as ``use_shmem`` switches the kernel's code path, so its effect is the one a
+  - each polish generation of ``n`` slots first measures up to ``FLIPS * n`` configurations that flip one
+    two-valued parameter of the best measured ones, in rank order, then its ``n`` one-parameter neighbours as
+    before (so flips take up to a third of the polish, which still ends the budget): a flag such as ``use_shmem`` switches the kernel's code path, so its effect is the one a
     model trained on the other setting cannot predict, and it costs one measurement per flag (on the A6000
     the search sat at 1.29x with (64, 1, 2, 4, 0, 0, 1) measured at 1.34x; its ``use_shmem=0`` neighbour is
     1.06x and was never tried);
@@ -186,9 +187,10 @@ def search(
     flips: float = 0.0,
 ) -> None:
     """The generations, from whatever the session has measured so far (``transfer`` starts it after the
-    prior's best candidates, with the prior's prediction as one more feature). ``explore``: the share of each
-    generation (but the last) measured from the whole pool by the model; ``thompson``: choose children by
-    Thompson sampling over the trees rather than by one ranking."""
+    prior's best candidates). ``explore``: the share of each generation (but the last) measured from the whole
+    pool by the model; ``thompson``: choose children by Thompson sampling over the trees rather than by one
+    ranking; ``flips``: flag flips of the best before each polish generation's neighbours, as a share of its
+    slots."""
     n0 = session.used
     breeder = _Breeder(session.X, session.rng)
     batch = max(1, -(-session.remaining // generations))
