@@ -32,10 +32,10 @@ seeds per variant, issue 17; the variants tried and what each gave: ``docs/strat
     near-copies of one parent pair (with one slot there is no batch to spread, so ranking stays);
   - each polish generation of ``n`` slots first measures up to ``FLIPS * n`` configurations that flip one
     two-valued parameter of the best measured ones, in rank order, then its ``n`` one-parameter neighbours as
-    before (so flips take up to a third of the polish, which still ends the budget): a flag such as ``use_shmem`` switches the kernel's code path, so its effect is the one a
-    model trained on the other setting cannot predict, and it costs one measurement per flag (on the A6000
-    the search sat at 1.29x with (64, 1, 2, 4, 0, 0, 1) measured at 1.34x; its ``use_shmem=0`` neighbour is
-    1.06x and was never tried);
+    before (so flips take up to a third of the polish, which still ends the budget): a flag such as
+    ``use_shmem`` switches the kernel's code path, so its effect is the one a model trained on the other
+    setting cannot predict, and it costs one measurement per flag (on the A6000 the search sat at 1.29x with
+    (64, 1, 2, 4, 0, 0, 1) measured at 1.34x; its ``use_shmem=0`` neighbour is 1.06x and was never tried);
 
 * the model learns log time capped at ``CLIP`` times the best seen (100x slow tells no more than 10x).
 """
