@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace, datasets: list) -> int:
     from pipeline.strategies import STRATEGIES, strategy_names
-    from pipeline.strategies.evaluate import compare, head_to_head, markdown, plot, summarize
+    from pipeline.strategies.evaluate import compare, markdown, write_outputs
 
     names = args.strategies.split(",") if args.strategies else list(STRATEGIES)
     known = strategy_names()
@@ -182,15 +182,9 @@ def _compare(args: argparse.Namespace, datasets: list) -> int:
     )
     if runs.empty:
         raise UserError(f"{where}: no strategy could run at budgets {args.budgets}")
-    table = summarize(runs)
-    out.mkdir(parents=True, exist_ok=True)
-    runs.assign(config=runs["config"].map(json.dumps)).to_csv(out / "runs.csv", index=False)
-    table.to_csv(out / "table.csv", index=False, float_format="%.4f")
-    both = head_to_head(table)
-    (out / "table.md").write_text(markdown(table) + "\n" + markdown(both))
     labels = [Path(p).parent.name if Path(p).name == "merged" else Path(p).name for p in args.dataset]
     title = " + ".join(labels)
-    plot(table, str(out / "ratio_vs_budget.png"), title=f"{title}: mean over GPUs")
+    table, both = write_outputs(runs.assign(config=runs["config"].map(json.dumps)), out, title)
     print(markdown(table))
     print(markdown(both))
     print(

@@ -42,8 +42,14 @@ def forest(seed: int, n_estimators: int = 100) -> ExtraTreesRegressor:
     return ExtraTreesRegressor(n_estimators=n_estimators, min_samples_leaf=1, random_state=seed, n_jobs=1)
 
 
+def forest_predictions(model: ExtraTreesRegressor, X: np.ndarray) -> np.ndarray:
+    """Every tree's prediction for every row of ``X`` (trees x rows): their mean is the forest's, their spread
+    its uncertainty, and one tree's row is a draw for Thompson sampling."""
+    return np.stack([t.predict(X) for t in model.estimators_])
+
+
 def forest_mean_std(model: ExtraTreesRegressor, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    per_tree = np.stack([t.predict(X) for t in model.estimators_])
+    per_tree = forest_predictions(model, X)
     return per_tree.mean(axis=0), per_tree.std(axis=0)
 
 

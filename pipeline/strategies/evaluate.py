@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -173,6 +174,47 @@ def plot(table: pd.DataFrame, path: str, title: str = "") -> None:
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def write_outputs(
+    runs: pd.DataFrame, out: Path, title: str, runs_name: str = "runs.csv"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What ``--compare`` writes into ``out``: the runs (``runs_name``; gzipped if it ends in ``.gz``),
+    ``table.csv``, ``table.md`` (the table, then the head-to-head) and ``ratio_vs_budget.png``. Returns the
+    table and the head-to-head."""
+    table = summarize(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    gz = {"method": "gzip", "compresslevel": 9, "mtime": 0} if runs_name.endswith(".gz") else None
+    runs.to_csv(out / runs_name, index=False, compression=gz)
+    table.to_csv(out / "table.csv", index=False, float_format="%.4f")
+    both = head_to_head(table)
+    (out / "table.md").write_text(markdown(table) + "\n" + markdown(both))
+    plot(table, str(out / "ratio_vs_budget.png"), title=f"{title}: mean over GPUs")
+    return table, both
+
+
+RUN_KEY = ["strategy", "budget", "seed", "gpu"]
+
+
+def replace_runs(committed: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """``committed`` with its rows of ``new``'s strategies replaced by ``new``'s, in place (the order of the
+    committed file kept). Refused unless ``new`` holds exactly the same (strategy, budget, seed, gpu) runs of
+    those strategies as ``committed``: a partial re-run would mix two versions of one strategy."""
+    mine = committed["strategy"].isin(set(new["strategy"]))
+    old_keys = set(map(tuple, committed.loc[mine, RUN_KEY].to_numpy().tolist()))
+    new_keys = list(map(tuple, new[RUN_KEY].to_numpy().tolist()))
+    if len(set(new_keys)) != len(new_keys) or set(new_keys) != old_keys:
+        raise ValueError(
+            f"the new runs ({len(new_keys)}) are not the committed runs of {sorted(set(new['strategy']))} "
+            f"({len(old_keys)}): same strategies, budgets, seeds and GPUs needed"
+        )
+    by_key = new.set_index(RUN_KEY)
+    out = committed.copy()
+    rows = out.loc[mine, RUN_KEY].apply(tuple, axis=1)
+    for col in committed.columns:
+        if col not in RUN_KEY:
+            out.loc[mine, col] = by_key.loc[list(rows), col].to_numpy()
+    return out
 
 
 def markdown(table: pd.DataFrame) -> str:

@@ -4,7 +4,7 @@ propose many children inside the valid space, and a forest on log time chooses w
 Why: on the Hub's convolution data a genetic algorithm whose moves stay inside the valid space (Kernel
 Tuner's, constraint-aware) wins at 200 measurements, and a model that ranks candidates wins at 20-50.
 Here the algorithm proposes and the model disposes. Every choice below was measured on that data (6 GPUs, 4-6
-seeds per variant, issue 17; the variants that lost are named in ``docs/strategies.md``):
+seeds per variant, issue 17; the variants tried and what each gave: ``docs/strategies.md``):
 
 * the first quarter of the budget (at least 8) is a maximin design over the features (each next point the
   farthest from those chosen), so the first measurements cover both sides of every step a feature shows;
@@ -20,15 +20,34 @@ seeds per variant, issue 17; the variants that lost are named in ``docs/strategi
 * after ``PATIENCE`` generations without a better measurement, half of the next generation goes to the model's
   best candidates at least 3 parameters away from the incumbent;
 * the last ``POLISH`` of the budget measures the two incumbents' one-parameter neighbours, best-ranked first;
+* ``evolve`` itself (and ``transfer`` after its prior's best: ``OPTIONS``) adds three things against
+  populations that settle in a trap (issue 17, ``docs/strategies.md`` "How evolve was improved"):
+
+  - a quarter of every generation (``EXPLORE``, rounded: none in a generation of 1 or 2) goes to the lowest
+    ``mean - 2 * KAPPA * spread`` over *all* unmeasured candidates, not only children, so the model can
+    propose what crossover of the current parents never would (on the W6600 a run spent 100 of 200
+    measurements on a plateau of shared-memory configurations within 2% of each other, 1.2x the optimum);
+  - where an island has two or more slots, its children are chosen by Thompson sampling (each slot the best
+    child by one tree drawn at random) instead of one ``mean - KAPPA * spread`` ranking, whose top slots are
+    near-copies of one parent pair (with one slot there is no batch to spread, so ranking stays);
+  - each polish generation of ``n`` slots first measures up to ``FLIPS * n`` configurations that flip one
+    two-valued parameter of the best measured ones, in rank order, then its ``n`` one-parameter neighbours as
+    before (so flips take up to a third of the polish, which still ends the budget): a flag such as
+    ``use_shmem`` switches the kernel's code path, so its effect is the one a model trained on the other
+    setting cannot predict, and it costs one measurement per flag (on the A6000 the search sat at 1.29x with
+    (64, 1, 2, 4, 0, 0, 1) measured at 1.34x; its ``use_shmem=0`` neighbour is 1.06x and was never tried);
+
 * the model learns log time capped at ``CLIP`` times the best seen (100x slow tells no more than 10x).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from pipeline.strategies.base import Session
-from pipeline.strategies.estimators import forest, forest_mean_std, product_features
+from pipeline.strategies.estimators import forest, forest_predictions, product_features
 
 CLIP = 10.0
 KAPPA = 0.5
@@ -37,6 +56,10 @@ GENERATIONS = 20
 PATIENCE = 2
 POLISH = 0.15
 ISLANDS = 2
+EXPLORE = 0.25
+FLIPS = 0.5
+# what ``tune`` (and ``transfer`` after its prior's best) adds to ``search``: see the module's docstring
+OPTIONS: dict[str, Any] = {"explore": EXPLORE, "thompson": True, "flips": FLIPS}
 
 
 class _Breeder:
@@ -100,6 +123,7 @@ def tune(
     n0 = max(2, min(session.budget, max(8, round(initial_fraction * session.budget))))
     features = product_features(session.X)
     maximin(session, features, n0)
+    options = {**OPTIONS, **options}
     search(session, features, generations, islands=islands, **options)
 
 
@@ -119,6 +143,36 @@ def _breed(session, breeder, parents, n_children, seen) -> set[int]:
     return children
 
 
+def _thompson(session: Session, per_tree: np.ndarray, kids: np.ndarray, n: int) -> None:
+    """Measure ``n`` of ``kids``: each the best not yet measured by one tree drawn at random (a draw from the
+    forest's posterior), so a batch spreads over what different trees believe instead of ``n`` near-copies."""
+    for _ in range(n):
+        free = np.array([c for c in kids if c not in session.measured], dtype=int)
+        if not len(free) or not session.remaining:
+            return
+        tree = per_tree[int(session.rng.integers(len(per_tree)))]
+        session.measure_index(int(free[int(np.argmin(tree[free]))]))
+
+
+def _flip_flags(session: Session, ranked: np.ndarray, n: int) -> None:
+    """Measure up to ``n`` unmeasured configurations that differ from one of the best measured ones (in rank
+    order) in a single two-valued parameter."""
+    flags = [j for j in range(session.X.shape[1]) if len(np.unique(session.X[:, j])) == 2]
+    lo_hi = {j: tuple(np.unique(session.X[:, j])) for j in flags}
+    done = 0
+    for i in ranked:
+        for j in flags:
+            if done >= n or not session.remaining:
+                return
+            c = session.X[i].copy()
+            a, b = lo_hi[j]
+            c[j] = b if c[j] == a else a
+            k = session.index_of(dict(zip(session.names, c, strict=True)))
+            if k is not None and k not in session.measured:
+                session.measure_index(k)
+                done += 1
+
+
 def search(
     session: Session,
     features: np.ndarray,
@@ -128,9 +182,15 @@ def search(
     polish: float = POLISH,
     candidates: int = CANDIDATES_PER_SLOT,
     islands: int = ISLANDS,
+    explore: float = 0.0,
+    thompson: bool = False,
+    flips: float = 0.0,
 ) -> None:
     """The generations, from whatever the session has measured so far (``transfer`` starts it after the
-    prior's best candidates, with the prior's prediction as one more feature)."""
+    prior's best candidates). ``explore``: the share of each generation (but the last) measured from the whole
+    pool by the model; ``thompson``: choose children by Thompson sampling over the trees rather than by one
+    ranking; ``flips``: flag flips of the best before each polish generation's neighbours, as a share of its
+    slots."""
     n0 = session.used
     breeder = _Breeder(session.X, session.rng)
     batch = max(1, -(-session.remaining // generations))
@@ -140,7 +200,8 @@ def search(
         _, y = session.training_data(clip=clip)
         idx = np.array(list(session.measured))
         model = forest(session.seed + g, n_estimators=40).fit(features[idx], y)
-        mean, std = forest_mean_std(model, features)
+        per_tree = forest_predictions(model, features)
+        mean, std = per_tree.mean(axis=0), per_tree.std(axis=0)
         n = min(batch, session.remaining)
         last = session.remaining <= batch
         score = mean - (0.0 if last else KAPPA) * std
@@ -155,8 +216,20 @@ def search(
             for i in set(session.measured) - before:
                 island[int(i)] = min(range(islands), key=lambda k: sum(v == k for v in island.values()))
             n, stale = n - n // 2, 0
+        k = round(explore * n)
+        if k and not last:
+            # the model's most promising candidates anywhere, not only among this generation's children
+            before = set(session.measured)
+            session.measure_ranked(mean - 2 * KAPPA * std, k)
+            for i in set(session.measured) - before:
+                island[int(i)] = int(session.rng.integers(islands))
+            n -= k
+            seen = set(session.measured)
         if session.remaining <= polish * session.budget and len(ranked):
             # the end: the incumbents' neighbours (one parameter changed), so the pick is a local optimum
+            if flips:
+                _flip_flags(session, ranked, round(flips * n))
+                n = min(n, session.remaining)
             near = ((session.X[:, None, :] != session.X[ranked[:2]]).sum(axis=2) == 1).any(axis=1)
             session.measure_ranked(np.where(near, score, np.inf), min(n, int(near.sum())))
         else:
@@ -169,7 +242,10 @@ def search(
                     kid = np.array(sorted(kids))
                     local[kid] = score[kid]
                     before = set(session.measured)
-                    session.measure_ranked(local, min(share, len(kid)))
+                    if thompson and not last and share >= 2:  # one slot: no batch to spread
+                        _thompson(session, per_tree, kid, min(share, len(kid)))
+                    else:
+                        session.measure_ranked(local, min(share, len(kid)))
                     for i in set(session.measured) - before:
                         island[int(i)] = k
                     seen |= set(session.measured)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
+import pandas as pd
 import pytest
 
 from pipeline.strategies import STRATEGIES, get_strategy, strategy_names
 from pipeline.strategies.base import BudgetExhausted, Session, StrategyError
-from pipeline.strategies.datasets import load_datasets
+from pipeline.strategies.datasets import Dataset, load_datasets
 from pipeline.strategies.evaluate import run_one
 from pipeline.strategies.replay import ReplayWorkload
 from tests.strategies.conftest import write_sweep
@@ -143,3 +146,35 @@ def test_evolve_finds_the_bowls_optimum_and_beats_random(cache_file):
     ours = [run_one(d, "evolve", 20, s)["ratio"] for s in range(6)]
     rand = [run_one(d, "random", 20, s)["ratio"] for s in range(6)]
     assert sum(ours) < sum(rand) and min(ours) == 1.0
+
+
+def _flagged_session(budget: int) -> Session:
+    """A recorded space of one size (1..3) and two on/off flags, every configuration recorded once."""
+    rows = [
+        {"size": s, "shmem": f, "cache": g, "time": float(s + f + g), "status": "ok"}
+        for s, f, g in itertools.product([1, 2, 3], [0, 1], [0, 1])
+    ]
+    frame = pd.DataFrame(rows)
+    return Session(ReplayWorkload(Dataset("toy", ["size", "shmem", "cache"], frame)), budget, seed=0)
+
+
+def test_flag_flips_try_each_two_valued_parameter_of_the_best_in_rank_order_once():
+    from pipeline.strategies.evolve import _flip_flags
+
+    session = _flagged_session(budget=7)
+    best, second, done = (
+        session.index_of(c)
+        for c in (
+            {"size": 1, "shmem": 0, "cache": 0},
+            {"size": 2, "shmem": 1, "cache": 1},
+            {"size": 1, "shmem": 1, "cache": 0},
+        )
+    )
+    for i in (best, second, done):
+        session.measure_index(i)
+    _flip_flags(session, [best, second], 3)
+    flipped = [tuple(m.config.values()) for m in session.history[3:]]
+    # the best's shmem flip is already measured: its cache flip, then the second's two flips; never 'size'
+    assert flipped == [(1, 0, 1), (2, 0, 1), (2, 1, 0)]
+    _flip_flags(session, list(range(len(session.X))), 5)  # one measurement left in the budget: it stops there
+    assert session.used == session.budget == 7
