@@ -98,3 +98,27 @@ def test_export_refuses_several_classes_into_one_file(tmp_path, cache_dir):
         timeout=120,
     )
     assert r.returncode == 2 and "holds 3 GPU classes" in r.stderr
+
+
+def test_a_large_product_builds_kernel_tuners_space_from_the_recorded_configurations(
+    kt, cache_file, monkeypatch
+):
+    from kernel_tuner import interface
+
+    from pipeline.strategies import kernel_tuner_baseline as ktb
+
+    (d,) = load_datasets(cache_file)
+    session = Session(ReplayWorkload(d, seed=1), 10, seed=0, device={"dataset": d})
+    cache = ktb._cache(session)
+    params = cache["tune_params_keys"]
+    recorded = {tuple(e[p] for p in params) for e in cache["cache"].values()}
+    monkeypatch.setattr(ktb, "MAX_ENUMERATED", 0)  # as for the fused CFD sweeps' 22 parameters
+    with ktb._recorded_searchspace(cache, params):
+        space = interface.Searchspace(cache["tune_params"], [], 1024)
+    assert set(space.list) == recorded and space.size == len(recorded)
+    from kernel_tuner.searchspace import Searchspace
+
+    assert interface.Searchspace is Searchspace  # restored after the block
+    first = run_one(d, "kt:genetic_algorithm", 10, seed=3)
+    assert first == run_one(d, "kt:genetic_algorithm", 10, seed=3)
+    assert 1 <= first["measured"] <= 10
