@@ -267,13 +267,18 @@ def _autotune_fused(root: Path) -> str:
     )
 
 
-def _strategies_intervals(root: Path) -> str:
+def _intervals_block(folder: str) -> Callable[[Path], str]:
+    """The block of ``_strategies_intervals`` for the ``--compare`` run in ``folder`` (its runs.csv.gz)."""
+    return lambda root: _strategies_intervals(root / folder / "runs.csv.gz")
+
+
+def _strategies_intervals(runs_file: Path) -> str:
     """Our best strategy against Kernel Tuner's per budget: ratio of means, 95% interval (runs.csv.gz)."""
     import pandas as pd
 
     from pipeline.strategies.uncertainty import head_to_head_intervals
 
-    runs = pd.read_csv(root / "data" / "convolution" / "hub" / "strategies_kt" / "runs.csv.gz")
+    runs = pd.read_csv(runs_file)
     table = head_to_head_intervals(runs)
     lines = [
         "| budget | ours | Kernel Tuner | ours / Kernel Tuner, mean picked/optimum [95%] | verdict |",
@@ -324,8 +329,10 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "cfd_combined": _combined,
     "strategies_kt": _file_block("data/convolution/hub/strategies_kt/table.md"),
     "scale_rehearsal": _scale,
-    "strategies_kt_intervals": _strategies_intervals,
+    "strategies_kt_intervals": _intervals_block("data/convolution/hub/strategies_kt"),
     "autotune_fused_h100": _autotune_fused,
+    "cfd_strategies_kt": _file_block("data/cfd/combined/strategies_kt/table.md"),
+    "cfd_strategies_kt_intervals": _intervals_block("data/cfd/combined/strategies_kt"),
 }
 
 
