@@ -333,6 +333,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "autotune_fused_h100": _autotune_fused,
     "cfd_strategies_kt": _file_block("data/cfd/combined/strategies_kt/table.md"),
     "cfd_strategies_kt_intervals": _intervals_block("data/cfd/combined/strategies_kt"),
+    "cfd_paper_strategies_kt_intervals": _intervals_block("data/cfd/combined/strategies_kt_paper"),
 }
 
 
