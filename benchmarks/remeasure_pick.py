@@ -101,9 +101,8 @@ def pick_vs_best_row(
         "meaning": "time of the pick / time of the best recorded row, interleaved rounds, 95% interval",
     }
     write_json(folder / "pick_vs_best_row.json", result)
-    return {k: result[k] for k in ("same_configuration",)} | {
-        k: comparison[k] for k in ("ratio", "low", "high", "verdict")
-    }
+    verdict = {k: comparison[k] for k in ("ratio", "low", "high", "verdict")}
+    return {"same_configuration": result["same_configuration"], **verdict}
 
 
 if __name__ == "__main__":
