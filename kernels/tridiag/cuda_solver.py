@@ -74,7 +74,13 @@ class CudaPartitionSolver:
     """One system resident in pinned host memory, solved end to end (host -> device -> host) on demand."""
 
     def __init__(
-        self, cp: ModuleType, abcd_host: np.ndarray, m: int = 10, threads: int = 256, stage2: str = "host"
+        self,
+        cp: ModuleType,
+        abcd_host: np.ndarray,
+        m: int = 10,
+        threads: int = 256,
+        stage2: str = "host",
+        staged: bool = True,
     ):
 
         self.cp = cp
@@ -87,14 +93,14 @@ class CudaPartitionSolver:
         self.x_host = empty_pinned(cp, (self.n,))
         self.dev = cp.empty((4, self.n), dtype=np.float64)
         self.rows = tuple(self.dev[i] for i in range(4))
-        self.dp = DevicePartition(cp, self.n, self.m, threads, check=False)
+        self.dp = DevicePartition(cp, self.n, self.m, threads, check=False, staged=staged)
         self.p = self.dp.p
         self.threads = self.dp.threads
         self.iface_host: np.ndarray | None = None  # the host stage's pinned buffer, made on first use
         self.host_solver: Any = None
         self.main = cp.cuda.Stream(non_blocking=True)
         self.streams = [cp.cuda.Stream(non_blocking=True) for _ in range(32)]
-        self._plans: dict[int, list[_Chunk]] = {}
+        self._plans: dict[tuple[int, int], list[_Chunk]] = {}
         self.copies = "streams"
         self.up = cp.cuda.Stream(non_blocking=True)  # "ordered": every upload, in order
         self.down = cp.cuda.Stream(non_blocking=True)  # "ordered": every download, in order
@@ -111,8 +117,9 @@ class CudaPartitionSolver:
         self.stage2 = check_stage2(stage2)
 
     def set_copies(self, copies: str) -> None:
-        """``streams`` (one stream per chunk) or ``ordered`` (one upload stream, one download stream; only
-        with stage 2 on the device)."""
+        """``streams`` (one stream per chunk), ``ordered`` (one upload stream, one download stream; only with
+        stage 2 on the device) or ``streamed`` (``ordered``, with stage 2 reduced chunk by chunk as the chunks
+        arrive: ``_solve_ordered``)."""
         self.copies = check_copies(copies)
 
     def _host_stage(self) -> tuple[np.ndarray, Any]:
@@ -121,10 +128,10 @@ class CudaPartitionSolver:
             self.host_solver = HostSolver(2 * self.p)
         return self.iface_host, self.host_solver
 
-    def _plan(self, streams: int) -> list[_Chunk]:
-        if streams not in self._plans:
-            self._plans[streams] = [_Chunk(*c) for c in chunk_rows(self.n, self.m, streams)]
-        return self._plans[streams]
+    def _plan(self, streams: int, unit: int = 1) -> list[_Chunk]:
+        if (streams, unit) not in self._plans:
+            self._plans[streams, unit] = [_Chunk(*c) for c in chunk_rows(self.n, self.m, streams, unit)]
+        return self._plans[streams, unit]
 
     def solve(self, streams: int = 1, detail: bool = False) -> dict[str, float]:
         """Solve once; the solution lands in ``self.x_host``. Returns milliseconds from CUDA events.
@@ -137,6 +144,8 @@ class CudaPartitionSolver:
         cp, dp = self.cp, self.dp
         rt = cp.cuda.runtime
         streams = check_streams(streams)
+        if self.copies == "streamed" and self.stage2 == "gpu" and not detail:
+            return self._solve_ordered(self._plan(streams, self.dp.unit), streamed=True)
         chunks = self._plan(streams)
         if self.copies == "ordered" and self.stage2 == "gpu" and not detail:
             return self._solve_ordered(chunks)
@@ -235,9 +244,14 @@ class CudaPartitionSolver:
             out.update({name: el(a, b) for name, a, b in zip(STAGES, seq[:-1], seq[1:], strict=True)})
         return out
 
-    def _solve_ordered(self, chunks: list[_Chunk]) -> dict[str, float]:
+    def _solve_ordered(self, chunks: list[_Chunk], streamed: bool = False) -> dict[str, float]:
         """Stage 2 on the device, uploads in order on ``up``, kernels on ``main``, downloads in order on
-        ``down``; an event per chunk hands each chunk on. Same spans as ``solve``."""
+        ``down``; an event per chunk hands each chunk on. Same spans as ``solve``.
+
+        ``streamed`` (chunks aligned to ``DevicePartition.unit``): each chunk's interface rows are reduced
+        through every level right after its stage 1, while the next chunk uploads; after the last upload only
+        the last chunk's levels, the PCR block and the first chunk's back-substitution stand between the last
+        upload and the first download. The operations are the same, so the answer is the same bits."""
         cp, dp = self.cp, self.dp
         rt = cp.cuda.runtime
         h2d, d2h = rt.memcpyHostToDevice, rt.memcpyDeviceToHost
@@ -254,10 +268,17 @@ class CudaPartitionSolver:
             uploaded.record(self.up)
             self.main.wait_event(uploaded)
             dp.stage1(self.rows, ch.s, ch.e, self.main)
+            if streamed:
+                dp.reduce(ch.s, ch.e, self.main)
         ev["s1"].record(self.main)
-        dp.stage2(self.main)
+        if streamed:
+            dp.solve_top(self.main)
+        else:
+            dp.stage2(self.main)
         ev["s2"].record(self.main)
         for ch, solved in zip(chunks, self._solved, strict=False):
+            if streamed:
+                dp.back(ch.s, ch.e, self.main)
             dp.stage3(self.rows, ch.s, ch.e, self.rows[3], self.main)
             solved.record(self.main)
             self.down.wait_event(solved)

@@ -37,6 +37,7 @@ from kernels.tridiag.system import TridiagError, ZeroPivotError, check_m, check_
 SOURCE = Path(__file__).with_name("partition.cu")
 FLAG_ZERO_PIVOT, FLAG_NONFINITE = 1, 2
 REDUCED_THREADS = 128  # reduced levels are small; stage3_r with MR = 32 holds ~160 registers per thread
+TILE = 32  # sub-systems per block of the shared-memory staged kernels (one warp; a constant of partition.cu)
 MAX_GRID = 1 << 20
 
 
@@ -46,7 +47,9 @@ def kernels(cp: ModuleType, m: int, mr: int = reduced.MR) -> dict[str, Any]:
     module = cp.RawModule(
         code=SOURCE.read_text(), options=(f"-DM={m}", f"-DMR={mr}", f"-DPCR_MAX={reduced.PCR_MAX}")
     )
-    names = ("stage1", "stage3", "stage1_r", "stage3_r", "pcr_small")
+    plain = ("stage1", "stage3", "stage1_r", "stage3_r")
+    staged = ("stage1_rs", "stage3_rs", "stage1_s", "stage3_s")  # shared-memory staged (issue 21)
+    names = (*plain, *staged, "pcr_small")
     return {name: module.get_function(name) for name in names}
 
 
@@ -80,11 +83,15 @@ class DevicePartition:
         threads: int = 256,
         resident: bool = True,
         check: bool = True,
+        staged: bool = True,
     ):
         """``check``: refuse a size that does not fit before allocating; ``resident``: the caller's system is
         on the device already and only ``x`` comes on top (else the caller allocates the system after this
-        check, which counts it)."""
+        check, which counts it); ``staged``: the reduced levels' kernels stage each warp's rows in shared
+        memory (``stage1_rs``/``stage3_rs``: the same bits, a shorter chain of memory latencies) rather than
+        reading every row from global memory (``stage1_r``/``stage3_r``)."""
         self.cp, self.n, self.m = cp, int(n), check_m(m)
+        self.staged = bool(staged)
         self.mr = reduced.MR
         if check:
             free, name = free_device_bytes(cp)
@@ -134,18 +141,19 @@ class DevicePartition:
 
     def _plan_stage2(self) -> list[tuple[Any, tuple[int], tuple[int], tuple[Any, ...]]]:
         """(kernel, grid, block, args) of every stage-2 launch, in order: built once per size."""
-        t, calls = REDUCED_THREADS, []
+        t, calls = (TILE, []) if self.staged else (REDUCED_THREADS, [])
+        s1, s3 = ("stage1_rs", "stage3_rs") if self.staged else ("stage1_r", "stage3_r")
         pairs = list(zip(self.rows[:-1], self.rows[1:], self.sizes[:-1], strict=True))
         for lv, nxt, size in pairs:
             p = num_blocks(size, self.mr)
             args = (*lv, np.int64(size), np.int64(0), np.int64(p), *nxt, self.flag)
-            calls.append((self.k["stage1_r"], (_grid(p, t),), (t,), args))
+            calls.append((self.k[s1], (_grid(p, t),), (t,), args))
         last = (*self.rows[-1], np.int64(self.sizes[-1]), self.flag)
         calls.append((self.k["pcr_small"], (1,), (self.pcr_threads,), last))
         for lv, nxt, size in reversed(pairs):
             p = num_blocks(size, self.mr)
             args = (*lv, np.int64(size), np.int64(0), np.int64(p), nxt[3], lv[3])
-            calls.append((self.k["stage3_r"], (_grid(p, t),), (t,), args))
+            calls.append((self.k[s3], (_grid(p, t),), (t,), args))
         return calls
 
     def stage2(self, stream: Any) -> None:
@@ -153,6 +161,49 @@ class DevicePartition:
         with stream:
             for kernel, grid, block, args in self._stage2_calls:
                 kernel(grid, block, args)
+
+    # -- stage 2 chunk by chunk ("streamed": a chunk's interface rows reduced right after its stage 1) -------
+    @property
+    def unit(self) -> int:
+        """Sub-systems per aligned chunk unit (``reduced.chunk_unit``): a chunk with edges on it reduces into
+        whole groups of every level, so its reduction and back-substitution are its own."""
+        return reduced.chunk_unit(self.sizes, self.mr)
+
+    def level_groups(self, s: int, e: int) -> list[tuple[int, int]]:
+        """The groups of each reduced level that sub-systems ``[s, e)`` feed (``reduced.level_groups``)."""
+        return reduced.level_groups(self.sizes, self.p, s, e, self.mr)
+
+    def _level_call(self, lvl: int, lo: int, hi: int, up: bool) -> tuple[Any, tuple[int], tuple[int], tuple]:
+        t = TILE if self.staged else REDUCED_THREADS
+        name = ("stage1_rs" if up else "stage3_rs") if self.staged else ("stage1_r" if up else "stage3_r")
+        lv, nxt, size = self.rows[lvl], self.rows[lvl + 1], np.int64(self.sizes[lvl])
+        if up:
+            args: tuple = (*lv, size, np.int64(lo), np.int64(hi), *nxt, self.flag)
+        else:
+            args = (*lv, size, np.int64(lo), np.int64(hi), nxt[3], lv[3])
+        return self.k[name], (_grid(hi - lo, t),), (t,), args
+
+    def reduce(self, s: int, e: int, stream: Any) -> None:
+        """Every reduction level of sub-systems ``[s, e)`` (after their ``stage1``), aligned to ``unit``."""
+        with stream:
+            for lvl, (lo, hi) in enumerate(self.level_groups(s, e)):
+                if hi > lo:
+                    kernel, grid, block, args = self._level_call(lvl, lo, hi, up=True)
+                    kernel(grid, block, args)
+
+    def solve_top(self, stream: Any) -> None:
+        """The last level, by one PCR block (once every chunk is reduced)."""
+        kernel, grid, block, args = self._stage2_calls[len(self.sizes) - 1]
+        with stream:
+            kernel(grid, block, args)
+
+    def back(self, s: int, e: int, stream: Any) -> None:
+        """Every back-substitution level of sub-systems ``[s, e)``, top down: their ``z`` for ``stage3``."""
+        with stream:
+            for lvl, (lo, hi) in reversed(list(enumerate(self.level_groups(s, e)))):
+                if hi > lo:
+                    kernel, grid, block, args = self._level_call(lvl, lo, hi, up=False)
+                    kernel(grid, block, args)
 
     def stage3(self, rows: tuple[Any, Any, Any, Any], s: int, e: int, x: Any, stream: Any) -> None:
         """Every unknown of sub-systems ``[s, e)`` into ``x`` (which may be ``rows[3]``: in place)."""

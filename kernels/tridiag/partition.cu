@@ -184,3 +184,154 @@ extern "C" __global__ void pcr_small(double* __restrict__ A, double* __restrict_
         D[i] = sd[i] / sb[i];
     }
 }
+
+// ---- shared-memory staged variants (issue 21: stage 2's latency) ------------------------------------------
+// The same arithmetic as stage1_body / stage3_body, in the same order (so the same bits), but a block of one
+// warp first copies its 32 sub-systems' rows into shared memory with coalesced loads (every load of the tile in
+// flight at once), and each thread then eliminates its own rows from there. A reduced-level kernel has few
+// threads (2 x 10^6 rows at 10^7 unknowns = 62,500 sub-systems of 32 rows), so the plain kernels' serial chain of
+// one DRAM round trip per row sets their time; staged, the chain runs on shared-memory latency. Rows are stored
+// per sub-system with a stride of MM + 1 doubles, so the 32 threads of a warp hit distinct banks.
+
+#define TILE 32
+
+struct Tile { double* a; double* b; double* c; double* d; };
+
+template <int MM>
+__device__ __forceinline__ void load_tile(const double* __restrict__ A, const double* __restrict__ B,
+                                          const double* __restrict__ C, const double* D, long long n,
+                                          long long first_row, const Tile& s) {
+    for (int i = threadIdx.x; i < TILE * MM; i += TILE) {
+        const Row w = load_row(A, B, C, D, n, first_row + i);
+        const int at = (i / MM) * (MM + 1) + i % MM;
+        s.a[at] = w.a; s.b[at] = w.b; s.c[at] = w.c; s.d[at] = w.d;
+    }
+    __syncwarp();
+}
+
+__device__ __forceinline__ Row tile_row(const Tile& s, int at) {
+    Row w; w.a = s.a[at]; w.b = s.b[at]; w.c = s.c[at]; w.d = s.d[at]; return w;
+}
+
+template <int MM>
+__device__ __forceinline__ void stage1_staged(const double* __restrict__ A, const double* __restrict__ B,
+                                              const double* __restrict__ C, const double* __restrict__ D,
+                                              long long n, long long k0, long long k1,
+                                              double* __restrict__ oa, double* __restrict__ ob,
+                                              double* __restrict__ oc, double* __restrict__ od,
+                                              int* __restrict__ flag) {
+    constexpr int JJ = MM - 2, S = MM + 1;
+    __shared__ double sa[TILE * S], sb[TILE * S], sc[TILE * S], sd[TILE * S];
+    const Tile s = {sa, sb, sc, sd};
+    for (long long k_tile = k0 + blockIdx.x * (long long)TILE; k_tile < k1; k_tile += (long long)gridDim.x * TILE) {
+        load_tile<MM>(A, B, C, D, n, k_tile * MM, s);
+        const long long k = k_tile + threadIdx.x;
+        const int base = threadIdx.x * S;
+        if (k < k1) {
+            const Row first = tile_row(s, base), last = tile_row(s, base + MM - 1);
+            const double a_in = s.a[base + 1], c_in = s.c[base + MM - 2];
+            bool zero = false, bad = !(finite_row(first) && finite_row(last));
+            double cp = 0.0, y = 0.0, u = 0.0, v = 0.0;
+            for (int j = 0; j < JJ; ++j) {
+                const Row w = tile_row(s, base + 1 + j);
+                bad |= !finite_row(w);
+                const double ru = (j == 0) ? a_in : 0.0, rv = (j == JJ - 1) ? c_in : 0.0;
+                const double den = w.b - w.a * cp;
+                zero |= (den == 0.0);
+                const double inv = 1.0 / den;
+                cp = w.c * inv;
+                y = (w.d - w.a * y) * inv;
+                u = (ru - w.a * u) * inv;
+                v = (rv - w.a * v) * inv;
+            }
+            const double y_last = y, u_last = u, v_last = v;
+            double cq = 0.0;
+            y = 0.0; u = 0.0; v = 0.0;
+            for (int j = JJ - 1; j >= 0; --j) {
+                const Row w = tile_row(s, base + 1 + j);
+                const double ru = (j == 0) ? a_in : 0.0, rv = (j == JJ - 1) ? c_in : 0.0;
+                const double den = w.b - w.c * cq;
+                zero |= (den == 0.0);
+                const double inv = 1.0 / den;
+                cq = w.a * inv;
+                y = (w.d - w.c * y) * inv;
+                u = (ru - w.c * u) * inv;
+                v = (rv - w.c * v) * inv;
+            }
+            if (zero) atomicOr(flag, FLAG_ZERO_PIVOT);
+            if (bad) atomicOr(flag, FLAG_NONFINITE);
+            const long long q = 2 * k;
+            oa[q] = first.a;
+            ob[q] = first.b - first.c * u;
+            oc[q] = -first.c * v;
+            od[q] = first.d - first.c * y;
+            oa[q + 1] = -last.a * u_last;
+            ob[q + 1] = last.b - last.a * v_last;
+            oc[q + 1] = last.c;
+            od[q + 1] = last.d - last.a * y_last;
+        }
+        __syncwarp();  // the tile is read by every thread before the next one overwrites it
+    }
+}
+
+// x may alias D: the whole tile is in shared memory before any x of it is written, and tiles are disjoint.
+template <int MM>
+__device__ __forceinline__ void stage3_staged(const double* __restrict__ A, const double* __restrict__ B,
+                                              const double* __restrict__ C, const double* D,
+                                              long long n, long long k0, long long k1,
+                                              const double* __restrict__ z, double* x) {
+    constexpr int JJ = MM - 2, S = MM + 1;
+    __shared__ double sa[TILE * S], sb[TILE * S], sc[TILE * S], sd[TILE * S];
+    const Tile s = {sa, sb, sc, sd};
+    for (long long k_tile = k0 + blockIdx.x * (long long)TILE; k_tile < k1; k_tile += (long long)gridDim.x * TILE) {
+        load_tile<MM>(A, B, C, D, n, k_tile * MM, s);
+        const long long k = k_tile + threadIdx.x;
+        const int base = threadIdx.x * S;
+        if (k < k1) {
+            const double x0 = z[2 * k], x1 = z[2 * k + 1];
+            double cp[JJ], dp[JJ];
+            double prev_c = 0.0, prev_d = 0.0;
+#pragma unroll
+            for (int j = 0; j < JJ; ++j) {
+                const Row w = tile_row(s, base + 1 + j);
+                double rhs = w.d;
+                if (j == 0) rhs -= w.a * x0;
+                if (j == JJ - 1) rhs -= w.c * x1;
+                const double inv = 1.0 / (w.b - w.a * prev_c);
+                prev_c = cp[j] = w.c * inv;
+                prev_d = dp[j] = (rhs - w.a * prev_d) * inv;
+            }
+            // the solution goes over this thread's own d rows of the tile (read above, by this thread only)
+            sd[base] = x0;
+            sd[base + MM - 1] = x1;
+            double xi = dp[JJ - 1];
+            sd[base + JJ] = xi;
+#pragma unroll
+            for (int j = JJ - 2; j >= 0; --j) {
+                xi = dp[j] - cp[j] * xi;
+                sd[base + 1 + j] = xi;
+            }
+        }
+        __syncwarp();
+        const long long r_first = k_tile * MM;
+        const long long r_end = min(k1 * (long long)MM, n);  // rows of sub-systems in [k_tile, k1), inside n
+        for (int i = threadIdx.x; i < TILE * MM; i += TILE) {
+            const long long r = r_first + i;
+            if (r < r_end) x[r] = sd[(i / MM) * S + i % MM];
+        }
+        __syncwarp();
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(TILE) stage1_s(STAGE1_ARGS) {
+    stage1_staged<M>(A, B, C, D, n, k0, k1, oa, ob, oc, od, flag);
+}
+extern "C" __global__ void __launch_bounds__(TILE) stage1_rs(STAGE1_ARGS) {
+    stage1_staged<MR>(A, B, C, D, n, k0, k1, oa, ob, oc, od, flag);
+}
+extern "C" __global__ void __launch_bounds__(TILE) stage3_s(STAGE3_ARGS) {
+    stage3_staged<M>(A, B, C, D, n, k0, k1, z, x);
+}
+extern "C" __global__ void __launch_bounds__(TILE) stage3_rs(STAGE3_ARGS) {
+    stage3_staged<MR>(A, B, C, D, n, k0, k1, z, x);
+}

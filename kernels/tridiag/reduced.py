@@ -49,6 +49,27 @@ def plan_levels(n_iface: int, mr: int = MR, small: int = PCR_MAX) -> list[int]:
     return sizes
 
 
+def chunk_unit(sizes: list[int], mr: int = MR) -> int:
+    """Top-level sub-systems per aligned chunk unit, ``(mr / 2) ** levels`` for the levels ``sizes`` of
+    ``plan_levels``: a chunk whose edges are multiples of it reduces into whole groups of every level."""
+    return (mr // 2) ** (len(sizes) - 1)
+
+
+def level_groups(sizes: list[int], p: int, s: int, e: int, mr: int = MR) -> list[tuple[int, int]]:
+    """The ``[lo, hi)`` groups of ``mr`` rows, on each reduced level of ``sizes``, that top-level sub-systems
+    ``[s, e)`` of ``p`` feed (``s``, ``e`` multiples of ``chunk_unit``, or ``e == p``).
+
+    Sub-system ``k`` writes interface rows ``2k, 2k + 1`` of level 0, so level 0's group ``g`` (rows ``32 g``
+    onwards, ``mr = 32``) holds sub-systems ``16 g`` onwards, and level ``l``'s group ``g`` those from
+    ``g 16^(l+1)``. The last chunk takes every group to the end of each level, the partial last one included.
+    """
+    half, out = mr // 2, []
+    for lvl, size in enumerate(sizes[:-1]):
+        g = half ** (lvl + 1)
+        out.append((s // g, num_blocks(size, mr) if e >= p else e // g))
+    return out
+
+
 def pcr_block(n: int) -> int:
     """Threads of the one PCR block for a last level of ``n`` unknowns: a power of two, at least a warp."""
     if not 1 <= n <= PCR_MAX:

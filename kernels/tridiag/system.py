@@ -14,7 +14,7 @@ STREAM_CHOICES = (1, 2, 4, 8, 16, 32)
 STAGE2_CHOICES = ("host", "gpu")  # where the interface system is solved: the host (seed) or the device
 # how the chunks' copies are issued with stage 2 on the device: one stream per chunk (copies and kernels on
 # it), or "ordered": every upload in order on one copy stream, every download on another, kernels on a third
-COPY_CHOICES = ("streams", "ordered")
+COPY_CHOICES = ("streams", "ordered", "streamed")
 MIN_M = 3  # a sub-system needs at least one interior row between its two interface rows
 
 
@@ -108,16 +108,22 @@ def num_blocks(n: int, m: int) -> int:
     return -(-n // m)
 
 
-def chunk_bounds(blocks: int, streams: int) -> list[tuple[int, int]]:
-    """Contiguous, near-equal ranges of sub-systems, one per stream; empty ranges are dropped (n small)."""
-    edges = [round(j * blocks / streams) for j in range(streams + 1)]
+def chunk_bounds(blocks: int, streams: int, unit: int = 1) -> list[tuple[int, int]]:
+    """Contiguous, near-equal ranges of sub-systems, one per stream; every inner edge a multiple of ``unit``
+    (so fewer chunks where ``blocks`` holds fewer units); empty ranges are dropped (n small)."""
+    if unit < 1:
+        raise TridiagError(f"chunk unit={unit} must be at least 1")
+    units = -(-blocks // unit)
+    edges = [min(blocks, round(j * units / streams) * unit) for j in range(streams + 1)]
+    edges[-1] = blocks
     return [(s, e) for s, e in zip(edges[:-1], edges[1:], strict=True) if e > s]
 
 
-def chunk_rows(n: int, m: int, streams: int) -> list[tuple[int, int, int, int]]:
+def chunk_rows(n: int, m: int, streams: int, unit: int = 1) -> list[tuple[int, int, int, int]]:
     """``(first sub-system, one past the last, first row, one past the last row)`` of each stream's chunk:
-    chunks hold whole sub-systems (stage 1 of a chunk needs no other chunk's rows), rows clipped to ``n``."""
-    return [(s, e, s * m, min(e * m, n)) for s, e in chunk_bounds(num_blocks(n, m), streams)]
+    chunks hold whole sub-systems (stage 1 of a chunk needs no other chunk's rows), rows clipped to ``n``;
+    inner edges at multiples of ``unit`` sub-systems (``chunk_bounds``)."""
+    return [(s, e, s * m, min(e * m, n)) for s, e in chunk_bounds(num_blocks(n, m), streams, unit)]
 
 
 def random_system(n: int, seed: int = 0, out: np.ndarray | None = None, dominance: float = 1.0) -> np.ndarray:

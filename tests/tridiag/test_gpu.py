@@ -269,3 +269,42 @@ def test_ordered_copies_match_reference_on_random_configs(cp):
     abcd[1, 5] = saved
     solver.solve(4)
     assert residual(abcd, np.array(solver.x_host)) < 1e-12
+
+
+def test_streamed_stage2_and_staged_levels_match_the_plain_pipeline(cp):
+    """Stage 2 reduced chunk by chunk as the chunks arrive (copies="streamed") and the shared-memory staged
+    reduced levels give the plain pipeline's answer: random sizes (one to three reduction levels), m, threads
+    and chunk counts, against the numpy reference and the plain kernels' interface solution."""
+    from kernels.tridiag.cuda_solver import CudaPartitionSolver
+    from kernels.tridiag.system import TridiagError
+
+    rng = np.random.default_rng(2124)
+    sizes = [1, 9, 4099, 1_000_001] + [int(v) for v in rng.integers(2, 3_000_000, size=3)]
+    for n in sizes:
+        m = int(rng.choice([3, 4, 10, 16, 32]))
+        threads = int(rng.choice([32, 64, 128, 256, 512]))
+        abcd = _pinned_system(cp, n, seed=n + 11)
+        plain = CudaPartitionSolver(cp, abcd, m=m, threads=threads, stage2="gpu", staged=False)
+        staged = CudaPartitionSolver(cp, abcd, m=m, threads=threads, stage2="gpu", staged=True)
+        plain.set_copies("ordered")
+        staged.set_copies("streamed")
+        plain.solve(4)
+        x_plain = np.array(plain.x_host)
+        z_plain = plain.dp.z.get()
+        ref = reference.solve(abcd, m=m, stage2="gpu")
+        for streams in (1, 2, 4, 8, 16, 32):
+            staged.x_host.fill(np.nan)
+            t = staged.solve(streams)
+            x = np.array(staged.x_host)
+            assert residual(abcd, x) < 1e-12, (n, m, threads, streams)
+            assert np.linalg.norm(x - ref) <= 1e-12 * np.linalg.norm(ref), (n, m, threads, streams)
+            assert np.linalg.norm(x - x_plain) <= 1e-15 * np.linalg.norm(x_plain), (n, m, streams)
+            assert np.linalg.norm(staged.dp.z.get() - z_plain) <= 1e-15 * np.linalg.norm(z_plain), (n, m)
+            assert t["total"] >= t["stage1"] >= 0 and t["stage2"] >= 0
+    saved = abcd[1, 7]
+    abcd[1, 7] = np.inf
+    with pytest.raises(TridiagError, match="NaN or Inf"):
+        staged.solve(8)
+    abcd[1, 7] = saved
+    staged.solve(8)
+    assert residual(abcd, np.array(staged.x_host)) < 1e-12

@@ -185,5 +185,41 @@ def test_copies_choice_is_checked():
     from kernels.tridiag.system import COPY_CHOICES, check_copies
 
     assert [check_copies(c) for c in COPY_CHOICES] == list(COPY_CHOICES)
-    with pytest.raises(TridiagError, match="copies='pipelined' must be one of streams, ordered"):
+    with pytest.raises(TridiagError, match="copies=.pipelined. must be one of streams, ordered, streamed"):
         check_copies("pipelined")
+
+
+@pytest.mark.parametrize("n", [1, 9, 5_000, 1_000_001, 10_000_000, 123_456_789])
+@pytest.mark.parametrize("m", [3, 10, 32])
+@pytest.mark.parametrize("streams", [1, 2, 7, 32])
+def test_streamed_chunks_reduce_into_their_own_groups(n, m, streams):
+    """Chunks on ``chunk_unit`` edges: at every reduced level their groups tile the level exactly once, and
+    each group's sub-systems lie in its chunk (so a chunk's reduction needs no other chunk's rows)."""
+    from kernels.tridiag.reduced import chunk_unit, level_groups
+    from kernels.tridiag.system import chunk_bounds, num_blocks
+
+    p = num_blocks(n, m)
+    sizes = reduced.plan_levels(2 * p)
+    unit = chunk_unit(sizes)
+    assert unit == 16 ** (len(sizes) - 1)
+    chunks = chunk_bounds(p, streams, unit)
+    assert chunks[0][0] == 0 and chunks[-1][1] == p and len(chunks) <= streams
+    assert all(s % unit == 0 for s, _ in chunks)
+    per_chunk = [level_groups(sizes, p, s, e) for s, e in chunks]
+    for lvl, size in enumerate(sizes[:-1]):
+        ranges = [groups[lvl] for groups in per_chunk]
+        assert ranges[0][0] == 0 and ranges[-1][1] == num_blocks(size, reduced.MR)
+        assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))  # no gap, no overlap
+        span = 16 ** (lvl + 1)  # sub-systems per group of this level
+        for (s, e), (lo, hi) in zip(chunks, ranges, strict=True):
+            assert lo * span >= s and (hi * span <= e or e == p)
+
+
+def test_chunk_bounds_on_a_unit():
+    from kernels.tridiag.system import chunk_bounds
+
+    assert chunk_bounds(1000, 4, 256) == [(0, 256), (256, 512), (512, 768), (768, 1000)]
+    assert chunk_bounds(100, 3, 256) == [(0, 100)]  # fewer units than chunks: fewer chunks
+    assert chunk_bounds(100_000, 4) == [(0, 25_000), (25_000, 50_000), (50_000, 75_000), (75_000, 100_000)]
+    with pytest.raises(TridiagError, match="unit=0"):
+        chunk_bounds(10, 2, 0)

@@ -1,0 +1,243 @@
+"""Host to host with stage 2 reduced chunk by chunk ("streamed") and shared-memory staged reduced levels,
+against the previous ordered pipeline, cuSPARSE ``gtsv2`` with the same transfers and the serial transfer
+floor, interleaved (issue 21).
+
+What changed and why it is timed this way: after the last upload the previous pipeline ran the whole of
+stage 2 (every reduction level over the whole interface system, the PCR block, every back-substitution) before
+the first chunk's stage 3 and download could start. ``copies="streamed"`` reduces each chunk's interface rows
+through every level as soon as its stage 1 is done (while the next chunk uploads), so after the last upload
+only the last chunk's levels, the PCR block and the first chunk's back-substitution are left before the first
+download; the staged kernels (``stage1_rs``/``stage3_rs``) shorten each level's chain of memory latencies.
+
+Per size, R interleaved rounds (every configuration once per round, the order rotated, CUDA events, after a
+warm-up call of each) of:
+
+  floor_copy          32 B/unknown in as one copy, then 8 B/unknown out, one stream
+  gtsv2               cuSPARSE gtsv2 with the same transfers
+  ordered_plain_k     copies="ordered", reduced levels read from global memory (the pipeline measured before)
+  ordered_k           copies="ordered", staged reduced levels
+  streamed_k          copies="streamed", staged reduced levels
+
+and, on the device alone, stage 2 (every level and the PCR block) with the plain and the staged kernels
+(``stage2_plain``, ``stage2_staged``). Ratios (median of per-round ratios, seeded bootstrap 95% interval,
+``kernels.compare.compare``): every host-to-host configuration over floor_copy; the best streamed_k over the
+best ordered_plain_k and over gtsv2; stage2_staged over stage2_plain. The serial floor at the 1 GiB pinned
+rates measured at the start is given beside them. Every configuration's answer is checked after timing
+(residual < 1e-12; the staged and streamed answers against the plain pipeline's, bit for bit).
+
+    python -m benchmarks.tridiag_streamed --out $OUT [--sizes 1e6,1e7] [--rounds 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.tridiag_ordered_copies import write_csv
+from benchmarks.tridiag_streams import bandwidths
+from kernels.backend import get_backend
+from kernels.compare import CONFIDENCE, compare
+from kernels.device import describe_device
+from kernels.tridiag.system import random_system, residual
+
+SIZES = [1_000_000, 2_500_000, 4_000_000, 10_000_000, 25_000_000, 50_000_000]
+PLAIN_K = (4, 8)
+ORDERED_K = (4, 8)
+STREAMED_K = (2, 4, 8, 16)
+
+
+def log(*args: object) -> None:
+    print(*args, flush=True)
+
+
+def _timed(cp, stream, enqueue) -> float:
+    a, b = cp.cuda.Event(), cp.cuda.Event()
+    a.record(stream)
+    enqueue()
+    b.record(stream)
+    b.synchronize()
+    return float(cp.cuda.get_elapsed_time(a, b))
+
+
+def measure(cp, n: int, rounds: int, bw: dict) -> tuple[list, list, list]:
+    from kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
+    from kernels.tridiag.gtsv2 import GtsvBaseline
+
+    abcd = random_system(n, seed=n % 100_003, out=empty_pinned(cp, (4, n)))
+    plain = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", staged=False)
+    staged = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", staged=True)
+    gtsv = GtsvBaseline(cp, abcd, pivot=True)
+    rt = cp.cuda.runtime
+    fst = cp.cuda.Stream(non_blocking=True)
+    dev_ptr, x_ptr = staged.dev.data.ptr, staged.x_host.ctypes.data
+
+    def floor_copy() -> None:
+        rt.memcpyAsync(dev_ptr, abcd.ctypes.data, 32 * n, rt.memcpyHostToDevice, fst.ptr)
+        rt.memcpyAsync(x_ptr, dev_ptr + 24 * n, 8 * n, rt.memcpyDeviceToHost, fst.ptr)
+
+    def ours(solver, copies: str, k: int):
+        def run() -> float:
+            solver.set_copies(copies)
+            return float(solver.solve(k)["total"])
+
+        return run
+
+    # stage 2 alone on the device starts from the interface system of a fresh stage 1 (saved once; stage 2
+    # solves it in place, so each call restores it first, outside the timed region)
+    saved: dict[int, list] = {}
+
+    def stage2(solver):
+        dp = solver.dp
+
+        def run() -> float:
+            for lv, keep in zip(dp.levels, saved[id(dp)], strict=True):
+                lv[...] = keep
+            cp.cuda.Device().synchronize()
+            return _timed(cp, solver.main, lambda: dp.stage2(solver.main))
+
+        return run
+
+    calls = {"floor_copy": lambda: _timed(cp, fst, floor_copy), "gtsv2": gtsv.solve}
+    calls.update({f"ordered_plain_{k}": ours(plain, "ordered", k) for k in PLAIN_K})
+    calls.update({f"ordered_{k}": ours(staged, "ordered", k) for k in ORDERED_K})
+    calls.update({f"streamed_{k}": ours(staged, "streamed", k) for k in STREAMED_K})
+    host_to_host = [k for k in calls if k != "floor_copy"]
+    for name in list(calls):
+        calls[name]()
+    for s in (plain, staged):  # x was written over the device's d: upload the system again first
+        s.dev.set(np.ascontiguousarray(abcd))
+        s.dp.stage1(s.rows, 0, s.p, s.main)
+        s.main.synchronize()
+        saved[id(s.dp)] = [lv.copy() for lv in s.dp.levels]
+    calls["stage2_plain"] = stage2(plain)
+    calls["stage2_staged"] = stage2(staged)
+    calls["stage2_plain"]()
+    calls["stage2_staged"]()
+    z_plain = plain.dp.levels[0][3].get()
+    z_staged = staged.dp.levels[0][3].get()
+    names = list(calls)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    repeats = []
+    for r in range(rounds):
+        rot = r % len(names)
+        for name in names[rot:] + names[:rot]:
+            ms = calls[name]()
+            times[name].append(ms)
+            repeats.append({"size": n, "config": name, "round": r, "ms": ms})
+    same_z = bool(np.array_equal(z_plain, z_staged))
+    checks = [{"size": n, "config": "stage2", "residual": "", "bitwise_vs_plain": same_z}]
+    plain.set_copies("ordered")
+    plain.solve(4)
+    x_ref = np.array(plain.x_host)
+    for name in host_to_host:
+        if name == "gtsv2":
+            gtsv.solve()
+            x = np.array(gtsv.x_host)
+            same: bool | str = ""
+        else:
+            kind, k = name.rsplit("_", 1)
+            solver = plain if kind == "ordered_plain" else staged
+            solver.set_copies("ordered" if kind.startswith("ordered") else "streamed")
+            solver.x_host.fill(np.nan)
+            solver.solve(int(k))
+            x = np.array(solver.x_host)
+            same = bool(np.array_equal(x, x_ref))
+        checks.append({"size": n, "config": name, "residual": residual(abcd, x), "bitwise_vs_plain": same})
+    serial = 32 * n / (bw["h2d_gbs"] * 1e6) + 8 * n / (bw["d2h_gbs"] * 1e6)  # ms
+    med = {k: float(np.median(v)) for k, v in times.items()}
+
+    def best(prefix: str) -> str:
+        return min((k for k in names if k.rsplit("_", 1)[0] == prefix), key=med.__getitem__)
+
+    pairs = [("floor_copy", k) for k in host_to_host]
+    pairs += [(best("ordered_plain"), best("streamed")), ("gtsv2", best("streamed"))]
+    pairs += [("stage2_plain", "stage2_staged")]
+    ratios = []
+    for a, b in pairs:
+        c = compare(times[a], times[b], seed=n % 100_003)
+        on_floor = b not in ("stage2_staged",)
+        ratios.append(
+            {
+                "size": n,
+                "a": a,
+                "b": b,
+                "ratio": c.ratio,
+                "low": c.low,
+                "high": c.high,
+                "verdict": c.verdict,
+                "rounds": c.rounds,
+                "a_ms": med[a],
+                "b_ms": med[b],
+                "serial_floor_ms": serial,
+                "b_over_serial_floor": med[b] / serial if on_floor else "",
+            }
+        )
+    return ratios, repeats, checks
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="folder for ratios.csv, repeats.csv, checks.csv, meta.json")
+    ap.add_argument("--sizes", default=",".join(str(s) for s in SIZES), help="unknowns, comma separated")
+    ap.add_argument("--rounds", type=int, default=15, help="interleaved rounds per size (default 15)")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    backend = get_backend("cupy")
+    cp = backend.xp
+    meta = {
+        "confidence": CONFIDENCE,
+        "device": describe_device(backend),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "commit": os.environ.get("LAUNCHTUNE_COMMIT", ""),
+        "numpy": np.__version__,
+        "cupy": cp.__version__,
+        "rounds": args.rounds,
+        "m": 10,
+        "threads": 256,
+    }
+    bw = bandwidths(cp)
+    meta["bandwidth"] = bw
+    log(json.dumps(meta["device"]), bw)
+    ratios, repeats, checks = [], [], []
+    t0 = time.perf_counter()
+    for n in [int(float(s)) for s in args.sizes.split(",")]:
+        r, rep, chk = measure(cp, n, args.rounds, bw)
+        ratios += r
+        repeats += rep
+        checks += chk
+        cp.get_default_memory_pool().free_all_blocks()
+        cp.get_default_pinned_memory_pool().free_all_blocks()
+        worst = max(c["residual"] for c in chk if c["residual"] != "")
+        differ = [c["config"] for c in chk if c["bitwise_vs_plain"] is False]
+        log(f"n={n:>11,} worst residual {worst:.1e}; not the plain pipeline's bits: {differ or 'none'}")
+    meta["seconds"] = round(time.perf_counter() - t0, 1)
+    (out / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    write_csv(out / "ratios.csv", ratios)
+    write_csv(out / "repeats.csv", repeats)
+    write_csv(out / "checks.csv", checks)
+    log("\n| size | B / A | B ms | A ms | ratio [95%] | verdict | B / serial floor |")
+    log("| ---: | --- | ---: | ---: | ---: | --- | ---: |")
+    for x in ratios:
+        fl = x["b_over_serial_floor"]
+        log(
+            f"| {x['size']:,} | {x['b']} / {x['a']} | {x['b_ms']:.4f} | {x['a_ms']:.4f} | "
+            f"{x['ratio']:.3f} [{x['low']:.3f}, {x['high']:.3f}] | {x['verdict']} | "
+            f"{fl if fl == '' else format(fl, '.3f')} |"
+        )
+    bad = [c for c in checks if c["residual"] != "" and not c["residual"] < 1e-12]
+    if bad:
+        log(f"CHECK FAILED: {bad}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
