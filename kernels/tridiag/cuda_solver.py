@@ -118,8 +118,8 @@ class CudaPartitionSolver:
 
     def set_copies(self, copies: str) -> None:
         """``streams`` (one stream per chunk), ``ordered`` (one upload stream, one download stream; only with
-        stage 2 on the device) or ``streamed`` (``ordered``, with stage 2 reduced chunk by chunk as the chunks
-        arrive: ``_solve_ordered``)."""
+        stage 2 on the device), ``streamed`` (``ordered``, with stage 2 reduced chunk by chunk as the chunks
+        arrive) or ``spike`` (``ordered``, with stage 2 by SPIKE slices): see ``_solve_ordered``."""
         self.copies = check_copies(copies)
 
     def _host_stage(self) -> tuple[np.ndarray, Any]:
@@ -145,7 +145,9 @@ class CudaPartitionSolver:
         rt = cp.cuda.runtime
         streams = check_streams(streams)
         if self.copies == "streamed" and self.stage2 == "gpu" and not detail:
-            return self._solve_ordered(self._plan(streams, self.dp.unit), streamed=True)
+            return self._solve_ordered(self._plan(streams, self.dp.unit), "streamed")
+        if self.copies == "spike" and self.stage2 == "gpu" and not detail:
+            return self._solve_ordered(self._plan(streams, reduced.SLICE), "spike")
         chunks = self._plan(streams)
         if self.copies == "ordered" and self.stage2 == "gpu" and not detail:
             return self._solve_ordered(chunks)
@@ -244,14 +246,18 @@ class CudaPartitionSolver:
             out.update({name: el(a, b) for name, a, b in zip(STAGES, seq[:-1], seq[1:], strict=True)})
         return out
 
-    def _solve_ordered(self, chunks: list[_Chunk], streamed: bool = False) -> dict[str, float]:
+    def _solve_ordered(self, chunks: list[_Chunk], stage2: str = "levels") -> dict[str, float]:
         """Stage 2 on the device, uploads in order on ``up``, kernels on ``main``, downloads in order on
         ``down``; an event per chunk hands each chunk on. Same spans as ``solve``.
 
-        ``streamed`` (chunks aligned to ``DevicePartition.unit``): each chunk's interface rows are reduced
-        through every level right after its stage 1, while the next chunk uploads; after the last upload only
-        the last chunk's levels, the PCR block and the first chunk's back-substitution stand between the last
-        upload and the first download. The operations are the same, so the answer is the same bits."""
+        ``stage2``: ``levels`` (every level of stage 2 after the last chunk's stage 1), ``streamed`` (chunks
+        aligned to ``DevicePartition.unit``: each chunk's interface rows reduced through every level right
+        after its stage 1, while the next chunk uploads; after the last upload only the last chunk's levels,
+        the PCR block and the first chunk's back-substitution stand before the first download; the same
+        operations, so the same bits) or ``spike`` (chunks on slice edges: one kernel per chunk for stage 1
+        and its slices' spikes, the top system, one kernel per chunk for the slices' interface values and
+        stage 3: three launches between the last upload and the first download where the top system fits one
+        PCR block; a different order of operations)."""
         cp, dp = self.cp, self.dp
         rt = cp.cuda.runtime
         h2d, d2h = rt.memcpyHostToDevice, rt.memcpyDeviceToHost
@@ -267,19 +273,22 @@ class CudaPartitionSolver:
             rt.memcpy2DAsync(dev_ptr + off, n8, host_ptr + off, n8, (ch.r1 - ch.r0) * F8, 4, h2d, self.up.ptr)
             uploaded.record(self.up)
             self.main.wait_event(uploaded)
+            if stage2 == "spike":
+                dp.spike_reduce(self.rows, ch.s, ch.e, self.main)
+                continue
             dp.stage1(self.rows, ch.s, ch.e, self.main)
-            if streamed:
+            if stage2 == "streamed":
                 dp.reduce(ch.s, ch.e, self.main)
         ev["s1"].record(self.main)
-        if streamed:
-            dp.solve_top(self.main)
-        else:
-            dp.stage2(self.main)
+        {"spike": dp.spike_top, "streamed": dp.solve_top, "levels": dp.stage2}[stage2](self.main)
         ev["s2"].record(self.main)
         for ch, solved in zip(chunks, self._solved, strict=False):
-            if streamed:
-                dp.back(ch.s, ch.e, self.main)
-            dp.stage3(self.rows, ch.s, ch.e, self.rows[3], self.main)
+            if stage2 == "spike":
+                dp.spike_back(self.rows, ch.s, ch.e, self.rows[3], self.main)
+            else:
+                if stage2 == "streamed":
+                    dp.back(ch.s, ch.e, self.main)
+                dp.stage3(self.rows, ch.s, ch.e, self.rows[3], self.main)
             solved.record(self.main)
             self.down.wait_event(solved)
             off = ch.r0 * F8

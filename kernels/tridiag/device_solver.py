@@ -45,11 +45,12 @@ MAX_GRID = 1 << 20
 def kernels(cp: ModuleType, m: int, mr: int = reduced.MR) -> dict[str, Any]:
     """Compile the kernels for sub-system sizes ``m`` (top level) and ``mr`` (reduced levels)."""
     module = cp.RawModule(
-        code=SOURCE.read_text(), options=(f"-DM={m}", f"-DMR={mr}", f"-DPCR_MAX={reduced.PCR_MAX}")
+        code=SOURCE.read_text(),
+        options=(f"-DM={m}", f"-DMR={mr}", f"-DPCR_MAX={reduced.PCR_MAX}", f"-DSLICE={reduced.SLICE}"),
     )
     plain = ("stage1", "stage3", "stage1_r", "stage3_r")
     staged = ("stage1_rs", "stage3_rs", "stage1_s", "stage3_s")  # shared-memory staged (issue 21)
-    names = (*plain, *staged, "pcr_small")
+    names = (*plain, *staged, "pcr_small", "spike_reduce", "spike_back")
     return {name: module.get_function(name) for name in names}
 
 
@@ -70,6 +71,56 @@ def free_device_bytes(cp: ModuleType) -> tuple[int, str]:
 
 def _grid(count: int, threads: int) -> int:
     return max(1, min(-(-count // threads), MAX_GRID))
+
+
+Call = tuple[Any, tuple[int], tuple[int], tuple[Any, ...]]
+
+
+def level_calls(
+    k: dict[str, Any], rows: list[tuple], sizes: list[int], flag: Any, staged: bool
+) -> list[Call]:
+    """(kernel, grid, block, args) of every launch that solves the system ``rows[0]`` in place (its ``d``
+    row becomes the solution): each partition level of ``reduced.MR`` rows, one PCR block, the
+    back-substitutions."""
+    t, calls = (TILE, []) if staged else (REDUCED_THREADS, [])
+    s1, s3 = ("stage1_rs", "stage3_rs") if staged else ("stage1_r", "stage3_r")
+    pairs = list(zip(rows[:-1], rows[1:], sizes[:-1], strict=True))
+    for lv, nxt, size in pairs:
+        p = num_blocks(size, reduced.MR)
+        args = (*lv, np.int64(size), np.int64(0), np.int64(p), *nxt, flag)
+        calls.append((k[s1], (_grid(p, t),), (t,), args))
+    last = (*rows[-1], np.int64(sizes[-1]), flag)
+    calls.append((k["pcr_small"], (1,), (reduced.pcr_block(sizes[-1]),), last))
+    for lv, nxt, size in reversed(pairs):
+        p = num_blocks(size, reduced.MR)
+        args = (*lv, np.int64(size), np.int64(0), np.int64(p), nxt[3], lv[3])
+        calls.append((k[s3], (_grid(p, t),), (t,), args))
+    return calls
+
+
+class Spike:
+    """What the SPIKE slices need on the device for ``p`` sub-systems: each slice's P, R, Q (``3 x slices x
+    2 SLICE``), its two outer couplings, and the top system (two rows per slice) with its reduced levels."""
+
+    def __init__(self, cp: ModuleType, k: dict[str, Any], p: int, flag: Any, staged: bool):
+        self.slices = -(-p // reduced.SLICE)
+        need = reduced.spike_bytes(p)
+        free, name = free_device_bytes(cp)
+        if need > free:
+            raise reduced.TridiagMemoryError(
+                f"the SPIKE slices of {p:,} sub-systems need {need / 1e9:.2f} GB on {name}, "
+                f"{free / 1e9:.2f} GB free"
+            )
+        self.prq = cp.empty((3, self.slices * 2 * reduced.SLICE), dtype=np.float64)
+        self.ends = cp.empty((2, self.slices), dtype=np.float64)
+        self.sizes = reduced.plan_levels(2 * self.slices, reduced.MR)
+        self.levels = [cp.empty((4, s), dtype=np.float64) for s in self.sizes]
+        self.rows = [tuple(lv[i] for i in range(4)) for lv in self.levels]
+        self.calls = level_calls(k, self.rows, self.sizes, flag, staged)
+
+    def span(self, s: int, e: int) -> tuple[int, int]:
+        """The slices that sub-systems ``[s, e)`` fill (``s`` on a slice edge)."""
+        return s // reduced.SLICE, -(-e // reduced.SLICE)
 
 
 class DevicePartition:
@@ -104,7 +155,8 @@ class DevicePartition:
         self.rows = [tuple(lv[i] for i in range(4)) for lv in self.levels]  # views made once, not per launch
         self.pcr_threads = reduced.pcr_block(self.sizes[-1])
         self.flag = cp.zeros(1, dtype=np.int32)
-        self._stage2_calls = self._plan_stage2()
+        self._stage2_calls = level_calls(self.k, self.rows, self.sizes, self.flag, self.staged)
+        self._spike: Spike | None = None
         self.graphs = GraphCache(limit=4)
         self._capture_stream: Any = None
         self.flag_host = np.zeros(1, dtype=np.int32)
@@ -138,23 +190,6 @@ class DevicePartition:
                 (self.threads,),
                 (*rows, np.int64(self.n), np.int64(s), np.int64(e), *self.rows[0], self.flag),
             )
-
-    def _plan_stage2(self) -> list[tuple[Any, tuple[int], tuple[int], tuple[Any, ...]]]:
-        """(kernel, grid, block, args) of every stage-2 launch, in order: built once per size."""
-        t, calls = (TILE, []) if self.staged else (REDUCED_THREADS, [])
-        s1, s3 = ("stage1_rs", "stage3_rs") if self.staged else ("stage1_r", "stage3_r")
-        pairs = list(zip(self.rows[:-1], self.rows[1:], self.sizes[:-1], strict=True))
-        for lv, nxt, size in pairs:
-            p = num_blocks(size, self.mr)
-            args = (*lv, np.int64(size), np.int64(0), np.int64(p), *nxt, self.flag)
-            calls.append((self.k[s1], (_grid(p, t),), (t,), args))
-        last = (*self.rows[-1], np.int64(self.sizes[-1]), self.flag)
-        calls.append((self.k["pcr_small"], (1,), (self.pcr_threads,), last))
-        for lv, nxt, size in reversed(pairs):
-            p = num_blocks(size, self.mr)
-            args = (*lv, np.int64(size), np.int64(0), np.int64(p), nxt[3], lv[3])
-            calls.append((self.k[s3], (_grid(p, t),), (t,), args))
-        return calls
 
     def stage2(self, stream: Any) -> None:
         """Solve the first level in place (its ``d`` row becomes ``z``): reduce, PCR, back-substitute."""
@@ -204,6 +239,41 @@ class DevicePartition:
                 if hi > lo:
                     kernel, grid, block, args = self._level_call(lvl, lo, hi, up=False)
                     kernel(grid, block, args)
+
+    # -- SPIKE slices (copies="spike"): stage 1 and a slice's interface block in one kernel, a top system --
+    @property
+    def spike(self) -> Spike:
+        """The slices' device buffers, made on first use (``TridiagMemoryError`` if they do not fit)."""
+        if self._spike is None:
+            self._spike = Spike(self.cp, self.k, self.p, self.flag, self.staged)
+        return self._spike
+
+    def spike_reduce(self, rows: tuple[Any, Any, Any, Any], s: int, e: int, stream: Any) -> None:
+        """Stage 1, then each slice's P, R, Q and top rows, for sub-systems ``[s, e)`` (``s`` on a slice
+        edge)."""
+        sp = self.spike
+        lo, hi = sp.span(s, e)
+        args = (*rows, np.int64(self.n), np.int64(self.p), np.int64(lo), np.int64(hi), np.int64(sp.slices))
+        with stream:
+            self.k["spike_reduce"](
+                (min(hi - lo, MAX_GRID),), (reduced.SLICE,), (*args, sp.prq, sp.ends, *sp.rows[0], self.flag)
+            )
+
+    def spike_top(self, stream: Any) -> None:
+        """Solve the top system (two unknowns per slice) in place, once every slice is reduced."""
+        with stream:
+            for kernel, grid, block, args in self.spike.calls:
+                kernel(grid, block, args)
+
+    def spike_back(self, rows: tuple[Any, Any, Any, Any], s: int, e: int, x: Any, stream: Any) -> None:
+        """Each slice's interface values from its spikes and the top solution, then stage 3, into ``x``."""
+        sp = self.spike
+        lo, hi = sp.span(s, e)
+        args = (*rows, np.int64(self.n), np.int64(self.p), np.int64(lo), np.int64(hi), np.int64(sp.slices))
+        with stream:
+            self.k["spike_back"](
+                (min(hi - lo, MAX_GRID),), (reduced.SLICE,), (*args, sp.prq, sp.ends, sp.rows[0][3], x)
+            )
 
     def stage3(self, rows: tuple[Any, Any, Any, Any], s: int, e: int, x: Any, stream: Any) -> None:
         """Every unknown of sub-systems ``[s, e)`` into ``x`` (which may be ``rows[3]``: in place)."""

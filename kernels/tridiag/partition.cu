@@ -44,6 +44,60 @@ __device__ __forceinline__ bool finite_row(const Row& w) {
     return isfinite(w.a) && isfinite(w.b) && isfinite(w.c) && isfinite(w.d);
 }
 
+// Stage 1 of sub-system k: its two interface rows (top: row r0's equation, bottom: row r1's), with the interior
+// eliminated; zero / bad collect an exact zero pivot and a non-finite entry.
+template <int MM>
+__device__ __forceinline__ void stage1_one(const double* __restrict__ A, const double* __restrict__ B,
+                                           const double* __restrict__ C, const double* __restrict__ D,
+                                           long long n, long long k, Row& top, Row& bot, bool& zero,
+                                           bool& bad) {
+    constexpr int JJ = MM - 2;
+    const long long r0 = k * MM, r1 = r0 + MM - 1;
+    const Row first = load_row(A, B, C, D, n, r0), last = load_row(A, B, C, D, n, r1);
+    const double a_in = load_row(A, B, C, D, n, r0 + 1).a;  // couples x[r0] into the first interior row
+    const double c_in = load_row(A, B, C, D, n, r1 - 1).c;  // couples x[r1] into the last interior row
+    bad |= !(finite_row(first) && finite_row(last));
+    // top-down elimination over the interior: ends on the last entries of y, u, v
+    double cp = 0.0, y = 0.0, u = 0.0, v = 0.0;
+#pragma unroll
+    for (int j = 0; j < JJ; ++j) {
+        const Row w = load_row(A, B, C, D, n, r0 + 1 + j);
+        bad |= !finite_row(w);
+        const double ru = (j == 0) ? a_in : 0.0, rv = (j == JJ - 1) ? c_in : 0.0;
+        const double den = w.b - w.a * cp;
+        zero |= (den == 0.0);
+        const double inv = 1.0 / den;
+        cp = w.c * inv;
+        y = (w.d - w.a * y) * inv;
+        u = (ru - w.a * u) * inv;
+        v = (rv - w.a * v) * inv;
+    }
+    const double y_last = y, u_last = u, v_last = v;
+    // bottom-up elimination: ends on the first entries
+    double cq = 0.0;
+    y = 0.0; u = 0.0; v = 0.0;
+#pragma unroll
+    for (int j = JJ - 1; j >= 0; --j) {
+        const Row w = load_row(A, B, C, D, n, r0 + 1 + j);
+        const double ru = (j == 0) ? a_in : 0.0, rv = (j == JJ - 1) ? c_in : 0.0;
+        const double den = w.b - w.c * cq;
+        zero |= (den == 0.0);
+        const double inv = 1.0 / den;
+        cq = w.a * inv;
+        y = (w.d - w.c * y) * inv;
+        u = (ru - w.c * u) * inv;
+        v = (rv - w.c * v) * inv;
+    }
+    top.a = first.a;
+    top.b = first.b - first.c * u;
+    top.c = -first.c * v;
+    top.d = first.d - first.c * y;
+    bot.a = -last.a * u_last;
+    bot.b = last.b - last.a * v_last;
+    bot.c = last.c;
+    bot.d = last.d - last.a * y_last;
+}
+
 template <int MM>
 __device__ __forceinline__ void stage1_body(const double* __restrict__ A, const double* __restrict__ B,
                                             const double* __restrict__ C, const double* __restrict__ D,
@@ -51,92 +105,58 @@ __device__ __forceinline__ void stage1_body(const double* __restrict__ A, const 
                                             double* __restrict__ oa, double* __restrict__ ob,
                                             double* __restrict__ oc, double* __restrict__ od,
                                             int* __restrict__ flag) {
-    constexpr int JJ = MM - 2;
     for (long long k = k0 + blockIdx.x * (long long)blockDim.x + threadIdx.x; k < k1;
          k += (long long)gridDim.x * blockDim.x) {
-        const long long r0 = k * MM, r1 = r0 + MM - 1;
-        const Row first = load_row(A, B, C, D, n, r0), last = load_row(A, B, C, D, n, r1);
-        const double a_in = load_row(A, B, C, D, n, r0 + 1).a;  // couples x[r0] into the first interior row
-        const double c_in = load_row(A, B, C, D, n, r1 - 1).c;  // couples x[r1] into the last interior row
-        bool zero = false, bad = !(finite_row(first) && finite_row(last));
-        // top-down elimination over the interior: ends on the last entries of y, u, v
-        double cp = 0.0, y = 0.0, u = 0.0, v = 0.0;
-#pragma unroll
-        for (int j = 0; j < JJ; ++j) {
-            const Row w = load_row(A, B, C, D, n, r0 + 1 + j);
-            bad |= !finite_row(w);
-            const double ru = (j == 0) ? a_in : 0.0, rv = (j == JJ - 1) ? c_in : 0.0;
-            const double den = w.b - w.a * cp;
-            zero |= (den == 0.0);
-            const double inv = 1.0 / den;
-            cp = w.c * inv;
-            y = (w.d - w.a * y) * inv;
-            u = (ru - w.a * u) * inv;
-            v = (rv - w.a * v) * inv;
-        }
-        const double y_last = y, u_last = u, v_last = v;
-        // bottom-up elimination: ends on the first entries
-        double cq = 0.0;
-        y = 0.0; u = 0.0; v = 0.0;
-#pragma unroll
-        for (int j = JJ - 1; j >= 0; --j) {
-            const Row w = load_row(A, B, C, D, n, r0 + 1 + j);
-            const double ru = (j == 0) ? a_in : 0.0, rv = (j == JJ - 1) ? c_in : 0.0;
-            const double den = w.b - w.c * cq;
-            zero |= (den == 0.0);
-            const double inv = 1.0 / den;
-            cq = w.a * inv;
-            y = (w.d - w.c * y) * inv;
-            u = (ru - w.c * u) * inv;
-            v = (rv - w.c * v) * inv;
-        }
+        Row top, bot;
+        bool zero = false, bad = false;
+        stage1_one<MM>(A, B, C, D, n, k, top, bot, zero, bad);
         if (zero) atomicOr(flag, FLAG_ZERO_PIVOT);
         if (bad) atomicOr(flag, FLAG_NONFINITE);
         const long long q = 2 * k;
-        oa[q] = first.a;
-        ob[q] = first.b - first.c * u;
-        oc[q] = -first.c * v;
-        od[q] = first.d - first.c * y;
-        oa[q + 1] = -last.a * u_last;
-        ob[q + 1] = last.b - last.a * v_last;
-        oc[q + 1] = last.c;
-        od[q + 1] = last.d - last.a * y_last;
+        oa[q] = top.a; ob[q] = top.b; oc[q] = top.c; od[q] = top.d;
+        oa[q + 1] = bot.a; ob[q + 1] = bot.b; oc[q + 1] = bot.c; od[q + 1] = bot.d;
     }
 }
 
-// x may alias D (in place): each thread reads only its own sub-system's interior rows of D, all of them in the
-// forward sweep, before it writes any x of that sub-system.
+// Stage 3 of sub-system k given its interface values x0 (row r0) and x1 (row r1). x may alias D (in place): the
+// forward sweep reads every interior row of D before any x of the sub-system is written.
+template <int MM>
+__device__ __forceinline__ void stage3_one(const double* __restrict__ A, const double* __restrict__ B,
+                                           const double* __restrict__ C, const double* D, long long n,
+                                           long long k, double x0, double x1, double* x) {
+    constexpr int JJ = MM - 2;
+    const long long r0 = k * MM, r1 = r0 + MM - 1;
+    double cp[JJ], dp[JJ];
+    double prev_c = 0.0, prev_d = 0.0;
+#pragma unroll
+    for (int j = 0; j < JJ; ++j) {
+        const Row w = load_row(A, B, C, D, n, r0 + 1 + j);
+        double rhs = w.d;
+        if (j == 0) rhs -= w.a * x0;
+        if (j == JJ - 1) rhs -= w.c * x1;
+        const double inv = 1.0 / (w.b - w.a * prev_c);
+        prev_c = cp[j] = w.c * inv;
+        prev_d = dp[j] = (rhs - w.a * prev_d) * inv;
+    }
+    if (r0 < n) x[r0] = x0;
+    if (r1 < n) x[r1] = x1;
+    double xi = dp[JJ - 1];
+    if (r0 + JJ < n) x[r0 + JJ] = xi;
+#pragma unroll
+    for (int j = JJ - 2; j >= 0; --j) {
+        xi = dp[j] - cp[j] * xi;
+        if (r0 + 1 + j < n) x[r0 + 1 + j] = xi;
+    }
+}
+
 template <int MM>
 __device__ __forceinline__ void stage3_body(const double* __restrict__ A, const double* __restrict__ B,
                                             const double* __restrict__ C, const double* D,
                                             long long n, long long k0, long long k1,
                                             const double* __restrict__ z, double* x) {
-    constexpr int JJ = MM - 2;
     for (long long k = k0 + blockIdx.x * (long long)blockDim.x + threadIdx.x; k < k1;
          k += (long long)gridDim.x * blockDim.x) {
-        const long long r0 = k * MM, r1 = r0 + MM - 1;
-        const double x0 = z[2 * k], x1 = z[2 * k + 1];
-        double cp[JJ], dp[JJ];
-        double prev_c = 0.0, prev_d = 0.0;
-#pragma unroll
-        for (int j = 0; j < JJ; ++j) {
-            const Row w = load_row(A, B, C, D, n, r0 + 1 + j);
-            double rhs = w.d;
-            if (j == 0) rhs -= w.a * x0;
-            if (j == JJ - 1) rhs -= w.c * x1;
-            const double inv = 1.0 / (w.b - w.a * prev_c);
-            prev_c = cp[j] = w.c * inv;
-            prev_d = dp[j] = (rhs - w.a * prev_d) * inv;
-        }
-        if (r0 < n) x[r0] = x0;
-        if (r1 < n) x[r1] = x1;
-        double xi = dp[JJ - 1];
-        if (r0 + JJ < n) x[r0 + JJ] = xi;
-#pragma unroll
-        for (int j = JJ - 2; j >= 0; --j) {
-            xi = dp[j] - cp[j] * xi;
-            if (r0 + 1 + j < n) x[r0 + 1 + j] = xi;
-        }
+        stage3_one<MM>(A, B, C, D, n, k, z[2 * k], z[2 * k + 1], x);
     }
 }
 
@@ -334,4 +354,144 @@ extern "C" __global__ void __launch_bounds__(TILE) stage3_s(STAGE3_ARGS) {
 }
 extern "C" __global__ void __launch_bounds__(TILE) stage3_rs(STAGE3_ARGS) {
     stage3_staged<MR>(A, B, C, D, n, k0, k1, z, x);
+}
+
+// ---- SPIKE slices (issue 21: few kernels between the last upload and the first download) -------------------
+// A block owns a slice of SLICE consecutive sub-systems. spike_reduce runs stage 1 of each (one thread per
+// sub-system) into shared memory, which gives the slice's 2 * SLICE interface rows, and solves that block by PCR
+// for three right-hand sides at once with its outer couplings cut: P (the rows' own d), R (a unit vector at the
+// first row) and Q (a unit vector at the last row). The slice's interface solution is then
+//     z = P - a_first * w_prev * R - c_last * u_next * Q,
+// where a_first couples its first row to the previous slice's last unknown w_prev and c_last its last row to
+// the next slice's first unknown u_next. Those end unknowns (u, w per slice) satisfy a tridiagonal "top" system
+// of 2 rows per slice, written here by each block from its own P, R, Q ends (rows combined so that each couples
+// only to its neighbours: see kernels/tridiag/reduced.py, spike_top_rows). Once the top system is solved
+// (partition levels and one PCR block, as stage 2), spike_back forms z and runs stage 3 for each sub-system.
+// Rows of sub-systems >= p are identity rows, so a partial last slice needs no special case.
+#ifndef SLICE
+#define SLICE 512
+#endif
+#define SLICE_ROWS (2 * SLICE)
+
+// PCR on SLICE_ROWS rows in shared memory with three right-hand sides; SLICE threads, two rows each. The same
+// steps as pcr_small, so each right-hand side gets the bits a one-rhs PCR of the same rows would give.
+__device__ __forceinline__ void pcr3(double* sa, double* sb, double* sc, double* s0, double* s1, double* s2,
+                                     bool& zero) {
+    for (int s = 1; s < SLICE_ROWS; s *= 2) {
+        __syncthreads();
+        double na[2], nb[2], nc[2], n0[2], n1[2], n2[2];
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const int i = threadIdx.x + q * SLICE, lo = i - s, hi = i + s;
+            const bool ol = lo >= 0, oh = hi < SLICE_ROWS;
+            const double am = ol ? sa[lo] : 0.0, bm = ol ? sb[lo] : 1.0, cm = ol ? sc[lo] : 0.0;
+            const double ap = oh ? sa[hi] : 0.0, bp = oh ? sb[hi] : 1.0, cpv = oh ? sc[hi] : 0.0;
+            zero |= (bm == 0.0) || (bp == 0.0);
+            const double k1 = sa[i] / bm, k2 = sc[i] / bp;
+            na[q] = -am * k1;
+            nb[q] = sb[i] - cm * k1 - ap * k2;
+            nc[q] = -cpv * k2;
+            n0[q] = s0[i] - (ol ? s0[lo] : 0.0) * k1 - (oh ? s0[hi] : 0.0) * k2;
+            n1[q] = s1[i] - (ol ? s1[lo] : 0.0) * k1 - (oh ? s1[hi] : 0.0) * k2;
+            n2[q] = s2[i] - (ol ? s2[lo] : 0.0) * k1 - (oh ? s2[hi] : 0.0) * k2;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const int i = threadIdx.x + q * SLICE;
+            sa[i] = na[q]; sb[i] = nb[q]; sc[i] = nc[q]; s0[i] = n0[q]; s1[i] = n1[q]; s2[i] = n2[q];
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < 2; ++q) zero |= (sb[threadIdx.x + q * SLICE] == 0.0);
+}
+
+// prq: 3 rows of slices * SLICE_ROWS (P, R, Q); ends: 2 rows of slices (a_first, c_last); t*: the top system.
+extern "C" __global__ void __launch_bounds__(SLICE) spike_reduce(
+    const double* __restrict__ A, const double* __restrict__ B, const double* __restrict__ C,
+    const double* __restrict__ D, long long n, long long p, long long sl0, long long sl1, long long slices,
+    double* __restrict__ prq, double* __restrict__ ends, double* __restrict__ ta, double* __restrict__ tb,
+    double* __restrict__ tc, double* __restrict__ td, int* __restrict__ flag) {
+    __shared__ double sa[SLICE_ROWS], sb[SLICE_ROWS], sc[SLICE_ROWS];
+    __shared__ double s0[SLICE_ROWS], s1[SLICE_ROWS], s2[SLICE_ROWS];
+    const long long stride = slices * (long long)SLICE_ROWS;
+    const int j = threadIdx.x;
+    for (long long sl = sl0 + blockIdx.x; sl < sl1; sl += gridDim.x) {
+        const long long k = sl * SLICE + j;
+        Row top, bot;
+        bool zero = false, bad = false;
+        if (k < p) {
+            stage1_one<M>(A, B, C, D, n, k, top, bot, zero, bad);
+        } else {
+            top.a = 0.0; top.b = 1.0; top.c = 0.0; top.d = 0.0;
+            bot = top;
+        }
+        sa[2 * j] = top.a; sb[2 * j] = top.b; sc[2 * j] = top.c; s0[2 * j] = top.d;
+        sa[2 * j + 1] = bot.a; sb[2 * j + 1] = bot.b; sc[2 * j + 1] = bot.c; s0[2 * j + 1] = bot.d;
+        s1[2 * j] = 0.0; s1[2 * j + 1] = 0.0; s2[2 * j] = 0.0; s2[2 * j + 1] = 0.0;
+        __syncthreads();
+        const double a_first = sa[0], c_last = sc[SLICE_ROWS - 1];
+        __syncthreads();
+        if (j == 0) {
+            sa[0] = 0.0;
+            s1[0] = 1.0;
+            sc[SLICE_ROWS - 1] = 0.0;
+            s2[SLICE_ROWS - 1] = 1.0;
+        }
+        pcr3(sa, sb, sc, s0, s1, s2, zero);
+        if (zero) atomicOr(flag, FLAG_ZERO_PIVOT);
+        if (bad) atomicOr(flag, FLAG_NONFINITE);
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const int i = j + q * SLICE;
+            const long long at = sl * SLICE_ROWS + i;
+            prq[at] = s0[i] / sb[i];
+            prq[stride + at] = s1[i] / sb[i];
+            prq[2 * stride + at] = s2[i] / sb[i];
+        }
+        if (j == 0) {
+            const int L = SLICE_ROWS - 1;
+            const double p0 = s0[0] / sb[0], pl = s0[L] / sb[L];
+            const double r0 = s1[0] / sb[0], rl = s1[L] / sb[L];
+            const double q0 = s2[0] / sb[0], ql = s2[L] / sb[L];
+            ends[sl] = a_first;
+            ends[slices + sl] = c_last;
+            // row u (the slice's first unknown): couples to w of the slice before and to w of this slice
+            ta[2 * sl] = a_first * (r0 - q0 * rl / ql);
+            tb[2 * sl] = 1.0;
+            tc[2 * sl] = -q0 / ql;
+            td[2 * sl] = p0 - q0 * pl / ql;
+            // row w (the slice's last unknown): couples to u of this slice and to u of the slice after
+            ta[2 * sl + 1] = -rl / r0;
+            tb[2 * sl + 1] = 1.0;
+            tc[2 * sl + 1] = c_last * (ql - rl * q0 / r0);
+            td[2 * sl + 1] = pl - rl * p0 / r0;
+        }
+        __syncthreads();  // the slice's shared rows are read before the next slice overwrites them
+    }
+}
+
+// y: the top system's solution (u, w per slice). x may alias D (stage3_one reads before it writes).
+extern "C" __global__ void __launch_bounds__(SLICE) spike_back(
+    const double* __restrict__ A, const double* __restrict__ B, const double* __restrict__ C, const double* D,
+    long long n, long long p, long long sl0, long long sl1, long long slices, const double* __restrict__ prq,
+    const double* __restrict__ ends, const double* __restrict__ y, double* x) {
+    __shared__ double z[SLICE_ROWS];
+    const long long stride = slices * (long long)SLICE_ROWS;
+    const int j = threadIdx.x;
+    for (long long sl = sl0 + blockIdx.x; sl < sl1; sl += gridDim.x) {
+        const double w_prev = sl > 0 ? y[2 * sl - 1] : 0.0;
+        const double u_next = sl + 1 < slices ? y[2 * sl + 2] : 0.0;
+        const double left = ends[sl] * w_prev, right = ends[slices + sl] * u_next;
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const long long at = sl * SLICE_ROWS + j + q * SLICE;
+            z[j + q * SLICE] = prq[at] - left * prq[stride + at] - right * prq[2 * stride + at];
+        }
+        __syncthreads();
+        const long long k = sl * SLICE + j;
+        if (k < p) stage3_one<M>(A, B, C, D, n, k, z[2 * j], z[2 * j + 1], x);
+        __syncthreads();
+    }
 }

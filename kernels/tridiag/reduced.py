@@ -123,6 +123,69 @@ def solve_reduced(iface: np.ndarray, mr: int = MR, small: int = PCR_MAX) -> np.n
     return partition.stage3(blocks, z).reshape(-1)[:n]
 
 
+SLICE = 512  # sub-systems per SPIKE slice: one block of the spike kernels (a constant of partition.cu)
+
+
+def spike_top_rows(ends: np.ndarray, a_first: float, c_last: float) -> np.ndarray:
+    """The two rows of the top system that one slice contributes, ``(4, 2)``: for its first unknown u and its
+    last unknown w, from the ends of its spikes.
+
+    The slice's interface solution is ``z = P - a_first w_prev R - c_last u_next Q`` (``ends`` = P, R, Q at
+    its first and last row: ``[[P0, PL], [R0, RL], [Q0, QL]]``). Taking ``z`` at the first and the last row
+    gives two equations that each hold both ``w_prev`` and ``u_next``; combining them so that the first loses
+    ``u_next`` and the second ``w_prev`` leaves a tridiagonal system in ``(u_0, w_0, u_1, w_1, ...)``:
+
+        u:  a_first (R0 - Q0 RL / QL) w_prev + u + (-Q0 / QL) w        = P0 - Q0 PL / QL
+        w:  (-RL / R0) u + w + c_last (QL - RL Q0 / R0) u_next         = PL - RL P0 / R0
+
+    (``R0``, ``QL`` are diagonal entries of the slice's inverse: nonzero for a diagonally dominant slice).
+    """
+    (p0, pl), (r0, rl), (q0, ql) = ends
+    return np.array(
+        [
+            [a_first * (r0 - q0 * rl / ql), -rl / r0],
+            [1.0, 1.0],
+            [-q0 / ql, c_last * (ql - rl * q0 / r0)],
+            [p0 - q0 * pl / ql, pl - rl * p0 / r0],
+        ]
+    )
+
+
+def solve_spike(iface: np.ndarray, rows: int = 2 * SLICE) -> np.ndarray:
+    """Solve a ``(4, N)`` interface system as the spike kernels do: slices of ``rows`` rows, each solved by
+    PCR for its own ``d`` and two unit vectors with its outer couplings cut, a top system of two rows per
+    slice (``spike_top_rows``) solved as stage 2 is, then each slice's ``z`` from its spikes."""
+    n = iface.shape[1]
+    slices = -(-n // rows)
+    full = np.zeros((4, slices * rows))
+    full[1] = 1.0  # identity rows past n, as the kernel's sub-systems >= p
+    full[:, :n] = iface
+    full[0, 0] = 0.0
+    full[2, n - 1] = 0.0
+    prq = np.empty((3, slices, rows))
+    top = np.empty((4, 2 * slices))
+    cuts = np.empty((2, slices))
+    for sl in range(slices):
+        block = full[:, sl * rows : (sl + 1) * rows].copy()
+        cuts[:, sl] = block[0, 0], block[2, -1]
+        block[0, 0] = block[2, -1] = 0.0
+        for i, rhs in enumerate((block[3], np.eye(1, rows, 0)[0], np.eye(1, rows, rows - 1)[0])):
+            prq[i, sl] = pcr(np.vstack([block[:3], rhs]), width=rows)
+        top[:, 2 * sl : 2 * sl + 2] = spike_top_rows(prq[:, sl, [0, -1]], *cuts[:, sl])
+    y = solve_reduced(top)
+    w_prev = np.concatenate([[0.0], y[1:-1:2]])  # the last unknown of the slice before (none for the first)
+    u_next = np.concatenate([y[2::2], [0.0]])  # the first unknown of the slice after (none for the last)
+    z = prq[0] - (cuts[0] * w_prev)[:, None] * prq[1] - (cuts[1] * u_next)[:, None] * prq[2]
+    return z.reshape(-1)[:n]
+
+
+def spike_bytes(p: int, mr: int = MR) -> int:
+    """Device bytes of the SPIKE slices for ``p`` sub-systems: P, R, Q (``3 x 2 SLICE`` per slice), the two
+    couplings per slice and the top system's levels (48 B per sub-system, 4.8 B/unknown at m = 10)."""
+    slices = -(-p // SLICE)
+    return F8 * (3 * 2 * SLICE * slices + 2 * slices) + sum(4 * F8 * k for k in plan_levels(2 * slices, mr))
+
+
 def level_bytes(n: int, m: int, mr: int = MR) -> int:
     """Device bytes of every reduced level of an ``n``-unknown system (four rows of float64 each)."""
     return sum(4 * F8 * k for k in plan_levels(2 * num_blocks(n, m), mr))

@@ -14,7 +14,7 @@ STREAM_CHOICES = (1, 2, 4, 8, 16, 32)
 STAGE2_CHOICES = ("host", "gpu")  # where the interface system is solved: the host (seed) or the device
 # how the chunks' copies are issued with stage 2 on the device: one stream per chunk (copies and kernels on
 # it), or "ordered": every upload in order on one copy stream, every download on another, kernels on a third
-COPY_CHOICES = ("streams", "ordered", "streamed")
+COPY_CHOICES = ("streams", "ordered", "streamed", "spike")
 MIN_M = 3  # a sub-system needs at least one interior row between its two interface rows
 
 

@@ -274,7 +274,8 @@ def test_ordered_copies_match_reference_on_random_configs(cp):
 def test_streamed_stage2_and_staged_levels_match_the_plain_pipeline(cp):
     """Stage 2 reduced chunk by chunk as the chunks arrive (copies="streamed") and the shared-memory staged
     reduced levels give the plain pipeline's answer: random sizes (one to three reduction levels), m, threads
-    and chunk counts, against the numpy reference and the plain kernels' interface solution."""
+    and chunk counts, against the numpy reference and the plain kernels' interface solution; the SPIKE slices
+    (copies="spike") against the reference; a NaN is raised and the solver recovers, in both."""
     from kernels.tridiag.cuda_solver import CudaPartitionSolver
     from kernels.tridiag.system import TridiagError
 
@@ -293,6 +294,7 @@ def test_streamed_stage2_and_staged_levels_match_the_plain_pipeline(cp):
         z_plain = plain.dp.z.get()
         ref = reference.solve(abcd, m=m, stage2="gpu")
         for streams in (1, 2, 4, 8, 16, 32):
+            staged.set_copies("streamed")
             staged.x_host.fill(np.nan)
             t = staged.solve(streams)
             x = np.array(staged.x_host)
@@ -301,10 +303,19 @@ def test_streamed_stage2_and_staged_levels_match_the_plain_pipeline(cp):
             assert np.linalg.norm(x - x_plain) <= 1e-15 * np.linalg.norm(x_plain), (n, m, streams)
             assert np.linalg.norm(staged.dp.z.get() - z_plain) <= 1e-15 * np.linalg.norm(z_plain), (n, m)
             assert t["total"] >= t["stage1"] >= 0 and t["stage2"] >= 0
-    saved = abcd[1, 7]
-    abcd[1, 7] = np.inf
-    with pytest.raises(TridiagError, match="NaN or Inf"):
+            staged.set_copies("spike")  # another order of operations: the reference's tolerance
+            staged.x_host.fill(np.nan)
+            t = staged.solve(streams)
+            x = np.array(staged.x_host)
+            assert residual(abcd, x) < 1e-12, ("spike", n, m, threads, streams)
+            assert np.linalg.norm(x - ref) <= 1e-12 * np.linalg.norm(ref), ("spike", n, m, threads, streams)
+            assert t["total"] >= t["stage1"] >= 0 and t["stage2"] >= 0
+    for copies in ("streamed", "spike"):
+        staged.set_copies(copies)
+        saved = abcd[1, 7]
+        abcd[1, 7] = np.inf
+        with pytest.raises(TridiagError, match="NaN or Inf"):
+            staged.solve(8)
+        abcd[1, 7] = saved
         staged.solve(8)
-    abcd[1, 7] = saved
-    staged.solve(8)
-    assert residual(abcd, np.array(staged.x_host)) < 1e-12
+        assert residual(abcd, np.array(staged.x_host)) < 1e-12, copies

@@ -223,3 +223,22 @@ def test_chunk_bounds_on_a_unit():
     assert chunk_bounds(100_000, 4) == [(0, 25_000), (25_000, 50_000), (50_000, 75_000), (75_000, 100_000)]
     with pytest.raises(TridiagError, match="unit=0"):
         chunk_bounds(10, 2, 0)
+
+
+@pytest.mark.parametrize("n, rows", [(1, 4), (2, 2), (5, 4), (2_000, 64), (3_001, 256), (40_000, 1_024)])
+def test_solve_spike_matches_banded_solve(n, rows):
+    """The SPIKE slices' numpy reference (what spike_reduce / spike_back compute): slices solved with their
+    couplings cut, a tridiagonal top system of two rows per slice, the spikes' correction."""
+    iface = random_system(n, seed=n + rows)
+    z = reduced.solve_spike(iface, rows=rows)
+    ref = _exact(iface)
+    assert np.linalg.norm(z - ref) <= 1e-14 * np.linalg.norm(ref)
+
+
+def test_spike_top_rows_of_an_uncoupled_slice_give_its_own_ends():
+    """With no outer couplings the top rows must return the slice's own P at both ends."""
+    ends = np.array([[0.3, -0.7], [0.9, 0.01], [0.02, 0.8]])  # P, R, Q at the first and last row
+    top = reduced.spike_top_rows(ends, a_first=0.0, c_last=0.0)
+    assert top[0, 0] == 0.0 and top[2, 1] == 0.0
+    u, w = np.linalg.solve(np.array([[top[1, 0], top[2, 0]], [top[0, 1], top[1, 1]]]), top[3])
+    assert u == pytest.approx(0.3) and w == pytest.approx(-0.7)
