@@ -118,6 +118,7 @@ def measure(cp, n: int, rounds: int, bw: dict) -> tuple[list, list, list]:
         calls[name]()
     for s in (plain, staged):  # x was written over the device's d: upload the system again first
         s.dev.set(np.ascontiguousarray(abcd))
+        cp.cuda.Device().synchronize()  # set() may return before the copy is done; main does not wait for it
         s.dp.stage1(s.rows, 0, s.p, s.main)
         s.main.synchronize()
         saved[id(s.dp)] = [lv.copy() for lv in s.dp.levels]
