@@ -107,6 +107,7 @@ class CudaPartitionSolver:
         self._uploaded = [cp.cuda.Event(disable_timing=True) for _ in range(32)]  # made once, re-recorded
         self._solved = [cp.cuda.Event(disable_timing=True) for _ in range(32)]
         self._downloaded = cp.cuda.Event(disable_timing=True)
+        self._reduced = cp.cuda.Event(disable_timing=True)
 
     def set_threads(self, threads: int) -> None:
         """Threads per block of the top-level kernels (at most the compiled kernels' limit for this ``m``)."""
@@ -250,14 +251,10 @@ class CudaPartitionSolver:
         """Stage 2 on the device, uploads in order on ``up``, kernels on ``main``, downloads in order on
         ``down``; an event per chunk hands each chunk on. Same spans as ``solve``.
 
-        ``stage2``: ``levels`` (every level of stage 2 after the last chunk's stage 1), ``streamed`` (chunks
-        aligned to ``DevicePartition.unit``: each chunk's interface rows reduced through every level right
-        after its stage 1, while the next chunk uploads; after the last upload only the last chunk's levels,
-        the PCR block and the first chunk's back-substitution stand before the first download; the same
-        operations, so the same bits) or ``spike`` (chunks on slice edges: one kernel per chunk for stage 1
-        and its slices' spikes, the top system, one kernel per chunk for the slices' interface values and
-        stage 3: three launches between the last upload and the first download where the top system fits one
-        PCR block; a different order of operations)."""
+        ``stage2``: ``levels`` (every level of stage 2 after the last chunk's stage 1), ``streamed`` or
+        ``spike`` (``_solve_chained``)."""
+        if stage2 != "levels":
+            return self._solve_chained(chunks, spike=stage2 == "spike")
         cp, dp = self.cp, self.dp
         rt = cp.cuda.runtime
         h2d, d2h = rt.memcpyHostToDevice, rt.memcpyDeviceToHost
@@ -273,22 +270,12 @@ class CudaPartitionSolver:
             rt.memcpy2DAsync(dev_ptr + off, n8, host_ptr + off, n8, (ch.r1 - ch.r0) * F8, 4, h2d, self.up.ptr)
             uploaded.record(self.up)
             self.main.wait_event(uploaded)
-            if stage2 == "spike":
-                dp.spike_reduce(self.rows, ch.s, ch.e, self.main)
-                continue
             dp.stage1(self.rows, ch.s, ch.e, self.main)
-            if stage2 == "streamed":
-                dp.reduce(ch.s, ch.e, self.main)
         ev["s1"].record(self.main)
-        {"spike": dp.spike_top, "streamed": dp.solve_top, "levels": dp.stage2}[stage2](self.main)
+        dp.stage2(self.main)
         ev["s2"].record(self.main)
         for ch, solved in zip(chunks, self._solved, strict=False):
-            if stage2 == "spike":
-                dp.spike_back(self.rows, ch.s, ch.e, self.rows[3], self.main)
-            else:
-                if stage2 == "streamed":
-                    dp.back(ch.s, ch.e, self.main)
-                dp.stage3(self.rows, ch.s, ch.e, self.rows[3], self.main)
+            dp.stage3(self.rows, ch.s, ch.e, self.rows[3], self.main)
             solved.record(self.main)
             self.down.wait_event(solved)
             off = ch.r0 * F8
@@ -297,11 +284,80 @@ class CudaPartitionSolver:
             )
         self._downloaded.record(self.down)
         self.main.wait_event(self._downloaded)
-        dp.fetch_flag(self.main)
-        ev["stop"].record(self.main)
+        return self._finish(ev)
+
+    def _solve_chained(self, chunks: list[_Chunk], spike: bool) -> dict[str, float]:
+        """Stage 2 chunk by chunk, with no hand-over between streams from the last upload to the first
+        download: every copy and the critical chain (the last chunk's reduction, the top solve, the first
+        chunk's way back) on ``up``, the other chunks' reductions and ways back on ``main``.
+
+        ``spike``: a chunk's reduction is ``spike_reduce`` (stage 1 and its slices' spikes, one kernel), the
+        top solve ``spike_top``, the way back ``spike_back`` (the slices' interface values and stage 3, one
+        kernel). Else (``streamed``): ``stage1`` and ``reduce`` (every level of the chunk's groups),
+        ``solve_top`` (the PCR block), ``back`` and ``stage3``: the plain pipeline's operations, so its bits.
+        """
+        cp, dp, up, side = self.cp, self.dp, self.up, self.main
+        rt = cp.cuda.runtime
+        h2d, d2h = rt.memcpyHostToDevice, rt.memcpyDeviceToHost
+        n8 = self.n * F8
+        host_ptr, dev_ptr = self.host.ctypes.data, self.dev.data.ptr
+        xd_ptr = dev_ptr + 3 * n8  # x is written over the device's d
+
+        def reduce(ch: _Chunk, stream: Any) -> None:
+            if spike:
+                dp.spike_reduce(self.rows, ch.s, ch.e, stream)
+            else:
+                dp.stage1(self.rows, ch.s, ch.e, stream)
+                dp.reduce(ch.s, ch.e, stream)
+
+        def back(ch: _Chunk, stream: Any) -> None:
+            if spike:
+                dp.spike_back(self.rows, ch.s, ch.e, self.rows[3], stream)
+            else:
+                dp.back(ch.s, ch.e, stream)
+                dp.stage3(self.rows, ch.s, ch.e, self.rows[3], stream)
+
+        def download(ch: _Chunk) -> None:
+            off = ch.r0 * F8
+            rt.memcpyAsync(self.x_host.ctypes.data + off, xd_ptr + off, (ch.r1 - ch.r0) * F8, d2h, up.ptr)
+
+        ev = {k: cp.cuda.Event() for k in ("start", "s1", "s2", "stop")}
+        ev["start"].record(up)
+        dp.reset_flag(up)
+        side.wait_event(ev["start"])  # its first kernel waits for the first upload, behind the flag's reset
+        last = chunks[-1]
+        for ch, uploaded in zip(chunks, self._uploaded, strict=False):
+            off = ch.r0 * F8
+            rt.memcpy2DAsync(dev_ptr + off, n8, host_ptr + off, n8, (ch.r1 - ch.r0) * F8, 4, h2d, up.ptr)
+            if ch is not last:
+                uploaded.record(up)
+                side.wait_event(uploaded)
+                reduce(ch, side)
+        self._reduced.record(side)  # every chunk but the last reduced
+        reduce(last, up)
+        up.wait_event(self._reduced)
+        ev["s1"].record(up)
+        dp.spike_top(up) if spike else dp.solve_top(up)
+        ev["s2"].record(up)
+        side.wait_event(ev["s2"])
+        first, *later = chunks
+        back(first, up)
+        download(first)
+        for ch, solved in zip(later, self._solved, strict=False):
+            back(ch, side)
+            solved.record(side)
+            up.wait_event(solved)
+            download(ch)
+        return self._finish(ev, stream=up)
+
+    def _finish(self, ev: dict[str, Any], stream: Any = None) -> dict[str, float]:
+        """Fetch the error flag, record ``stop`` on ``stream`` (default ``main``), wait, raise; the spans."""
+        stream = self.main if stream is None else stream
+        self.dp.fetch_flag(stream)
+        ev["stop"].record(stream)
         ev["stop"].synchronize()
-        dp.raise_flag()
-        el = cp.cuda.get_elapsed_time
+        self.dp.raise_flag()
+        el = self.cp.cuda.get_elapsed_time
         out = {
             "total": el(ev["start"], ev["stop"]),
             "stage1": el(ev["start"], ev["s1"]),
