@@ -19,11 +19,13 @@ warm-up call of each) of:
   streamed_k          copies="streamed", staged reduced levels
   spike_k             copies="spike": SPIKE slices of 512 sub-systems (stage 1 and the slice's interface block
                       in one kernel per chunk, a top system of two rows per slice, one kernel per chunk back)
+  spike<s>_k          the same with slices of s = 256 or 128 sub-systems
 
 and, on the device alone, stage 2 (every level and the PCR block) with the plain and the staged kernels
 (``stage2_plain``, ``stage2_staged``). Ratios (median of per-round ratios, seeded bootstrap 95% interval,
 ``kernels.compare.compare``): every host-to-host configuration over floor_copy; the best streamed_k over the
-best ordered_plain_k and over gtsv2; the best spike_k over the best streamed_k and over gtsv2; stage2_staged
+best ordered_plain_k and over gtsv2; the best spike_k over the best streamed_k and over gtsv2, the best
+spike<s>_k over the best spike_k; stage2_staged
 over stage2_plain. The serial floor at the 1 GiB pinned rates measured at the start is given beside them.
 Every configuration's answer is checked after timing (residual < 1e-12; the staged and streamed answers
 against the plain pipeline's, bit for bit; every answer's relative difference to the plain pipeline's).
@@ -55,6 +57,7 @@ PLAIN_K = (4, 8)
 ORDERED_K = (4, 8)
 STREAMED_K = (4, 8, 16)
 SPIKE_K = (1, 2, 4, 8, 16)
+SMALL_SLICES = {256: (2, 4, 8), 128: (2, 4, 8)}  # slice size: chunk counts (spike<size>_k)
 
 
 def log(*args: object) -> None:
@@ -77,6 +80,10 @@ def measure(cp, n: int, rounds: int, bw: dict) -> tuple[list, list, list]:
     abcd = random_system(n, seed=n % 100_003, out=empty_pinned(cp, (4, n)))
     plain = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", staged=False)
     staged = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", staged=True)
+    sliced = {
+        size: CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", slice_size=size)
+        for size in SMALL_SLICES
+    }
     gtsv = GtsvBaseline(cp, abcd, pivot=True)
     rt = cp.cuda.runtime
     fst = cp.cuda.Stream(non_blocking=True)
@@ -113,6 +120,8 @@ def measure(cp, n: int, rounds: int, bw: dict) -> tuple[list, list, list]:
     calls.update({f"ordered_{k}": ours(staged, "ordered", k) for k in ORDERED_K})
     calls.update({f"streamed_{k}": ours(staged, "streamed", k) for k in STREAMED_K})
     calls.update({f"spike_{k}": ours(staged, "spike", k) for k in SPIKE_K})
+    for size, ks in SMALL_SLICES.items():
+        calls.update({f"spike{size}_{k}": ours(sliced[size], "spike", k) for k in ks})
     host_to_host = [k for k in calls if k != "floor_copy"]
     for name in list(calls):
         calls[name]()
@@ -150,6 +159,8 @@ def measure(cp, n: int, rounds: int, bw: dict) -> tuple[list, list, list]:
         else:
             kind, k = name.rsplit("_", 1)
             solver = plain if kind == "ordered_plain" else staged
+            if kind.startswith("spike") and kind != "spike":
+                solver, kind = sliced[int(kind[len("spike") :])], "spike"
             solver.set_copies("ordered" if kind.startswith("ordered") else kind)
             solver.x_host.fill(np.nan)
             solver.solve(int(k))
@@ -168,6 +179,7 @@ def measure(cp, n: int, rounds: int, bw: dict) -> tuple[list, list, list]:
     pairs = [("floor_copy", k) for k in host_to_host]
     pairs += [(best("ordered_plain"), best("streamed")), ("gtsv2", best("streamed"))]
     pairs += [(best("streamed"), best("spike")), ("gtsv2", best("spike"))]
+    pairs += [(best("spike"), best(f"spike{size}")) for size in SMALL_SLICES]
     pairs += [("stage2_plain", "stage2_staged")]
     ratios = []
     for a, b in pairs:

@@ -81,6 +81,7 @@ class CudaPartitionSolver:
         threads: int = 256,
         stage2: str = "host",
         staged: bool = True,
+        slice_size: int = reduced.SLICE,
     ):
 
         self.cp = cp
@@ -93,7 +94,9 @@ class CudaPartitionSolver:
         self.x_host = empty_pinned(cp, (self.n,))
         self.dev = cp.empty((4, self.n), dtype=np.float64)
         self.rows = tuple(self.dev[i] for i in range(4))
-        self.dp = DevicePartition(cp, self.n, self.m, threads, check=False, staged=staged)
+        self.dp = DevicePartition(
+            cp, self.n, self.m, threads, check=False, staged=staged, slice_size=slice_size
+        )
         self.p = self.dp.p
         self.threads = self.dp.threads
         self.iface_host: np.ndarray | None = None  # the host stage's pinned buffer, made on first use
@@ -148,7 +151,7 @@ class CudaPartitionSolver:
         if self.copies == "streamed" and self.stage2 == "gpu" and not detail:
             return self._solve_ordered(self._plan(streams, self.dp.unit), "streamed")
         if self.copies == "spike" and self.stage2 == "gpu" and not detail:
-            return self._solve_ordered(self._plan(streams, reduced.SLICE), "spike")
+            return self._solve_ordered(self._plan(streams, self.dp.slice_size), "spike")
         chunks = self._plan(streams)
         if self.copies == "ordered" and self.stage2 == "gpu" and not detail:
             return self._solve_ordered(chunks)

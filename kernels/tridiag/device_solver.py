@@ -42,11 +42,15 @@ MAX_GRID = 1 << 20
 
 
 @functools.cache
-def kernels(cp: ModuleType, m: int, mr: int = reduced.MR) -> dict[str, Any]:
-    """Compile the kernels for sub-system sizes ``m`` (top level) and ``mr`` (reduced levels)."""
+def kernels(cp: ModuleType, m: int, mr: int = reduced.MR, slice_size: int = reduced.SLICE) -> dict[str, Any]:
+    """Compile the kernels for sub-system sizes ``m`` (top level) and ``mr`` (reduced levels), and SPIKE
+    slices of ``slice_size`` sub-systems (a power of two, 32..512: one block, 48 KiB of shared memory)."""
+    if slice_size not in reduced.SLICE_CHOICES:
+        choices = ", ".join(map(str, reduced.SLICE_CHOICES))
+        raise TridiagError(f"slice_size={slice_size} must be one of {choices}")
     module = cp.RawModule(
         code=SOURCE.read_text(),
-        options=(f"-DM={m}", f"-DMR={mr}", f"-DPCR_MAX={reduced.PCR_MAX}", f"-DSLICE={reduced.SLICE}"),
+        options=(f"-DM={m}", f"-DMR={mr}", f"-DPCR_MAX={reduced.PCR_MAX}", f"-DSLICE={slice_size}"),
     )
     plain = ("stage1", "stage3", "stage1_r", "stage3_r")
     staged = ("stage1_rs", "stage3_rs", "stage1_s", "stage3_s")  # shared-memory staged (issue 21)
@@ -102,16 +106,17 @@ class Spike:
     """What the SPIKE slices need on the device for ``p`` sub-systems: each slice's P, R, Q (``3 x slices x
     2 SLICE``), its two outer couplings, and the top system (two rows per slice) with its reduced levels."""
 
-    def __init__(self, cp: ModuleType, k: dict[str, Any], p: int, flag: Any, staged: bool):
-        self.slices = -(-p // reduced.SLICE)
-        need = reduced.spike_bytes(p)
+    def __init__(self, cp: ModuleType, k: dict[str, Any], p: int, flag: Any, staged: bool, slice_size: int):
+        self.size = slice_size
+        self.slices = -(-p // slice_size)
+        need = reduced.spike_bytes(p, slice_size)
         free, name = free_device_bytes(cp)
         if need > free:
             raise reduced.TridiagMemoryError(
                 f"the SPIKE slices of {p:,} sub-systems need {need / 1e9:.2f} GB on {name}, "
                 f"{free / 1e9:.2f} GB free"
             )
-        self.prq = cp.empty((3, self.slices * 2 * reduced.SLICE), dtype=np.float64)
+        self.prq = cp.empty((3, self.slices * 2 * slice_size), dtype=np.float64)
         self.ends = cp.empty((2, self.slices), dtype=np.float64)
         self.sizes = reduced.plan_levels(2 * self.slices, reduced.MR)
         self.levels = [cp.empty((4, s), dtype=np.float64) for s in self.sizes]
@@ -120,7 +125,7 @@ class Spike:
 
     def span(self, s: int, e: int) -> tuple[int, int]:
         """The slices that sub-systems ``[s, e)`` fill (``s`` on a slice edge)."""
-        return s // reduced.SLICE, -(-e // reduced.SLICE)
+        return s // self.size, -(-e // self.size)
 
 
 class DevicePartition:
@@ -135,6 +140,7 @@ class DevicePartition:
         resident: bool = True,
         check: bool = True,
         staged: bool = True,
+        slice_size: int = reduced.SLICE,
     ):
         """``check``: refuse a size that does not fit before allocating; ``resident``: the caller's system is
         on the device already and only ``x`` comes on top (else the caller allocates the system after this
@@ -143,11 +149,12 @@ class DevicePartition:
         reading every row from global memory (``stage1_r``/``stage3_r``)."""
         self.cp, self.n, self.m = cp, int(n), check_m(m)
         self.staged = bool(staged)
+        self.slice_size = int(slice_size)
         self.mr = reduced.MR
         if check:
             free, name = free_device_bytes(cp)
             reduced.check_fits(self.n, self.m, free, device=name, resident=resident)
-        self.k = kernels(cp, self.m, self.mr)
+        self.k = kernels(cp, self.m, self.mr, self.slice_size)
         self.set_threads(threads)
         self.p = num_blocks(self.n, self.m)
         self.sizes = reduced.plan_levels(2 * self.p, self.mr)
@@ -245,7 +252,7 @@ class DevicePartition:
     def spike(self) -> Spike:
         """The slices' device buffers, made on first use (``TridiagMemoryError`` if they do not fit)."""
         if self._spike is None:
-            self._spike = Spike(self.cp, self.k, self.p, self.flag, self.staged)
+            self._spike = Spike(self.cp, self.k, self.p, self.flag, self.staged, self.slice_size)
         return self._spike
 
     def spike_reduce(self, rows: tuple[Any, Any, Any, Any], s: int, e: int, stream: Any) -> None:
@@ -256,7 +263,7 @@ class DevicePartition:
         args = (*rows, np.int64(self.n), np.int64(self.p), np.int64(lo), np.int64(hi), np.int64(sp.slices))
         with stream:
             self.k["spike_reduce"](
-                (min(hi - lo, MAX_GRID),), (reduced.SLICE,), (*args, sp.prq, sp.ends, *sp.rows[0], self.flag)
+                (min(hi - lo, MAX_GRID),), (sp.size,), (*args, sp.prq, sp.ends, *sp.rows[0], self.flag)
             )
 
     def spike_top(self, stream: Any) -> None:
@@ -272,7 +279,7 @@ class DevicePartition:
         args = (*rows, np.int64(self.n), np.int64(self.p), np.int64(lo), np.int64(hi), np.int64(sp.slices))
         with stream:
             self.k["spike_back"](
-                (min(hi - lo, MAX_GRID),), (reduced.SLICE,), (*args, sp.prq, sp.ends, sp.rows[0][3], x)
+                (min(hi - lo, MAX_GRID),), (sp.size,), (*args, sp.prq, sp.ends, sp.rows[0][3], x)
             )
 
     def stage3(self, rows: tuple[Any, Any, Any, Any], s: int, e: int, x: Any, stream: Any) -> None:

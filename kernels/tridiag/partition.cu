@@ -178,30 +178,33 @@ extern "C" __global__ void stage3_r(STAGE3_ARGS) { stage3_body<MR>(A, B, C, D, n
 // Rows outside [0, n) read as identity rows, so no step needs a bounds case. Same steps as reduced.pcr.
 extern "C" __global__ void pcr_small(double* __restrict__ A, double* __restrict__ B, double* __restrict__ C,
                                      double* __restrict__ D, long long n, int* __restrict__ flag) {
-    __shared__ double sa[PCR_MAX], sb[PCR_MAX], sc[PCR_MAX], sd[PCR_MAX];
+    // sr holds 1 / b of every row, for its neighbours: each row's owner divides once per step (its neighbours
+    // multiply), and keeps its own b in a register.
+    __shared__ double sa[PCR_MAX], sr[PCR_MAX], sc[PCR_MAX], sd[PCR_MAX];
     const int i = threadIdx.x, N = blockDim.x;
     const Row w = load_row(A, B, C, D, n, i);
-    bool zero = false, bad = (i < n) && !finite_row(w);
-    sa[i] = w.a; sb[i] = w.b; sc[i] = w.c; sd[i] = w.d;
+    bool zero = (w.b == 0.0), bad = (i < n) && !finite_row(w);
+    double b = w.b;
+    sa[i] = w.a; sr[i] = 1.0 / w.b; sc[i] = w.c; sd[i] = w.d;
     for (int s = 1; s < N; s *= 2) {
         __syncthreads();
         const int lo = i - s, hi = i + s;
-        const double am = lo >= 0 ? sa[lo] : 0.0, bm = lo >= 0 ? sb[lo] : 1.0;
+        const double am = lo >= 0 ? sa[lo] : 0.0, rm = lo >= 0 ? sr[lo] : 1.0;
         const double cm = lo >= 0 ? sc[lo] : 0.0, dm = lo >= 0 ? sd[lo] : 0.0;
-        const double ap = hi < N ? sa[hi] : 0.0, bp = hi < N ? sb[hi] : 1.0;
+        const double ap = hi < N ? sa[hi] : 0.0, rp = hi < N ? sr[hi] : 1.0;
         const double cpv = hi < N ? sc[hi] : 0.0, dpv = hi < N ? sd[hi] : 0.0;
-        zero |= (bm == 0.0) || (bp == 0.0);
-        const double k1 = sa[i] / bm, k2 = sc[i] / bp;
-        const double na = -am * k1, nb = sb[i] - cm * k1 - ap * k2, nc = -cpv * k2;
+        const double k1 = sa[i] * rm, k2 = sc[i] * rp;
+        const double na = -am * k1, nb = b - cm * k1 - ap * k2, nc = -cpv * k2;
         const double nd = sd[i] - dm * k1 - dpv * k2;
+        zero |= (nb == 0.0);
         __syncthreads();
-        sa[i] = na; sb[i] = nb; sc[i] = nc; sd[i] = nd;
+        sa[i] = na; sr[i] = 1.0 / nb; sc[i] = nc; sd[i] = nd;
+        b = nb;
     }
-    zero |= (sb[i] == 0.0);
     if (i < n) {
         if (zero) atomicOr(flag, FLAG_ZERO_PIVOT);
         if (bad) atomicOr(flag, FLAG_NONFINITE);
-        D[i] = sd[i] / sb[i];
+        D[i] = sd[i] / b;
     }
 }
 
@@ -375,8 +378,9 @@ extern "C" __global__ void __launch_bounds__(TILE) stage3_rs(STAGE3_ARGS) {
 
 // PCR on SLICE_ROWS rows in shared memory with three right-hand sides; SLICE threads, two rows each. The same
 // steps as pcr_small, so each right-hand side gets the bits a one-rhs PCR of the same rows would give.
-__device__ __forceinline__ void pcr3(double* sa, double* sb, double* sc, double* s0, double* s1, double* s2,
-                                     bool& zero) {
+__device__ __forceinline__ void pcr3(double* sa, double* sr, double* sc, double* s0, double* s1, double* s2,
+                                     double* own_b, bool& zero) {
+    // sr holds 1 / b of every row for its neighbours (as in pcr_small); own_b[q]: this thread's rows' b
     for (int s = 1; s < SLICE_ROWS; s *= 2) {
         __syncthreads();
         double na[2], nb[2], nc[2], n0[2], n1[2], n2[2];
@@ -384,27 +388,26 @@ __device__ __forceinline__ void pcr3(double* sa, double* sb, double* sc, double*
         for (int q = 0; q < 2; ++q) {
             const int i = threadIdx.x + q * SLICE, lo = i - s, hi = i + s;
             const bool ol = lo >= 0, oh = hi < SLICE_ROWS;
-            const double am = ol ? sa[lo] : 0.0, bm = ol ? sb[lo] : 1.0, cm = ol ? sc[lo] : 0.0;
-            const double ap = oh ? sa[hi] : 0.0, bp = oh ? sb[hi] : 1.0, cpv = oh ? sc[hi] : 0.0;
-            zero |= (bm == 0.0) || (bp == 0.0);
-            const double k1 = sa[i] / bm, k2 = sc[i] / bp;
+            const double am = ol ? sa[lo] : 0.0, rm = ol ? sr[lo] : 1.0, cm = ol ? sc[lo] : 0.0;
+            const double ap = oh ? sa[hi] : 0.0, rp = oh ? sr[hi] : 1.0, cpv = oh ? sc[hi] : 0.0;
+            const double k1 = sa[i] * rm, k2 = sc[i] * rp;
             na[q] = -am * k1;
-            nb[q] = sb[i] - cm * k1 - ap * k2;
+            nb[q] = own_b[q] - cm * k1 - ap * k2;
             nc[q] = -cpv * k2;
             n0[q] = s0[i] - (ol ? s0[lo] : 0.0) * k1 - (oh ? s0[hi] : 0.0) * k2;
             n1[q] = s1[i] - (ol ? s1[lo] : 0.0) * k1 - (oh ? s1[hi] : 0.0) * k2;
             n2[q] = s2[i] - (ol ? s2[lo] : 0.0) * k1 - (oh ? s2[hi] : 0.0) * k2;
+            zero |= (nb[q] == 0.0);
         }
         __syncthreads();
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
             const int i = threadIdx.x + q * SLICE;
-            sa[i] = na[q]; sb[i] = nb[q]; sc[i] = nc[q]; s0[i] = n0[q]; s1[i] = n1[q]; s2[i] = n2[q];
+            sa[i] = na[q]; sr[i] = 1.0 / nb[q]; sc[i] = nc[q]; s0[i] = n0[q]; s1[i] = n1[q]; s2[i] = n2[q];
+            own_b[q] = nb[q];
         }
     }
     __syncthreads();
-#pragma unroll
-    for (int q = 0; q < 2; ++q) zero |= (sb[threadIdx.x + q * SLICE] == 0.0);
 }
 
 // prq: 3 rows of slices * SLICE_ROWS (P, R, Q); ends: 2 rows of slices (a_first, c_last); t*: the top system.
@@ -413,7 +416,7 @@ extern "C" __global__ void __launch_bounds__(SLICE) spike_reduce(
     const double* __restrict__ D, long long n, long long p, long long sl0, long long sl1, long long slices,
     double* __restrict__ prq, double* __restrict__ ends, double* __restrict__ ta, double* __restrict__ tb,
     double* __restrict__ tc, double* __restrict__ td, int* __restrict__ flag) {
-    __shared__ double sa[SLICE_ROWS], sb[SLICE_ROWS], sc[SLICE_ROWS];
+    __shared__ double sa[SLICE_ROWS], sb[SLICE_ROWS], sc[SLICE_ROWS];  // sb: b, then 1 / b (pcr3)
     __shared__ double s0[SLICE_ROWS], s1[SLICE_ROWS], s2[SLICE_ROWS];
     const long long stride = slices * (long long)SLICE_ROWS;
     const int j = threadIdx.x;
@@ -427,34 +430,43 @@ extern "C" __global__ void __launch_bounds__(SLICE) spike_reduce(
             top.a = 0.0; top.b = 1.0; top.c = 0.0; top.d = 0.0;
             bot = top;
         }
-        sa[2 * j] = top.a; sb[2 * j] = top.b; sc[2 * j] = top.c; s0[2 * j] = top.d;
-        sa[2 * j + 1] = bot.a; sb[2 * j + 1] = bot.b; sc[2 * j + 1] = bot.c; s0[2 * j + 1] = bot.d;
+        sa[2 * j] = top.a; sc[2 * j] = top.c; s0[2 * j] = top.d;
+        sa[2 * j + 1] = bot.a; sc[2 * j + 1] = bot.c; s0[2 * j + 1] = bot.d;
+        double own_b[2];  // rows j and j + SLICE: this thread's rows in the PCR below
+        zero |= (top.b == 0.0) || (bot.b == 0.0);
         s1[2 * j] = 0.0; s1[2 * j + 1] = 0.0; s2[2 * j] = 0.0; s2[2 * j + 1] = 0.0;
+        sb[2 * j] = top.b; sb[2 * j + 1] = bot.b;  // b for now; 1 / b once every thread has read its own rows
         __syncthreads();
         const double a_first = sa[0], c_last = sc[SLICE_ROWS - 1];
+        own_b[0] = sb[j]; own_b[1] = sb[j + SLICE];
         __syncthreads();
+        sb[j] = 1.0 / own_b[0]; sb[j + SLICE] = 1.0 / own_b[1];
         if (j == 0) {
             sa[0] = 0.0;
             s1[0] = 1.0;
             sc[SLICE_ROWS - 1] = 0.0;
             s2[SLICE_ROWS - 1] = 1.0;
         }
-        pcr3(sa, sb, sc, s0, s1, s2, zero);
+        pcr3(sa, sb, sc, s0, s1, s2, own_b, zero);
         if (zero) atomicOr(flag, FLAG_ZERO_PIVOT);
         if (bad) atomicOr(flag, FLAG_NONFINITE);
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
             const int i = j + q * SLICE;
             const long long at = sl * SLICE_ROWS + i;
-            prq[at] = s0[i] / sb[i];
-            prq[stride + at] = s1[i] / sb[i];
-            prq[2 * stride + at] = s2[i] / sb[i];
+            s0[i] /= own_b[q];  // the solutions (kept for the top rows below)
+            s1[i] /= own_b[q];
+            s2[i] /= own_b[q];
+            prq[at] = s0[i];
+            prq[stride + at] = s1[i];
+            prq[2 * stride + at] = s2[i];
         }
+        __syncthreads();
         if (j == 0) {
             const int L = SLICE_ROWS - 1;
-            const double p0 = s0[0] / sb[0], pl = s0[L] / sb[L];
-            const double r0 = s1[0] / sb[0], rl = s1[L] / sb[L];
-            const double q0 = s2[0] / sb[0], ql = s2[L] / sb[L];
+            const double p0 = s0[0], pl = s0[L];
+            const double r0 = s1[0], rl = s1[L];
+            const double q0 = s2[0], ql = s2[L];
             ends[sl] = a_first;
             ends[slices + sl] = c_last;
             // row u (the slice's first unknown): couples to w of the slice before and to w of this slice

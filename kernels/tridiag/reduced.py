@@ -92,23 +92,25 @@ def pcr(abcd: np.ndarray, width: int | None = None) -> np.ndarray:
     c[n - 1] = 0.0
     if not np.all(np.isfinite(abcd[:, :n])):
         raise TridiagError("NaN or Inf in the reduced system")
+    if not np.all(b != 0.0):
+        raise ZeroPivotError("zero pivot in the reduced system's PCR (a zero diagonal entry)")
+    r = 1.0 / b  # each row's reciprocal, for its neighbours: one division per row and step, as in the kernel
     s = 1
     while s < width:
         lo = np.arange(width) - s
         hi = np.arange(width) + s
         ok_lo, ok_hi = lo >= 0, hi < width
         lo_c, hi_c = np.clip(lo, 0, width - 1), np.clip(hi, 0, width - 1)
-        am, bm = np.where(ok_lo, a[lo_c], 0.0), np.where(ok_lo, b[lo_c], 1.0)
+        am, rm = np.where(ok_lo, a[lo_c], 0.0), np.where(ok_lo, r[lo_c], 1.0)
         cm, dm = np.where(ok_lo, c[lo_c], 0.0), np.where(ok_lo, d[lo_c], 0.0)
-        ap, bp = np.where(ok_hi, a[hi_c], 0.0), np.where(ok_hi, b[hi_c], 1.0)
+        ap, rp = np.where(ok_hi, a[hi_c], 0.0), np.where(ok_hi, r[hi_c], 1.0)
         cpv, dpv = np.where(ok_hi, c[hi_c], 0.0), np.where(ok_hi, d[hi_c], 0.0)
-        if not (np.all(bm != 0.0) and np.all(bp != 0.0)):
-            raise ZeroPivotError(f"zero pivot in the reduced system's PCR step (stride {s})")
-        k1, k2 = a / bm, c / bp
+        k1, k2 = a * rm, c * rp
         a, b, c, d = -am * k1, b - cm * k1 - ap * k2, -cpv * k2, d - dm * k1 - dpv * k2
+        if not np.all(b != 0.0):
+            raise ZeroPivotError(f"zero pivot in the reduced system's PCR step (stride {s})")
+        r = 1.0 / b
         s *= 2
-    if not np.all(b[:n] != 0.0):
-        raise ZeroPivotError("zero pivot in the reduced system's last PCR step")
     return d[:n] / b[:n]
 
 
@@ -123,7 +125,8 @@ def solve_reduced(iface: np.ndarray, mr: int = MR, small: int = PCR_MAX) -> np.n
     return partition.stage3(blocks, z).reshape(-1)[:n]
 
 
-SLICE = 512  # sub-systems per SPIKE slice: one block of the spike kernels (a constant of partition.cu)
+SLICE = 512  # sub-systems per SPIKE slice by default: one block of the spike kernels (compiled in)
+SLICE_CHOICES = (32, 64, 128, 256, 512)  # 2 x 512 rows x 6 arrays fill the 48 KiB of static shared memory
 
 
 def spike_top_rows(ends: np.ndarray, a_first: float, c_last: float) -> np.ndarray:
@@ -179,11 +182,12 @@ def solve_spike(iface: np.ndarray, rows: int = 2 * SLICE) -> np.ndarray:
     return z.reshape(-1)[:n]
 
 
-def spike_bytes(p: int, mr: int = MR) -> int:
+def spike_bytes(p: int, slice_size: int = SLICE, mr: int = MR) -> int:
     """Device bytes of the SPIKE slices for ``p`` sub-systems: P, R, Q (``3 x 2 SLICE`` per slice), the two
     couplings per slice and the top system's levels (48 B per sub-system, 4.8 B/unknown at m = 10)."""
-    slices = -(-p // SLICE)
-    return F8 * (3 * 2 * SLICE * slices + 2 * slices) + sum(4 * F8 * k for k in plan_levels(2 * slices, mr))
+    slices = -(-p // slice_size)
+    top = sum(4 * F8 * k for k in plan_levels(2 * slices, mr))
+    return F8 * (3 * 2 * slice_size * slices + 2 * slices) + top
 
 
 def level_bytes(n: int, m: int, mr: int = MR) -> int:

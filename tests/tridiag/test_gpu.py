@@ -277,6 +277,7 @@ def test_streamed_stage2_and_staged_levels_match_the_plain_pipeline(cp):
     and chunk counts, against the numpy reference and the plain kernels' interface solution; the SPIKE slices
     (copies="spike") against the reference; a NaN is raised and the solver recovers, in both."""
     from kernels.tridiag.cuda_solver import CudaPartitionSolver
+    from kernels.tridiag.reduced import SLICE_CHOICES
     from kernels.tridiag.system import TridiagError
 
     rng = np.random.default_rng(2124)
@@ -286,7 +287,8 @@ def test_streamed_stage2_and_staged_levels_match_the_plain_pipeline(cp):
         threads = int(rng.choice([32, 64, 128, 256, 512]))
         abcd = _pinned_system(cp, n, seed=n + 11)
         plain = CudaPartitionSolver(cp, abcd, m=m, threads=threads, stage2="gpu", staged=False)
-        staged = CudaPartitionSolver(cp, abcd, m=m, threads=threads, stage2="gpu", staged=True)
+        slice_size = int(rng.choice(SLICE_CHOICES))
+        staged = CudaPartitionSolver(cp, abcd, m=m, threads=threads, stage2="gpu", slice_size=slice_size)
         plain.set_copies("ordered")
         staged.set_copies("streamed")
         plain.solve(4)
@@ -307,8 +309,8 @@ def test_streamed_stage2_and_staged_levels_match_the_plain_pipeline(cp):
             staged.x_host.fill(np.nan)
             t = staged.solve(streams)
             x = np.array(staged.x_host)
-            assert residual(abcd, x) < 1e-12, ("spike", n, m, threads, streams)
-            assert np.linalg.norm(x - ref) <= 1e-12 * np.linalg.norm(ref), ("spike", n, m, threads, streams)
+            assert residual(abcd, x) < 1e-12, ("spike", n, m, slice_size, streams)
+            assert np.linalg.norm(x - ref) <= 1e-12 * np.linalg.norm(ref), ("spike", n, slice_size, streams)
             assert t["total"] >= t["stage1"] >= 0 and t["stage2"] >= 0
     for copies in ("streamed", "spike"):
         staged.set_copies(copies)
