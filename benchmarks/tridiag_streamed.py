@@ -19,7 +19,7 @@ warm-up call of each) of:
   streamed_k          copies="streamed", staged reduced levels
   spike_k             copies="spike": SPIKE slices of 512 sub-systems (stage 1 and the slice's interface block
                       in one kernel per chunk, a top system of two rows per slice, one kernel per chunk back)
-  spike<s>_k          the same with slices of s = 256 or 128 sub-systems
+  spike<s>_k          the same with slices of s sub-systems (--slices), k = 2, 4, 8
 
 and, on the device alone, stage 2 (every level and the PCR block) with the plain and the staged kernels
 (``stage2_plain``, ``stage2_staged``). Ratios (median of per-round ratios, seeded bootstrap 95% interval,
@@ -30,7 +30,7 @@ over stage2_plain. The serial floor at the 1 GiB pinned rates measured at the st
 Every configuration's answer is checked after timing (residual < 1e-12; the staged and streamed answers
 against the plain pipeline's, bit for bit; every answer's relative difference to the plain pipeline's).
 
-    python -m benchmarks.tridiag_streamed --out $OUT [--sizes 1e6,1e7] [--rounds 15]
+    python -m benchmarks.tridiag_streamed --out $OUT [--sizes 1e6,1e7] [--rounds 21] [--slices 256,128]
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ PLAIN_K = (4, 8)
 ORDERED_K = (4, 8)
 STREAMED_K = (4, 8, 16)
 SPIKE_K = (1, 2, 4, 8, 16)
-SMALL_SLICES = {256: (2, 4, 8), 128: (2, 4, 8)}  # slice size: chunk counts (spike<size>_k)
+SLICE_K = (2, 4, 8)  # chunk counts of spike<size>_k, for each --slices size
 
 
 def log(*args: object) -> None:
@@ -73,17 +73,14 @@ def _timed(cp, stream, enqueue) -> float:
     return float(cp.cuda.get_elapsed_time(a, b))
 
 
-def measure(cp, n: int, rounds: int, bw: dict) -> tuple[list, list, list]:
+def measure(cp, n: int, rounds: int, bw: dict, slices: tuple[int, ...] = ()) -> tuple[list, list, list]:
     from kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
     from kernels.tridiag.gtsv2 import GtsvBaseline
 
     abcd = random_system(n, seed=n % 100_003, out=empty_pinned(cp, (4, n)))
     plain = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", staged=False)
     staged = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", staged=True)
-    sliced = {
-        size: CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", slice_size=size)
-        for size in SMALL_SLICES
-    }
+    sliced = {s: CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", slice_size=s) for s in slices}
     gtsv = GtsvBaseline(cp, abcd, pivot=True)
     rt = cp.cuda.runtime
     fst = cp.cuda.Stream(non_blocking=True)
@@ -120,8 +117,8 @@ def measure(cp, n: int, rounds: int, bw: dict) -> tuple[list, list, list]:
     calls.update({f"ordered_{k}": ours(staged, "ordered", k) for k in ORDERED_K})
     calls.update({f"streamed_{k}": ours(staged, "streamed", k) for k in STREAMED_K})
     calls.update({f"spike_{k}": ours(staged, "spike", k) for k in SPIKE_K})
-    for size, ks in SMALL_SLICES.items():
-        calls.update({f"spike{size}_{k}": ours(sliced[size], "spike", k) for k in ks})
+    for size in slices:
+        calls.update({f"spike{size}_{k}": ours(sliced[size], "spike", k) for k in SLICE_K})
     host_to_host = [k for k in calls if k != "floor_copy"]
     for name in list(calls):
         calls[name]()
@@ -179,7 +176,7 @@ def measure(cp, n: int, rounds: int, bw: dict) -> tuple[list, list, list]:
     pairs = [("floor_copy", k) for k in host_to_host]
     pairs += [(best("ordered_plain"), best("streamed")), ("gtsv2", best("streamed"))]
     pairs += [(best("streamed"), best("spike")), ("gtsv2", best("spike"))]
-    pairs += [(best("spike"), best(f"spike{size}")) for size in SMALL_SLICES]
+    pairs += [(best("spike"), best(f"spike{size}")) for size in slices]
     pairs += [("stage2_plain", "stage2_staged")]
     ratios = []
     for a, b in pairs:
@@ -208,7 +205,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder for ratios.csv, repeats.csv, checks.csv, meta.json")
     ap.add_argument("--sizes", default=",".join(str(s) for s in SIZES), help="unknowns, comma separated")
-    ap.add_argument("--rounds", type=int, default=15, help="interleaved rounds per size (default 15)")
+    ap.add_argument("--rounds", type=int, default=21, help="interleaved rounds per size (default 21)")
+    ap.add_argument(
+        "--slices", default="", help="other SPIKE slice sizes to time beside 512, comma separated (256,128)"
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -223,6 +223,7 @@ def main() -> int:
         "numpy": np.__version__,
         "cupy": cp.__version__,
         "rounds": args.rounds,
+        "slices": args.slices,
         "m": 10,
         "threads": 256,
     }
@@ -232,7 +233,8 @@ def main() -> int:
     ratios, repeats, checks = [], [], []
     t0 = time.perf_counter()
     for n in [int(float(s)) for s in args.sizes.split(",")]:
-        r, rep, chk = measure(cp, n, args.rounds, bw)
+        slices = tuple(int(v) for v in args.slices.split(",") if v)
+        r, rep, chk = measure(cp, n, args.rounds, bw, slices)
         ratios += r
         repeats += rep
         checks += chk
