@@ -1,4 +1,5 @@
-"""Markdown tables of a ``ratios.csv`` folder (``tridiag_device_graph`` or ``tridiag_ordered_copies``).
+"""Markdown tables of a ``ratios.csv`` folder (``tridiag_device_graph``, ``tridiag_ordered_copies``,
+``tridiag_streamed``).
 
 Reads ``ratios.csv`` (size, a, b, ratio, low, high, verdict, a_ms, b_ms[, b_over_serial_floor]) and
 ``meta.json`` of each folder given and prints one table per folder: the provenance line, then every comparison
@@ -37,8 +38,8 @@ def table(folder: Path) -> str:
             f"| {int(r['size']):,} | {r['b']} / {r['a']} | {float(r['b_ms']):.4f} | {float(r['a_ms']):.4f} | "
             f"{float(r['ratio']):.3f} [{float(r['low']):.3f}, {float(r['high']):.3f}] | {r['verdict']} |"
         )
-        if floor:
-            line += f" {float(r['b_over_serial_floor']):.3f} |"
+        if floor:  # empty where B is not host to host (stage 2 alone)
+            line += f" {float(r['b_over_serial_floor']):.3f} |" if r["b_over_serial_floor"] else " |"
         lines.append(line)
     return "\n".join(lines)
 

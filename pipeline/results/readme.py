@@ -292,6 +292,81 @@ def _strategies_intervals(runs_file: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _tridiag_host_to_host(root: Path) -> str:
+    """Host to host with stage 2 by SPIKE slices against the serial transfer floor, the previous pipeline
+    and cuSPARSE gtsv2, per class (``data/tridiag/<class>/streamed/ratios.csv``, ``tridiag_streamed``)."""
+    import csv
+
+    lines = [
+        "| GPU | unknowns | before: best ordered / serial floor | spike, best k | ms | / serial floor "
+        "| / copies of the same rounds [95%] | / gtsv2, same transfers [95%] |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    met: dict[str, list[tuple[int, float]]] = {}
+    faster: dict[str, list[bool]] = {}
+    for gpu in ("h100", "h200"):
+        folder = root / "data" / "tridiag" / gpu / "streamed"
+        with (folder / "ratios.csv").open() as fh:
+            rows = list(csv.DictReader(fh))
+        name = _load(folder / "meta.json")["device"]["device_name"].replace("NVIDIA ", "")
+        for size in sorted({int(r["size"]) for r in rows}):
+            at = [r for r in rows if int(r["size"]) == size]
+            on_floor = {r["b"]: r for r in at if r["a"] == "floor_copy"}
+            before = min((r for b, r in on_floor.items() if b.startswith("ordered_plain_")), key=_ms)
+            spike = min((r for b, r in on_floor.items() if b.rsplit("_", 1)[0] == "spike"), key=_ms)
+            vs = next(r for r in at if r["a"] == "gtsv2" and r["b"] == spike["b"])
+            met.setdefault(name, []).append((size, float(spike["b_over_serial_floor"])))
+            faster.setdefault(name, []).append(vs["verdict"] == "faster")
+            lines.append(
+                f"| {name} | {size:,} | {float(before['b_over_serial_floor']):.3f} | "
+                f"{spike['b'].rsplit('_', 1)[1]} | {float(spike['b_ms']):.3f} | "
+                f"**{float(spike['b_over_serial_floor']):.3f}** | {_interval(spike)} | {_interval(vs)} |"
+            )
+    verdicts = []
+    for name, pts in met.items():
+        above = [f"{size:,} ({r:.3f})" for size, r in pts if r > 1.05]
+        within = [size for size, r in pts if r <= 1.05]
+        verdicts.append(
+            f"{name}: within 1.05x of the serial floor at {len(within)} of {len(pts)} sizes"
+            + (f"; above it at {', '.join(above)}" if above else "")
+            + f"; faster than gtsv2 at {sum(faster[name])} of {len(pts)}"
+        )
+    ncu = _kernel_times(root / "data" / "tridiag" / "h100" / "streamed" / "ncu_kernels_1e6.csv")
+    times = ", ".join(f"`{k}` {v:.1f} us" for k, v in ncu.items())
+    text = "; ".join(verdicts) + (
+        f". The three kernels between the last upload and the first download, at 10^6 unknowns on the H100 "
+        f"(Nsight Compute, median of the solve's launches): {times}."
+    )
+    return "\n".join(lines) + "\n\n" + _paragraph(text)
+
+
+def _kernel_times(path: Path) -> dict[str, float]:
+    """Median ``gpu__time_duration`` in microseconds of the spike kernels in an ``ncu --csv`` listing (the
+    spike solve's launches come first; ``pcr_small`` before the first ``spike_back`` is its top system's)."""
+    import csv
+    import statistics
+
+    with path.open() as fh:
+        rows = [r for r in csv.DictReader(line for line in fh if not line.startswith("==PROF=="))]
+    out: dict[str, list[float]] = {}
+    seen_back = False
+    for r in rows:
+        name = r["Kernel Name"]
+        if name == "spike_back":
+            seen_back = True
+        if name in ("spike_reduce", "spike_back") or (name == "pcr_small" and not seen_back):
+            out.setdefault(name, []).append(float(r["Metric Value"].replace(",", "")) / 1000)
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def _ms(row: dict) -> float:
+    return float(row["b_ms"])
+
+
+def _interval(row: dict) -> str:
+    return f"{float(row['ratio']):.3f} [{float(row['low']):.3f}, {float(row['high']):.3f}]"
+
+
 def _scale(root: Path) -> str:
     """The scale rehearsal's sweeps with the current merge (data/rehearsal/cpu/scale/results*.jsonl)."""
     folder = root / "data" / "rehearsal" / "cpu" / "scale"
@@ -334,6 +409,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "cfd_strategies_kt": _file_block("data/cfd/combined/strategies_kt/table.md"),
     "cfd_strategies_kt_intervals": _intervals_block("data/cfd/combined/strategies_kt"),
     "cfd_paper_strategies_kt_intervals": _intervals_block("data/cfd/combined/strategies_kt_paper"),
+    "tridiag_host_to_host": _tridiag_host_to_host,
 }
 
 
