@@ -299,8 +299,8 @@ def _tridiag_host_to_host(root: Path) -> str:
 
     lines = [
         "| GPU | unknowns | before: best ordered / serial floor | spike, best k | ms | / serial floor "
-        "| / copies of the same rounds [95%] | / gtsv2, same transfers [95%] |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| / copies of the same rounds [95%] | / gtsv2, same transfers [95%] | best k / k = 1 [95%] |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     met: dict[str, list[tuple[int, float]]] = {}
     faster: dict[str, list[bool]] = {}
@@ -308,6 +308,8 @@ def _tridiag_host_to_host(root: Path) -> str:
         folder = root / "data" / "tridiag" / gpu / "streamed"
         with (folder / "ratios.csv").open() as fh:
             rows = list(csv.DictReader(fh))
+        with (folder / "repeats.csv").open() as fh:
+            repeats = list(csv.DictReader(fh))
         name = _load(folder / "meta.json")["device"]["device_name"].replace("NVIDIA ", "")
         for size in sorted({int(r["size"]) for r in rows}):
             at = [r for r in rows if int(r["size"]) == size]
@@ -315,12 +317,14 @@ def _tridiag_host_to_host(root: Path) -> str:
             before = min((r for b, r in on_floor.items() if b.startswith("ordered_plain_")), key=_ms)
             spike = min((r for b, r in on_floor.items() if b.rsplit("_", 1)[0] == "spike"), key=_ms)
             vs = next(r for r in at if r["a"] == "gtsv2" and r["b"] == spike["b"])
+            streams = _paired(repeats, size, "spike_1", spike["b"])
             met.setdefault(name, []).append((size, float(spike["b_over_serial_floor"])))
             faster.setdefault(name, []).append(vs["verdict"] == "faster")
             lines.append(
                 f"| {name} | {size:,} | {float(before['b_over_serial_floor']):.3f} | "
                 f"{spike['b'].rsplit('_', 1)[1]} | {float(spike['b_ms']):.3f} | "
-                f"**{float(spike['b_over_serial_floor']):.3f}** | {_interval(spike)} | {_interval(vs)} |"
+                f"**{float(spike['b_over_serial_floor']):.3f}** | {_interval(spike)} | {_interval(vs)} | "
+                f"{streams} |"
             )
     verdicts = []
     for name, pts in met.items():
@@ -357,6 +361,18 @@ def _kernel_times(path: Path) -> dict[str, float]:
         if name in ("spike_reduce", "spike_back") or (name == "pcr_small" and not seen_back):
             out.setdefault(name, []).append(float(r["Metric Value"].replace(",", "")) / 1000)
     return {k: statistics.median(v) for k, v in out.items()}
+
+
+def _paired(repeats: list[dict], size: int, a: str, b: str) -> str:
+    """B / A of two configurations' per-round times at one size (``kernels.compare``), as printed."""
+    from kernels.compare import compare
+
+    def times(config: str) -> list[float]:
+        picked = [r for r in repeats if int(r["size"]) == size and r["config"] == config]
+        return [float(r["ms"]) for r in sorted(picked, key=lambda r: int(r["round"]))]
+
+    c = compare(times(a), times(b), seed=size % 100_003)
+    return f"{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}]"
 
 
 def _ms(row: dict) -> float:
