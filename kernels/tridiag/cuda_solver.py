@@ -24,12 +24,12 @@ Two pipelines, by where stage 2 runs (the tunable ``stage2``):
   with an event after each, and every download in order on a second copy stream behind its chunk's event.
 * ``gpu`` with ``copies="streamed"`` or ``"spike"`` (``_solve_chained``): stage 2 chunk by chunk as the chunks
   arrive, so that after the last upload only the last chunk's part of stage 2, the small top system and the
-  first chunk's way back stand before the first download, all on the copy stream (no hand-over between streams
-  on that chain). ``streamed`` reduces a chunk through every partition level of its own groups (chunks on
-  ``DevicePartition.unit`` edges; the same operations as ``gpu``, so the same bits); ``spike`` runs one kernel per
-  chunk that does stage 1 and solves each slice of 512 sub-systems' interface block in shared memory for its own
-  right-hand side and two spikes, a top system of two rows per slice, and one kernel per chunk back (the fastest;
-  ``data/tridiag/h100/streamed/``).
+  first chunk's way back stand before the first download, all on the copy stream (no hand-over between
+  streams on that chain). ``streamed`` reduces a chunk through every partition level of its own groups
+  (chunks on ``DevicePartition.unit`` edges; the operations of ``gpu``, so its bits); ``spike`` runs one
+  kernel per chunk that does stage 1 and solves each 512-sub-system slice's interface block in shared memory
+  for its own right-hand side and two spikes, a top system of two rows per slice, and one kernel per chunk
+  back (the fastest: ``data/tridiag/h100/streamed/``).
 
 The solution is written over the device copy of ``d`` (it is re-uploaded by every solve), which saves 8
 B/unknown of device memory: 32 B/unknown plus the reduced levels (``reduced.device_bytes``), so about 2 x 10^9

@@ -4,9 +4,9 @@
 levels of ``reduced.plan_levels`` and an error flag) and enqueues the stages on a given stream without any
 host wait: ``stage1`` over a range of sub-systems, ``stage2`` (every reduced level, then one PCR block, then
 the back-substitutions), ``stage3`` over a range. ``CudaPartitionSolver`` (host to host, chunked over streams)
-and ``solve_device`` (a library call from CuPy code) both drive it. For the host-to-host pipelines that solve
-stage 2 chunk by chunk it also enqueues a chunk's share of each level (``reduce``, ``solve_top``, ``back``) and
-the SPIKE slices (``spike_reduce``, ``spike_top``, ``spike_back``; buffers made on first use).
+and ``solve_device`` (a library call from CuPy code) both drive it. For the host-to-host pipelines that
+solve stage 2 chunk by chunk it also enqueues a chunk's share of each level (``reduce``, ``solve_top``,
+``back``) and the SPIKE slices (``spike_reduce``, ``spike_top``, ``spike_back``; buffers made on first use).
 
     x = solve_device(a, b, c, d)            # CuPy float64 rows of one length; a[0], c[-1] ignored
     x = solve_device(a, b, c, d, out=x, graph=True)   # the same arrays again: one CUDA-graph launch
