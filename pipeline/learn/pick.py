@@ -41,6 +41,20 @@ def known_failures(frame: pd.DataFrame, gpu_class: str | None, params: Sequence[
     return [{p: int(v) for p, v in zip(params, r, strict=True)} for r in unique.itertuples(index=False)]
 
 
+def incumbents(
+    frame: pd.DataFrame, gpu_class: str | None, params: Sequence[str], n: int
+) -> list[dict[str, int]]:
+    """The ``n`` fastest distinct configurations of ``gpu_class`` (every class where None) recorded as ok,
+    fastest first: the sweep's own best, which the re-measure ranks beside its fresh pool."""
+    rows = frame[frame["status"] == "ok"]
+    if gpu_class is not None and "gpu_class" in rows:
+        rows = rows[rows["gpu_class"] == gpu_class]
+    if rows.empty or n <= 0:
+        return []
+    best = rows.sort_values("total_ms", kind="stable")[list(params)].astype("int64").drop_duplicates().head(n)
+    return [{p: int(v) for p, v in zip(params, r, strict=True)} for r in best.itertuples(index=False)]
+
+
 def ranked(
     predicted: np.ndarray,
     keys: Sequence[Key],

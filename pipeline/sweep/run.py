@@ -24,7 +24,7 @@ from kernels.atomic import atomic_path
 from pipeline.cluster import open_cluster
 from pipeline.cluster.waits import result, wait_limit
 from pipeline.errors import UserError
-from pipeline.learn.pick import known_failures
+from pipeline.learn.pick import incumbents, known_failures
 from pipeline.learn.report import build_report, remeasure_line
 from pipeline.learn.train import train_sweep
 from pipeline.sweep.batching import auto_batch_size
@@ -134,6 +134,7 @@ def remeasure_picks(
                 spec.seed + 1,
                 spec.validate.rounds,
                 known_failures(merged, cls, plan["params"]),
+                incumbents(merged, cls, plan["params"], spec.validate.incumbents),
                 resources={cls: 1},
                 pure=False,
                 key=f"remeasure-{cls}-{time.time_ns()}",

@@ -41,7 +41,7 @@ _TOP = {
         "output",
     ],
 }
-_VALIDATE_KEYS = ["top_k", "pool", "repeats", "rounds"]
+_VALIDATE_KEYS = ["top_k", "pool", "repeats", "rounds", "incumbents"]
 _TRAIN_KEYS = ["hidden_layers", "max_epochs", "max_rows", "loco_rows"]
 
 
@@ -55,6 +55,9 @@ class ValidateSpec:
     # interleaved rounds of the predicted best against the default, for the ratio's 95% interval
     # (kernels/compare.py); each round times both with `repeats` steps
     rounds: int = 21
+    # the fastest configurations the sweep recorded, ranked beside the fresh pool (a surrogate search's
+    # incumbents): the pick is then never a configuration the model merely guessed past the sweep's best
+    incumbents: int = 8
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,7 @@ LIMITS = {
     "validate.pool": 1_000_000,
     "validate.repeats": 10_000,
     "validate.rounds": 10_000,
+    "validate.incumbents": 1_000,
     "train.hidden_layers": 4096,  # per layer
     "train.max_epochs": 100_000,
 }
@@ -251,6 +255,9 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
         pool=limited(validate.get("pool", vdef.pool), "validate.pool", f + "validate.pool", 1),
         repeats=limited(validate.get("repeats", vdef.repeats), "validate.repeats", f + "validate.repeats", 1),
         rounds=limited(validate.get("rounds", vdef.rounds), "validate.rounds", f + "validate.rounds", 1),
+        incumbents=limited(
+            validate.get("incumbents", vdef.incumbents), "validate.incumbents", f + "validate.incumbents", 0
+        ),
     )
     train = data.get("train") or {}
     if not isinstance(train, dict):

@@ -377,6 +377,7 @@ def remeasure_task(
     seed: int,
     rounds: int = 21,
     exclude: list[dict[str, int]] | None = None,
+    recorded: list[dict[str, int]] | None = None,
 ) -> dict[str, Any]:
     """Rank a candidate pool with ``model`` on the class's own worker, measure the top few and the default,
     and time the fastest of the top few (the pick, ``candidates[0]``) against the default in ``rounds``
@@ -388,7 +389,9 @@ def remeasure_task(
     ``top_k`` ran (or ``MAX_REJECTED_PER_PICK`` x ``top_k`` were rejected). ``candidates`` holds only the ones
     that ran, fastest first, each with its ``predicted_rank``; configurations that differ only in parameters
     they leave unused (``Space.active_key``) count once, and the best-ranked configuration of every branch of
-    a conditional space (``Space.branch``) that the top ``top_k`` missed is measured as well.
+    a conditional space (``Space.branch``) that the top ``top_k`` missed is measured as well. ``recorded``
+    (the sweep's fastest rows, ``pipeline.learn.pick.incumbents``) join the pool and are ranked with it; a
+    candidate that is one of them says so (``recorded: true``).
 
     Candidates are drawn here because the space's constraints are the device's; what counts afterwards is the
     measured time, not the prediction. The interleaved rounds give the speed-up its 95% interval and verdict
@@ -400,6 +403,9 @@ def remeasure_task(
     space = workload.space()
     candidates = space.sample(pool, seed)
     candidates += [space.validate(c) for c in extra_configs if space.is_valid(c)]
+    incumbent = [space.validate(c) for c in recorded or [] if space.is_valid(c)]
+    candidates += incumbent
+    incumbent_keys = {space.active_key(c) for c in incumbent}
     # One candidate per configuration that runs differently: rows that differ only in parameters their
     # choice leaves unused (space.inactive) are one configuration, and top_k of them would re-measure one.
     seen, unique = set(), []
@@ -419,6 +425,7 @@ def remeasure_task(
         i = order[rank]
         m = measure_one(spec, unique[i], repeats, True)
         entry = {"config": unique[i], "predicted_ms": float(predicted[i]), "predicted_rank": rank, **m}
+        entry["recorded"] = space.active_key(unique[i]) in incumbent_keys
         (measured if m["status"] == "ok" else rejected).append(entry)
         return m["status"] == "ok"
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.learn.pick import config_key, known_failures, predicted_pick, ranked
+from pipeline.learn.pick import config_key, incumbents, known_failures, predicted_pick, ranked
 
 PARAMS = ["x", "y"]
 
@@ -52,3 +52,11 @@ def test_the_replayed_pick_is_never_a_row_that_failed():
 
 def test_config_key_reads_the_parameters_in_order():
     assert config_key({"y": 2, "x": 1, "z": 9}, PARAMS) == (1, 2)
+
+
+def test_incumbents_are_the_fastest_distinct_ok_configurations_of_the_class():
+    rows = pd.concat([_rows(), _rows().iloc[[3]].assign(total_ms=2.5)], ignore_index=True)  # x=4 twice
+    assert incumbents(rows, "h100", PARAMS, 5) == [{"x": 4, "y": 0}, {"x": 2, "y": 0}]
+    assert incumbents(rows, "h100", PARAMS, 1) == [{"x": 4, "y": 0}]
+    assert incumbents(rows, "h200", PARAMS, 5) == []  # its only row is invalid
+    assert incumbents(rows, None, PARAMS, 0) == []

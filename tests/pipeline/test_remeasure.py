@@ -167,3 +167,20 @@ def test_the_pick_is_the_fastest_of_the_re_measured_top_k(monkeypatch):
     times = [c["total_ms"] for c in result["candidates"]]
     assert times == sorted(times)
     assert sorted(c["predicted_rank"] for c in result["candidates"]) == [0, 1, 2, 3]
+
+
+def test_recorded_rows_are_ranked_beside_the_pool_and_marked(monkeypatch):
+    """The sweep's fastest rows (``validate.incumbents``) join the pool: an optimum the fresh pool lacks is
+    still found when the model ranks it first, and the candidates say which were recorded."""
+    spec = {**base_spec(), "options": {}}
+    monkeypatch.setitem(
+        worker._CACHE, worker._workload_key(spec), (make_workload("demo", "8x4"), {"backend": "cupy"})
+    )
+    features = ["a.blocks", "a.threads", "b.blocks", "b.threads"]
+    optimum = {"a.blocks": 4, "a.threads": 64, "b.blocks": 2, "b.threads": 64}
+    common = dict(pool=1, top_k=2, repeats=1, seed=3, rounds=3)
+    alone = worker.remeasure_task(spec, ByParam(), features, [], **common)
+    assert all(c["config"] != optimum and not c["recorded"] for c in alone["candidates"])
+    result = worker.remeasure_task(spec, ByParam(), features, [], **common, recorded=[optimum])
+    assert result["candidates"][0]["config"] == optimum and result["candidates"][0]["recorded"]
+    assert [c["recorded"] for c in result["candidates"]].count(True) == 1

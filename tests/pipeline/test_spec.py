@@ -14,6 +14,8 @@ def test_shipped_specs_load():
     paper = load_spec(REPO / "cluster_configs/sweeps/cfd_inlet_paper.yaml")
     assert paper.size == "3328x1024" and paper.samples == 10000 and paper.test_fraction == 0.25
     assert set(paper.samplers) == {"random", "per_kernel_exhaustive"}
+    assert default.validate.incumbents == 8 and paper.validate.incumbents == 8  # the sweep's best, re-ranked
+    assert parse_spec(base_spec(validate={"incumbents": 0}), "s.yaml").validate.incumbents == 0
 
 
 def test_round_trip_through_dict():
@@ -32,6 +34,7 @@ def test_round_trip_through_dict():
         ({"samplers": ["random", "grid"]}, "samplers"),
         ({"gpu_classes": ["h100", "../x"]}, "gpu_classes: '../x' must be a plain name"),
         ({"validate": {"top": 3}}, "validate: unknown key 'top'"),
+        ({"validate": {"incumbents": -1}}, "validate.incumbents"),
         ({"train": {"hidden_layers": [0]}}, "train.hidden_layers"),
         ({"test_fraction": 0.9}, "test_fraction"),
         ({"name": "../escape"}, "name"),
