@@ -55,7 +55,8 @@ def remeasure_line(
         return f"{m['total_ms']:.4g} ms" if m.get("total_ms") is not None else m["status"]
 
     same = top.get("config") == default.get("config")
-    return f"predicted best {ms(top)}, default {ms(default)}; {speedup_text(comparison, backend, same)}"
+    what = "best (a row the sweep recorded)" if top.get("recorded") else "predicted best"
+    return f"{what} {ms(top)}, default {ms(default)}; {speedup_text(comparison, backend, same)}"
 
 
 def _config(row: pd.Series, params: list[str]) -> dict[str, int]:

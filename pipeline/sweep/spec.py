@@ -55,9 +55,9 @@ class ValidateSpec:
     # interleaved rounds of the predicted best against the default, for the ratio's 95% interval
     # (kernels/compare.py); each round times both with `repeats` steps
     rounds: int = 21
-    # the fastest configurations the sweep recorded, ranked beside the fresh pool (a surrogate search's
-    # incumbents): the pick is then never a configuration the model merely guessed past the sweep's best
-    incumbents: int = 8
+    # the fastest configurations the sweep recorded (a surrogate search's incumbents), re-measured beside the
+    # model's top_k: the pick is the fastest of all that ran, never a step back from the sweep's best
+    incumbents: int = 3
 
 
 @dataclass(frozen=True)

@@ -184,3 +184,26 @@ def test_recorded_rows_are_ranked_beside_the_pool_and_marked(monkeypatch):
     result = worker.remeasure_task(spec, ByParam(), features, [], **common, recorded=[optimum])
     assert result["candidates"][0]["config"] == optimum and result["candidates"][0]["recorded"]
     assert [c["recorded"] for c in result["candidates"]].count(True) == 1
+
+
+class WorstFirst:
+    """A model that ranks the fake workload's optimum last."""
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return -ByParam().predict(X)
+
+
+def test_recorded_rows_are_measured_whatever_their_rank(monkeypatch):
+    """An incumbent the model ranks last is still re-measured, and being the fastest it is the pick."""
+    spec = {**base_spec(), "options": {}}
+    monkeypatch.setitem(
+        worker._CACHE, worker._workload_key(spec), (make_workload("demo", "8x4"), {"backend": "cupy"})
+    )
+    features = ["a.blocks", "a.threads", "b.blocks", "b.threads"]
+    optimum = {"a.blocks": 4, "a.threads": 64, "b.blocks": 2, "b.threads": 64}
+    result = worker.remeasure_task(
+        spec, WorstFirst(), features, [], pool=50, top_k=2, repeats=1, seed=0, rounds=3, recorded=[optimum]
+    )
+    assert result["candidates"][0]["config"] == optimum and result["candidates"][0]["recorded"]
+    assert result["candidates"][0]["predicted_rank"] == result["pool"] - 1  # ranked last, measured anyway
+    assert len(result["candidates"]) == 3

@@ -14,7 +14,7 @@ def test_shipped_specs_load():
     paper = load_spec(REPO / "cluster_configs/sweeps/cfd_inlet_paper.yaml")
     assert paper.size == "3328x1024" and paper.samples == 10000 and paper.test_fraction == 0.25
     assert set(paper.samplers) == {"random", "per_kernel_exhaustive"}
-    assert default.validate.incumbents == 8 and paper.validate.incumbents == 8  # the sweep's best, re-ranked
+    assert default.validate.incumbents == 3 and paper.validate.incumbents == 3  # the sweep's best, re-ranked
     assert parse_spec(base_spec(validate={"incumbents": 0}), "s.yaml").validate.incumbents == 0
 
 
