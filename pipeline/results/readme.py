@@ -292,6 +292,30 @@ def _strategies_intervals(runs_file: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cfd_fused_pick(root: Path) -> str:
+    """The fused sweeps' re-measured pick per class (``validation.json``, ``pick_vs_best_row.json``)."""
+    sentences = []
+    for gpu in ("h100", "h200"):
+        folder = root / "data" / "cfd" / gpu / "sweep_fused"
+        v = _load(folder / "validation.json")[gpu]
+        best = _load(folder / "pick_vs_best_row.json")
+        ran = v["candidates"]
+        fresh = [c for c in ran if not c.get("recorded")]
+        model_best = min(c["total_ms"] for c in fresh) / best["best_row"]["recorded_ms"] if fresh else None
+        pick, vs = ran[0], best["comparison"]
+        what = "a row the sweep recorded" if pick.get("recorded") else "a configuration of the fresh pool"
+        recorded = sum(bool(c.get("recorded")) for c in ran)
+        c = v["comparison"]
+        sentences.append(
+            f"{gpu.upper()}: the pick is {what} ({len(ran)} re-measured, {recorded} of them recorded rows), "
+            f"{_g(c['ratio'])}x [{_g(c['low'])}, {_g(c['high'])}] the default's step time and "
+            f"{_g(vs['ratio'])}x [{_g(vs['low'])}, {_g(vs['high'])}] the best recorded row's "
+            f"({vs['verdict']}); the model's best fresh candidate ran "
+            + (f"{_g(model_best)}x the best row's recorded time" if model_best else "nothing")
+        )
+    return _paragraph("; ".join(sentences) + ".")
+
+
 def _tridiag_host_to_host(root: Path) -> str:
     """Host to host with stage 2 by SPIKE slices against the serial transfer floor, the previous pipeline
     and cuSPARSE gtsv2, per class (``data/tridiag/<class>/streamed/ratios.csv``, ``tridiag_streamed``)."""
@@ -426,6 +450,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "cfd_strategies_kt_intervals": _intervals_block("data/cfd/combined/strategies_kt"),
     "cfd_paper_strategies_kt_intervals": _intervals_block("data/cfd/combined/strategies_kt_paper"),
     "tridiag_host_to_host": _tridiag_host_to_host,
+    "cfd_fused_pick": _cfd_fused_pick,
 }
 
 
