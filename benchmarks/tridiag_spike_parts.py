@@ -5,7 +5,9 @@ repeats after a warm-up, at each size and chunk count k: the k chunk uploads alo
 2-D copies as the solver issues them), the k downloads alone, both (``copies_only``), one ``spike_reduce``
 over the last chunk, ``spike_top``, one ``spike_back`` over the first chunk, the streamed pipeline's
 ``stage1`` / ``reduce`` over the last chunk, ``solve_top``, ``back`` / ``stage3`` over the first, and each
-whole solve; and one single copy in, one out (``floor_copy``).
+whole solve; one single copy in, one out (``floor_copy``); and the spike solve's critical chain step by step
+(``chain_at_*``: milliseconds from the start to the last upload, the last chunk's reduction, the top solve's
+start and end, the first chunk's way back and its download).
 
     python -m benchmarks.tridiag_spike_parts --out $OUT [--sizes 1e6,4e6] [--repeats 21]
 """
@@ -99,6 +101,13 @@ def measure(cp: Any, n: int, ks: list[int], repeats: int) -> list[dict]:
             sv.set_copies(copies)
             ms = timed(cp, st, lambda k=k: sv.solve(k), repeats)
             rows.append({"size": n, "k": k, "part": f"{copies}_solve", "ms": ms})
+        sv.set_copies("spike")  # the critical chain of the whole solve, step by step (events on the copy stream)
+        sv.trace = True
+        runs = [sv.solve(k) for _ in range(repeats + 1)][1:]
+        sv.trace = False
+        for key in [key for key in runs[0] if key.startswith("at_") or key == "total"]:
+            ms = float(np.median([r[key] for r in runs]))
+            rows.append({"size": n, "k": k, "part": f"chain_{key}", "ms": ms})
     return rows
 
 

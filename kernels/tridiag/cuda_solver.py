@@ -119,6 +119,7 @@ class CudaPartitionSolver:
         self._solved = [cp.cuda.Event(disable_timing=True) for _ in range(32)]
         self._downloaded = cp.cuda.Event(disable_timing=True)
         self._reduced = cp.cuda.Event(disable_timing=True)
+        self.trace = False  # _solve_chained: also the times of the critical chain's steps (at_*)
 
     def set_threads(self, threads: int) -> None:
         """Threads per block of the top-level kernels (at most the compiled kernels' limit for this ``m``)."""
@@ -337,6 +338,13 @@ class CudaPartitionSolver:
         dp.reset_flag(up)
         side.wait_event(ev["start"])  # its first kernel waits for the first upload, behind the flag's reset
         last = chunks[-1]
+        marks: dict[str, Any] = {}
+
+        def mark(name: str) -> None:  # the critical chain's steps, on ``up`` (with ``trace``)
+            if self.trace:
+                marks[name] = cp.cuda.Event()
+                marks[name].record(up)
+
         for ch, uploaded in zip(chunks, self._uploaded, strict=False):
             off = ch.r0 * F8
             rt.memcpy2DAsync(dev_ptr + off, n8, host_ptr + off, n8, (ch.r1 - ch.r0) * F8, 4, h2d, up.ptr)
@@ -344,8 +352,10 @@ class CudaPartitionSolver:
                 uploaded.record(up)
                 side.wait_event(uploaded)
                 reduce(ch, side)
+        mark("uploaded")
         self._reduced.record(side)  # every chunk but the last reduced
         reduce(last, up)
+        mark("last_reduced")
         up.wait_event(self._reduced)
         ev["s1"].record(up)
         dp.spike_top(up) if spike else dp.solve_top(up)
@@ -353,13 +363,17 @@ class CudaPartitionSolver:
         side.wait_event(ev["s2"])
         first, *later = chunks
         back(first, up)
+        mark("first_back")
         download(first)
+        mark("first_down")
         for ch, solved in zip(later, self._solved, strict=False):
             back(ch, side)
             solved.record(side)
             up.wait_event(solved)
             download(ch)
-        return self._finish(ev, stream=up)
+        out = self._finish(ev, stream=up)
+        out.update({f"at_{k}": self.cp.cuda.get_elapsed_time(ev["start"], e) for k, e in marks.items()})
+        return out
 
     def _finish(self, ev: dict[str, Any], stream: Any = None) -> dict[str, float]:
         """Fetch the error flag, record ``stop`` on ``stream`` (default ``main``), wait, raise; the spans."""
