@@ -101,7 +101,7 @@ def measure(cp: Any, n: int, ks: list[int], repeats: int) -> list[dict]:
             sv.set_copies(copies)
             ms = timed(cp, st, lambda k=k: sv.solve(k), repeats)
             rows.append({"size": n, "k": k, "part": f"{copies}_solve", "ms": ms})
-        sv.set_copies("spike")  # the critical chain of the whole solve, step by step (events on the copy stream)
+        sv.set_copies("spike")  # its critical chain, step by step
         sv.trace = True
         runs = [sv.solve(k) for _ in range(repeats + 1)][1:]
         sv.trace = False
