@@ -41,6 +41,7 @@ FLAG_ZERO_PIVOT, FLAG_NONFINITE = 1, 2
 REDUCED_THREADS = 128  # reduced levels are small; stage3_r with MR = 32 holds ~160 registers per thread
 TILE = 32  # sub-systems per block of the shared-memory staged kernels (one warp; a constant of partition.cu)
 MAX_GRID = 1 << 20
+BIG_SMEM = 4 * reduced.PCR_BIG * 8  # pcr_big's dynamic shared memory: a, 1/b, c, d of 2 x PCR_MAX rows
 
 
 @functools.cache
@@ -56,8 +57,10 @@ def kernels(cp: ModuleType, m: int, mr: int = reduced.MR, slice_size: int = redu
     )
     plain = ("stage1", "stage3", "stage1_r", "stage3_r")
     staged = ("stage1_rs", "stage3_rs", "stage1_s", "stage3_s")  # shared-memory staged (issue 21)
-    names = (*plain, *staged, "pcr_small", "spike_reduce", "spike_back")
-    return {name: module.get_function(name) for name in names}
+    names = (*plain, *staged, "pcr_small", "pcr_big", "spike_reduce", "spike_back")
+    out = {name: module.get_function(name) for name in names}
+    out["pcr_big"].max_dynamic_shared_size_bytes = BIG_SMEM  # over the 48 KiB a block gets without asking
+    return out
 
 
 def max_threads(cp: ModuleType, m: int) -> int:
@@ -120,10 +123,15 @@ class Spike:
             )
         self.prq = cp.empty((3, self.slices * 2 * slice_size), dtype=np.float64)
         self.ends = cp.empty((2, self.slices), dtype=np.float64)
-        self.sizes = reduced.plan_levels(2 * self.slices, reduced.MR)
+        self.sizes = reduced.top_levels(2 * self.slices)
         self.levels = [cp.empty((4, s), dtype=np.float64) for s in self.sizes]
         self.rows = [tuple(lv[i] for i in range(4)) for lv in self.levels]
-        self.calls = level_calls(k, self.rows, self.sizes, flag, staged)
+        if len(self.sizes) == 1 and self.sizes[0] > reduced.PCR_MAX:  # one pcr_big block
+            big = functools.partial(k["pcr_big"], shared_mem=BIG_SMEM)
+            args = (*self.rows[0], np.int64(self.sizes[0]), flag)
+            self.calls = [(big, (1,), (reduced.PCR_MAX,), args)]
+        else:
+            self.calls = level_calls(k, self.rows, self.sizes, flag, staged)
 
     def span(self, s: int, e: int) -> tuple[int, int]:
         """The slices that sub-systems ``[s, e)`` fill (``s`` on a slice edge)."""

@@ -507,3 +507,63 @@ extern "C" __global__ void __launch_bounds__(SLICE) spike_back(
         __syncthreads();
     }
 }
+
+// PCR for a top system of PCR_MAX + 1 .. 2 PCR_MAX unknowns in one block (the SPIKE slices' top system at 2.5-5 x
+// 10^6 unknowns, where a partition level and its way back would cost two more launches): blockDim.x = PCR_MAX
+// threads, two rows each (i and i + PCR_MAX), rows >= n identity rows; the same steps as pcr_small (1 / b shared,
+// own b in registers), on 2 x PCR_MAX rows in dynamic shared memory (4 arrays: 64 KiB at PCR_MAX = 1024).
+extern "C" __global__ void __launch_bounds__(PCR_MAX) pcr_big(double* __restrict__ A, double* __restrict__ B,
+                                                             double* __restrict__ C, double* __restrict__ D,
+                                                             long long n, int* __restrict__ flag) {
+    extern __shared__ double big[];
+    constexpr int N = 2 * PCR_MAX;
+    double* sa = big;
+    double* sr = big + N;
+    double* sc = big + 2 * N;
+    double* sd = big + 3 * N;
+    bool zero = false, bad = false;
+    double own_b[2];
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+        const int i = threadIdx.x + q * PCR_MAX;
+        const Row w = load_row(A, B, C, D, n, i);
+        bad |= (i < n) && !finite_row(w);
+        zero |= (w.b == 0.0);
+        own_b[q] = w.b;
+        sa[i] = w.a; sr[i] = 1.0 / w.b; sc[i] = w.c; sd[i] = w.d;
+    }
+    for (int s = 1; s < N; s *= 2) {
+        __syncthreads();
+        double na[2], nb[2], nc[2], nd[2];
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const int i = threadIdx.x + q * PCR_MAX, lo = i - s, hi = i + s;
+            const bool ol = lo >= 0, oh = hi < N;
+            const double am = ol ? sa[lo] : 0.0, rm = ol ? sr[lo] : 1.0, cm = ol ? sc[lo] : 0.0;
+            const double dm = ol ? sd[lo] : 0.0;
+            const double ap = oh ? sa[hi] : 0.0, rp = oh ? sr[hi] : 1.0, cpv = oh ? sc[hi] : 0.0;
+            const double dpv = oh ? sd[hi] : 0.0;
+            const double k1 = sa[i] * rm, k2 = sc[i] * rp;
+            na[q] = -am * k1;
+            nb[q] = own_b[q] - cm * k1 - ap * k2;
+            nc[q] = -cpv * k2;
+            nd[q] = sd[i] - dm * k1 - dpv * k2;
+            zero |= (nb[q] == 0.0);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const int i = threadIdx.x + q * PCR_MAX;
+            sa[i] = na[q]; sr[i] = 1.0 / nb[q]; sc[i] = nc[q]; sd[i] = nd[q];
+            own_b[q] = nb[q];
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+        const int i = threadIdx.x + q * PCR_MAX;
+        if (i < n) D[i] = sd[i] / own_b[q];
+    }
+    if (zero) atomicOr(flag, FLAG_ZERO_PIVOT);
+    if (bad) atomicOr(flag, FLAG_NONFINITE);
+}

@@ -27,6 +27,7 @@ from kernels.tridiag.system import TridiagError, ZeroPivotError, num_blocks
 
 MR = 32  # rows per sub-system on the reduced levels (a compile-time constant of the kernels)
 PCR_MAX = 1024  # the last level is solved by one block of at most this many threads (shared memory: 32 KiB)
+PCR_BIG = 2 * PCR_MAX  # pcr_big: one block of PCR_MAX threads, two rows each (the SPIKE top system only)
 F8 = 8
 
 
@@ -154,6 +155,18 @@ def spike_top_rows(ends: np.ndarray, a_first: float, c_last: float) -> np.ndarra
     )
 
 
+def top_levels(n_top: int) -> list[int]:
+    """The levels of a SPIKE top system of ``n_top`` unknowns: one ``pcr_big`` block up to ``PCR_BIG``
+    (rather than a partition level, a PCR block and the way back), else as stage 2 (``plan_levels``)."""
+    return [n_top] if PCR_MAX < n_top <= PCR_BIG else plan_levels(n_top)
+
+
+def solve_top(top: np.ndarray) -> np.ndarray:
+    """The SPIKE top system solved as the kernels do (``top_levels``)."""
+    n_top = top.shape[1]
+    return pcr(top, width=PCR_BIG) if len(top_levels(n_top)) == 1 and n_top > PCR_MAX else solve_reduced(top)
+
+
 def solve_spike(iface: np.ndarray, rows: int = 2 * SLICE) -> np.ndarray:
     """Solve a ``(4, N)`` interface system as the spike kernels do: slices of ``rows`` rows, each solved by
     PCR for its own ``d`` and two unit vectors with its outer couplings cut, a top system of two rows per
@@ -175,7 +188,7 @@ def solve_spike(iface: np.ndarray, rows: int = 2 * SLICE) -> np.ndarray:
         for i, rhs in enumerate((block[3], np.eye(1, rows, 0)[0], np.eye(1, rows, rows - 1)[0])):
             prq[i, sl] = pcr(np.vstack([block[:3], rhs]), width=rows)
         top[:, 2 * sl : 2 * sl + 2] = spike_top_rows(prq[:, sl, [0, -1]], *cuts[:, sl])
-    y = solve_reduced(top)
+    y = solve_top(top)
     w_prev = np.concatenate([[0.0], y[1:-1:2]])  # the last unknown of the slice before (none for the first)
     u_next = np.concatenate([y[2::2], [0.0]])  # the first unknown of the slice after (none for the last)
     z = prq[0] - (cuts[0] * w_prev)[:, None] * prq[1] - (cuts[1] * u_next)[:, None] * prq[2]

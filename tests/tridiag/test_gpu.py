@@ -281,13 +281,14 @@ def test_streamed_stage2_and_staged_levels_match_the_plain_pipeline(cp):
     from kernels.tridiag.system import TridiagError
 
     rng = np.random.default_rng(2124)
-    sizes = [1, 9, 4099, 1_000_001] + [int(v) for v in rng.integers(2, 3_000_000, size=3)]
+    sizes = [1, 9, 4099, 1_000_001, 250_000] + [int(v) for v in rng.integers(2, 3_000_000, size=3)]
     for n in sizes:
-        m = int(rng.choice([3, 4, 10, 16, 32]))
+        m = 10 if n == 250_000 else int(rng.choice([3, 4, 10, 16, 32]))
         threads = min(int(rng.choice([32, 64, 128, 256, 512])), max_threads(cp, m))  # registers bound it
         abcd = _pinned_system(cp, n, seed=n + 11)
         plain = CudaPartitionSolver(cp, abcd, m=m, threads=threads, stage2="gpu", staged=False)
-        slice_size = int(rng.choice(SLICE_CHOICES))
+        # 250,000 unknowns in slices of 32: a top system of 1,564 rows, one pcr_big block
+        slice_size = 32 if n == 250_000 else int(rng.choice(SLICE_CHOICES))
         staged = CudaPartitionSolver(cp, abcd, m=m, threads=threads, stage2="gpu", slice_size=slice_size)
         plain.set_copies("ordered")
         staged.set_copies("streamed")

@@ -225,7 +225,9 @@ def test_chunk_bounds_on_a_unit():
         chunk_bounds(10, 2, 0)
 
 
-@pytest.mark.parametrize("n, rows", [(1, 4), (2, 2), (5, 4), (2_000, 64), (3_001, 256), (40_000, 1_024)])
+@pytest.mark.parametrize(
+    "n, rows", [(1, 4), (2, 2), (5, 4), (2_000, 64), (3_001, 256), (40_000, 1_024), (3_000, 4), (20_000, 4)]
+)
 def test_solve_spike_matches_banded_solve(n, rows):
     """The SPIKE slices' numpy reference (what spike_reduce / spike_back compute): slices solved with their
     couplings cut, a tridiagonal top system of two rows per slice, the spikes' correction."""
@@ -242,3 +244,10 @@ def test_spike_top_rows_of_an_uncoupled_slice_give_its_own_ends():
     assert top[0, 0] == 0.0 and top[2, 1] == 0.0
     u, w = np.linalg.solve(np.array([[top[1, 0], top[2, 0]], [top[0, 1], top[1, 1]]]), top[3])
     assert u == pytest.approx(0.3) and w == pytest.approx(-0.7)
+
+
+def test_spike_top_system_takes_one_big_pcr_block_up_to_twice_pcr_max():
+    assert reduced.top_levels(1_024) == [1_024]
+    assert reduced.top_levels(1_500) == [1_500]  # pcr_big: no partition level, no way back
+    assert reduced.top_levels(2_048) == [2_048]
+    assert reduced.top_levels(2_050) == reduced.plan_levels(2_050) and len(reduced.top_levels(2_050)) == 2
