@@ -38,8 +38,11 @@ def table(folder: Path) -> str:
             f"| {int(r['size']):,} | {r['b']} / {r['a']} | {float(r['b_ms']):.4f} | {float(r['a_ms']):.4f} | "
             f"{float(r['ratio']):.3f} [{float(r['low']):.3f}, {float(r['high']):.3f}] | {r['verdict']} |"
         )
-        if floor:  # empty where B is not host to host (stage 2 alone)
-            line += f" {float(r['b_over_serial_floor']):.3f} |" if r["b_over_serial_floor"] else " |"
+        if floor:  # empty where B is not host to host (stage 2 alone); an interval where rounds probed it
+            value = f" {float(r['b_over_serial_floor']):.3f}" if r["b_over_serial_floor"] else ""
+            if value and r.get("floor_low"):
+                value += f" [{float(r['floor_low']):.3f}, {float(r['floor_high']):.3f}]"
+            line += value + " |"
         lines.append(line)
     return "\n".join(lines)
 

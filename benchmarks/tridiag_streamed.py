@@ -26,7 +26,10 @@ and, on the device alone, stage 2 (every level and the PCR block) with the plain
 ``kernels.compare.compare``): every host-to-host configuration over floor_copy; the best streamed_k over the
 best ordered_plain_k and over gtsv2; the best spike_k over the best streamed_k and over gtsv2, the best
 spike<s>_k over the best spike_k; stage2_staged
-over stage2_plain. The serial floor at the 1 GiB pinned rates measured at the start is given beside them.
+over stage2_plain. The serial floor (the issue's: inputs in at the measured H2D rate, then the solution out at
+the measured D2H rate) is measured in every round too: one 256 MiB pinned copy each way (``serial_floor``),
+and each host-to-host configuration's per-round ratio to it gets its own interval (``b_over_serial_floor``,
+``floor_low``, ``floor_high``; "within 1.05x" where the whole interval is).
 Every configuration's answer is checked after timing (residual < 1e-12; the staged and streamed answers
 against the plain pipeline's, bit for bit; every answer's relative difference to the plain pipeline's).
 
@@ -73,7 +76,37 @@ def _timed(cp, stream, enqueue) -> float:
     return float(cp.cuda.get_elapsed_time(a, b))
 
 
-def measure(cp, n: int, rounds: int, bw: dict, slices: tuple[int, ...] = ()) -> tuple[list, list, list]:
+PROBE_BYTES = 256 << 20  # the rate probe of every round: one 256 MiB pinned copy each way
+
+
+class RateProbe:
+    """Pinned host and device buffers for one large copy each way, timed once per round: the serial floor of
+    a size in that round is its 32 B/unknown at that round's H2D rate, then 8 B/unknown at its D2H rate."""
+
+    def __init__(self, cp) -> None:
+        from kernels.tridiag.cuda_solver import empty_pinned
+
+        self.cp, self.rt = cp, cp.cuda.runtime
+        self.host = empty_pinned(cp, (PROBE_BYTES // 8,))
+        self.host[:] = 1.0
+        self.dev = cp.empty(PROBE_BYTES // 8)
+        self.stream = cp.cuda.Stream(non_blocking=True)
+
+    def rates(self) -> tuple[float, float]:
+        """(H2D, D2H) bytes per millisecond now."""
+        rt = self.rt
+        up = _timed(self.cp, self.stream, lambda: self._copy(self.dev.data.ptr, self.host.ctypes.data, 1))
+        down = _timed(self.cp, self.stream, lambda: self._copy(self.host.ctypes.data, self.dev.data.ptr, 2))
+        assert rt.memcpyHostToDevice == 1 and rt.memcpyDeviceToHost == 2
+        return PROBE_BYTES / up, PROBE_BYTES / down
+
+    def _copy(self, dst: int, src: int, kind: int) -> None:
+        self.rt.memcpyAsync(dst, src, PROBE_BYTES, kind, self.stream.ptr)
+
+
+def measure(
+    cp, n: int, rounds: int, probe: RateProbe, slices: tuple[int, ...] = ()
+) -> tuple[list, list, list]:
     from kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
     from kernels.tridiag.gtsv2 import GtsvBaseline
 
@@ -135,6 +168,15 @@ def measure(cp, n: int, rounds: int, bw: dict, slices: tuple[int, ...] = ()) -> 
     z_plain = plain.dp.levels[0][3].get()
     z_staged = staged.dp.levels[0][3].get()
     names = list(calls)
+    floor_of_round: list[float] = []  # the serial floor at each round's measured rates (ms)
+
+    def serial_floor() -> float:
+        h2d, d2h = probe.rates()
+        floor_of_round.append(32 * n / h2d + 8 * n / d2h)
+        return floor_of_round[-1]
+
+    calls["serial_floor"] = serial_floor
+    names = list(calls)
     times: dict[str, list[float]] = {k: [] for k in names}
     repeats = []
     for r in range(rounds):
@@ -167,7 +209,6 @@ def measure(cp, n: int, rounds: int, bw: dict, slices: tuple[int, ...] = ()) -> 
         res = residual(abcd, x)
         row = {"size": n, "config": name, "residual": res, "bitwise_vs_plain": same, "rel_diff": diff}
         checks.append(row)
-    serial = 32 * n / (bw["h2d_gbs"] * 1e6) + 8 * n / (bw["d2h_gbs"] * 1e6)  # ms
     med = {k: float(np.median(v)) for k, v in times.items()}
 
     def best(prefix: str) -> str:
@@ -182,6 +223,7 @@ def measure(cp, n: int, rounds: int, bw: dict, slices: tuple[int, ...] = ()) -> 
     for a, b in pairs:
         c = compare(times[a], times[b], seed=n % 100_003)
         on_floor = b not in ("stage2_staged",)
+        f = compare(times["serial_floor"], times[b], seed=n % 100_003) if on_floor else None
         ratios.append(
             {
                 "size": n,
@@ -194,8 +236,11 @@ def measure(cp, n: int, rounds: int, bw: dict, slices: tuple[int, ...] = ()) -> 
                 "rounds": c.rounds,
                 "a_ms": med[a],
                 "b_ms": med[b],
-                "serial_floor_ms": serial,
-                "b_over_serial_floor": med[b] / serial if on_floor else "",
+                "serial_floor_ms": med["serial_floor"],
+                "b_over_serial_floor": f.ratio if f else "",
+                "floor_low": f.low if f else "",
+                "floor_high": f.high if f else "",
+                "floor_verdict": ("within 1.05x" if f.high <= 1.05 else "not within 1.05x") if f else "",
             }
         )
     return ratios, repeats, checks
@@ -228,13 +273,15 @@ def main() -> int:
         "threads": 256,
     }
     bw = bandwidths(cp)
-    meta["bandwidth"] = bw
+    meta["bandwidth"] = bw  # 1 GiB rates at the start, for reference; each round probes its own (RateProbe)
+    meta["probe_bytes"] = PROBE_BYTES
     log(json.dumps(meta["device"]), bw)
+    probe = RateProbe(cp)
     ratios, repeats, checks = [], [], []
     t0 = time.perf_counter()
     for n in [int(float(s)) for s in args.sizes.split(",")]:
         slices = tuple(int(v) for v in args.slices.split(",") if v)
-        r, rep, chk = measure(cp, n, args.rounds, bw, slices)
+        r, rep, chk = measure(cp, n, args.rounds, probe, slices)
         ratios += r
         repeats += rep
         checks += chk
