@@ -353,10 +353,10 @@ def _tridiag_host_to_host(root: Path) -> str:
             )
     verdicts = []
     for name, pts in met.items():
-        above = [f"{size:,}" for size, high in pts if high > 1.05]
+        above = [f"{size:,}" for size, high in pts if high > 1.05]  # high: the interval's upper end
         within = [size for size, high in pts if high <= 1.05]
         verdicts.append(
-            f"{name}: within 1.05x of the serial floor (the whole interval) at {len(within)} of {len(pts)} sizes"
+            f"{name}: within 1.05x of the serial floor (whole interval) at {len(within)} of {len(pts)} sizes"
             + (f"; above it at {', '.join(above)}" if above else "")
             + f"; faster than gtsv2 at {sum(faster[name])} of {len(pts)}"
         )
