@@ -328,6 +328,7 @@ def _tridiag_host_to_host(root: Path) -> str:
     ]
     met: dict[str, list[tuple[int, float]]] = {}
     faster: dict[str, list[bool]] = {}
+    one_copy: dict[str, str] = {}  # at the smallest size: one plain copy in and out against the serial floor
     for gpu in ("h100", "h200"):
         folder = root / "data" / "tridiag" / gpu / "streamed"
         with (folder / "ratios.csv").open() as fh:
@@ -335,6 +336,8 @@ def _tridiag_host_to_host(root: Path) -> str:
         with (folder / "repeats.csv").open() as fh:
             repeats = list(csv.DictReader(fh))
         name = _load(folder / "meta.json")["device"]["device_name"].replace("NVIDIA ", "")
+        smallest = min(int(r["size"]) for r in rows)
+        one_copy[name] = f"{_paired(repeats, smallest, 'serial_floor', 'floor_copy')} at {smallest:,}"
         for size in sorted({int(r["size"]) for r in rows}):
             at = [r for r in rows if int(r["size"]) == size]
             on_floor = {r["b"]: r for r in at if r["a"] == "floor_copy"}
@@ -359,6 +362,7 @@ def _tridiag_host_to_host(root: Path) -> str:
             f"{name}: within 1.05x of the serial floor (whole interval) at {len(within)} of {len(pts)} sizes"
             + (f"; above it at {', '.join(above)}" if above else "")
             + f"; faster than gtsv2 at {sum(faster[name])} of {len(pts)}"
+            + f"; one plain copy in and out: {one_copy[name]} unknowns"
         )
     ncu = _kernel_times(root / "data" / "tridiag" / "h100" / "streamed" / "ncu_kernels_1e6.csv")
     times = ", ".join(f"`{k}` {v:.1f} us" for k, v in ncu.items())
