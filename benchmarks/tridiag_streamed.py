@@ -20,13 +20,12 @@ warm-up call of each) of:
   spike_k             copies="spike": SPIKE slices of 512 sub-systems (stage 1 and the slice's interface block
                       in one kernel per chunk, a top system of two rows per slice, one kernel per chunk back)
   spike<s>_k          the same with slices of s sub-systems (--slices), k = 2, 4, 8
-  spikediv_k          spike_k with IEEE division in the slices' PCR, not the fast reciprocal (k = 2, 4, 8)
 
 and, on the device alone, stage 2 (every level and the PCR block) with the plain and the staged kernels
 (``stage2_plain``, ``stage2_staged``). Ratios (median of per-round ratios, seeded bootstrap 95% interval,
 ``kernels.compare.compare``): every host-to-host configuration over floor_copy; the best streamed_k over the
 best ordered_plain_k and over gtsv2; the best spike_k over the best streamed_k and over gtsv2, the best
-spike<s>_k over the best spike_k, spike_k over spikediv_k; stage2_staged
+spike<s>_k over the best spike_k; stage2_staged
 over stage2_plain. The serial floor (the issue's: inputs in at the measured H2D rate, then the solution out at
 the measured D2H rate) is measured in every round too: one 256 MiB pinned copy each way (``serial_floor``),
 and each host-to-host configuration's per-round ratio to it gets its own interval (``b_over_serial_floor``,
@@ -115,7 +114,6 @@ def measure(
     plain = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", staged=False)
     staged = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", staged=True)
     sliced = {s: CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", slice_size=s) for s in slices}
-    exact = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", fast_rcp=False)
     gtsv = GtsvBaseline(cp, abcd, pivot=True)
     rt = cp.cuda.runtime
     fst = cp.cuda.Stream(non_blocking=True)
@@ -154,7 +152,6 @@ def measure(
     calls.update({f"spike_{k}": ours(staged, "spike", k) for k in SPIKE_K})
     for size in slices:
         calls.update({f"spike{size}_{k}": ours(sliced[size], "spike", k) for k in SLICE_K})
-    calls.update({f"spikediv_{k}": ours(exact, "spike", k) for k in SLICE_K})
     host_to_host = [k for k in calls if k != "floor_copy"]
     for name in list(calls):
         calls[name]()
@@ -201,9 +198,7 @@ def measure(
         else:
             kind, k = name.rsplit("_", 1)
             solver = plain if kind == "ordered_plain" else staged
-            if kind == "spikediv":
-                solver, kind = exact, "spike"
-            elif kind.startswith("spike") and kind != "spike":
+            if kind.startswith("spike") and kind != "spike":
                 solver, kind = sliced[int(kind[len("spike") :])], "spike"
             solver.set_copies("ordered" if kind.startswith("ordered") else kind)
             solver.x_host.fill(np.nan)
@@ -223,7 +218,6 @@ def measure(
     pairs += [(best("ordered_plain"), best("streamed")), ("gtsv2", best("streamed"))]
     pairs += [(best("streamed"), best("spike")), ("gtsv2", best("spike"))]
     pairs += [(best("spike"), best(f"spike{size}")) for size in slices]
-    pairs += [(f"spikediv_{k}", f"spike_{k}") for k in SLICE_K]
     pairs += [("stage2_plain", "stage2_staged")]
     ratios = []
     for a, b in pairs:

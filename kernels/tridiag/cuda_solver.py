@@ -90,7 +90,6 @@ class CudaPartitionSolver:
         stage2: str = "host",
         staged: bool = True,
         slice_size: int = reduced.SLICE,
-        fast_rcp: bool = True,
     ):
 
         self.cp = cp
@@ -104,7 +103,7 @@ class CudaPartitionSolver:
         self.dev = cp.empty((4, self.n), dtype=np.float64)
         self.rows = tuple(self.dev[i] for i in range(4))
         self.dp = DevicePartition(
-            cp, self.n, self.m, threads, check=False, staged=staged, slice_size=slice_size, fast_rcp=fast_rcp
+            cp, self.n, self.m, threads, check=False, staged=staged, slice_size=slice_size
         )
         self.p = self.dp.p
         self.threads = self.dp.threads

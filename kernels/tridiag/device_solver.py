@@ -45,25 +45,15 @@ BIG_SMEM = 4 * reduced.PCR_BIG * 8  # pcr_big's dynamic shared memory: a, 1/b, c
 
 
 @functools.cache
-def kernels(
-    cp: ModuleType, m: int, mr: int = reduced.MR, slice_size: int = reduced.SLICE, fast_rcp: bool = True
-) -> dict[str, Any]:
+def kernels(cp: ModuleType, m: int, mr: int = reduced.MR, slice_size: int = reduced.SLICE) -> dict[str, Any]:
     """Compile the kernels for sub-system sizes ``m`` (top level) and ``mr`` (reduced levels), and SPIKE
-    slices of ``slice_size`` sub-systems (a power of two, 32..512: one block, 48 KiB of shared memory);
-    ``fast_rcp``: the SPIKE kernels' PCR takes reciprocals by the hardware's approximation and two Newton
-    steps rather than IEEE division (partition.cu, ``rcp``)."""
+    slices of ``slice_size`` sub-systems (a power of two, 32..512: one block, 48 KiB of shared memory)."""
     if slice_size not in reduced.SLICE_CHOICES:
         choices = ", ".join(map(str, reduced.SLICE_CHOICES))
         raise TridiagError(f"slice_size={slice_size} must be one of {choices}")
     module = cp.RawModule(
         code=SOURCE.read_text(),
-        options=(
-            f"-DM={m}",
-            f"-DMR={mr}",
-            f"-DPCR_MAX={reduced.PCR_MAX}",
-            f"-DSLICE={slice_size}",
-            f"-DRCP_FAST={int(fast_rcp)}",
-        ),
+        options=(f"-DM={m}", f"-DMR={mr}", f"-DPCR_MAX={reduced.PCR_MAX}", f"-DSLICE={slice_size}"),
     )
     plain = ("stage1", "stage3", "stage1_r", "stage3_r")
     staged = ("stage1_rs", "stage3_rs", "stage1_s", "stage3_s")  # shared-memory staged (issue 21)
@@ -161,7 +151,6 @@ class DevicePartition:
         check: bool = True,
         staged: bool = True,
         slice_size: int = reduced.SLICE,
-        fast_rcp: bool = True,
     ):
         """``check``: refuse a size that does not fit before allocating; ``resident``: the caller's system is
         on the device already and only ``x`` comes on top (else the caller allocates the system after this
@@ -175,7 +164,7 @@ class DevicePartition:
         if check:
             free, name = free_device_bytes(cp)
             reduced.check_fits(self.n, self.m, free, device=name, resident=resident)
-        self.k = kernels(cp, self.m, self.mr, self.slice_size, fast_rcp)
+        self.k = kernels(cp, self.m, self.mr, self.slice_size)
         self.set_threads(threads)
         self.p = num_blocks(self.n, self.m)
         self.sizes = reduced.plan_levels(2 * self.p, self.mr)

@@ -44,24 +44,6 @@ __device__ __forceinline__ bool finite_row(const Row& w) {
     return isfinite(w.a) && isfinite(w.b) && isfinite(w.c) && isfinite(w.d);
 }
 
-// 1 / x for the SPIKE kernels' PCR (pcr3, pcr_big): with RCP_FAST, the hardware's approximate reciprocal and two
-// Newton steps (a few instructions, within an ulp or two) instead of the IEEE division's longer sequence; each PCR
-// step divides once per row, and those divisions are a good part of the slice kernel's instructions. The other
-// kernels keep the IEEE division, so the plain and streamed pipelines keep their bits.
-#ifndef RCP_FAST
-#define RCP_FAST 1
-#endif
-__device__ __forceinline__ double rcp(double x) {
-#if RCP_FAST
-    double r;
-    asm("rcp.approx.ftz.f64 %0, %1;" : "=d"(r) : "d"(x));
-    r = r * (2.0 - x * r);
-    return r * (2.0 - x * r);
-#else
-    return 1.0 / x;
-#endif
-}
-
 // Stage 1 of sub-system k: its two interface rows (top: row r0's equation, bottom: row r1's), with the interior
 // eliminated; zero / bad collect an exact zero pivot and a non-finite entry.
 template <int MM>
@@ -421,7 +403,7 @@ __device__ __forceinline__ void pcr3(double* sa, double* sr, double* sc, double*
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
             const int i = threadIdx.x + q * SLICE;
-            sa[i] = na[q]; sr[i] = rcp(nb[q]); sc[i] = nc[q]; s0[i] = n0[q]; s1[i] = n1[q]; s2[i] = n2[q];
+            sa[i] = na[q]; sr[i] = 1.0 / nb[q]; sc[i] = nc[q]; s0[i] = n0[q]; s1[i] = n1[q]; s2[i] = n2[q];
             own_b[q] = nb[q];
         }
     }
@@ -458,7 +440,7 @@ extern "C" __global__ void __launch_bounds__(SLICE) spike_reduce(
         const double a_first = sa[0], c_last = sc[SLICE_ROWS - 1];
         own_b[0] = sb[j]; own_b[1] = sb[j + SLICE];
         __syncthreads();
-        sb[j] = rcp(own_b[0]); sb[j + SLICE] = rcp(own_b[1]);
+        sb[j] = 1.0 / own_b[0]; sb[j + SLICE] = 1.0 / own_b[1];
         if (j == 0) {
             sa[0] = 0.0;
             s1[0] = 1.0;
@@ -548,7 +530,7 @@ extern "C" __global__ void __launch_bounds__(PCR_MAX) pcr_big(double* __restrict
         bad |= (i < n) && !finite_row(w);
         zero |= (w.b == 0.0);
         own_b[q] = w.b;
-        sa[i] = w.a; sr[i] = rcp(w.b); sc[i] = w.c; sd[i] = w.d;
+        sa[i] = w.a; sr[i] = 1.0 / w.b; sc[i] = w.c; sd[i] = w.d;
     }
     for (int s = 1; s < N; s *= 2) {
         __syncthreads();
@@ -572,7 +554,7 @@ extern "C" __global__ void __launch_bounds__(PCR_MAX) pcr_big(double* __restrict
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
             const int i = threadIdx.x + q * PCR_MAX;
-            sa[i] = na[q]; sr[i] = rcp(nb[q]); sc[i] = nc[q]; sd[i] = nd[q];
+            sa[i] = na[q]; sr[i] = 1.0 / nb[q]; sc[i] = nc[q]; sd[i] = nd[q];
             own_b[q] = nb[q];
         }
     }
