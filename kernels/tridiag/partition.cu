@@ -346,14 +346,8 @@ __device__ __forceinline__ void stage3_staged(const double* __restrict__ A, cons
     }
 }
 
-extern "C" __global__ void __launch_bounds__(TILE) stage1_s(STAGE1_ARGS) {
-    stage1_staged<M>(A, B, C, D, n, k0, k1, oa, ob, oc, od, flag);
-}
 extern "C" __global__ void __launch_bounds__(TILE) stage1_rs(STAGE1_ARGS) {
     stage1_staged<MR>(A, B, C, D, n, k0, k1, oa, ob, oc, od, flag);
-}
-extern "C" __global__ void __launch_bounds__(TILE) stage3_s(STAGE3_ARGS) {
-    stage3_staged<M>(A, B, C, D, n, k0, k1, z, x);
 }
 extern "C" __global__ void __launch_bounds__(TILE) stage3_rs(STAGE3_ARGS) {
     stage3_staged<MR>(A, B, C, D, n, k0, k1, z, x);
