@@ -26,10 +26,7 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import json
-import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.tridiag_streams import run_meta
 from kernels.backend import get_backend
-from kernels.compare import CONFIDENCE, compare
-from kernels.device import describe_device
+from kernels.compare import compare
 from kernels.tridiag import reference
 from kernels.tridiag.system import random_system
 
@@ -205,17 +202,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     backend = get_backend("cupy")
     cp = backend.xp
-    meta = {
-        "confidence": CONFIDENCE,
-        "device": describe_device(backend),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": " ".join(sys.argv),
-        "commit": os.environ.get("LAUNCHTUNE_COMMIT", ""),
-        "numpy": np.__version__,
-        "cupy": cp.__version__,
-        "rounds": args.rounds,
-        "threads": 256,
-    }
+    meta = run_meta(backend, rounds=args.rounds, threads=256)
     log(json.dumps(meta["device"]))
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     ms = [int(m) for m in args.m.split(",")]

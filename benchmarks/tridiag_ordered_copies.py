@@ -25,19 +25,15 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import json
-import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.tridiag_streams import bandwidths
+from benchmarks.tridiag_streams import bandwidths, run_meta
 from kernels.backend import get_backend
-from kernels.compare import CONFIDENCE, compare
-from kernels.device import describe_device
+from kernels.compare import compare
 from kernels.tridiag.system import random_system, residual
 
 SIZES = [1_000_000, 2_500_000, 4_000_000, 10_000_000, 25_000_000, 50_000_000]
@@ -139,18 +135,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     backend = get_backend("cupy")
     cp = backend.xp
-    meta = {
-        "confidence": CONFIDENCE,
-        "device": describe_device(backend),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": " ".join(sys.argv),
-        "commit": os.environ.get("LAUNCHTUNE_COMMIT", ""),
-        "numpy": np.__version__,
-        "cupy": cp.__version__,
-        "rounds": args.rounds,
-        "m": 10,
-        "threads": 256,
-    }
+    meta = run_meta(backend, rounds=args.rounds, m=10, threads=256)
     bw = bandwidths(cp)
     meta["bandwidth"] = bw
     log(json.dumps(meta["device"]), bw)

@@ -31,6 +31,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +52,22 @@ REF_MAX = 10**6  # compare with the numpy reference up to here (the residual is 
 
 def log(*args) -> None:
     print(*args, flush=True)
+
+
+def run_meta(backend: Any, **extra: Any) -> dict:
+    """The provenance every tridiagonal benchmark writes to ``meta.json``: interval confidence, device, date,
+    command line, commit (``LAUNCHTUNE_COMMIT``, set by the GPU scripts), numpy and CuPy versions, then
+    ``extra``."""
+    return {
+        "confidence": CONFIDENCE,
+        "device": describe_device(backend),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "commit": os.environ.get("LAUNCHTUNE_COMMIT", ""),
+        "numpy": np.__version__,
+        "cupy": backend.xp.__version__,
+        **extra,
+    }
 
 
 def bandwidths(cp) -> dict:
@@ -520,15 +537,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     backend = get_backend("cupy")
     cp = backend.xp
-    meta = {
-        "confidence": CONFIDENCE,
-        "device": describe_device(backend),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": " ".join(sys.argv),
-        "commit": os.environ.get("LAUNCHTUNE_COMMIT", ""),  # set by benchmarks/tridiag_gpu.sh
-        "numpy": np.__version__,
-        "cupy": cp.__version__,
-    }
+    meta = run_meta(backend)
     log(json.dumps(meta["device"]))
     bw = bandwidths(cp)
     meta["bandwidth"] = bw
