@@ -44,24 +44,31 @@ __device__ __forceinline__ bool finite_row(const Row& w) {
     return isfinite(w.a) && isfinite(w.b) && isfinite(w.c) && isfinite(w.d);
 }
 
-// Stage 1 of sub-system k: its two interface rows (top: row r0's equation, bottom: row r1's), with the interior
-// eliminated; zero / bad collect an exact zero pivot and a non-finite entry.
-template <int MM>
-__device__ __forceinline__ void stage1_one(const double* __restrict__ A, const double* __restrict__ B,
-                                           const double* __restrict__ C, const double* __restrict__ D,
-                                           long long n, long long k, Row& top, Row& bot, bool& zero,
-                                           bool& bad) {
+// Row j (0 .. MM - 1) of sub-system k: from global memory (rows >= n are identity rows) or from a shared-memory
+// tile (the staged kernels below). The stage-1 and stage-3 arithmetic is written once, over either.
+struct GlobalRows {
+    const double* A;
+    const double* B;
+    const double* C;
+    const double* D;
+    long long n, r0;
+    __device__ __forceinline__ Row operator()(int j) const { return load_row(A, B, C, D, n, r0 + j); }
+};
+
+// Stage 1 of one sub-system: its two interface rows (top: its first row's equation, bottom: its last row's), with
+// the interior eliminated; zero / bad collect an exact zero pivot and a non-finite entry.
+template <int MM, class Rows>
+__device__ __forceinline__ void stage1_rows(const Rows& row, Row& top, Row& bot, bool& zero, bool& bad) {
     constexpr int JJ = MM - 2;
-    const long long r0 = k * MM, r1 = r0 + MM - 1;
-    const Row first = load_row(A, B, C, D, n, r0), last = load_row(A, B, C, D, n, r1);
-    const double a_in = load_row(A, B, C, D, n, r0 + 1).a;  // couples x[r0] into the first interior row
-    const double c_in = load_row(A, B, C, D, n, r1 - 1).c;  // couples x[r1] into the last interior row
+    const Row first = row(0), last = row(MM - 1);
+    const double a_in = row(1).a;       // couples the first unknown into the first interior row
+    const double c_in = row(MM - 2).c;  // couples the last unknown into the last interior row
     bad |= !(finite_row(first) && finite_row(last));
     // top-down elimination over the interior: ends on the last entries of y, u, v
     double cp = 0.0, y = 0.0, u = 0.0, v = 0.0;
 #pragma unroll
     for (int j = 0; j < JJ; ++j) {
-        const Row w = load_row(A, B, C, D, n, r0 + 1 + j);
+        const Row w = row(1 + j);
         bad |= !finite_row(w);
         const double ru = (j == 0) ? a_in : 0.0, rv = (j == JJ - 1) ? c_in : 0.0;
         const double den = w.b - w.a * cp;
@@ -78,7 +85,7 @@ __device__ __forceinline__ void stage1_one(const double* __restrict__ A, const d
     y = 0.0; u = 0.0; v = 0.0;
 #pragma unroll
     for (int j = JJ - 1; j >= 0; --j) {
-        const Row w = load_row(A, B, C, D, n, r0 + 1 + j);
+        const Row w = row(1 + j);
         const double ru = (j == 0) ? a_in : 0.0, rv = (j == JJ - 1) ? c_in : 0.0;
         const double den = w.b - w.c * cq;
         zero |= (den == 0.0);
@@ -96,6 +103,14 @@ __device__ __forceinline__ void stage1_one(const double* __restrict__ A, const d
     bot.b = last.b - last.a * v_last;
     bot.c = last.c;
     bot.d = last.d - last.a * y_last;
+}
+
+template <int MM>
+__device__ __forceinline__ void stage1_one(const double* __restrict__ A, const double* __restrict__ B,
+                                           const double* __restrict__ C, const double* __restrict__ D,
+                                           long long n, long long k, Row& top, Row& bot, bool& zero,
+                                           bool& bad) {
+    stage1_rows<MM>(GlobalRows{A, B, C, D, n, k * MM}, top, bot, zero, bad);
 }
 
 template <int MM>
@@ -118,19 +133,25 @@ __device__ __forceinline__ void stage1_body(const double* __restrict__ A, const 
     }
 }
 
-// Stage 3 of sub-system k given its interface values x0 (row r0) and x1 (row r1). x may alias D (in place): the
-// forward sweep reads every interior row of D before any x of the sub-system is written.
-template <int MM>
-__device__ __forceinline__ void stage3_one(const double* __restrict__ A, const double* __restrict__ B,
-                                           const double* __restrict__ C, const double* D, long long n,
-                                           long long k, double x0, double x1, double* x) {
+// Where stage 3 puts unknown j (0 .. MM - 1) of sub-system k: x in global memory (rows < n only) or the tile.
+struct GlobalOut {
+    double* x;
+    long long n, r0;
+    __device__ __forceinline__ void operator()(int j, double v) const {
+        if (r0 + j < n) x[r0 + j] = v;
+    }
+};
+
+// Stage 3 of one sub-system given its interface values x0 (first row) and x1 (last row). In place (the output
+// aliasing the rows' d) is safe: the forward sweep reads every interior row before any unknown is put.
+template <int MM, class Rows, class Out>
+__device__ __forceinline__ void stage3_rows(const Rows& row, double x0, double x1, const Out& put) {
     constexpr int JJ = MM - 2;
-    const long long r0 = k * MM, r1 = r0 + MM - 1;
     double cp[JJ], dp[JJ];
     double prev_c = 0.0, prev_d = 0.0;
 #pragma unroll
     for (int j = 0; j < JJ; ++j) {
-        const Row w = load_row(A, B, C, D, n, r0 + 1 + j);
+        const Row w = row(1 + j);
         double rhs = w.d;
         if (j == 0) rhs -= w.a * x0;
         if (j == JJ - 1) rhs -= w.c * x1;
@@ -138,15 +159,22 @@ __device__ __forceinline__ void stage3_one(const double* __restrict__ A, const d
         prev_c = cp[j] = w.c * inv;
         prev_d = dp[j] = (rhs - w.a * prev_d) * inv;
     }
-    if (r0 < n) x[r0] = x0;
-    if (r1 < n) x[r1] = x1;
+    put(0, x0);
+    put(MM - 1, x1);
     double xi = dp[JJ - 1];
-    if (r0 + JJ < n) x[r0 + JJ] = xi;
+    put(JJ, xi);
 #pragma unroll
     for (int j = JJ - 2; j >= 0; --j) {
         xi = dp[j] - cp[j] * xi;
-        if (r0 + 1 + j < n) x[r0 + 1 + j] = xi;
+        put(1 + j, xi);
     }
+}
+
+template <int MM>
+__device__ __forceinline__ void stage3_one(const double* __restrict__ A, const double* __restrict__ B,
+                                           const double* __restrict__ C, const double* D, long long n,
+                                           long long k, double x0, double x1, double* x) {
+    stage3_rows<MM>(GlobalRows{A, B, C, D, n, k * MM}, x0, x1, GlobalOut{x, n, k * MM});
 }
 
 template <int MM>
@@ -209,8 +237,8 @@ extern "C" __global__ void pcr_small(double* __restrict__ A, double* __restrict_
 }
 
 // ---- shared-memory staged variants (issue 21: stage 2's latency) ------------------------------------------
-// The same arithmetic as stage1_body / stage3_body, in the same order (so the same bits), but a block of one
-// warp first copies its 32 sub-systems' rows into shared memory with coalesced loads (every load of the tile in
+// The same arithmetic as stage1_body / stage3_body (stage1_rows / stage3_rows: the same bits), but a block of
+// one warp first copies its 32 sub-systems' rows into shared memory with coalesced loads (every load of the tile in
 // flight at once), and each thread then eliminates its own rows from there. A reduced-level kernel has few
 // threads (2 x 10^6 rows at 10^7 unknowns = 62,500 sub-systems of 32 rows), so the plain kernels' serial chain of
 // one DRAM round trip per row sets their time; staged, the chain runs on shared-memory latency. Rows are stored
@@ -236,6 +264,18 @@ __device__ __forceinline__ Row tile_row(const Tile& s, int at) {
     Row w; w.a = s.a[at]; w.b = s.b[at]; w.c = s.c[at]; w.d = s.d[at]; return w;
 }
 
+struct TileRows {  // a thread's sub-system in the tile: rows base .. base + MM - 1
+    Tile s;
+    int base;
+    __device__ __forceinline__ Row operator()(int j) const { return tile_row(s, base + j); }
+};
+
+struct TileOut {  // stage 3's unknowns over the sub-system's d rows of the tile
+    double* sd;
+    int base;
+    __device__ __forceinline__ void operator()(int j, double v) const { sd[base + j] = v; }
+};
+
 template <int MM>
 __device__ __forceinline__ void stage1_staged(const double* __restrict__ A, const double* __restrict__ B,
                                               const double* __restrict__ C, const double* __restrict__ D,
@@ -243,7 +283,7 @@ __device__ __forceinline__ void stage1_staged(const double* __restrict__ A, cons
                                               double* __restrict__ oa, double* __restrict__ ob,
                                               double* __restrict__ oc, double* __restrict__ od,
                                               int* __restrict__ flag) {
-    constexpr int JJ = MM - 2, S = MM + 1;
+    constexpr int S = MM + 1;
     __shared__ double sa[TILE * S], sb[TILE * S], sc[TILE * S], sd[TILE * S];
     const Tile s = {sa, sb, sc, sd};
     for (long long k_tile = k0 + blockIdx.x * (long long)TILE; k_tile < k1; k_tile += (long long)gridDim.x * TILE) {
@@ -251,47 +291,14 @@ __device__ __forceinline__ void stage1_staged(const double* __restrict__ A, cons
         const long long k = k_tile + threadIdx.x;
         const int base = threadIdx.x * S;
         if (k < k1) {
-            const Row first = tile_row(s, base), last = tile_row(s, base + MM - 1);
-            const double a_in = s.a[base + 1], c_in = s.c[base + MM - 2];
-            bool zero = false, bad = !(finite_row(first) && finite_row(last));
-            double cp = 0.0, y = 0.0, u = 0.0, v = 0.0;
-            for (int j = 0; j < JJ; ++j) {
-                const Row w = tile_row(s, base + 1 + j);
-                bad |= !finite_row(w);
-                const double ru = (j == 0) ? a_in : 0.0, rv = (j == JJ - 1) ? c_in : 0.0;
-                const double den = w.b - w.a * cp;
-                zero |= (den == 0.0);
-                const double inv = 1.0 / den;
-                cp = w.c * inv;
-                y = (w.d - w.a * y) * inv;
-                u = (ru - w.a * u) * inv;
-                v = (rv - w.a * v) * inv;
-            }
-            const double y_last = y, u_last = u, v_last = v;
-            double cq = 0.0;
-            y = 0.0; u = 0.0; v = 0.0;
-            for (int j = JJ - 1; j >= 0; --j) {
-                const Row w = tile_row(s, base + 1 + j);
-                const double ru = (j == 0) ? a_in : 0.0, rv = (j == JJ - 1) ? c_in : 0.0;
-                const double den = w.b - w.c * cq;
-                zero |= (den == 0.0);
-                const double inv = 1.0 / den;
-                cq = w.a * inv;
-                y = (w.d - w.c * y) * inv;
-                u = (ru - w.c * u) * inv;
-                v = (rv - w.c * v) * inv;
-            }
+            Row top, bot;
+            bool zero = false, bad = false;
+            stage1_rows<MM>(TileRows{s, base}, top, bot, zero, bad);
             if (zero) atomicOr(flag, FLAG_ZERO_PIVOT);
             if (bad) atomicOr(flag, FLAG_NONFINITE);
             const long long q = 2 * k;
-            oa[q] = first.a;
-            ob[q] = first.b - first.c * u;
-            oc[q] = -first.c * v;
-            od[q] = first.d - first.c * y;
-            oa[q + 1] = -last.a * u_last;
-            ob[q + 1] = last.b - last.a * v_last;
-            oc[q + 1] = last.c;
-            od[q + 1] = last.d - last.a * y_last;
+            oa[q] = top.a; ob[q] = top.b; oc[q] = top.c; od[q] = top.d;
+            oa[q + 1] = bot.a; ob[q + 1] = bot.b; oc[q + 1] = bot.c; od[q + 1] = bot.d;
         }
         __syncwarp();  // the tile is read by every thread before the next one overwrites it
     }
@@ -303,7 +310,7 @@ __device__ __forceinline__ void stage3_staged(const double* __restrict__ A, cons
                                               const double* __restrict__ C, const double* D,
                                               long long n, long long k0, long long k1,
                                               const double* __restrict__ z, double* x) {
-    constexpr int JJ = MM - 2, S = MM + 1;
+    constexpr int S = MM + 1;
     __shared__ double sa[TILE * S], sb[TILE * S], sc[TILE * S], sd[TILE * S];
     const Tile s = {sa, sb, sc, sd};
     for (long long k_tile = k0 + blockIdx.x * (long long)TILE; k_tile < k1; k_tile += (long long)gridDim.x * TILE) {
@@ -311,29 +318,8 @@ __device__ __forceinline__ void stage3_staged(const double* __restrict__ A, cons
         const long long k = k_tile + threadIdx.x;
         const int base = threadIdx.x * S;
         if (k < k1) {
-            const double x0 = z[2 * k], x1 = z[2 * k + 1];
-            double cp[JJ], dp[JJ];
-            double prev_c = 0.0, prev_d = 0.0;
-#pragma unroll
-            for (int j = 0; j < JJ; ++j) {
-                const Row w = tile_row(s, base + 1 + j);
-                double rhs = w.d;
-                if (j == 0) rhs -= w.a * x0;
-                if (j == JJ - 1) rhs -= w.c * x1;
-                const double inv = 1.0 / (w.b - w.a * prev_c);
-                prev_c = cp[j] = w.c * inv;
-                prev_d = dp[j] = (rhs - w.a * prev_d) * inv;
-            }
-            // the solution goes over this thread's own d rows of the tile (read above, by this thread only)
-            sd[base] = x0;
-            sd[base + MM - 1] = x1;
-            double xi = dp[JJ - 1];
-            sd[base + JJ] = xi;
-#pragma unroll
-            for (int j = JJ - 2; j >= 0; --j) {
-                xi = dp[j] - cp[j] * xi;
-                sd[base + 1 + j] = xi;
-            }
+            // the solution goes over this thread's own d rows of the tile (read by this thread only)
+            stage3_rows<MM>(TileRows{s, base}, z[2 * k], z[2 * k + 1], TileOut{sd, base});
         }
         __syncwarp();
         const long long r_first = k_tile * MM;
