@@ -19,6 +19,7 @@ Two things would otherwise swallow or garble it:
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from collections.abc import Iterator
@@ -40,8 +41,30 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+# Loggers whose errors after a signal are the teardown's noise, not news: an interrupted wait inside
+# distributed's ``sync`` can leave its cancel callback to fail on the event loop (distributed 2026.8:
+# ``NameError: ... free variable 'future'``, seen once in CI), which tornado logs with a traceback, and the
+# command's one line would be eleven. Quieted from the first signal to the end of the block.
+QUIET_AFTER_SIGNAL = ("tornado.application",)
+_levels: dict[str, int] = {}  # their levels before, while quieted
+
+
+def _quiet() -> None:
+    for name in QUIET_AFTER_SIGNAL:
+        log = logging.getLogger(name)
+        _levels.setdefault(name, log.level)
+        log.setLevel(logging.CRITICAL + 1)
+
+
+def _unquiet() -> None:
+    for name, level in _levels.items():
+        logging.getLogger(name).setLevel(level)
+    _levels.clear()
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
     _received.append(signum)
+    _quiet()
     raise Interrupted(signum)
 
 
@@ -74,6 +97,7 @@ def signals_interrupt() -> Iterator[None]:
         for s, handler in old.items():
             signal.signal(s, handler)
         _received.clear()
+        _unquiet()
 
 
 @contextmanager
@@ -88,6 +112,7 @@ def deferred_signals() -> Iterator[None]:
     def hold(signum: int, frame: FrameType | None) -> None:
         _received.append(signum)
         held.append(signum)
+        _quiet()
 
     old = {s: signal.signal(s, hold) for s in SIGNALS}
     try:

@@ -162,3 +162,20 @@ def test_an_interrupt_inside_an_atomic_write_leaves_the_old_file(tmp_path):
         Path(tmp).write_text("half a mod")
         raise Interrupted(signal.SIGINT)
     assert path.read_text() == "the last whole model" and list(tmp_path.iterdir()) == [path]
+
+
+def test_event_loop_errors_after_a_signal_are_quiet_until_the_block_ends():
+    """After SIGINT/SIGTERM the teardown's tornado errors (an interrupted distributed ``sync`` can fail its
+    cancel callback) are not printed over the command's one line; the logger's level comes back after."""
+    import logging
+
+    from pipeline.interrupts import QUIET_AFTER_SIGNAL
+
+    log = logging.getLogger(QUIET_AFTER_SIGNAL[0])
+    before = log.level
+    with pytest.raises(Interrupted), signals_interrupt():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        finally:
+            assert not log.isEnabledFor(logging.CRITICAL)
+    assert log.level == before and log.isEnabledFor(logging.ERROR)
