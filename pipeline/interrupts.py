@@ -5,7 +5,7 @@ blocks of the command unwind: the cluster is closed, the sweep folder's lock rel
 was being written removed (every result file is written atomically, ``kernels.atomic``). The CLI turns it
 into one line and exit 130, for Ctrl-C and SIGTERM alike.
 
-Two things would otherwise swallow or garble it:
+Three things would otherwise swallow or garble it:
 
 - scikit-learn's MLP catches ``KeyboardInterrupt`` inside ``fit`` and returns the half-trained model. Where a
   fit runs in this process, :func:`check` after it raises again (``pipeline.learn.parallel`` calls it after
@@ -15,6 +15,9 @@ Two things would otherwise swallow or garble it:
   ``pipeline.cluster.worker_signals`` and the pool's initializer; the pool's processes from their start,
   :func:`children_ignore_sigint`); the command that owns them stops them. (A Dask worker still starting,
   before its preload ran, is the one place left where Ctrl-C prints a traceback of its own.)
+- an interrupted wait inside distributed's ``sync`` can fail on the event loop as it unwinds, and tornado logs
+  that with a traceback: the loggers of ``QUIET_AFTER_SIGNAL`` are quiet from the first signal to the block's
+  end.
 """
 
 from __future__ import annotations
