@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.tridiag_ratio_tables import table
 from benchmarks.tridiag_streams import bandwidths, run_meta
 from kernels.backend import get_backend
 from kernels.compare import compare
@@ -154,14 +155,7 @@ def main() -> int:
     write_csv(out / "ratios.csv", ratios)
     write_csv(out / "repeats.csv", repeats)
     write_csv(out / "checks.csv", checks)
-    log("\n| size | B / A | B ms | A ms | ratio [95%] | verdict | B / serial floor |")
-    log("| ---: | --- | ---: | ---: | ---: | --- | ---: |")
-    for x in ratios:
-        log(
-            f"| {x['size']:,} | {x['b']} / {x['a']} | {x['b_ms']:.3f} | {x['a_ms']:.3f} | "
-            f"{x['ratio']:.3f} [{x['low']:.3f}, {x['high']:.3f}] | {x['verdict']} | "
-            f"{x['b_over_serial_floor']:.3f} |"
-        )
+    log("\n" + table(out))  # the same table the data README pastes (benchmarks.tridiag_ratio_tables)
     bad = [c for c in checks if not c["residual"] < 1e-12]
     if bad:
         log(f"CHECK FAILED: {bad}")

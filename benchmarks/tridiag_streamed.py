@@ -46,7 +46,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.tridiag_ordered_copies import write_csv
-from benchmarks.tridiag_streams import bandwidths, run_meta
+from benchmarks.tridiag_ratio_tables import table
+from benchmarks.tridiag_streams import bandwidths, run_meta, timed
 from kernels.backend import get_backend
 from kernels.compare import compare
 from kernels.tridiag.system import random_system, residual
@@ -61,15 +62,6 @@ SLICE_K = (2, 4, 8)  # chunk counts of spike<size>_k, for each --slices size
 
 def log(*args: object) -> None:
     print(*args, flush=True)
-
-
-def _timed(cp, stream, enqueue) -> float:
-    a, b = cp.cuda.Event(), cp.cuda.Event()
-    a.record(stream)
-    enqueue()
-    b.record(stream)
-    b.synchronize()
-    return float(cp.cuda.get_elapsed_time(a, b))
 
 
 PROBE_BYTES = 256 << 20  # the rate probe of every round: one 256 MiB pinned copy each way
@@ -90,10 +82,10 @@ class RateProbe:
 
     def rates(self) -> tuple[float, float]:
         """(H2D, D2H) bytes per millisecond now."""
-        rt = self.rt
-        up = _timed(self.cp, self.stream, lambda: self._copy(self.dev.data.ptr, self.host.ctypes.data, 1))
-        down = _timed(self.cp, self.stream, lambda: self._copy(self.host.ctypes.data, self.dev.data.ptr, 2))
-        assert rt.memcpyHostToDevice == 1 and rt.memcpyDeviceToHost == 2
+        h2d, d2h = self.rt.memcpyHostToDevice, self.rt.memcpyDeviceToHost
+        host, dev = self.host.ctypes.data, self.dev.data.ptr
+        up = timed(self.cp, self.stream, lambda: self._copy(dev, host, h2d))
+        down = timed(self.cp, self.stream, lambda: self._copy(host, dev, d2h))
         return PROBE_BYTES / up, PROBE_BYTES / down
 
     def _copy(self, dst: int, src: int, kind: int) -> None:
@@ -137,11 +129,11 @@ def measure(
             for lv, keep in zip(dp.levels, saved[id(dp)], strict=True):
                 lv[...] = keep
             cp.cuda.Device().synchronize()
-            return _timed(cp, solver.main, lambda: dp.stage2(solver.main))
+            return timed(cp, solver.main, lambda: dp.stage2(solver.main))
 
         return run
 
-    calls = {"floor_copy": lambda: _timed(cp, fst, floor_copy), "gtsv2": gtsv.solve}
+    calls = {"floor_copy": lambda: timed(cp, fst, floor_copy), "gtsv2": gtsv.solve}
     calls.update({f"ordered_plain_{k}": ours(plain, "ordered", k) for k in PLAIN_K})
     calls.update({f"ordered_{k}": ours(staged, "ordered", k) for k in ORDERED_K})
     calls.update({f"streamed_{k}": ours(staged, "streamed", k) for k in STREAMED_K})
@@ -279,15 +271,7 @@ def main() -> int:
     write_csv(out / "ratios.csv", ratios)
     write_csv(out / "repeats.csv", repeats)
     write_csv(out / "checks.csv", checks)
-    log("\n| size | B / A | B ms | A ms | ratio [95%] | verdict | B / serial floor |")
-    log("| ---: | --- | ---: | ---: | ---: | --- | ---: |")
-    for x in ratios:
-        fl = x["b_over_serial_floor"]
-        log(
-            f"| {x['size']:,} | {x['b']} / {x['a']} | {x['b_ms']:.4f} | {x['a_ms']:.4f} | "
-            f"{x['ratio']:.3f} [{x['low']:.3f}, {x['high']:.3f}] | {x['verdict']} | "
-            f"{fl if fl == '' else format(fl, '.3f')} |"
-        )
+    log("\n" + table(out))  # the same table the data README pastes (benchmarks.tridiag_ratio_tables)
     bad = [c for c in checks if c["residual"] != "" and not c["residual"] < 1e-12]
     if bad:
         log(f"CHECK FAILED: {bad}")

@@ -85,26 +85,41 @@ def _grid(count: int, threads: int) -> int:
 Call = tuple[Any, tuple[int], tuple[int], tuple[Any, ...]]
 
 
+def level_call(
+    k: dict[str, Any],
+    rows: list[tuple],
+    sizes: list[int],
+    flag: Any,
+    staged: bool,
+    lvl: int,
+    lo: int,
+    hi: int,
+    up: bool,
+) -> Call:
+    """The launch of level ``lvl``'s groups ``[lo, hi)`` of ``reduced.MR`` rows: stage 1 into level
+    ``lvl + 1`` (``up``) or stage 3 from its solution (the way back)."""
+    t = TILE if staged else REDUCED_THREADS
+    name = ("stage1_rs" if up else "stage3_rs") if staged else ("stage1_r" if up else "stage3_r")
+    lv, nxt, size = rows[lvl], rows[lvl + 1], np.int64(sizes[lvl])
+    if up:
+        args: tuple = (*lv, size, np.int64(lo), np.int64(hi), *nxt, flag)
+    else:
+        args = (*lv, size, np.int64(lo), np.int64(hi), nxt[3], lv[3])
+    return k[name], (_grid(hi - lo, t),), (t,), args
+
+
 def level_calls(
     k: dict[str, Any], rows: list[tuple], sizes: list[int], flag: Any, staged: bool
 ) -> list[Call]:
     """(kernel, grid, block, args) of every launch that solves the system ``rows[0]`` in place (its ``d``
     row becomes the solution): each partition level of ``reduced.MR`` rows, one PCR block, the
     back-substitutions."""
-    t, calls = (TILE, []) if staged else (REDUCED_THREADS, [])
-    s1, s3 = ("stage1_rs", "stage3_rs") if staged else ("stage1_r", "stage3_r")
-    pairs = list(zip(rows[:-1], rows[1:], sizes[:-1], strict=True))
-    for lv, nxt, size in pairs:
-        p = num_blocks(size, reduced.MR)
-        args = (*lv, np.int64(size), np.int64(0), np.int64(p), *nxt, flag)
-        calls.append((k[s1], (_grid(p, t),), (t,), args))
+    groups = [num_blocks(size, reduced.MR) for size in sizes[:-1]]
+    calls = [level_call(k, rows, sizes, flag, staged, lvl, 0, g, True) for lvl, g in enumerate(groups)]
     last = (*rows[-1], np.int64(sizes[-1]), flag)
     calls.append((k["pcr_small"], (1,), (reduced.pcr_block(sizes[-1]),), last))
-    for lv, nxt, size in reversed(pairs):
-        p = num_blocks(size, reduced.MR)
-        args = (*lv, np.int64(size), np.int64(0), np.int64(p), nxt[3], lv[3])
-        calls.append((k[s3], (_grid(p, t),), (t,), args))
-    return calls
+    back = [level_call(k, rows, sizes, flag, staged, lvl, 0, g, False) for lvl, g in enumerate(groups)]
+    return calls + back[::-1]
 
 
 class Spike:
@@ -172,7 +187,8 @@ class DevicePartition:
         self.rows = [tuple(lv[i] for i in range(4)) for lv in self.levels]  # views made once, not per launch
         self.pcr_threads = reduced.pcr_block(self.sizes[-1])
         self.flag = cp.zeros(1, dtype=np.int32)
-        self._stage2_calls = level_calls(self.k, self.rows, self.sizes, self.flag, self.staged)
+        self._levels = (self.k, self.rows, self.sizes, self.flag, self.staged)  # what level_call needs
+        self._stage2_calls = level_calls(*self._levels)
         self._spike: Spike | None = None
         self.graphs = GraphCache(limit=4)
         self._capture_stream: Any = None
@@ -225,22 +241,12 @@ class DevicePartition:
         """The groups of each reduced level that sub-systems ``[s, e)`` feed (``reduced.level_groups``)."""
         return reduced.level_groups(self.sizes, self.p, s, e, self.mr)
 
-    def _level_call(self, lvl: int, lo: int, hi: int, up: bool) -> tuple[Any, tuple[int], tuple[int], tuple]:
-        t = TILE if self.staged else REDUCED_THREADS
-        name = ("stage1_rs" if up else "stage3_rs") if self.staged else ("stage1_r" if up else "stage3_r")
-        lv, nxt, size = self.rows[lvl], self.rows[lvl + 1], np.int64(self.sizes[lvl])
-        if up:
-            args: tuple = (*lv, size, np.int64(lo), np.int64(hi), *nxt, self.flag)
-        else:
-            args = (*lv, size, np.int64(lo), np.int64(hi), nxt[3], lv[3])
-        return self.k[name], (_grid(hi - lo, t),), (t,), args
-
     def reduce(self, s: int, e: int, stream: Any) -> None:
         """Every reduction level of sub-systems ``[s, e)`` (after their ``stage1``), aligned to ``unit``."""
         with stream:
             for lvl, (lo, hi) in enumerate(self.level_groups(s, e)):
                 if hi > lo:
-                    kernel, grid, block, args = self._level_call(lvl, lo, hi, up=True)
+                    kernel, grid, block, args = level_call(*self._levels, lvl, lo, hi, True)
                     kernel(grid, block, args)
 
     def solve_top(self, stream: Any) -> None:
@@ -254,7 +260,7 @@ class DevicePartition:
         with stream:
             for lvl, (lo, hi) in reversed(list(enumerate(self.level_groups(s, e)))):
                 if hi > lo:
-                    kernel, grid, block, args = self._level_call(lvl, lo, hi, up=False)
+                    kernel, grid, block, args = level_call(*self._levels, lvl, lo, hi, False)
                     kernel(grid, block, args)
 
     # -- SPIKE slices (copies="spike"): stage 1 and a slice's interface block in one kernel, a top system --
