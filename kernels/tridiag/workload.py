@@ -2,12 +2,15 @@
 
 ``size`` is the number of unknowns. Cases: ``random`` (random strictly diagonally dominant, seeded) and
 ``heat`` (one implicit step of the 1-D heat equation). Launch space: ``streams`` (1..32, powers of two),
-``threads`` per block, the sub-system size ``m`` and ``stage2``, where the interface system is solved (0 =
+``threads`` per block, the sub-system size ``m``, ``stage2``, where the interface system is solved (0 =
 ``host``, the seed's; 1 = ``gpu``, on the device: numeric so the surrogates can use it; ``"host"`` and
-``"gpu"`` are accepted too); the default (what a user gets untuned) is the seed's 1 stream, 256 threads,
-m = 10, stage 2 on the host. ``run`` reports, in ``Timing.kernels``, the seven stage times of the serial
-(one-stream) pipeline with the same ``threads`` and ``m`` (what the seed's stream model needs), and in
-``Timing.total`` the end-to-end time under the configuration's stream count.
+``"gpu"`` are accepted too) and ``copies``, how the chunks' copies and kernels are issued (an index into
+``system.COPY_CHOICES``: 0 = ``streams``, one stream per chunk, the seed's; 1 = ``ordered``, 2 = ``streamed``,
+3 = ``spike``, the pipelines of issue 21, which need stage 2 on the device); the default (what a user gets
+untuned) is the seed's 1 stream, 256 threads, m = 10, stage 2 on the host, one stream per chunk. ``run``
+reports, in ``Timing.kernels``, the seven stage times of the serial (one-stream) pipeline with the same
+``threads`` and ``m`` (what the seed's stream model needs), and in ``Timing.total`` the end-to-end time under
+the configuration's stream count.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kernels.tridiag import partition, reference
 from kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned, max_threads
 from kernels.tridiag.reduced import solve_reduced
 from kernels.tridiag.system import (
+    COPY_CHOICES,
     STAGE2_CHOICES,
     STREAM_CHOICES,
     TridiagError,
@@ -40,7 +44,7 @@ from kernels.workload import Check, Timing, WorkloadError
 CASES = ("random", "heat")
 THREADS = (32, 64, 128, 256, 512, 1024)
 M_VALUES = (4, 6, 8, 10, 12, 16, 24, 32)
-DEFAULT = {"streams": 1, "threads": 256, "m": 10, "stage2": 0}
+DEFAULT = {"streams": 1, "threads": 256, "m": 10, "stage2": 0, "copies": 0}
 STAGES = ("t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h")
 RESIDUAL_TOL = 1e-12
 AGREE_TOL = 1e-11
@@ -69,10 +73,15 @@ class TridiagWorkload:
 
     # -- the interface ---------------------------------------------------------------------------------------
     def space(self) -> Space:
-        constraints: tuple[Constraint, ...] = ()
+        constraints: tuple[Constraint, ...] = (
+            Constraint(
+                "copies other than streams (0) need stage 2 on the device (stage2=1)",
+                lambda c: int(c["copies"]) == 0 or int(c["stage2"]) == 1,
+            ),
+        )
         if self.backend.is_gpu:
             cp = self.backend.xp
-            constraints = (
+            constraints += (
                 Constraint(
                     "threads exceeds the compiled kernel's max threads per block for this m",
                     lambda c: int(c["threads"]) <= max_threads(cp, int(c["m"])),
@@ -83,15 +92,16 @@ class TridiagWorkload:
             Param("threads", THREADS),
             Param("m", M_VALUES),
             Param("stage2", tuple(range(len(STAGE2_CHOICES)))),
+            Param("copies", tuple(range(len(COPY_CHOICES)))),
         )
         return Space(params, dict(DEFAULT), constraints, name=f"tridiag[{self.case},{self.n}]")
 
     def run(self, config: Mapping[str, int | str], repeats: int = 5) -> Timing:
-        streams, threads, m, stage2 = self._config(config)
+        streams, threads, m, stage2, copies = self._config(config)
         repeats = max(1, int(repeats))
         stages = self.stage_times(threads, m, repeats, stage2)
-        self._solve(streams, threads, m, stage2)  # warm-up
-        runs = [self._solve(streams, threads, m, stage2) for _ in range(repeats)]
+        self._solve(streams, threads, m, stage2, copies)  # warm-up
+        runs = [self._solve(streams, threads, m, stage2, copies) for _ in range(repeats)]
         med = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
         extra = {
             "total_1stream": stages["total"],
@@ -99,6 +109,7 @@ class TridiagWorkload:
             "host_span": med.get("host", float("nan")),
             "stage2_span": med.get("host", float("nan")),
             "stage2": stage2,
+            "copies": copies,
             "stage3_span": med.get("stage3", float("nan")),
             "backend": self.backend.name,
             "host_solver": self._host_solver_name(stage2),
@@ -112,9 +123,9 @@ class TridiagWorkload:
         )
 
     def check(self, config: Mapping[str, int | str]) -> Check:
-        streams, threads, m, stage2 = self._config(config)
+        streams, threads, m, stage2, copies = self._config(config)
         try:
-            x = self.solve(streams, threads, m, stage2)
+            x = self.solve(streams, threads, m, stage2, copies)
         except (ArithmeticError, TridiagError) as exc:
             return Check(False, str(exc))
         if not np.all(np.isfinite(x)):
@@ -140,11 +151,13 @@ class TridiagWorkload:
         }
 
     # -- beyond the interface --------------------------------------------------------------------------------
-    def solve(self, streams: int = 1, threads: int = 256, m: int = 10, stage2: str = "host") -> np.ndarray:
+    def solve(
+        self, streams: int = 1, threads: int = 256, m: int = 10, stage2: str = "host", copies: str = "streams"
+    ) -> np.ndarray:
         """A fresh copy of the solution under one configuration (output poisoned first)."""
         stage2 = _stage2_name(stage2)
         if self.backend.is_gpu:
-            solver = self._gpu(threads, m, stage2)
+            solver = self._gpu(threads, m, stage2, copies)
             solver.x_host.fill(np.nan)
             solver.solve(check_streams(streams))
             return np.array(solver.x_host)
@@ -167,18 +180,21 @@ class TridiagWorkload:
             self._stage_cache[key] = {k: float(np.median([r[k] for r in runs])) for k in (*STAGES, "total")}
         return self._stage_cache[key]
 
-    def _config(self, config: Mapping[str, int | str]) -> tuple[int, int, int, str]:
+    def _config(self, config: Mapping[str, int | str]) -> tuple[int, int, int, str, str]:
         unknown = sorted(set(config) - set(DEFAULT))
         if unknown:
             raise TridiagError(f"unknown tridiag parameter {unknown[0]!r} (known: {', '.join(DEFAULT)})")
         cfg = {**DEFAULT, **config}
         stage2 = _stage2_name(cfg.pop("stage2"))
+        copies = _choice_name("copies", cfg.pop("copies"), COPY_CHOICES)
+        if copies != "streams" and stage2 != "gpu":
+            raise TridiagError(f"copies={copies!r} needs stage 2 on the device (stage2='gpu')")
         cfg = {k: int(v) for k, v in cfg.items()}
         if cfg["threads"] <= 0:
             raise TridiagError(f"threads={cfg['threads']} must be positive")
-        return check_streams(cfg["streams"]), cfg["threads"], check_m(cfg["m"]), stage2
+        return check_streams(cfg["streams"]), cfg["threads"], check_m(cfg["m"]), stage2, copies
 
-    def _gpu(self, threads: int, m: int, stage2: str = "host") -> Any:
+    def _gpu(self, threads: int, m: int, stage2: str = "host", copies: str = "streams") -> Any:
 
         if self._solver is None or self._solver.m != m:
             self._solver = None  # free the old device buffers before allocating new ones
@@ -188,6 +204,7 @@ class TridiagWorkload:
         else:
             self._solver.set_threads(threads)
             self._solver.set_stage2(stage2)
+        self._solver.set_copies(copies)
         return self._solver
 
     def _host_solver_name(self, stage2: str) -> str:
@@ -201,24 +218,33 @@ class TridiagWorkload:
         return int(self._solver.host_solver.threads)
 
     def _solve(
-        self, streams: int, threads: int, m: int, stage2: str = "host", detail: bool = False
+        self,
+        streams: int,
+        threads: int,
+        m: int,
+        stage2: str = "host",
+        copies: str = "streams",
+        detail: bool = False,
     ) -> dict[str, float]:
         if self.backend.is_gpu:
-            return self._gpu(threads, m, stage2).solve(streams, detail=detail)
-        return _timed_numpy(self.abcd, m, streams, stage2)
+            return self._gpu(threads, m, stage2, copies).solve(streams, detail=detail)
+        return _timed_numpy(self.abcd, m, streams, stage2)  # no copies on the CPU: every pipeline is one
+
+
+def _choice_name(name: str, value: int | str, choices: tuple[str, ...]) -> str:
+    """A choice by its name or its index in ``choices`` (numeric in the sweep, so surrogates can use it);
+    anything else a ``TridiagError`` naming both forms."""
+    if isinstance(value, str) and value in choices:
+        return value
+    if not isinstance(value, bool) and isinstance(value, int | np.integer) and 0 <= value < len(choices):
+        return choices[int(value)]
+    listed = ", ".join(f"{c} ({i})" for i, c in enumerate(choices))
+    raise TridiagError(f"{name}={value!r} must be one of {listed}")
 
 
 def _stage2_name(stage2: int | str) -> str:
     """``0``/``"host"`` -> ``"host"``, ``1``/``"gpu"`` -> ``"gpu"``; anything else a ``TridiagError``."""
-    if isinstance(stage2, str) and stage2 in STAGE2_CHOICES:
-        return stage2
-    if (
-        not isinstance(stage2, bool)
-        and isinstance(stage2, int | np.integer)
-        and 0 <= stage2 < len(STAGE2_CHOICES)
-    ):
-        return STAGE2_CHOICES[int(stage2)]
-    raise TridiagError(f"stage2={stage2!r} must be host (0) or gpu (1)")
+    return _choice_name("stage2", stage2, STAGE2_CHOICES)
 
 
 def _timed_numpy(abcd: np.ndarray, m: int, streams: int, stage2: str = "host") -> dict[str, float]:

@@ -139,7 +139,9 @@ def test_workload_on_gpu(cp):
     from kernels.tridiag.workload import make_workload
 
     work = make_workload("heat", 77_777, "cupy")
-    for config in work.space().sample(8, seed=3):
+    configs = work.space().sample(12, seed=3)
+    assert {c["copies"] for c in configs} == {0, 1, 2, 3}  # every copy pipeline, on random launches
+    for config in configs:
         check = work.check(config)
         assert check.ok, (config, check.reason)
     timing = work.run({"streams": 8, "threads": 256, "m": 10}, repeats=3)

@@ -92,12 +92,15 @@ def test_zero_pivot_in_interface_system():
 def test_workload_interface_numpy():
     work = make_workload("random", "5000", "numpy", seed=2)
     space = work.space()
-    assert space.default == {"streams": 1, "threads": 256, "m": 10, "stage2": 0}
-    configs = space.sample(6, seed=1)
+    assert space.default == {"streams": 1, "threads": 256, "m": 10, "stage2": 0, "copies": 0}
+    configs = space.sample(12, seed=1)
     assert {c["stage2"] for c in configs} == {0, 1}  # both stage-2 placements are in the space
+    assert {c["copies"] for c in configs} == {0, 1, 2, 3}  # and every copy pipeline
+    assert all(c["stage2"] == 1 for c in configs if c["copies"])  # the ordered ones need stage 2 there
     for config in configs:
         assert work.check(config).ok, config
     assert work.check({"streams": 8, "stage2": "gpu"}).ok
+    assert work.check({"streams": 8, "stage2": "gpu", "copies": "spike"}).ok
     timing = work.run({"streams": 4, "threads": 128, "m": 16}, repeats=2)
     assert set(timing.kernels) == {"t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h"}
     assert timing.total > 0 and timing.kernels["t1_comp"] > 0 and timing.repeats == 2
@@ -119,3 +122,10 @@ def test_workload_rejects_bad_options():
     work = make_workload("random", 100, "numpy")
     with pytest.raises(TridiagError):
         work.run({"streams": 3}, repeats=1)
+    with pytest.raises(TridiagError, match="copies='spike' needs stage 2 on the device"):
+        work.run({"copies": 3}, repeats=1)
+    with pytest.raises(TridiagError, match=r"copies=7 must be one of streams \(0\), ordered \(1\)"):
+        work.run({"copies": 7, "stage2": 1}, repeats=1)
+    assert work.space().violations({**work.space().default, "copies": 2}) == [
+        "copies other than streams (0) need stage 2 on the device (stage2=1)"
+    ]
