@@ -20,6 +20,7 @@ warm-up call of each) of:
   spike_k             copies="spike": SPIKE slices of 512 sub-systems (stage 1 and the slice's interface block
                       in one kernel per chunk, a top system of two rows per slice, one kernel per chunk back)
   spike<s>_k          the same with slices of s sub-systems (--slices), k = 2, 4, 8
+  spike_e<pct>_k      spike_k with the first and the last chunk pct% of an inner one (--ends), k = 3, 4, 6, 8
 
 and, on the device alone, stage 2 (every level and the PCR block) with the plain and the staged kernels
 (``stage2_plain``, ``stage2_staged``). Ratios (median of per-round ratios, seeded bootstrap 95% interval,
@@ -34,6 +35,7 @@ Every configuration's answer is checked after timing (residual < 1e-12; the stag
 against the plain pipeline's, bit for bit; every answer's relative difference to the plain pipeline's).
 
     python -m benchmarks.tridiag_streamed --out $OUT [--sizes 1e6,1e7] [--rounds 21] [--slices 256,128]
+                                         [--ends 0.5,0.25]
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ ORDERED_K = (4, 8)
 STREAMED_K = (4, 8, 16)
 SPIKE_K = (1, 2, 4, 8, 16)
 SLICE_K = (2, 4, 8)  # chunk counts of spike<size>_k, for each --slices size
+ENDS_K = (3, 4, 6, 8)  # chunk counts of spike_e<pct>_k, for each --ends share (end chunks need 3 or more)
 
 
 def log(*args: object) -> None:
@@ -93,7 +96,7 @@ class RateProbe:
 
 
 def measure(
-    cp, n: int, rounds: int, probe: RateProbe, slices: tuple[int, ...] = ()
+    cp, n: int, rounds: int, probe: RateProbe, slices: tuple[int, ...] = (), ends: tuple[float, ...] = ()
 ) -> tuple[list, list, list]:
     from kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
     from kernels.tridiag.gtsv2 import GtsvBaseline
@@ -111,12 +114,18 @@ def measure(
         rt.memcpyAsync(dev_ptr, abcd.ctypes.data, 32 * n, rt.memcpyHostToDevice, fst.ptr)
         rt.memcpyAsync(x_ptr, dev_ptr + 24 * n, 8 * n, rt.memcpyDeviceToHost, fst.ptr)
 
-    def ours(solver, copies: str, k: int):
+    calls = {"floor_copy": lambda: timed(cp, fst, floor_copy), "gtsv2": gtsv.solve}
+    setups: dict[str, tuple] = {}  # a host-to-host configuration of ours -> (solver, copies, k, ends)
+
+    def ours(name: str, solver, copies: str, k: int, share: float = 1.0) -> None:
+        setups[name] = (solver, copies, k, share)
+
         def run() -> float:
             solver.set_copies(copies)
+            solver.set_ends(share)
             return float(solver.solve(k)["total"])
 
-        return run
+        calls[name] = run
 
     # stage 2 alone on the device starts from the interface system of a fresh stage 1 (saved once; stage 2
     # solves it in place, so each call restores it first, outside the timed region)
@@ -133,13 +142,20 @@ def measure(
 
         return run
 
-    calls = {"floor_copy": lambda: timed(cp, fst, floor_copy), "gtsv2": gtsv.solve}
-    calls.update({f"ordered_plain_{k}": ours(plain, "ordered", k) for k in PLAIN_K})
-    calls.update({f"ordered_{k}": ours(staged, "ordered", k) for k in ORDERED_K})
-    calls.update({f"streamed_{k}": ours(staged, "streamed", k) for k in STREAMED_K})
-    calls.update({f"spike_{k}": ours(staged, "spike", k) for k in SPIKE_K})
+    for k in PLAIN_K:
+        ours(f"ordered_plain_{k}", plain, "ordered", k)
+    for k in ORDERED_K:
+        ours(f"ordered_{k}", staged, "ordered", k)
+    for k in STREAMED_K:
+        ours(f"streamed_{k}", staged, "streamed", k)
+    for k in SPIKE_K:
+        ours(f"spike_{k}", staged, "spike", k)
     for size in slices:
-        calls.update({f"spike{size}_{k}": ours(sliced[size], "spike", k) for k in SLICE_K})
+        for k in SLICE_K:
+            ours(f"spike{size}_{k}", sliced[size], "spike", k)
+    for share in ends:
+        for k in ENDS_K:
+            ours(f"spike_e{round(share * 100)}_{k}", staged, "spike", k, share)
     host_to_host = [k for k in calls if k != "floor_copy"]
     for name in list(calls):
         calls[name]()
@@ -184,13 +200,11 @@ def measure(
             x = np.array(gtsv.x_host)
             same: bool | str = ""
         else:
-            kind, k = name.rsplit("_", 1)
-            solver = plain if kind == "ordered_plain" else staged
-            if kind.startswith("spike") and kind != "spike":
-                solver, kind = sliced[int(kind[len("spike") :])], "spike"
-            solver.set_copies("ordered" if kind.startswith("ordered") else kind)
+            solver, copies, k, share = setups[name]
+            solver.set_copies(copies)
+            solver.set_ends(share)
             solver.x_host.fill(np.nan)
-            solver.solve(int(k))
+            solver.solve(k)
             x = np.array(solver.x_host)
             same = bool(np.array_equal(x, x_ref))
         diff = float(np.linalg.norm(x - x_ref) / np.linalg.norm(x_ref))
@@ -206,6 +220,7 @@ def measure(
     pairs += [(best("ordered_plain"), best("streamed")), ("gtsv2", best("streamed"))]
     pairs += [(best("streamed"), best("spike")), ("gtsv2", best("spike"))]
     pairs += [(best("spike"), best(f"spike{size}")) for size in slices]
+    pairs += [(best("spike"), best(f"spike_e{round(share * 100)}")) for share in ends]
     pairs += [("stage2_plain", "stage2_staged")]
     ratios = []
     for a, b in pairs:
@@ -242,12 +257,17 @@ def main() -> int:
     ap.add_argument(
         "--slices", default="", help="other SPIKE slice sizes to time beside 512, comma separated (256,128)"
     )
+    ap.add_argument(
+        "--ends",
+        default="",
+        help="shares of an inner chunk for the first and last chunk to time beside equal chunks (0.5,0.25)",
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     backend = get_backend("cupy")
     cp = backend.xp
-    meta = run_meta(backend, rounds=args.rounds, slices=args.slices, m=10, threads=256)
+    meta = run_meta(backend, rounds=args.rounds, slices=args.slices, ends=args.ends, m=10, threads=256)
     bw = bandwidths(cp)
     meta["bandwidth"] = bw  # 1 GiB rates at the start, for reference; each round probes its own (RateProbe)
     meta["probe_bytes"] = PROBE_BYTES
@@ -257,7 +277,8 @@ def main() -> int:
     t0 = time.perf_counter()
     for n in [int(float(s)) for s in args.sizes.split(",")]:
         slices = tuple(int(v) for v in args.slices.split(",") if v)
-        r, rep, chk = measure(cp, n, args.rounds, probe, slices)
+        ends = tuple(float(v) for v in args.ends.split(",") if v)
+        r, rep, chk = measure(cp, n, args.rounds, probe, slices, ends)
         ratios += r
         repeats += rep
         checks += chk

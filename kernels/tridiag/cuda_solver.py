@@ -51,7 +51,14 @@ from kernels.tridiag import reduced
 from kernels.tridiag.device_solver import DevicePartition, free_device_bytes
 from kernels.tridiag.device_solver import max_threads as limit
 from kernels.tridiag.host_solver import HostSolver
-from kernels.tridiag.system import check_copies, check_m, check_stage2, check_streams, chunk_rows
+from kernels.tridiag.system import (
+    check_copies,
+    check_m,
+    check_stage2,
+    check_streams,
+    chunk_bounds,
+    chunk_rows,
+)
 
 STAGES = ("t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h")
 F8 = 8  # bytes per float64
@@ -111,8 +118,9 @@ class CudaPartitionSolver:
         self.host_solver: Any = None
         self.main = cp.cuda.Stream(non_blocking=True)
         self.streams = [cp.cuda.Stream(non_blocking=True) for _ in range(32)]
-        self._plans: dict[tuple[int, int], list[_Chunk]] = {}
+        self._plans: dict[tuple[int, int, float], list[_Chunk]] = {}
         self.copies = "streams"
+        self.ends = 1.0  # set_ends
         self.up = cp.cuda.Stream(non_blocking=True)  # "ordered": every upload, in order
         self.down = cp.cuda.Stream(non_blocking=True)  # "ordered": every download, in order
         self._uploaded = [cp.cuda.Event(disable_timing=True) for _ in range(32)]  # made once, re-recorded
@@ -141,10 +149,17 @@ class CudaPartitionSolver:
             self.host_solver = HostSolver(2 * self.p)
         return self.iface_host, self.host_solver
 
-    def _plan(self, streams: int, unit: int = 1) -> list[_Chunk]:
-        if (streams, unit) not in self._plans:
-            self._plans[streams, unit] = [_Chunk(*c) for c in chunk_rows(self.n, self.m, streams, unit)]
-        return self._plans[streams, unit]
+    def set_ends(self, ends: float) -> None:
+        """The first and the last chunk's share of an inner chunk in the ``streamed`` and ``spike``
+        pipelines (``system.chunk_bounds``; 1: equal chunks, the default)."""
+        chunk_bounds(1, 1, 1, ends)  # checks it
+        self.ends = float(ends)
+
+    def _plan(self, streams: int, unit: int = 1, ends: float = 1.0) -> list[_Chunk]:
+        key = (streams, unit, ends)
+        if key not in self._plans:
+            self._plans[key] = [_Chunk(*c) for c in chunk_rows(self.n, self.m, streams, unit, ends)]
+        return self._plans[key]
 
     def solve(self, streams: int = 1, detail: bool = False) -> dict[str, float]:
         """Solve once; the solution lands in ``self.x_host``. Returns milliseconds from CUDA events.
@@ -158,9 +173,9 @@ class CudaPartitionSolver:
         rt = cp.cuda.runtime
         streams = check_streams(streams)
         if self.copies == "streamed" and self.stage2 == "gpu" and not detail:
-            return self._solve_ordered(self._plan(streams, self.dp.unit), "streamed")
+            return self._solve_ordered(self._plan(streams, self.dp.unit, self.ends), "streamed")
         if self.copies == "spike" and self.stage2 == "gpu" and not detail:
-            return self._solve_ordered(self._plan(streams, self.dp.slice_size), "spike")
+            return self._solve_ordered(self._plan(streams, self.dp.slice_size, self.ends), "spike")
         chunks = self._plan(streams)
         if self.copies == "ordered" and self.stage2 == "gpu" and not detail:
             return self._solve_ordered(chunks)

@@ -108,22 +108,37 @@ def num_blocks(n: int, m: int) -> int:
     return -(-n // m)
 
 
-def chunk_bounds(blocks: int, streams: int, unit: int = 1) -> list[tuple[int, int]]:
-    """Contiguous, near-equal ranges of sub-systems, one per stream; every inner edge a multiple of ``unit``
-    (so fewer chunks where ``blocks`` holds fewer units); empty ranges are dropped (n small)."""
+def chunk_bounds(blocks: int, streams: int, unit: int = 1, ends: float = 1.0) -> list[tuple[int, int]]:
+    """Contiguous ranges of sub-systems, one per stream; every inner edge a multiple of ``unit`` (so fewer
+    chunks where ``blocks`` holds fewer units); empty ranges are dropped (n small).
+
+    ``ends`` (0 < ends <= 1) is the share of an inner chunk the first and the last chunk get (with 3 chunks or
+    more): the SPIKE pipeline can start nothing before the first chunk is up and waits for the last chunk's
+    reduction before the top solve, so small end chunks shorten what the copies cannot hide. 1: equal chunks.
+    """
     if unit < 1:
         raise TridiagError(f"chunk unit={unit} must be at least 1")
+    if not 0.0 < ends <= 1.0:
+        raise TridiagError(f"chunk ends={ends!r} must be in (0, 1]: the end chunks' share of an inner chunk")
     units = -(-blocks // unit)
-    edges = [min(blocks, round(j * units / streams) * unit) for j in range(streams + 1)]
+    if streams < 3 or ends == 1.0:
+        cuts = [j * units / streams for j in range(streams + 1)]
+    else:  # inner chunk j (1 <= j <= streams - 2) ends at (ends + j) / (2 ends + streams - 2) of the units
+        total = 2 * ends + streams - 2
+        cuts = [0.0] + [(ends + j) * units / total for j in range(streams - 1)] + [float(units)]
+    edges = [min(blocks, round(c) * unit) for c in cuts]
     edges[-1] = blocks
     return [(s, e) for s, e in zip(edges[:-1], edges[1:], strict=True) if e > s]
 
 
-def chunk_rows(n: int, m: int, streams: int, unit: int = 1) -> list[tuple[int, int, int, int]]:
+def chunk_rows(
+    n: int, m: int, streams: int, unit: int = 1, ends: float = 1.0
+) -> list[tuple[int, int, int, int]]:
     """``(first sub-system, one past the last, first row, one past the last row)`` of each stream's chunk:
     chunks hold whole sub-systems (stage 1 of a chunk needs no other chunk's rows), rows clipped to ``n``;
-    inner edges at multiples of ``unit`` sub-systems (``chunk_bounds``)."""
-    return [(s, e, s * m, min(e * m, n)) for s, e in chunk_bounds(num_blocks(n, m), streams, unit)]
+    inner edges at multiples of ``unit`` sub-systems, the end chunks ``ends`` of an inner one
+    (``chunk_bounds``)."""
+    return [(s, e, s * m, min(e * m, n)) for s, e in chunk_bounds(num_blocks(n, m), streams, unit, ends)]
 
 
 def random_system(n: int, seed: int = 0, out: np.ndarray | None = None, dominance: float = 1.0) -> np.ndarray:

@@ -277,7 +277,8 @@ def test_streamed_stage2_and_staged_levels_match_the_plain_pipeline(cp):
     """Stage 2 reduced chunk by chunk as the chunks arrive (copies="streamed") and the shared-memory staged
     reduced levels give the plain pipeline's answer: random sizes (one to three reduction levels), m, threads
     and chunk counts, against the numpy reference and the plain kernels' interface solution; the SPIKE slices
-    (copies="spike") against the reference; a NaN is raised and the solver recovers, in both."""
+    (copies="spike") against the reference, with equal and with small end chunks; a NaN is raised and the
+    solver recovers, in both."""
     from kernels.tridiag.cuda_solver import CudaPartitionSolver, max_threads
     from kernels.tridiag.reduced import SLICE_CHOICES
     from kernels.tridiag.system import TridiagError
@@ -309,12 +310,15 @@ def test_streamed_stage2_and_staged_levels_match_the_plain_pipeline(cp):
             assert np.linalg.norm(staged.dp.z.get() - z_plain) <= 1e-15 * np.linalg.norm(z_plain), (n, m)
             assert t["total"] >= t["stage1"] >= 0 and t["stage2"] >= 0
             staged.set_copies("spike")  # another order of operations: the reference's tolerance
-            staged.x_host.fill(np.nan)
-            t = staged.solve(streams)
-            x = np.array(staged.x_host)
-            assert residual(abcd, x) < 1e-12, ("spike", n, m, slice_size, streams)
-            assert np.linalg.norm(x - ref) <= 1e-12 * np.linalg.norm(ref), ("spike", n, slice_size, streams)
-            assert t["total"] >= t["stage1"] >= 0 and t["stage2"] >= 0
+            for ends in (1.0, float(rng.choice([0.5, 0.25, 0.1]))):  # equal chunks, then small end chunks
+                staged.set_ends(ends)
+                staged.x_host.fill(np.nan)
+                t = staged.solve(streams)
+                x = np.array(staged.x_host)
+                assert residual(abcd, x) < 1e-12, ("spike", n, m, slice_size, streams, ends)
+                assert np.linalg.norm(x - ref) <= 1e-12 * np.linalg.norm(ref), ("spike", n, streams, ends)
+                assert t["total"] >= t["stage1"] >= 0 and t["stage2"] >= 0
+            staged.set_ends(1.0)
     for copies in ("streamed", "spike"):
         staged.set_copies(copies)
         saved = abcd[1, 7]

@@ -251,3 +251,29 @@ def test_spike_top_system_takes_one_big_pcr_block_up_to_twice_pcr_max():
     assert reduced.top_levels(1_500) == [1_500]  # pcr_big: no partition level, no way back
     assert reduced.top_levels(2_048) == [2_048]
     assert reduced.top_levels(2_050) == reduced.plan_levels(2_050) and len(reduced.top_levels(2_050)) == 2
+
+
+@pytest.mark.parametrize("streams", [3, 4, 8])
+@pytest.mark.parametrize("ends", [0.5, 0.25, 0.1])
+def test_chunk_bounds_with_small_end_chunks(streams, ends):
+    from kernels.tridiag.system import chunk_bounds
+
+    blocks, unit = 196 * 512, 512  # 10^6 unknowns at m = 10, SPIKE slices of 512 sub-systems
+    chunks = chunk_bounds(blocks, streams, unit, ends)
+    sizes = [e - s for s, e in chunks]
+    assert chunks[0][0] == 0 and chunks[-1][1] == blocks and len(chunks) == streams
+    assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:], strict=False))
+    assert all(s % unit == 0 for s, _ in chunks)
+    inner = np.mean(sizes[1:-1])
+    for end in (sizes[0], sizes[-1]):  # the ends' share of an inner chunk, to the nearest unit
+        assert abs(end - ends * inner) <= unit
+    assert chunk_bounds(blocks, 2, unit, ends) == chunk_bounds(blocks, 2, unit)  # two chunks are both ends
+    assert chunk_bounds(blocks, streams, unit, 1.0) == chunk_bounds(blocks, streams, unit)
+
+
+@pytest.mark.parametrize("ends", [0.0, -0.5, 1.5, float("nan")])
+def test_chunk_bounds_refuse_bad_end_shares(ends):
+    from kernels.tridiag.system import TridiagError, chunk_bounds
+
+    with pytest.raises(TridiagError, match="chunk ends=.* must be in"):
+        chunk_bounds(1000, 4, 1, ends)
