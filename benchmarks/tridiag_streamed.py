@@ -20,7 +20,7 @@ warm-up call of each) of:
   spike_k             copies="spike": SPIKE slices of 512 sub-systems (stage 1 and the slice's interface block
                       in one kernel per chunk, a top system of two rows per slice, one kernel per chunk back)
   spike<s>_k          the same with slices of s sub-systems (--slices), k = 2, 4, 8
-  spike_e<pct>_k      spike_k with the first and the last chunk pct% of an inner one (--ends), k = 3, 4, 6, 8
+  spike_e<pct>_k      spike_k with the first and the last chunk pct% of an inner one (--ends), k = 4, 8, 16
 
 and, on the device alone, stage 2 (every level and the PCR block) with the plain and the staged kernels
 (``stage2_plain``, ``stage2_staged``). Ratios (median of per-round ratios, seeded bootstrap 95% interval,
@@ -60,7 +60,7 @@ ORDERED_K = (4, 8)
 STREAMED_K = (4, 8, 16)
 SPIKE_K = (1, 2, 4, 8, 16)
 SLICE_K = (2, 4, 8)  # chunk counts of spike<size>_k, for each --slices size
-ENDS_K = (3, 4, 6, 8)  # chunk counts of spike_e<pct>_k, for each --ends share (end chunks need 3 or more)
+ENDS_K = (4, 8, 16)  # chunk counts of spike_e<pct>_k, for each --ends share (end chunks need 3 or more)
 
 
 def log(*args: object) -> None:
