@@ -9,8 +9,8 @@ import sys
 import numpy as np
 
 from kernels.backend import BACKEND_NAMES, BackendError
-from kernels.tridiag.system import STREAM_CHOICES, TridiagError, ZeroPivotError, residual
-from kernels.tridiag.workload import CASES, DEFAULT, STAGES
+from kernels.tridiag.system import COPY_CHOICES, STREAM_CHOICES, TridiagError, ZeroPivotError, residual
+from kernels.tridiag.workload import CASES, DEFAULT, ENDS_PERCENT, STAGES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +53,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="where the interface system is solved: host (the seed's, default) or gpu (on the device)",
     )
     solve.add_argument(
+        "--copies",
+        choices=COPY_CHOICES,
+        default="streams",
+        help="how the chunks' copies and kernels are issued: streams (one stream per chunk, the seed's, "
+        "default); with --stage2 gpu also ordered (one upload and one download stream), streamed (stage 2 "
+        "reduced chunk by chunk as the chunks arrive) or spike (SPIKE slices: the fastest host to host)",
+    )
+    solve.add_argument(
+        "--ends",
+        type=int,
+        choices=ENDS_PERCENT,
+        default=100,
+        help="the first and last chunk's share of an inner chunk, %% (streamed and spike; default 100)",
+    )
+    solve.add_argument(
         "--case",
         choices=CASES,
         default="random",
@@ -71,13 +86,21 @@ def solve_command(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise TridiagError(f"--repeats {args.repeats} must be at least 1")
     work = make_workload(args.case, args.size, args.backend, seed=args.seed)
-    config = {"streams": args.streams, "threads": args.threads, "m": args.m, "stage2": args.stage2}
-    x = work.solve(args.streams, args.threads, args.m, args.stage2)
+    config = {
+        "streams": args.streams,
+        "threads": args.threads,
+        "m": args.m,
+        "stage2": args.stage2,
+        "copies": args.copies,
+        "ends": args.ends,
+    }
+    timing = work.run(config, repeats=args.repeats)  # checks the configuration before anything is solved
+    x = work.solve(args.streams, args.threads, args.m, args.stage2, args.copies, args.ends / 100)
     res = residual(work.abcd, x)
-    timing = work.run(config, repeats=args.repeats)
     print(
         f"n = {work.n:,}  backend = {work.backend.name}  streams = {args.streams}  threads = {args.threads}  "
-        f"m = {args.m}  stage2 = {args.stage2}  case = {args.case}"
+        f"m = {args.m}  stage2 = {args.stage2}  copies = {args.copies}  ends = {args.ends}%  "
+        f"case = {args.case}"
     )
     print(f"residual ||Ax-b||/||b|| = {res:.3e}  ({'ok' if res < 1e-12 else 'TOO LARGE'})")
     print("stage times, one stream (ms):")

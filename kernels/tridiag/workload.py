@@ -2,15 +2,16 @@
 
 ``size`` is the number of unknowns. Cases: ``random`` (random strictly diagonally dominant, seeded) and
 ``heat`` (one implicit step of the 1-D heat equation). Launch space: ``streams`` (1..32, powers of two),
-``threads`` per block, the sub-system size ``m``, ``stage2``, where the interface system is solved (0 =
+``threads`` per block, the sub-system size ``m``; ``stage2``, where the interface system is solved (0 =
 ``host``, the seed's; 1 = ``gpu``, on the device: numeric so the surrogates can use it; ``"host"`` and
-``"gpu"`` are accepted too) and ``copies``, how the chunks' copies and kernels are issued (an index into
+``"gpu"`` are accepted too); ``copies``, how the chunks' copies and kernels are issued (an index into
 ``system.COPY_CHOICES``: 0 = ``streams``, one stream per chunk, the seed's; 1 = ``ordered``, 2 = ``streamed``,
-3 = ``spike``, the pipelines of issue 21, which need stage 2 on the device); the default (what a user gets
-untuned) is the seed's 1 stream, 256 threads, m = 10, stage 2 on the host, one stream per chunk. ``run``
-reports, in ``Timing.kernels``, the seven stage times of the serial (one-stream) pipeline with the same
-``threads`` and ``m`` (what the seed's stream model needs), and in ``Timing.total`` the end-to-end time under
-the configuration's stream count.
+3 = ``spike``, the pipelines of issue 21, which need stage 2 on the device); ``ends``, the first and last
+chunk's share of an inner one in % (100, 50, 25; below 100 for ``streamed`` and ``spike`` only); the default
+(what a user gets untuned) is the seed's 1 stream, 256 threads, m = 10, stage 2 on the host, one stream per
+chunk. ``run`` reports, in ``Timing.kernels``, the seven stage times of the serial (one-stream) pipeline with
+the same ``threads`` and ``m`` (what the seed's stream model needs), and in ``Timing.total`` the end-to-end
+time under the configuration's stream count.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from kernels.workload import Check, Timing, WorkloadError
 CASES = ("random", "heat")
 THREADS = (32, 64, 128, 256, 512, 1024)
 M_VALUES = (4, 6, 8, 10, 12, 16, 24, 32)
-DEFAULT = {"streams": 1, "threads": 256, "m": 10, "stage2": 0, "copies": 0}
+DEFAULT = {"streams": 1, "threads": 256, "m": 10, "stage2": 0, "copies": 0, "ends": 100}
+ENDS_PERCENT = (100, 50, 25)  # the end chunks' share of an inner chunk, % (system.chunk_bounds)
 STAGES = ("t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h")
 RESIDUAL_TOL = 1e-12
 AGREE_TOL = 1e-11
@@ -78,6 +80,10 @@ class TridiagWorkload:
                 "copies other than streams (0) need stage 2 on the device (stage2=1)",
                 lambda c: int(c["copies"]) == 0 or int(c["stage2"]) == 1,
             ),
+            Constraint(
+                "end chunks below 100% apply to copies streamed (2) and spike (3) only",
+                lambda c: int(c["ends"]) == 100 or int(c["copies"]) in (2, 3),
+            ),
         )
         if self.backend.is_gpu:
             cp = self.backend.xp
@@ -93,15 +99,16 @@ class TridiagWorkload:
             Param("m", M_VALUES),
             Param("stage2", tuple(range(len(STAGE2_CHOICES)))),
             Param("copies", tuple(range(len(COPY_CHOICES)))),
+            Param("ends", ENDS_PERCENT),
         )
         return Space(params, dict(DEFAULT), constraints, name=f"tridiag[{self.case},{self.n}]")
 
     def run(self, config: Mapping[str, int | str], repeats: int = 5) -> Timing:
-        streams, threads, m, stage2, copies = self._config(config)
+        streams, threads, m, stage2, copies, ends = self._config(config)
         repeats = max(1, int(repeats))
         stages = self.stage_times(threads, m, repeats, stage2)
-        self._solve(streams, threads, m, stage2, copies)  # warm-up
-        runs = [self._solve(streams, threads, m, stage2, copies) for _ in range(repeats)]
+        self._solve(streams, threads, m, stage2, copies, ends)  # warm-up
+        runs = [self._solve(streams, threads, m, stage2, copies, ends) for _ in range(repeats)]
         med = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
         extra = {
             "total_1stream": stages["total"],
@@ -110,6 +117,7 @@ class TridiagWorkload:
             "stage2_span": med.get("host", float("nan")),
             "stage2": stage2,
             "copies": copies,
+            "ends": ends,
             "stage3_span": med.get("stage3", float("nan")),
             "backend": self.backend.name,
             "host_solver": self._host_solver_name(stage2),
@@ -123,9 +131,9 @@ class TridiagWorkload:
         )
 
     def check(self, config: Mapping[str, int | str]) -> Check:
-        streams, threads, m, stage2, copies = self._config(config)
+        streams, threads, m, stage2, copies, ends = self._config(config)
         try:
-            x = self.solve(streams, threads, m, stage2, copies)
+            x = self.solve(streams, threads, m, stage2, copies, ends)
         except (ArithmeticError, TridiagError) as exc:
             return Check(False, str(exc))
         if not np.all(np.isfinite(x)):
@@ -152,12 +160,18 @@ class TridiagWorkload:
 
     # -- beyond the interface --------------------------------------------------------------------------------
     def solve(
-        self, streams: int = 1, threads: int = 256, m: int = 10, stage2: str = "host", copies: str = "streams"
+        self,
+        streams: int = 1,
+        threads: int = 256,
+        m: int = 10,
+        stage2: str = "host",
+        copies: str = "streams",
+        ends: float = 1.0,
     ) -> np.ndarray:
         """A fresh copy of the solution under one configuration (output poisoned first)."""
         stage2 = _stage2_name(stage2)
         if self.backend.is_gpu:
-            solver = self._gpu(threads, m, stage2, copies)
+            solver = self._gpu(threads, m, stage2, copies, ends)
             solver.x_host.fill(np.nan)
             solver.solve(check_streams(streams))
             return np.array(solver.x_host)
@@ -180,7 +194,7 @@ class TridiagWorkload:
             self._stage_cache[key] = {k: float(np.median([r[k] for r in runs])) for k in (*STAGES, "total")}
         return self._stage_cache[key]
 
-    def _config(self, config: Mapping[str, int | str]) -> tuple[int, int, int, str, str]:
+    def _config(self, config: Mapping[str, int | str]) -> tuple[int, int, int, str, str, float]:
         unknown = sorted(set(config) - set(DEFAULT))
         if unknown:
             raise TridiagError(f"unknown tridiag parameter {unknown[0]!r} (known: {', '.join(DEFAULT)})")
@@ -192,9 +206,16 @@ class TridiagWorkload:
         cfg = {k: int(v) for k, v in cfg.items()}
         if cfg["threads"] <= 0:
             raise TridiagError(f"threads={cfg['threads']} must be positive")
-        return check_streams(cfg["streams"]), cfg["threads"], check_m(cfg["m"]), stage2, copies
+        if cfg["ends"] not in ENDS_PERCENT:
+            raise TridiagError(f"ends={cfg['ends']} must be one of {', '.join(map(str, ENDS_PERCENT))} (%)")
+        if cfg["ends"] != 100 and copies not in ("streamed", "spike"):
+            raise TridiagError(f"ends={cfg['ends']} (below 100%) applies to copies streamed and spike only")
+        ends = cfg["ends"] / 100
+        return check_streams(cfg["streams"]), cfg["threads"], check_m(cfg["m"]), stage2, copies, ends
 
-    def _gpu(self, threads: int, m: int, stage2: str = "host", copies: str = "streams") -> Any:
+    def _gpu(
+        self, threads: int, m: int, stage2: str = "host", copies: str = "streams", ends: float = 1.0
+    ) -> Any:
 
         if self._solver is None or self._solver.m != m:
             self._solver = None  # free the old device buffers before allocating new ones
@@ -205,6 +226,7 @@ class TridiagWorkload:
             self._solver.set_threads(threads)
             self._solver.set_stage2(stage2)
         self._solver.set_copies(copies)
+        self._solver.set_ends(ends)
         return self._solver
 
     def _host_solver_name(self, stage2: str) -> str:
@@ -224,10 +246,11 @@ class TridiagWorkload:
         m: int,
         stage2: str = "host",
         copies: str = "streams",
+        ends: float = 1.0,
         detail: bool = False,
     ) -> dict[str, float]:
         if self.backend.is_gpu:
-            return self._gpu(threads, m, stage2, copies).solve(streams, detail=detail)
+            return self._gpu(threads, m, stage2, copies, ends).solve(streams, detail=detail)
         return _timed_numpy(self.abcd, m, streams, stage2)  # no copies on the CPU: every pipeline is one
 
 

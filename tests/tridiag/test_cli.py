@@ -27,8 +27,21 @@ def test_solve_prints_residual_and_stages():
     assert "end to end, 8 streams" in out.stdout
 
 
+def test_solve_with_the_spike_pipeline():
+    args = ("--size", "54321", "--streams", "4", "--stage2", "gpu", "--copies", "spike", "--ends", "25")
+    out = _run("solve", *args, "--backend", "numpy", "--repeats", "1")
+    assert out.returncode == 0, out.stderr
+    assert "copies = spike  ends = 25%" in out.stdout and "(ok)" in out.stdout
+
+
 def test_bad_input_is_one_line_exit_2():
-    for args in (["--size", "-3"], ["--size", "1000", "--streams", "12"], ["--size", "10", "--m", "2"]):
+    for args in (
+        ["--size", "-3"],
+        ["--size", "1000", "--streams", "12"],
+        ["--size", "10", "--m", "2"],
+        ["--size", "1000", "--copies", "spike"],  # needs --stage2 gpu
+        ["--size", "1000", "--stage2", "gpu", "--copies", "ordered", "--ends", "50"],  # ends: chained only
+    ):
         out = _run("solve", *args, "--backend", "numpy")
         assert out.returncode == 2, (args, out.stdout, out.stderr)
         assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1, out.stderr

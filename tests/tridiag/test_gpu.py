@@ -152,6 +152,7 @@ def test_workload_on_gpu(cp):
                 "m": m,
                 "stage2": 1,
                 "copies": copies,
+                "ends": int(rng.choice([100, 50, 25])) if copies > 1 else 100,
             }
         )
     for config in configs:

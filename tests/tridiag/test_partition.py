@@ -92,15 +92,19 @@ def test_zero_pivot_in_interface_system():
 def test_workload_interface_numpy():
     work = make_workload("random", "5000", "numpy", seed=2)
     space = work.space()
-    assert space.default == {"streams": 1, "threads": 256, "m": 10, "stage2": 0, "copies": 0}
-    configs = space.sample(12, seed=1)
+    assert space.default == {"streams": 1, "threads": 256, "m": 10, "stage2": 0, "copies": 0, "ends": 100}
+    configs = space.sample(16, seed=1)
     assert {c["stage2"] for c in configs} == {0, 1}  # both stage-2 placements are in the space
     assert {c["copies"] for c in configs} == {0, 1, 2, 3}  # and every copy pipeline
     assert all(c["stage2"] == 1 for c in configs if c["copies"])  # the ordered ones need stage 2 there
+    assert {c["ends"] for c in configs} == {100, 50, 25}
+    assert all(c["copies"] in (2, 3) for c in configs if c["ends"] != 100)  # small end chunks: chained ones
+    assert len(list(space.grid())) == 6 * 6 * 8 * (1 + 2 + 2 * 3)
     for config in configs:
         assert work.check(config).ok, config
     assert work.check({"streams": 8, "stage2": "gpu"}).ok
     assert work.check({"streams": 8, "stage2": "gpu", "copies": "spike"}).ok
+    assert work.check({"streams": 8, "stage2": "gpu", "copies": "spike", "ends": 25}).ok
     timing = work.run({"streams": 4, "threads": 128, "m": 16}, repeats=2)
     assert set(timing.kernels) == {"t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h"}
     assert timing.total > 0 and timing.kernels["t1_comp"] > 0 and timing.repeats == 2
@@ -129,3 +133,12 @@ def test_workload_rejects_bad_options():
     assert work.space().violations({**work.space().default, "copies": 2}) == [
         "copies other than streams (0) need stage 2 on the device (stage2=1)"
     ]
+    assert work.space().violations({**work.space().default, "ends": 50}) == [
+        "end chunks below 100% apply to copies streamed (2) and spike (3) only"
+    ]
+    with pytest.raises(
+        TridiagError, match=r"ends=50 \(below 100%\) applies to copies streamed and spike only"
+    ):
+        work.run({"copies": 1, "stage2": 1, "ends": 50}, repeats=1)
+    with pytest.raises(TridiagError, match="ends=30 must be one of 100, 50, 25"):
+        work.run({"copies": 3, "stage2": 1, "ends": 30}, repeats=1)
