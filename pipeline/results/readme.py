@@ -368,9 +368,31 @@ def _tridiag_host_to_host(root: Path) -> str:
     times = ", ".join(f"`{k}` {v:.1f} us" for k, v in ncu.items())
     text = "; ".join(verdicts) + (
         f". The three kernels between the last upload and the first download, at 10^6 unknowns on the H100 "
-        f"(Nsight Compute, median of the solve's launches): {times}."
+        f"(Nsight Compute, median of the solve's launches): {times}. "
     )
-    return "\n".join(lines) + "\n\n" + _paragraph(text)
+    return "\n".join(lines) + "\n\n" + _paragraph(text + _end_chunks(root, "data/tridiag/h100/streamed/ends"))
+
+
+def _end_chunks(root: Path, where: str) -> str:
+    """One sentence from ``tridiag_streamed --ends``: per size, the best small-end-chunk SPIKE configuration
+    over the best equal-chunk one, and over the serial floor of the same rounds."""
+    import csv
+
+    folder = root / where
+    with (folder / "ratios.csv").open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r["b"].startswith("spike_e") and r["a"].startswith("spike_")]
+    parts = []
+    for size in sorted({int(r["size"]) for r in rows}):
+        r = min((r for r in rows if int(r["size"]) == size), key=_ms)
+        parts.append(
+            f"{size:,}: {_interval(r)}, {float(r['b_over_serial_floor']):.3f} [{float(r['floor_low']):.3f}, "
+            f"{float(r['floor_high']):.3f}] of the floor"
+        )
+    name = _load(folder / "meta.json")["device"]["device_name"].replace("NVIDIA ", "")
+    return (
+        f"Small end chunks (`ends`, {name}, `{where}`), the best "
+        f"over the best equal chunks of the same rounds: " + "; ".join(parts) + "."
+    )
 
 
 def _kernel_times(path: Path) -> dict[str, float]:
