@@ -9,7 +9,11 @@ whole solve; one single copy in, one out (``floor_copy``); and the spike solve's
 (``chain_at_*``: milliseconds from the start to the last upload, the last chunk's reduction, the top solve's
 start and end, the first chunk's way back and its download).
 
-    python -m benchmarks.tridiag_spike_parts --out $OUT [--sizes 1e6,4e6] [--repeats 21]
+    python -m benchmarks.tridiag_spike_parts --out $OUT [--sizes 1e6,4e6] [--repeats 21] [--ends 0.5]
+
+``--ends``: the first and last chunk's share of an inner one (``CudaPartitionSolver.set_ends``), for each part
+and solve. ``uploads_rows`` is the uploads as four 1-D copies per chunk (one per row of a, b, c, d) instead
+of one 2-D copy, to tell the copy engine's cost of a 2-D copy from the bytes.
 """
 
 from __future__ import annotations
@@ -52,13 +56,19 @@ def parts(cp: Any, sv: Any, k: int) -> dict[str, Callable[[], object]]:
     n8 = sv.n * F8
     host, dev = sv.host.ctypes.data, sv.dev.data.ptr
     xh, xd = sv.x_host.ctypes.data, dev + 3 * n8
-    chunks = sv._plan(k, SLICE)
+    chunks = sv._plan(k, SLICE, sv.ends)
     first, last = chunks[0], chunks[-1]
 
     def up() -> None:
         for ch in chunks:
             off = ch.r0 * F8
             rt.memcpy2DAsync(dev + off, n8, host + off, n8, (ch.r1 - ch.r0) * F8, 4, 1, st.ptr)
+
+    def up_rows() -> None:
+        for ch in chunks:
+            off = ch.r0 * F8
+            for row in range(4):
+                rt.memcpyAsync(dev + row * n8 + off, host + row * n8 + off, (ch.r1 - ch.r0) * F8, 1, st.ptr)
 
     def down() -> None:
         for ch in chunks:
@@ -67,6 +77,7 @@ def parts(cp: Any, sv: Any, k: int) -> dict[str, Callable[[], object]]:
 
     return {
         "uploads": up,
+        "uploads_rows": up_rows,
         "downloads": down,
         "copies_only": lambda: (up(), down()),
         "spike_reduce_last": lambda: dp.spike_reduce(sv.rows, last.s, last.e, st),
@@ -80,11 +91,12 @@ def parts(cp: Any, sv: Any, k: int) -> dict[str, Callable[[], object]]:
     }
 
 
-def measure(cp: Any, n: int, ks: list[int], repeats: int) -> list[dict]:
+def measure(cp: Any, n: int, ks: list[int], repeats: int, ends: float = 1.0) -> list[dict]:
     from kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
 
     abcd = random_system(n, seed=n % 100_003, out=empty_pinned(cp, (4, n)))
     sv = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu")
+    sv.set_ends(ends)
     rt, st, n8 = cp.cuda.runtime, sv.main, n * F8
 
     def floor_copy() -> None:
@@ -117,11 +129,12 @@ def main() -> int:
     ap.add_argument("--sizes", default="1e6,2.5e6,4e6", help="unknowns, comma separated")
     ap.add_argument("--chunks", default="1,2,4,8", help="chunk counts k, comma separated")
     ap.add_argument("--repeats", type=int, default=21, help="timed repeats per part (median)")
+    ap.add_argument("--ends", type=float, default=1.0, help="end chunks' share of an inner one (default 1)")
     args = ap.parse_args()
     cp = get_backend("cupy").xp
     rows: list[dict] = []
     for n in [int(float(v)) for v in args.sizes.split(",")]:
-        rows += measure(cp, n, [int(v) for v in args.chunks.split(",")], args.repeats)
+        rows += measure(cp, n, [int(v) for v in args.chunks.split(",")], args.repeats, args.ends)
         cp.get_default_memory_pool().free_all_blocks()
         cp.get_default_pinned_memory_pool().free_all_blocks()
     out = Path(args.out)
