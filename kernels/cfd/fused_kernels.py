@@ -28,15 +28,22 @@ FUSED_KERNELS = DIRECTIONAL_KERNELS + STAGE_KERNELS
 
 @dataclass(frozen=True)
 class Variant:
-    key: tuple[int, int, int, int]  # (smem, faces, source, maxreg)
+    key: tuple[int, int, int, int, int]  # (smem, faces, source, maxreg, fmad)
     functions: dict[str, Any]
     attributes: dict[str, dict[str, int]]
     compile_ms: float
 
 
-def variant_options(smem: int, faces: int, source: int, maxreg: int) -> tuple[str, ...]:
+def variant_options(smem: int, faces: int, source: int, maxreg: int, fmad: int = 0) -> tuple[str, ...]:
+    """nvcc options of a variant; ``fmad`` lets the compiler contract a multiply and an add into one FMA
+    (one rounding instead of two: not the seven kernels' bits; ``benchmarks/cfd_fma_probe.py``)."""
+    base = (
+        tuple("--fmad=true" if o == "--fmad=false" else o for o in COMPILE_OPTIONS)
+        if fmad
+        else COMPILE_OPTIONS
+    )
     opts: tuple[str, ...] = (
-        *COMPILE_OPTIONS,
+        *base,
         f"-DSMEM={int(smem)}",
         f"-DFACES={int(faces)}",
         f"-DSOURCE={int(source)}",
@@ -53,18 +60,19 @@ class FusedKernels:
     _cache: ClassVar[dict[tuple[int, ...], Variant]] = {}
     compile_ms_total: ClassVar[float] = 0.0
 
-    def __init__(self, cupy: ModuleType, source_mode: int):
+    def __init__(self, cupy: ModuleType, source_mode: int, fmad: bool = False):
         self._cp = cupy
         self.source = int(bool(source_mode))
+        self.fmad = int(bool(fmad))
         self._code = SOURCE_FILE.read_text() + "\n" + FUSED_FILE.read_text()
 
     def variant(self, smem: int, faces: int, maxreg: int) -> Variant:
-        key = (int(smem), int(faces), self.source, int(maxreg))
+        key = (int(smem), int(faces), self.source, int(maxreg), self.fmad)
         got = FusedKernels._cache.get(key)
         if got is not None:
             return got
         t = time.perf_counter()
-        module = self._cp.RawModule(code=self._code, options=variant_options(*key[:3], key[3]))
+        module = self._cp.RawModule(code=self._code, options=variant_options(*key))
         functions = {name: module.get_function(name) for name in FUSED_KERNELS}
         attributes = {
             name: {

@@ -1,0 +1,151 @@
+"""What FMA contraction would buy the fused CFD stage kernel, and what it would cost the answer (issue 16).
+
+The seven kernels and every fused variant are compiled with ``--fmad=false`` so that every configuration gives
+bitwise the seven-kernel state. The stage kernel is bound by FP64 arithmetic (docs/cfd.md), so letting nvcc
+contract multiply-adds into FMAs (one rounding instead of two) may make it faster; then its state is no
+longer the seven kernels' bits, and the question is whether it stays within the issue's 1e-12.
+
+At ``--size`` (default the inlet's 3328x1024) this times, in R interleaved rounds (the order rotated each
+round; CUDA events around ``--steps`` steps after a warm-up step; ms per step), the seven-kernel default and
+each fused configuration of ``CONFIGS`` compiled both ways, and reports every ratio with its 95% interval
+(``kernels.compare``). Correctness: after 100 steps from the same state, each configuration's
+primitive variables (rho, u, v, p) against the seven-kernel default's, max |difference| over max |value| each.
+
+    python -m benchmarks.cfd_fma_probe --out $OUT [--size 3328x1024] [--rounds 21] [--steps 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernels.backend import get_backend
+from kernels.compare import compare
+from kernels.device import describe_device
+
+# The best configuration of both fused sweeps (H100 and H200, data/cfd/*/sweep_fused) and the best directional
+# configuration of the H200 sweep.
+CONFIGS = {
+    "stage_best": {
+        "fusion": 2,
+        "tile.block_x": 256,
+        "tile.block_y": 2,
+        "tile.cells_x": 1,
+        "tile.cells_y": 2,
+        "tile.smem": 0,
+        "tile.faces": 1,
+        "tile.maxreg": 64,
+    },
+    "directional_best": {
+        "fusion": 1,
+        "tile.block_x": 32,
+        "tile.block_y": 2,
+        "tile.cells_x": 1,
+        "tile.cells_y": 2,
+        "tile.smem": 1,
+        "tile.faces": 2,
+        "tile.maxreg": 64,
+    },
+}
+CHECK_STEPS = 100
+
+
+def main() -> int:
+    from kernels.cfd.fused_kernels import FusedKernels
+    from kernels.cfd.solver import Solver
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, help="folder for results.json")
+    ap.add_argument("--size", default="3328x1024", help="cells, NXxNY (default: the inlet's 3328x1024)")
+    ap.add_argument("--rounds", type=int, default=21, help="interleaved rounds (default 21)")
+    ap.add_argument("--steps", type=int, default=10, help="steps per timed call (default 10)")
+    args = ap.parse_args()
+    backend = get_backend("cupy")
+    cp = backend.xp
+    nx, ny = (int(v) for v in args.size.lower().split("x"))
+    s = Solver("inlet", (nx, ny), "cupy")
+    space = s.space("fused")
+    s.set_config({**space.default, "fusion": 2})  # builds the solver's own (--fmad=false) kernels
+    kernels = {"nofma": s._fused, "fma": FusedKernels(cp, s.setup.source_mode, fmad=True)}
+    runs: dict[str, tuple[dict, Any]] = {"default": (space.default, kernels["nofma"])}
+    for name, tile in CONFIGS.items():
+        for label, kern in kernels.items():
+            runs[f"{name}_{label}"] = ({**space.default, **tile}, kern)
+
+    def use(name: str) -> None:
+        config, kern = runs[name]
+        s._fused = kern
+        s.set_config(space.validate(config))
+
+    def timed(name: str) -> float:
+        use(name)
+        s.reset()
+        s.step()
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        for _ in range(args.steps):
+            s.step()
+        stop.record()
+        stop.synchronize()
+        return cp.cuda.get_elapsed_time(start, stop) / args.steps
+
+    def state(name: str) -> np.ndarray:
+        use(name)
+        s.reset()
+        for _ in range(CHECK_STEPS):
+            s.step()
+        return backend.asnumpy(s.V[:, 2:-2, 2:-2])
+
+    names = list(runs)
+    want = state("default")
+    agreement = {}
+    for name in names[1:]:
+        got = state(name)
+        agreement[name] = {
+            "bitwise": bool(np.array_equal(got, want)),
+            "rel_diff_per_variable": [
+                float(np.abs(got[q] - want[q]).max() / np.abs(want[q]).max()) for q in range(4)
+            ],
+        }
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(args.rounds):
+        rot = r % len(names)
+        for name in names[rot:] + names[:rot]:
+            times[name].append(timed(name))
+    pairs = [("default", n) for n in names[1:]] + [(f"{c}_nofma", f"{c}_fma") for c in CONFIGS]
+    ratios = []
+    for a, b in pairs:
+        c = compare(times[a], times[b], seed=0)
+        ratios.append({"a": a, "b": b, "ratio": c.ratio, "low": c.low, "high": c.high, "verdict": c.verdict})
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    result = {
+        "device": describe_device(backend),
+        "size": [nx, ny],
+        "rounds": args.rounds,
+        "steps_per_call": args.steps,
+        "median_ms_per_step": {n: float(np.median(v)) for n, v in times.items()},
+        "agreement_after_100_steps": agreement,
+        "ratios": ratios,
+        "times": times,
+    }
+    (out / "results.json").write_text(json.dumps(result, indent=1, default=str))
+    print("| configuration | ms/step | vs default [95%] | bitwise | max rel diff, 100 steps (rho, u, v, p) |")
+    print("| --- | ---: | --- | --- | --- |")
+    for n in names:
+        row = next((r for r in ratios if r["a"] == "default" and r["b"] == n), None)
+        vs = f"{row['ratio']:.3f} [{row['low']:.3f}, {row['high']:.3f}]" if row else ""
+        agree = agreement.get(n, {"bitwise": True, "rel_diff_per_variable": [0.0] * 4})
+        diffs = ", ".join(f"{d:.1e}" for d in agree["rel_diff_per_variable"])
+        print(f"| {n} | {result['median_ms_per_step'][n]:.3f} | {vs} | {agree['bitwise']} | {diffs} |")
+    for r in ratios[-len(CONFIGS) :]:
+        print(f"{r['b']} / {r['a']}: {r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}] {r['verdict']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
