@@ -126,3 +126,14 @@ def test_the_fused_space_names_what_each_level_leaves_unused():
         ("fusion", (1,)): {"tile.smem", "tile.faces"},
     }
     assert all(set(r.params) <= set(space.names) for r in space.inactive)
+
+
+def test_variant_options_contract_fma_only_when_asked():
+    from kernels.cfd.fused_kernels import variant_options
+
+    plain = variant_options(1, 2, 0, 64)
+    fma = variant_options(1, 2, 0, 64, fmad=1)
+    assert "--fmad=false" in plain and "--fmad=true" not in plain  # the seven kernels' bits, by default
+    assert "--fmad=true" in fma and "--fmad=false" not in fma
+    assert [o for o in plain if "fmad" not in o] == [o for o in fma if "fmad" not in o]
+    assert "-DFACES=2" in plain and "--maxrregcount=64" in plain
