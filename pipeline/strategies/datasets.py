@@ -33,6 +33,7 @@ from pipeline.errors import UserError
 TIME = "time"  # the objective column of every Dataset frame (ms; NaN where the configuration failed)
 STATUS = "status"  # "ok", "invalid" or "failed"
 _PARAMS_META = b"launchtune.params"  # schema metadata key: the parameter columns of a file we wrote
+_INACTIVE_META = b"launchtune.inactive"  # schema metadata key: the space's unused-parameter rules, where any
 
 # Parquet column names we accept for the total time, the per-row repeated times and the GPU class, in order of
 # preference (the sweep pipeline's schema names them; older or hand-made files may use the others).
@@ -82,6 +83,9 @@ class Dataset:
     default: dict[str, int] | None = None
     device: dict[str, Any] = field(default_factory=dict)
     source: str = ""
+    # kernels.space.Inactive rules as lists, [deciding parameter, its values, parameters unused there]: where
+    # the fused CFD space's fusion level leaves the seven kernels' launches (or the tile) unused
+    inactive: list[list[Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -320,13 +324,31 @@ def load_parquet(path: str | Path) -> list[Dataset]:
         raise UserError(f"{path}: the dataset holds no rows")
     meta = table.schema.metadata or {}
     declared = json.loads(meta[_PARAMS_META]) if _PARAMS_META in meta else None
+    rules = json.loads(meta[_INACTIVE_META]) if _INACTIVE_META in meta else _plan_inactive(path)
     cls = _first(list(df.columns), _CLASS_COLUMNS)
     if cls is None:
-        return [_from_sweep_frame(df, path.stem, str(path), declared)]
-    return [
-        _from_sweep_frame(g.reset_index(drop=True), str(key), f"{path}[{cls}={key}]", declared)
-        for key, g in df.groupby(df[cls].astype(str), sort=True)
-    ]
+        found = [_from_sweep_frame(df, path.stem, str(path), declared)]
+    else:
+        found = [
+            _from_sweep_frame(g.reset_index(drop=True), str(key), f"{path}[{cls}={key}]", declared)
+            for key, g in df.groupby(df[cls].astype(str), sort=True)
+        ]
+    for dataset in found:
+        dataset.inactive = [r for r in rules if r[0] in dataset.params]
+    return found
+
+
+def _plan_inactive(path: Path) -> list[list[Any]]:
+    """The unused-parameter rules of the sweep a ``<sweep>/merged`` folder belongs to: its plan
+    (``<sweep>/plan/<class>.json``, written by the sweep) names them; none for any other file."""
+    for plan in sorted((path.parent / "plan").glob("*.json")) if path.is_dir() else []:
+        try:
+            rules = json.loads(plan.read_text()).get("inactive")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if rules:
+            return [[str(w), [int(v) for v in vals], [str(p) for p in params]] for w, vals, params in rules]
+    return []
 
 
 # -------------------------------------------------------------------------------------------- entry points
@@ -361,6 +383,8 @@ def write_parquet(dataset: Dataset, path: str | Path) -> Path:
     table = pa.Table.from_pandas(frame, preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[_PARAMS_META] = json.dumps(dataset.params).encode()
+    if dataset.inactive:
+        meta[_INACTIVE_META] = json.dumps(dataset.inactive).encode()
     table = table.replace_schema_metadata(meta)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)

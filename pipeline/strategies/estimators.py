@@ -37,9 +37,13 @@ def additive(n_params: int) -> Pipeline:
     return make_pipeline(*steps, RidgeCV(alphas=np.logspace(-3, 2, 11)))
 
 
-def forest(seed: int, n_estimators: int = 100) -> ExtraTreesRegressor:
-    """Randomised trees: the spread of their predictions is the uncertainty an iterative search explores."""
-    return ExtraTreesRegressor(n_estimators=n_estimators, min_samples_leaf=1, random_state=seed, n_jobs=1)
+def forest(seed: int, n_estimators: int = 100, bootstrap: bool = False) -> ExtraTreesRegressor:
+    """Randomised trees: the spread of their predictions is the uncertainty an iterative search explores.
+    ``bootstrap``: each tree learns from its own resample of the measurements, so trees also disagree on what
+    was measured and one tree is a draw from a posterior, not only a smoother (Thompson sampling)."""
+    return ExtraTreesRegressor(
+        n_estimators=n_estimators, min_samples_leaf=1, bootstrap=bootstrap, random_state=seed, n_jobs=1
+    )
 
 
 def forest_predictions(model: ExtraTreesRegressor, X: np.ndarray) -> np.ndarray:
@@ -68,19 +72,26 @@ def log_features(X: np.ndarray) -> np.ndarray:
     return out
 
 
-def launch_features(X: np.ndarray) -> np.ndarray:
+def launch_features(X: np.ndarray, unused: np.ndarray | None = None) -> np.ndarray:
     """Each parameter, plus for every launch size its log2, whether it is a power of two and its largest
     power-of-two divisor: hardware runs threads in warps (32) or wavefronts (64), so a block of 64, 128 or 256
     can be ten times faster than one of 80 or 192 on the same GPU (MI250X in the convolution data), a step no
-    smooth function of the size itself can learn from a few samples."""
+    smooth function of the size itself can learn from a few samples.
+
+    ``unused`` (rows x parameters, ``Session.unused``) marks the parameters a configuration does not use (the
+    fused CFD levels ignore the seven kernels' launches): their columns are 0 there, so trees do not split on
+    values that change nothing."""
     X = np.asarray(X, dtype=float)
     cols = []
     for j in range(X.shape[1]):
         c = X[:, j]
-        cols.append(c)
+        mine = [c]
         if _wide_positive_int(c):
             ci = c.astype(np.int64)
-            cols += [np.log2(c), ((ci & (ci - 1)) == 0).astype(float), np.log2((ci & -ci).astype(float))]
+            mine += [np.log2(c), ((ci & (ci - 1)) == 0).astype(float), np.log2((ci & -ci).astype(float))]
+        if unused is not None and unused[:, j].any():
+            mine = [np.where(unused[:, j], 0.0, m) for m in mine]
+        cols += mine
     return np.column_stack(cols)
 
 
@@ -90,12 +101,13 @@ def gaussian_process(n_features: int, seed: int) -> Pipeline:
     return make_pipeline(StandardScaler(), gp)
 
 
-def product_features(X: np.ndarray) -> np.ndarray:
+def product_features(X: np.ndarray, unused: np.ndarray | None = None) -> np.ndarray:
     """``launch_features`` plus, for every pair of parameters with more than two values (block and tile
     sizes), log2 of their product and its largest power-of-two divisor: threads per block (block_x x block_y)
-    and work per thread (tile_x x tile_y) decide occupancy and warp alignment, which no single size shows."""
+    and work per thread (tile_x x tile_y) decide occupancy and warp alignment, which no single size shows.
+    A product is 0 where either parameter is ``unused``."""
     X = np.asarray(X, dtype=float)
-    base = launch_features(X)
+    base = launch_features(X, unused)
     multi = [j for j in range(X.shape[1]) if len(np.unique(X[:, j])) > 2 and X[:, j].min() > 0]
     cols = []
     for a in range(len(multi)):
@@ -103,7 +115,11 @@ def product_features(X: np.ndarray) -> np.ndarray:
             p = X[:, multi[a]] * X[:, multi[b]]
             if np.all(p == np.round(p)):
                 pi = p.astype(np.int64)
-                cols += [np.log2(p), np.log2((pi & -pi).astype(float))]
+                mine = [np.log2(p), np.log2((pi & -pi).astype(float))]
             else:
-                cols.append(np.log2(p))
+                mine = [np.log2(p)]
+            if unused is not None:
+                off = unused[:, multi[a]] | unused[:, multi[b]]
+                mine = [np.where(off, 0.0, m) for m in mine]
+            cols += mine
     return np.column_stack([base, *cols]) if cols else base

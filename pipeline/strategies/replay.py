@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.space import Config, Constraint, Param, Space
+from kernels.space import Config, Constraint, Inactive, Param, Space
 from kernels.workload import Check, Timing
 from pipeline.strategies.datasets import STATUS, TIME, Dataset
 
@@ -85,6 +85,10 @@ class ReplayWorkload:
             default,
             (Constraint("the dataset holds no record of this configuration", self.answerable),),
             name=f"replay:{dataset.name}",
+            inactive=tuple(
+                Inactive(when, tuple(int(v) for v in values), tuple(p for p in unused if p in self.params))
+                for when, values, unused in dataset.inactive
+            ),
         )
 
     # -------------------------------------------------------------------------------------- additive model

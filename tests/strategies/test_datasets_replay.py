@@ -179,3 +179,46 @@ def test_a_measurement_is_unbiased_and_reproducible(tmp_path):
     a, b = ReplayWorkload(d, seed=7), ReplayWorkload(d, seed=7)
     b.run({"x": 2}, 7)
     assert a.run({"x": 1}, 7).total == b.run({"x": 1}, 7).total == draws[0]
+
+
+def test_a_sweep_folders_plan_gives_the_unused_parameter_rules(tmp_path):
+    """The fused CFD sweep's merged data: its plan says the seven kernels' launches are unused where
+    fusion > 0; the dataset carries the rules, replay's space and the session's ``unused`` mask apply them,
+    and an export keeps them."""
+    from pipeline.strategies.base import Session
+    from pipeline.strategies.estimators import launch_features, product_features
+    from tests.conftest import REPO
+
+    (d,) = load_datasets(REPO / "data/cfd/h100/sweep_fused/merged")
+    assert [r[0] for r in d.inactive] == ["fusion", "fusion", "fusion"]
+    assert d.inactive[2] == ["fusion", [1], ["tile.smem", "tile.faces"]]
+    space = ReplayWorkload(d, seed=0).space()
+    stage = next(c for c in ReplayWorkload(d).candidates() if c["fusion"] == 2)
+    key = space.active_key(stage)
+    assert key[d.params.index("rhs.threads")] is None and key[d.params.index("tile.block_x")] is not None
+    session = Session(ReplayWorkload(d, seed=0), 5, seed=0)
+    fusion = session.X[:, d.params.index("fusion")]
+    unused = session.unused
+    assert unused is not None and unused.shape == session.X.shape
+    seven = d.params.index("xi_flux.blocks")
+    assert np.array_equal(unused[:, seven], fusion > 0)
+    assert np.array_equal(unused[:, d.params.index("tile.faces")], fusion < 2)
+    # the unused parameters' values change nothing, so they change no feature either
+    shuffled = session.X.copy()
+    rng = np.random.default_rng(0)
+    for j in range(shuffled.shape[1]):
+        shuffled[unused[:, j], j] = rng.choice(np.unique(session.X[:, j]), size=int(unused[:, j].sum()))
+    assert not np.array_equal(shuffled, session.X)
+    assert np.array_equal(launch_features(shuffled, unused), launch_features(session.X, unused))
+    assert not np.array_equal(launch_features(shuffled), launch_features(session.X))  # unless told
+    assert product_features(session.X, unused).shape[1] > launch_features(session.X, unused).shape[1]
+    assert np.array_equal(product_features(shuffled, unused), product_features(session.X, unused))
+    small = d.__class__(d.name, d.params, d.frame.head(40), default=d.default, inactive=d.inactive)
+    (back,) = load_datasets(write_parquet(small, tmp_path / "fused.parquet"))
+    assert back.inactive == d.inactive
+
+
+def test_data_without_a_plan_has_no_unused_rules(sweep_file):
+    (d,) = load_datasets(sweep_file)
+    assert d.inactive == []
+    assert ReplayWorkload(d).space().inactive == ()
