@@ -249,10 +249,13 @@ def test_best_transfer_prices_one_class_best_on_the_other():
 
 
 def test_sweeps_are_drawn_one_launch_space_at_a_time():
-    sweeps = results.load_sweeps(results.DEFAULT_RESULTS)  # the committed data: paper and fused sweeps
+    sweeps = results.load_sweeps(results.DEFAULT_RESULTS)  # the committed data: CFD paper and fused, tridiag
     paper, fused = results.of_space(sweeps), results.of_space(sweeps, "fused")
+    tridiag = results.of_space(sweeps, "default")  # its workload has one launch space, named by no option
     assert {results.launch_space(s) for s in paper} == {"paper"} and len(paper) >= 3
-    assert {s.spec.name for s in fused} == {"cfd_inlet_fused"} and len(paper) + len(fused) == len(sweeps)
+    assert {s.spec.name for s in fused} == {"cfd_inlet_fused"}
+    assert {s.spec.workload for s in tridiag} == {"tridiag"}
+    assert len(paper) + len(fused) + len(tridiag) == len(sweeps)
     assert set(results.class_rows(fused)) == {"h100", "h200"}
     with pytest.raises(UserError, match="no sweep of launch space 'nonsense'"):
         results.of_space(sweeps, "nonsense")
