@@ -55,6 +55,18 @@ def test_sweep_overview_draws_the_fused_space(tmp_path, monkeypatch):
     assert "launch space 'fused'" in text and "cfd/h100/sweep_fused" in text and "classes: h100, h200" in text
 
 
+@pytest.mark.slow
+def test_sweep_overview_draws_the_tridiagonal_sweep(tmp_path, monkeypatch):
+    """Notebook 01 on the tridiagonal sweep (issue 21): its space has no per-kernel launch grid to draw, which
+    the notebook says instead of failing."""
+    monkeypatch.setenv("LAUNCHTUNE_NOTEBOOK_SPACE", "default")
+    nb, _ = execute_notebook(NOTEBOOK_DIR / "01_sweep_overview.ipynb", DEFAULT_RESULTS, tmp_path)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "tridiag/h100/sweep_1e7" in text and "no per-kernel (blocks, threads) launch parameters" in text
+
+
 def test_a_failing_cell_is_named_with_its_notebook(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
