@@ -183,8 +183,8 @@ def test_flag_flips_try_each_two_valued_parameter_of_the_best_in_rank_order_once
 def test_iterative_finds_the_fused_cfd_spaces_narrow_best_corner():
     """Issue 16: on the replayed fused CFD sweeps (6,000 and 4,600 rows; 2 and 1 configurations within 3% of
     the best, all of the ``stage`` level, whose median is 2x the best) ``iterative`` gets within 3% of the
-    best with 100 measurements, on average over seeds 0-4 (about 3 s a run). Before Thompson batches over bootstrap trees, most
-    H100 runs stopped on the ``directional`` level's best, 1.159x (mean 1.139)."""
+    best with 100 measurements, on average over seeds 0-4 (about 3 s a run). Before Thompson batches over
+    bootstrap trees, most H100 runs stopped on the ``directional`` level's best, 1.159x (mean 1.139)."""
     from tests.conftest import REPO
 
     for gpu in ("h100", "h200"):
