@@ -187,6 +187,17 @@ class Space:
         unused = {p for rule in self.inactive if config[rule.when] in rule.values for p in rule.params}
         return tuple(None if n in unused else int(config[n]) for n in self.names)
 
+    def unused_mask(self, X: np.ndarray) -> np.ndarray:
+        """Configurations (rows of ``X``, values in ``names`` order) x parameters: True where the row leaves
+        the parameter unused (``inactive``); all False without rules. ``active_key`` for many at once."""
+        X = np.asarray(X)
+        column = {n: j for j, n in enumerate(self.names)}
+        out = np.zeros(X.shape, dtype=bool)
+        for rule in self.inactive:
+            rows = np.isin(X[:, column[rule.when]], rule.values)
+            out[np.ix_(rows, [column[p] for p in rule.params])] = True
+        return out
+
     def branch(self, config: Mapping[str, int]) -> tuple[int, ...]:
         """The values of the parameters that decide which others are unused (the ``when`` of ``inactive``):
         the branch of a conditional space ``config`` lies on, e.g. its fusion level; () without rules."""

@@ -53,10 +53,10 @@ from kernels.tridiag.device_solver import max_threads as limit
 from kernels.tridiag.host_solver import HostSolver
 from kernels.tridiag.system import (
     check_copies,
+    check_ends,
     check_m,
     check_stage2,
     check_streams,
-    chunk_bounds,
     chunk_rows,
 )
 
@@ -152,8 +152,7 @@ class CudaPartitionSolver:
     def set_ends(self, ends: float) -> None:
         """The first and the last chunk's share of an inner chunk in the ``streamed`` and ``spike``
         pipelines (``system.chunk_bounds``; 1: equal chunks, the default)."""
-        chunk_bounds(1, 1, 1, ends)  # checks it
-        self.ends = float(ends)
+        self.ends = check_ends(ends)
 
     def _plan(self, streams: int, unit: int = 1, ends: float = 1.0) -> list[_Chunk]:
         key = (streams, unit, ends)

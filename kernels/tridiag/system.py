@@ -70,6 +70,13 @@ def check_copies(copies: str) -> str:
     return copies
 
 
+def check_ends(ends: float) -> float:
+    """The first and last chunk's share of an inner chunk: in (0, 1] (``chunk_bounds``)."""
+    if not 0.0 < ends <= 1.0:
+        raise TridiagError(f"chunk ends={ends!r} must be in (0, 1]: the end chunks' share of an inner chunk")
+    return float(ends)
+
+
 def check_system(abcd: np.ndarray) -> np.ndarray:
     """The ``(4, n)`` float64 convention, every entry finite (``a[0]``, ``c[n-1]`` ignored): else one line."""
     if not isinstance(abcd, np.ndarray) or abcd.ndim != 2 or abcd.shape[0] != 4 or abcd.shape[1] < 1:
@@ -118,8 +125,7 @@ def chunk_bounds(blocks: int, streams: int, unit: int = 1, ends: float = 1.0) ->
     """
     if unit < 1:
         raise TridiagError(f"chunk unit={unit} must be at least 1")
-    if not 0.0 < ends <= 1.0:
-        raise TridiagError(f"chunk ends={ends!r} must be in (0, 1]: the end chunks' share of an inner chunk")
+    check_ends(ends)
     units = -(-blocks // unit)
     if streams < 3 or ends == 1.0:
         cuts = [j * units / streams for j in range(streams + 1)]

@@ -73,23 +73,12 @@ class Session:
             configs = self.space.sample(POOL_LIMIT, seed)
         self.X = np.array([[c[n] for n in self.names] for c in configs], dtype=float)
         self._index = {tuple(int(v) for v in row): i for i, row in enumerate(self.X)}
-        self.unused = self._unused()
+        # candidates x parameters, True where a candidate does not use the parameter (the space's inactive
+        # rules: the seven kernels' launches under a fused level); None where the space has no such rules
+        self.unused = self.space.unused_mask(self.X) if self.space.inactive else None
         self.history: list[Measurement] = []
         self.measured: dict[int, float] = {}  # candidate index -> mean of its measurements (inf: failed)
         self._counts: dict[int, int] = {}
-
-    def _unused(self) -> np.ndarray | None:
-        """Candidates x parameters: True where a candidate does not use the parameter (the space's
-        ``inactive`` rules, e.g. the seven kernels' launches under a fused level); None without rules."""
-        if not self.space.inactive:
-            return None
-        column = {n: j for j, n in enumerate(self.names)}
-        out = np.zeros(self.X.shape, dtype=bool)
-        for rule in self.space.inactive:
-            rows = np.isin(self.X[:, column[rule.when]], rule.values)
-            for p in rule.params:
-                out[rows, column[p]] = True
-        return out
 
     # ---------------------------------------------------------------------------------------------- measuring
     @property

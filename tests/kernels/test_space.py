@@ -121,3 +121,20 @@ def test_the_active_key_leaves_out_what_a_choice_does_not_use():
     assert space.active_key({"level": 1, "x": 2, "y": 1}) == (1, None, 1)
     assert space.branch({"level": 1, "x": 2, "y": 1}) == (1,)
     assert Space((Param("x", (1, 2)),), {"x": 1}).branch({"x": 2}) == ()
+
+
+def test_the_unused_mask_is_the_active_key_for_many_configurations():
+    import numpy as np
+
+    space = Space(
+        (Param("level", (0, 1, 2)), Param("x", (1, 2)), Param("y", (1, 2))),
+        {"level": 0, "x": 1, "y": 1},
+        inactive=(Inactive("level", (1, 2), ("x",)), Inactive("level", (2,), ("y",))),
+    )
+    configs = list(space.grid())
+    X = np.array([[c[n] for n in space.names] for c in configs])
+    mask = space.unused_mask(X)
+    assert mask.any(axis=0).tolist() == [False, True, True]
+    for config, row in zip(configs, mask, strict=True):
+        assert [key is None for key in space.active_key(config)] == row.tolist()
+    assert not Space((Param("x", (1, 2)),), {"x": 1}).unused_mask(np.array([[1], [2]])).any()
