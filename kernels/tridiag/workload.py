@@ -168,7 +168,8 @@ class TridiagWorkload:
         copies: str = "streams",
         ends: float = 1.0,
     ) -> np.ndarray:
-        """A fresh copy of the solution under one configuration (output poisoned first)."""
+        """A fresh copy of the solution under one configuration (output poisoned first); ``ends`` here is a
+        fraction (a configuration's ``ends`` is in %)."""
         stage2 = _stage2_name(stage2)
         if self.backend.is_gpu:
             solver = self._gpu(threads, m, stage2, copies, ends)
