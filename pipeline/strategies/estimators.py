@@ -52,11 +52,6 @@ def forest_predictions(model: ExtraTreesRegressor, X: np.ndarray) -> np.ndarray:
     return np.stack([t.predict(X) for t in model.estimators_])
 
 
-def forest_mean_std(model: ExtraTreesRegressor, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    per_tree = forest_predictions(model, X)
-    return per_tree.mean(axis=0), per_tree.std(axis=0)
-
-
 def _wide_positive_int(col: np.ndarray) -> bool:
     return bool(col.min() > 0 and col.max() / col.min() > 4 and np.all(col == np.round(col)))
 
