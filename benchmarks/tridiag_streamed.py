@@ -63,6 +63,11 @@ SLICE_K = (2, 4, 8)  # chunk counts of spike<size>_k, for each --slices size
 ENDS_K = (4, 8, 16)  # chunk counts of spike_e<pct>_k, for each --ends share (end chunks need 3 or more)
 
 
+def ends_tag(share: float) -> str:
+    """The name of the spike configurations with end chunks ``share`` of an inner one: 0.25 -> spike_e25."""
+    return f"spike_e{round(share * 100)}"
+
+
 def log(*args: object) -> None:
     print(*args, flush=True)
 
@@ -155,7 +160,7 @@ def measure(
             ours(f"spike{size}_{k}", sliced[size], "spike", k)
     for share in ends:
         for k in ENDS_K:
-            ours(f"spike_e{round(share * 100)}_{k}", staged, "spike", k, share)
+            ours(f"{ends_tag(share)}_{k}", staged, "spike", k, share)
     host_to_host = [k for k in calls if k != "floor_copy"]
     for name in list(calls):
         calls[name]()
@@ -220,7 +225,7 @@ def measure(
     pairs += [(best("ordered_plain"), best("streamed")), ("gtsv2", best("streamed"))]
     pairs += [(best("streamed"), best("spike")), ("gtsv2", best("spike"))]
     pairs += [(best("spike"), best(f"spike{size}")) for size in slices]
-    pairs += [(best("spike"), best(f"spike_e{round(share * 100)}")) for share in ends]
+    pairs += [(best("spike"), best(ends_tag(share))) for share in ends]
     pairs += [("stage2_plain", "stage2_staged")]
     ratios = []
     for a, b in pairs:

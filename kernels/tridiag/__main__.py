@@ -95,7 +95,7 @@ def solve_command(args: argparse.Namespace) -> int:
         "ends": args.ends,
     }
     timing = work.run(config, repeats=args.repeats)  # checks the configuration before anything is solved
-    x = work.solve(args.streams, args.threads, args.m, args.stage2, args.copies, args.ends / 100)
+    x = work.solve(args.streams, args.threads, args.m, args.stage2, args.copies, args.ends)
     res = residual(work.abcd, x)
     print(
         f"n = {work.n:,}  backend = {work.backend.name}  streams = {args.streams}  threads = {args.threads}  "

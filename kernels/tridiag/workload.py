@@ -166,10 +166,9 @@ class TridiagWorkload:
         m: int = 10,
         stage2: str = "host",
         copies: str = "streams",
-        ends: float = 1.0,
+        ends: int = 100,
     ) -> np.ndarray:
-        """A fresh copy of the solution under one configuration (output poisoned first); ``ends`` here is a
-        fraction (a configuration's ``ends`` is in %)."""
+        """A fresh copy of the solution under one configuration (output poisoned first)."""
         stage2 = _stage2_name(stage2)
         if self.backend.is_gpu:
             solver = self._gpu(threads, m, stage2, copies, ends)
@@ -198,7 +197,7 @@ class TridiagWorkload:
             self._stage_cache[key] = {k: float(np.median([r[k] for r in runs])) for k in (*STAGES, "total")}
         return self._stage_cache[key]
 
-    def _config(self, config: Mapping[str, int | str]) -> tuple[int, int, int, str, str, float]:
+    def _config(self, config: Mapping[str, int | str]) -> tuple[int, int, int, str, str, int]:
         unknown = sorted(set(config) - set(DEFAULT))
         if unknown:
             raise TridiagError(f"unknown tridiag parameter {unknown[0]!r} (known: {', '.join(DEFAULT)})")
@@ -214,11 +213,10 @@ class TridiagWorkload:
             raise TridiagError(f"ends={cfg['ends']} must be one of {', '.join(map(str, ENDS_PERCENT))} (%)")
         if cfg["ends"] != 100 and copies not in ("streamed", "spike"):
             raise TridiagError(f"ends={cfg['ends']} (below 100%) applies to copies streamed and spike only")
-        ends = cfg["ends"] / 100
-        return check_streams(cfg["streams"]), cfg["threads"], check_m(cfg["m"]), stage2, copies, ends
+        return check_streams(cfg["streams"]), cfg["threads"], check_m(cfg["m"]), stage2, copies, cfg["ends"]
 
     def _gpu(
-        self, threads: int, m: int, stage2: str = "host", copies: str = "streams", ends: float = 1.0
+        self, threads: int, m: int, stage2: str = "host", copies: str = "streams", ends: int = 100
     ) -> Any:
 
         if self._solver is None or self._solver.m != m:
@@ -230,7 +228,7 @@ class TridiagWorkload:
             self._solver.set_threads(threads)
             self._solver.set_stage2(stage2)
         self._solver.set_copies(copies)
-        self._solver.set_ends(ends)
+        self._solver.set_ends(ends / 100)  # % of an inner chunk, as in the space
         return self._solver
 
     def _host_solver_name(self, stage2: str) -> str:
@@ -250,7 +248,7 @@ class TridiagWorkload:
         m: int,
         stage2: str = "host",
         copies: str = "streams",
-        ends: float = 1.0,
+        ends: int = 100,
         detail: bool = False,
     ) -> dict[str, float]:
         if self.backend.is_gpu:
