@@ -3,7 +3,8 @@
 Times each part of the ``copies="spike"`` and ``"streamed"`` pipelines alone, CUDA events, median of R
 repeats after a warm-up, at each size and chunk count k: the k chunk uploads alone (in order on one stream,
 2-D copies as the solver issues them), the k downloads alone, both (``copies_only``), one ``spike_reduce``
-over the last chunk, ``spike_top``, one ``spike_back`` over the first chunk, the streamed pipeline's
+over the last chunk, ``spike_top``, one ``spike_back`` over the first chunk (each of the two also with the
+kernels that read rows directly, ``*_plain``: without shared-memory staging), the streamed pipeline's
 ``stage1`` / ``reduce`` over the last chunk, ``solve_top``, ``back`` / ``stage3`` over the first, and each
 whole solve; one single copy in, one out (``floor_copy``); and the spike solve's critical chain step by step
 (``chain_at_*``: milliseconds from the start to the last upload, the last chunk's reduction, the top solve's
@@ -48,8 +49,10 @@ def timed(cp: Any, st: Any, enqueue: Callable[[], object], repeats: int) -> floa
     return float(np.median(out))
 
 
-def parts(cp: Any, sv: Any, k: int) -> dict[str, Callable[[], object]]:
-    """Each part of the pipelines for ``k`` chunks on slice edges, enqueued on the solver's main stream."""
+def parts(cp: Any, sv: Any, plain: Any, k: int) -> dict[str, Callable[[], object]]:
+    """Each part of the pipelines for ``k`` chunks on slice edges, enqueued on the solver's main stream;
+    ``plain``: a ``DevicePartition`` of the same size with ``staged=False``, for the spike kernels that read
+    and write rows directly (``*_plain``)."""
     from kernels.tridiag.reduced import SLICE
 
     rt, dp, st = cp.cuda.runtime, sv.dp, sv.main
@@ -83,6 +86,8 @@ def parts(cp: Any, sv: Any, k: int) -> dict[str, Callable[[], object]]:
         "spike_reduce_last": lambda: dp.spike_reduce(sv.rows, last.s, last.e, st),
         "spike_top": lambda: dp.spike_top(st),
         "spike_back_first": lambda: dp.spike_back(sv.rows, first.s, first.e, sv.rows[3], st),
+        "spike_reduce_last_plain": lambda: plain.spike_reduce(sv.rows, last.s, last.e, st),
+        "spike_back_first_plain": lambda: plain.spike_back(sv.rows, first.s, first.e, sv.rows[3], st),
         "stage1_last": lambda: dp.stage1(sv.rows, last.s, last.e, st),
         "reduce_last": lambda: dp.reduce(last.s, last.e, st),
         "solve_top": lambda: dp.solve_top(st),
@@ -93,10 +98,12 @@ def parts(cp: Any, sv: Any, k: int) -> dict[str, Callable[[], object]]:
 
 def measure(cp: Any, n: int, ks: list[int], repeats: int, ends: float = 1.0) -> list[dict]:
     from kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
+    from kernels.tridiag.device_solver import DevicePartition
 
     abcd = random_system(n, seed=n % 100_003, out=empty_pinned(cp, (4, n)))
     sv = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu")
     sv.set_ends(ends)
+    plain = DevicePartition(cp, n, 10, 256, resident=False, check=False, staged=False)
     rt, st, n8 = cp.cuda.runtime, sv.main, n * F8
 
     def floor_copy() -> None:
@@ -107,7 +114,8 @@ def measure(cp: Any, n: int, ks: list[int], repeats: int, ends: float = 1.0) -> 
     for k in ks:
         sv.set_copies("spike")
         sv.solve(k)  # makes the spike buffers
-        for name, enqueue in parts(cp, sv, k).items():
+        plain.spike_top(st)  # makes its spike buffers (their contents do not change the kernels' time)
+        for name, enqueue in parts(cp, sv, plain, k).items():
             rows.append({"size": n, "k": k, "part": name, "ms": timed(cp, st, enqueue, repeats)})
         for copies in ("spike", "streamed"):
             sv.set_copies(copies)

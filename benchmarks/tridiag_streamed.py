@@ -19,14 +19,16 @@ warm-up call of each) of:
   streamed_k          copies="streamed", staged reduced levels
   spike_k             copies="spike": SPIKE slices of 512 sub-systems (stage 1 and the slice's interface block
                       in one kernel per chunk, a top system of two rows per slice, one kernel per chunk back)
+  spike_plain_k       spike_k with kernels that read and write every row directly (staged=False: no
+                      shared-memory staging of the spike kernels' rows or of the reduced levels)
   spike<s>_k          the same with slices of s sub-systems (--slices), k = 2, 4, 8
   spike_e<pct>_k      spike_k with the first and the last chunk pct% of an inner one (--ends), k = 4, 8, 16
 
 and, on the device alone, stage 2 (every level and the PCR block) with the plain and the staged kernels
 (``stage2_plain``, ``stage2_staged``). Ratios (median of per-round ratios, seeded bootstrap 95% interval,
 ``kernels.compare.compare``): every host-to-host configuration over floor_copy; the best streamed_k over the
-best ordered_plain_k and over gtsv2; the best spike_k over the best streamed_k and over gtsv2, the best
-spike<s>_k over the best spike_k; stage2_staged
+best ordered_plain_k and over gtsv2; the best spike_k over the best streamed_k, over gtsv2 and over the best
+spike_plain_k, the best spike<s>_k over the best spike_k; stage2_staged
 over stage2_plain. The serial floor (the issue's: inputs in at the measured H2D rate, then the solution out at
 the measured D2H rate) is measured in every round too: one 256 MiB pinned copy each way (``serial_floor``),
 and each host-to-host configuration's per-round ratio to it gets its own interval (``b_over_serial_floor``,
@@ -155,6 +157,7 @@ def measure(
         ours(f"streamed_{k}", staged, "streamed", k)
     for k in SPIKE_K:
         ours(f"spike_{k}", staged, "spike", k)
+        ours(f"spike_plain_{k}", plain, "spike", k)
     for size in slices:
         for k in SLICE_K:
             ours(f"spike{size}_{k}", sliced[size], "spike", k)
@@ -199,6 +202,7 @@ def measure(
     plain.set_copies("ordered")
     plain.solve(4)
     x_ref = np.array(plain.x_host)
+    answers: dict[str, np.ndarray] = {}
     for name in host_to_host:
         if name == "gtsv2":
             gtsv.solve()
@@ -216,6 +220,18 @@ def measure(
         res = residual(abcd, x)
         row = {"size": n, "config": name, "residual": res, "bitwise_vs_plain": same, "rel_diff": diff}
         checks.append(row)
+        answers[name] = x
+    for k in SPIKE_K:  # the staged spike kernels do the direct ones' arithmetic: the same bits
+        same = bool(np.array_equal(answers[f"spike_{k}"], answers[f"spike_plain_{k}"]))
+        checks.append(
+            {
+                "size": n,
+                "config": f"spike_{k}=spike_plain_{k}",
+                "residual": "",
+                "bitwise_vs_plain": same,
+                "rel_diff": "",
+            }
+        )
     med = {k: float(np.median(v)) for k, v in times.items()}
 
     def best(prefix: str) -> str:
@@ -223,7 +239,11 @@ def measure(
 
     pairs = [("floor_copy", k) for k in host_to_host]
     pairs += [(best("ordered_plain"), best("streamed")), ("gtsv2", best("streamed"))]
-    pairs += [(best("streamed"), best("spike")), ("gtsv2", best("spike"))]
+    pairs += [
+        (best("streamed"), best("spike")),
+        ("gtsv2", best("spike")),
+        (best("spike_plain"), best("spike")),
+    ]
     pairs += [(best("spike"), best(f"spike{size}")) for size in slices]
     pairs += [(best("spike"), best(ends_tag(share))) for share in ends]
     pairs += [("stage2_plain", "stage2_staged")]

@@ -127,6 +127,8 @@ class CudaPartitionSolver:
         self._solved = [cp.cuda.Event(disable_timing=True) for _ in range(32)]
         self._downloaded = cp.cuda.Event(disable_timing=True)
         self._reduced = cp.cuda.Event(disable_timing=True)
+        self._flag_reset = cp.cuda.Event(disable_timing=True)  # _solve_chained: the flag's reset and copy,
+        self._flag_fetched = cp.cuda.Event(disable_timing=True)  # both off the copies' stream
         self.trace = False  # _solve_chained: also the times of the critical chain's steps (at_*)
 
     def set_threads(self, threads: int) -> None:
@@ -349,8 +351,12 @@ class CudaPartitionSolver:
 
         ev = {k: cp.cuda.Event() for k in ("start", "s1", "s2", "stop")}
         ev["start"].record(up)
-        dp.reset_flag(up)
-        side.wait_event(ev["start"])  # its first kernel waits for the first upload, behind the flag's reset
+        # the error flag's reset and its copy to the host run on ``side``, so that neither sits between the
+        # copies on ``up``: the reset before any kernel (``up``'s first waits for it), the copy once the last
+        # kernel that can set the flag (the top solve) is done, beside the first chunk's way back
+        side.wait_event(ev["start"])
+        dp.reset_flag(side)
+        self._flag_reset.record(side)
         last = chunks[-1]
         marks: dict[str, Any] = {}
 
@@ -368,6 +374,7 @@ class CudaPartitionSolver:
                 reduce(ch, side)
         mark("uploaded")
         self._reduced.record(side)  # every chunk but the last reduced
+        up.wait_event(self._flag_reset)
         reduce(last, up)
         mark("last_reduced")
         up.wait_event(self._reduced)
@@ -375,6 +382,8 @@ class CudaPartitionSolver:
         dp.spike_top(up) if spike else dp.solve_top(up)
         ev["s2"].record(up)
         side.wait_event(ev["s2"])
+        dp.fetch_flag(side)  # no way back sets the flag
+        self._flag_fetched.record(side)
         first, *later = chunks
         back(first, up)
         mark("first_back")
@@ -385,14 +394,17 @@ class CudaPartitionSolver:
             solved.record(side)
             up.wait_event(solved)
             download(ch)
-        out = self._finish(ev, stream=up)
+        up.wait_event(self._flag_fetched)
+        out = self._finish(ev, stream=up, fetch=False)
         out.update({f"at_{k}": self.cp.cuda.get_elapsed_time(ev["start"], e) for k, e in marks.items()})
         return out
 
-    def _finish(self, ev: dict[str, Any], stream: Any = None) -> dict[str, float]:
-        """Fetch the error flag, record ``stop`` on ``stream`` (default ``main``), wait, raise; the spans."""
+    def _finish(self, ev: dict[str, Any], stream: Any = None, fetch: bool = True) -> dict[str, float]:
+        """Fetch the error flag (unless the caller has), record ``stop`` on ``stream`` (default ``main``),
+        wait, raise; the spans."""
         stream = self.main if stream is None else stream
-        self.dp.fetch_flag(stream)
+        if fetch:
+            self.dp.fetch_flag(stream)
         ev["stop"].record(stream)
         ev["stop"].synchronize()
         self.dp.raise_flag()

@@ -42,6 +42,7 @@ REDUCED_THREADS = 128  # reduced levels are small; stage3_r with MR = 32 holds ~
 TILE = 32  # sub-systems per block of the shared-memory staged kernels (one warp; a constant of partition.cu)
 MAX_GRID = 1 << 20
 BIG_SMEM = 4 * reduced.PCR_BIG * 8  # pcr_big's dynamic shared memory: a, 1/b, c, d of 2 x PCR_MAX rows
+SPIKE_STAGED_MAX_M = 11  # partition.cu's SPIKE_STAGED: the staged spike kernels exist for m up to this
 
 
 @functools.cache
@@ -57,7 +58,10 @@ def kernels(cp: ModuleType, m: int, mr: int = reduced.MR, slice_size: int = redu
     )
     plain = ("stage1", "stage3", "stage1_r", "stage3_r")
     staged = ("stage1_rs", "stage3_rs")  # the reduced levels staged in shared memory (issue 21)
-    names = (*plain, *staged, "pcr_small", "pcr_big", "spike_reduce", "spike_back")
+    spike = ("spike_reduce", "spike_back")
+    if m <= SPIKE_STAGED_MAX_M:
+        spike += ("spike_reduce_s", "spike_back_s")  # each warp's rows staged in shared memory
+    names = (*plain, *staged, "pcr_small", "pcr_big", *spike)
     out = {name: module.get_function(name) for name in names}
     out["pcr_big"].max_dynamic_shared_size_bytes = BIG_SMEM  # over the 48 KiB a block gets without asking
     return out
@@ -171,7 +175,9 @@ class DevicePartition:
         on the device already and only ``x`` comes on top (else the caller allocates the system after this
         check, which counts it); ``staged``: the reduced levels' kernels stage each warp's rows in shared
         memory (``stage1_rs``/``stage3_rs``: the same bits, a shorter chain of memory latencies) rather than
-        reading every row from global memory (``stage1_r``/``stage3_r``)."""
+        reading every row from global memory (``stage1_r``/``stage3_r``), and so do the SPIKE kernels for
+        ``m`` up to ``SPIKE_STAGED_MAX_M`` (``spike_reduce_s``/``spike_back_s``: coalesced loads and stores,
+        the same bits)."""
         self.cp, self.n, self.m = cp, int(n), check_m(m)
         self.staged = bool(staged)
         self.slice_size = int(slice_size)
@@ -271,6 +277,10 @@ class DevicePartition:
             self._spike = Spike(self.cp, self.k, self.p, self.flag, self.staged, self.slice_size)
         return self._spike
 
+    def _spike_kernel(self, name: str) -> str:
+        """``name`` or its staged variant (``staged`` and compiled for this ``m``)."""
+        return name + "_s" if self.staged and name + "_s" in self.k else name
+
     def spike_reduce(self, rows: tuple[Any, Any, Any, Any], s: int, e: int, stream: Any) -> None:
         """Stage 1, then each slice's P, R, Q and top rows, for sub-systems ``[s, e)`` (``s`` on a slice
         edge)."""
@@ -278,7 +288,7 @@ class DevicePartition:
         lo, hi = sp.span(s, e)
         args = (*rows, np.int64(self.n), np.int64(self.p), np.int64(lo), np.int64(hi), np.int64(sp.slices))
         with stream:
-            self.k["spike_reduce"](
+            self.k[self._spike_kernel("spike_reduce")](
                 (min(hi - lo, MAX_GRID),), (sp.size,), (*args, sp.prq, sp.ends, *sp.rows[0], self.flag)
             )
 
@@ -294,7 +304,7 @@ class DevicePartition:
         lo, hi = sp.span(s, e)
         args = (*rows, np.int64(self.n), np.int64(self.p), np.int64(lo), np.int64(hi), np.int64(sp.slices))
         with stream:
-            self.k["spike_back"](
+            self.k[self._spike_kernel("spike_back")](
                 (min(hi - lo, MAX_GRID),), (sp.size,), (*args, sp.prq, sp.ends, sp.rows[0][3], x)
             )
 

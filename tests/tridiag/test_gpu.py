@@ -342,3 +342,41 @@ def test_streamed_stage2_and_staged_levels_match_the_plain_pipeline(cp):
         abcd[1, 7] = saved
         staged.solve(8)
         assert residual(abcd, np.array(staged.x_host)) < 1e-12, copies
+
+
+def test_staged_spike_kernels_give_the_direct_kernels_bits(cp):
+    """The SPIKE kernels that stage each warp's rows in shared memory (``spike_reduce_s``/``spike_back_s``,
+    compiled for m <= 11) do the direct kernels' arithmetic: bit for bit the same answer, at random sizes
+    (partial last slices and sub-systems, one slice, many), m, slice sizes, chunk counts and end chunks, with
+    top systems of one PCR block (so that only the spike kernels differ); past m = 11 the staged solver falls
+    back to the direct kernels. A NaN is still found by the staged kernels."""
+    from kernels.tridiag.cuda_solver import CudaPartitionSolver
+    from kernels.tridiag.device_solver import SPIKE_STAGED_MAX_M
+    from kernels.tridiag.system import TridiagError
+
+    rng = np.random.default_rng(2511)
+    cases = [(1, 10, 512), (9, 3, 32), (5_121, 10, 512), (700_001, 11, 512), (20_000, 12, 64)]
+    cases += [(int(rng.integers(2, 400_000)), int(rng.choice([3, 4, 7, 10, 11])), 512) for _ in range(3)]
+    for n, m, slice_size in cases:
+        abcd = _pinned_system(cp, n, seed=n + 5)
+        kw = dict(m=m, threads=128, stage2="gpu", slice_size=slice_size)
+        staged = CudaPartitionSolver(cp, abcd, staged=True, **kw)
+        direct = CudaPartitionSolver(cp, abcd, staged=False, **kw)
+        assert ("spike_reduce_s" in staged.dp.k) == (m <= SPIKE_STAGED_MAX_M), m
+        assert staged.dp.spike.sizes[0] <= 2048, (n, m, slice_size)  # one PCR block: same top-system kernels
+        for streams, ends in ((1, 1.0), (4, 1.0), (8, 0.25)):
+            answers = []
+            for solver in (staged, direct):
+                solver.set_copies("spike")
+                solver.set_ends(ends)
+                solver.x_host.fill(np.nan)
+                solver.solve(streams)
+                answers.append(np.array(solver.x_host))
+            assert residual(abcd, answers[0]) < 1e-12, (n, m, slice_size, streams, ends)
+            assert np.array_equal(answers[0], answers[1]), (n, m, slice_size, streams, ends)
+    abcd = _pinned_system(cp, 100_000, seed=3)
+    staged = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu")
+    staged.set_copies("spike")
+    abcd[2, 54_321] = np.nan
+    with pytest.raises(TridiagError, match="NaN or Inf"):
+        staged.solve(4)
