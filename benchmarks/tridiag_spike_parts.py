@@ -3,8 +3,8 @@
 Times each part of the ``copies="spike"`` and ``"streamed"`` pipelines alone, CUDA events, median of R
 repeats after a warm-up, at each size and chunk count k: the k chunk uploads alone (in order on one stream,
 2-D copies as the solver issues them), the k downloads alone, both (``copies_only``), one ``spike_reduce``
-over the last chunk, ``spike_top``, one ``spike_back`` over the first chunk (each of the two also with the
-kernels that read rows directly, ``*_plain``: without shared-memory staging), the streamed pipeline's
+over the last chunk, ``spike_top``, one ``spike_back`` over the first chunk (also the kernel that reads and
+writes every row directly, ``spike_back_first_plain``: without shared-memory staging), the streamed pipeline's
 ``stage1`` / ``reduce`` over the last chunk, ``solve_top``, ``back`` / ``stage3`` over the first, and each
 whole solve; one single copy in, one out (``floor_copy``); and the spike solve's critical chain step by step
 (``chain_at_*``: milliseconds from the start to the last upload, the last chunk's reduction, the top solve's
@@ -51,8 +51,8 @@ def timed(cp: Any, st: Any, enqueue: Callable[[], object], repeats: int) -> floa
 
 def parts(cp: Any, sv: Any, plain: Any, k: int) -> dict[str, Callable[[], object]]:
     """Each part of the pipelines for ``k`` chunks on slice edges, enqueued on the solver's main stream;
-    ``plain``: a ``DevicePartition`` of the same size with ``staged=False``, for the spike kernels that read
-    and write rows directly (``*_plain``)."""
+    ``plain``: a ``DevicePartition`` of the same size with ``staged=False``, for the spike way back that reads
+    and writes rows directly (``spike_back_first_plain``)."""
     from kernels.tridiag.reduced import SLICE
 
     rt, dp, st = cp.cuda.runtime, sv.dp, sv.main
@@ -86,7 +86,6 @@ def parts(cp: Any, sv: Any, plain: Any, k: int) -> dict[str, Callable[[], object
         "spike_reduce_last": lambda: dp.spike_reduce(sv.rows, last.s, last.e, st),
         "spike_top": lambda: dp.spike_top(st),
         "spike_back_first": lambda: dp.spike_back(sv.rows, first.s, first.e, sv.rows[3], st),
-        "spike_reduce_last_plain": lambda: plain.spike_reduce(sv.rows, last.s, last.e, st),
         "spike_back_first_plain": lambda: plain.spike_back(sv.rows, first.s, first.e, sv.rows[3], st),
         "stage1_last": lambda: dp.stage1(sv.rows, last.s, last.e, st),
         "reduce_last": lambda: dp.reduce(last.s, last.e, st),

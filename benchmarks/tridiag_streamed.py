@@ -20,7 +20,7 @@ warm-up call of each) of:
   spike_k             copies="spike": SPIKE slices of 512 sub-systems (stage 1 and the slice's interface block
                       in one kernel per chunk, a top system of two rows per slice, one kernel per chunk back)
   spike_plain_k       spike_k with kernels that read and write every row directly (staged=False: no
-                      shared-memory staging of the spike kernels' rows or of the reduced levels)
+                      shared-memory staging in the way back, spike_back, or in the reduced levels)
   spike<s>_k          the same with slices of s sub-systems (--slices), k = 2, 4, 8
   spike_e<pct>_k      spike_k with the first and the last chunk pct% of an inner one (--ends), k = 4, 8, 16
 
@@ -221,7 +221,7 @@ def measure(
         row = {"size": n, "config": name, "residual": res, "bitwise_vs_plain": same, "rel_diff": diff}
         checks.append(row)
         answers[name] = x
-    for k in SPIKE_K:  # the staged spike kernels do the direct ones' arithmetic: the same bits
+    for k in SPIKE_K:  # the staged way back does the direct one's arithmetic: the same bits
         same = bool(np.array_equal(answers[f"spike_{k}"], answers[f"spike_plain_{k}"]))
         checks.append(
             {

@@ -42,7 +42,7 @@ REDUCED_THREADS = 128  # reduced levels are small; stage3_r with MR = 32 holds ~
 TILE = 32  # sub-systems per block of the shared-memory staged kernels (one warp; a constant of partition.cu)
 MAX_GRID = 1 << 20
 BIG_SMEM = 4 * reduced.PCR_BIG * 8  # pcr_big's dynamic shared memory: a, 1/b, c, d of 2 x PCR_MAX rows
-SPIKE_STAGED_MAX_M = 11  # partition.cu's SPIKE_STAGED: the staged spike kernels exist for m up to this
+SPIKE_STAGED_MAX_M = 11  # partition.cu's SPIKE_STAGED: spike_back_s exists for m up to this
 
 
 @functools.cache
@@ -60,7 +60,7 @@ def kernels(cp: ModuleType, m: int, mr: int = reduced.MR, slice_size: int = redu
     staged = ("stage1_rs", "stage3_rs")  # the reduced levels staged in shared memory (issue 21)
     spike = ("spike_reduce", "spike_back")
     if m <= SPIKE_STAGED_MAX_M:
-        spike += ("spike_reduce_s", "spike_back_s")  # each warp's rows staged in shared memory
+        spike += ("spike_back_s",)  # each warp's rows staged in shared memory
     names = (*plain, *staged, "pcr_small", "pcr_big", *spike)
     out = {name: module.get_function(name) for name in names}
     out["pcr_big"].max_dynamic_shared_size_bytes = BIG_SMEM  # over the 48 KiB a block gets without asking
@@ -175,9 +175,9 @@ class DevicePartition:
         on the device already and only ``x`` comes on top (else the caller allocates the system after this
         check, which counts it); ``staged``: the reduced levels' kernels stage each warp's rows in shared
         memory (``stage1_rs``/``stage3_rs``: the same bits, a shorter chain of memory latencies) rather than
-        reading every row from global memory (``stage1_r``/``stage3_r``), and so do the SPIKE kernels for
-        ``m`` up to ``SPIKE_STAGED_MAX_M`` (``spike_reduce_s``/``spike_back_s``: coalesced loads and stores,
-        the same bits)."""
+        reading every row from global memory (``stage1_r``/``stage3_r``), and so does the SPIKE way back
+        for ``m`` up to ``SPIKE_STAGED_MAX_M`` (``spike_back_s``: coalesced loads and stores, the same
+        bits)."""
         self.cp, self.n, self.m = cp, int(n), check_m(m)
         self.staged = bool(staged)
         self.slice_size = int(slice_size)

@@ -390,12 +390,86 @@ __device__ __forceinline__ void pcr3(double* sa, double* sr, double* sc, double*
     __syncthreads();
 }
 
-// The staged spike kernels (spike_reduce_s, spike_back_s) copy each warp's rows through shared memory with
-// coalesced loads: a thread's sub-system is M consecutive rows, so the direct kernels' loads (and spike_back's
-// stores of x) touch a new 128-byte line for every lane. A warp's tile is 32 x (M + 1) doubles of one array at
-// a time (stride M + 1: the lanes read distinct banks), so the whole block's tiles fit in the shared memory the
-// kernel has anyway: compiled for M <= 11, where the block's tiles (SLICE x (M + 1) doubles) fit in the
-// 12 x SLICE doubles of spike_reduce's six PCR arrays (and each thread keeps its 4 M row entries in registers).
+// prq: 3 rows of slices * SLICE_ROWS (P, R, Q); ends: 2 rows of slices (a_first, c_last); t*: the top system.
+extern "C" __global__ void __launch_bounds__(SLICE) spike_reduce(
+    const double* __restrict__ A, const double* __restrict__ B, const double* __restrict__ C,
+    const double* __restrict__ D, long long n, long long p, long long sl0, long long sl1, long long slices,
+    double* __restrict__ prq, double* __restrict__ ends, double* __restrict__ ta, double* __restrict__ tb,
+    double* __restrict__ tc, double* __restrict__ td, int* __restrict__ flag) {
+    __shared__ double sa[SLICE_ROWS], sb[SLICE_ROWS], sc[SLICE_ROWS];  // sb: b, then 1 / b (pcr3)
+    __shared__ double s0[SLICE_ROWS], s1[SLICE_ROWS], s2[SLICE_ROWS];
+    const long long stride = slices * (long long)SLICE_ROWS;
+    const int j = threadIdx.x;
+    for (long long sl = sl0 + blockIdx.x; sl < sl1; sl += gridDim.x) {
+        const long long k = sl * SLICE + j;
+        Row top, bot;
+        bool zero = false, bad = false;
+        if (k < p) {
+            stage1_one<M>(A, B, C, D, n, k, top, bot, zero, bad);
+        } else {
+            top.a = 0.0; top.b = 1.0; top.c = 0.0; top.d = 0.0;
+            bot = top;
+        }
+        sa[2 * j] = top.a; sc[2 * j] = top.c; s0[2 * j] = top.d;
+        sa[2 * j + 1] = bot.a; sc[2 * j + 1] = bot.c; s0[2 * j + 1] = bot.d;
+        double own_b[2];  // rows j and j + SLICE: this thread's rows in the PCR below
+        zero |= (top.b == 0.0) || (bot.b == 0.0);
+        s1[2 * j] = 0.0; s1[2 * j + 1] = 0.0; s2[2 * j] = 0.0; s2[2 * j + 1] = 0.0;
+        sb[2 * j] = top.b; sb[2 * j + 1] = bot.b;  // b for now; 1 / b once every thread has read its own rows
+        __syncthreads();
+        const double a_first = sa[0], c_last = sc[SLICE_ROWS - 1];
+        own_b[0] = sb[j]; own_b[1] = sb[j + SLICE];
+        __syncthreads();
+        sb[j] = 1.0 / own_b[0]; sb[j + SLICE] = 1.0 / own_b[1];
+        if (j == 0) {
+            sa[0] = 0.0;
+            s1[0] = 1.0;
+            sc[SLICE_ROWS - 1] = 0.0;
+            s2[SLICE_ROWS - 1] = 1.0;
+        }
+        pcr3(sa, sb, sc, s0, s1, s2, own_b, zero);
+        if (zero) atomicOr(flag, FLAG_ZERO_PIVOT);
+        if (bad) atomicOr(flag, FLAG_NONFINITE);
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+            const int i = j + q * SLICE;
+            const long long at = sl * SLICE_ROWS + i;
+            s0[i] /= own_b[q];  // the solutions (kept for the top rows below)
+            s1[i] /= own_b[q];
+            s2[i] /= own_b[q];
+            prq[at] = s0[i];
+            prq[stride + at] = s1[i];
+            prq[2 * stride + at] = s2[i];
+        }
+        __syncthreads();
+        if (j == 0) {
+            const int L = SLICE_ROWS - 1;
+            const double p0 = s0[0], pl = s0[L];
+            const double r0 = s1[0], rl = s1[L];
+            const double q0 = s2[0], ql = s2[L];
+            ends[sl] = a_first;
+            ends[slices + sl] = c_last;
+            // row u (the slice's first unknown): couples to w of the slice before and to w of this slice
+            ta[2 * sl] = a_first * (r0 - q0 * rl / ql);
+            tb[2 * sl] = 1.0;
+            tc[2 * sl] = -q0 / ql;
+            td[2 * sl] = p0 - q0 * pl / ql;
+            // row w (the slice's last unknown): couples to u of this slice and to u of the slice after
+            ta[2 * sl + 1] = -rl / r0;
+            tb[2 * sl + 1] = 1.0;
+            tc[2 * sl + 1] = c_last * (ql - rl * q0 / r0);
+            td[2 * sl + 1] = pl - rl * p0 / r0;
+        }
+        __syncthreads();  // the slice's shared rows are read before the next slice overwrites them
+    }
+}
+
+// spike_back_s, the staged spike_back, copies each warp's rows through shared memory with coalesced loads and
+// stores its unknowns the same way: a thread's sub-system is M consecutive rows, so spike_back's loads and its
+// stores of x touch a new 128-byte line for every lane (measured on the H100: 10% off spike_back; the same
+// staging in spike_reduce gained nothing, its time is the slice's PCR). A warp's tile is 32 x (M + 1) doubles
+// of one array at a time (stride M + 1: the lanes read distinct banks); compiled for M <= 11, where the
+// block's tiles (SLICE x (M + 1) doubles) fit in 48 KiB and each thread keeps its 4 M row entries in registers.
 #define SPIKE_TILE (32 * (M + 1))
 #define SPIKE_STAGED (M <= 11)
 
@@ -438,125 +512,6 @@ __device__ __forceinline__ void stage_rows(const double* __restrict__ A, const d
         __syncwarp();  // every lane has its entries before the next array overwrites the tile
     }
 }
-
-// One slice of spike_reduce once each thread has its sub-system's two interface rows (top, bot): the slice's
-// PCR for P, R, Q, its prq and ends, and its two top-system rows. sa .. s2: SLICE_ROWS doubles each.
-__device__ __forceinline__ void spike_slice(Row top, Row bot, bool zero, bool bad, long long sl,
-                                            long long slices, double* sa, double* sb, double* sc, double* s0,
-                                            double* s1, double* s2, double* __restrict__ prq,
-                                            double* __restrict__ ends, double* __restrict__ ta,
-                                            double* __restrict__ tb, double* __restrict__ tc,
-                                            double* __restrict__ td, int* __restrict__ flag) {
-    const long long stride = slices * (long long)SLICE_ROWS;
-    const int j = threadIdx.x;
-    sa[2 * j] = top.a; sc[2 * j] = top.c; s0[2 * j] = top.d;
-    sa[2 * j + 1] = bot.a; sc[2 * j + 1] = bot.c; s0[2 * j + 1] = bot.d;
-    double own_b[2];  // rows j and j + SLICE: this thread's rows in the PCR below
-    zero |= (top.b == 0.0) || (bot.b == 0.0);
-    s1[2 * j] = 0.0; s1[2 * j + 1] = 0.0; s2[2 * j] = 0.0; s2[2 * j + 1] = 0.0;
-    sb[2 * j] = top.b; sb[2 * j + 1] = bot.b;  // b for now; 1 / b once every thread has read its own rows
-    __syncthreads();
-    const double a_first = sa[0], c_last = sc[SLICE_ROWS - 1];
-    own_b[0] = sb[j]; own_b[1] = sb[j + SLICE];
-    __syncthreads();
-    sb[j] = 1.0 / own_b[0]; sb[j + SLICE] = 1.0 / own_b[1];
-    if (j == 0) {
-        sa[0] = 0.0;
-        s1[0] = 1.0;
-        sc[SLICE_ROWS - 1] = 0.0;
-        s2[SLICE_ROWS - 1] = 1.0;
-    }
-    pcr3(sa, sb, sc, s0, s1, s2, own_b, zero);
-    if (zero) atomicOr(flag, FLAG_ZERO_PIVOT);
-    if (bad) atomicOr(flag, FLAG_NONFINITE);
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-        const int i = j + q * SLICE;
-        const long long at = sl * SLICE_ROWS + i;
-        s0[i] /= own_b[q];  // the solutions (kept for the top rows below)
-        s1[i] /= own_b[q];
-        s2[i] /= own_b[q];
-        prq[at] = s0[i];
-        prq[stride + at] = s1[i];
-        prq[2 * stride + at] = s2[i];
-    }
-    __syncthreads();
-    if (j == 0) {
-        const int L = SLICE_ROWS - 1;
-        const double p0 = s0[0], pl = s0[L];
-        const double r0 = s1[0], rl = s1[L];
-        const double q0 = s2[0], ql = s2[L];
-        ends[sl] = a_first;
-        ends[slices + sl] = c_last;
-        // row u (the slice's first unknown): couples to w of the slice before and to w of this slice
-        ta[2 * sl] = a_first * (r0 - q0 * rl / ql);
-        tb[2 * sl] = 1.0;
-        tc[2 * sl] = -q0 / ql;
-        td[2 * sl] = p0 - q0 * pl / ql;
-        // row w (the slice's last unknown): couples to u of this slice and to u of the slice after
-        ta[2 * sl + 1] = -rl / r0;
-        tb[2 * sl + 1] = 1.0;
-        tc[2 * sl + 1] = c_last * (ql - rl * q0 / r0);
-        td[2 * sl + 1] = pl - rl * p0 / r0;
-    }
-    __syncthreads();  // the slice's shared rows are read before the next slice overwrites them
-}
-
-// prq: 3 rows of slices * SLICE_ROWS (P, R, Q); ends: 2 rows of slices (a_first, c_last); t*: the top system.
-#define SPIKE_REDUCE_ARGS                                                                                      \
-    const double *__restrict__ A, const double *__restrict__ B, const double *__restrict__ C,                  \
-        const double *__restrict__ D, long long n, long long p, long long sl0, long long sl1, long long slices, \
-        double *__restrict__ prq, double *__restrict__ ends, double *__restrict__ ta, double *__restrict__ tb,  \
-        double *__restrict__ tc, double *__restrict__ td, int *__restrict__ flag
-
-__device__ __forceinline__ void identity_rows(Row& top, Row& bot) {
-    top.a = 0.0; top.b = 1.0; top.c = 0.0; top.d = 0.0;
-    bot = top;
-}
-
-extern "C" __global__ void __launch_bounds__(SLICE) spike_reduce(SPIKE_REDUCE_ARGS) {
-    __shared__ double buf[6 * SLICE_ROWS];  // sa, sb (b, then 1 / b: pcr3), sc, s0, s1, s2
-    const int j = threadIdx.x;
-    for (long long sl = sl0 + blockIdx.x; sl < sl1; sl += gridDim.x) {
-        const long long k = sl * SLICE + j;
-        Row top, bot;
-        bool zero = false, bad = false;
-        if (k < p) {
-            stage1_one<M>(A, B, C, D, n, k, top, bot, zero, bad);
-        } else {
-            identity_rows(top, bot);
-        }
-        spike_slice(top, bot, zero, bad, sl, slices, buf, buf + SLICE_ROWS, buf + 2 * SLICE_ROWS,
-                    buf + 3 * SLICE_ROWS, buf + 4 * SLICE_ROWS, buf + 5 * SLICE_ROWS, prq, ends, ta, tb, tc, td,
-                    flag);
-    }
-}
-
-#if SPIKE_STAGED
-// spike_reduce with each warp's rows staged (the same arithmetic, so the same bits); the tiles share the
-// buffer with the PCR arrays, which are written only once every warp has its rows in registers.
-extern "C" __global__ void __launch_bounds__(SLICE) spike_reduce_s(SPIKE_REDUCE_ARGS) {
-    __shared__ double buf[6 * SLICE_ROWS];  // the tiles, SLICE * (M + 1) doubles, fit too (M <= 11)
-    const int j = threadIdx.x;
-    double* tile = buf + (j / 32) * SPIKE_TILE;
-    for (long long sl = sl0 + blockIdx.x; sl < sl1; sl += gridDim.x) {
-        const long long k = sl * SLICE + j;
-        Row rows[M];
-        stage_rows<M>(A, B, C, D, n, (k - (j & 31)) * (long long)M, tile, rows);
-        Row top, bot;
-        bool zero = false, bad = false;
-        if (k < p) {
-            stage1_rows<M>(RegRows{rows}, top, bot, zero, bad);
-        } else {
-            identity_rows(top, bot);
-        }
-        __syncthreads();  // every warp is done with its tile before the PCR arrays overwrite it
-        spike_slice(top, bot, zero, bad, sl, slices, buf, buf + SLICE_ROWS, buf + 2 * SLICE_ROWS,
-                    buf + 3 * SLICE_ROWS, buf + 4 * SLICE_ROWS, buf + 5 * SLICE_ROWS, prq, ends, ta, tb, tc, td,
-                    flag);
-    }
-}
-#endif
 
 // The slice's interface values z (2 per sub-system) from its spikes and the top solution y (u, w per slice).
 __device__ __forceinline__ void spike_z(long long sl, long long slices, const double* __restrict__ prq,

@@ -58,6 +58,25 @@ def test_stage_times_add_up(cp, stage2):
     assert sum(times[s] for s in STAGES) == pytest.approx(times["total"], rel=1e-3)
 
 
+@pytest.mark.parametrize("n", [1000, 2_000_003])
+def test_spike_stage_times_are_the_traced_chain(cp, n):
+    """The seed's seven stages read off the SPIKE pipeline's one-chunk trace: each step of the chain takes
+    time and they follow each other (a negative stage: a mark moved, or the mapping no longer fits)."""
+    from kernels.tridiag.workload import STAGES, make_workload, spike_stage_times
+
+    work = make_workload("random", n, "cupy", seed=3)
+    solver = work._gpu(256, 10, "gpu", "spike")
+    solver.trace = True
+    for _ in range(3):
+        st = spike_stage_times(solver.solve(1))
+        assert min(st[s] for s in ("t1_h2d", "t1_comp", "t2_host", "t3_comp", "t3_d2h")) > 0, st
+        assert sum(st[s] for s in STAGES) == pytest.approx(st["total"])
+    solver.trace = False
+    medians = work.stage_times(256, 10, 3, "gpu", "spike")
+    assert medians["t1_d2h"] == medians["t3_h2d"] == 0.0 and medians["t1_h2d"] > 0
+    assert residual(work.abcd, work.solve(1, 256, 10, "gpu", "spike")) < 1e-12
+
+
 @pytest.mark.parametrize("stage2", ["host", "gpu"])
 @pytest.mark.parametrize("n", [1000, 300_001])
 def test_zero_pivot_and_nan_are_reported_and_solver_recovers(cp, stage2, n):
@@ -345,11 +364,11 @@ def test_streamed_stage2_and_staged_levels_match_the_plain_pipeline(cp):
 
 
 def test_staged_spike_kernels_give_the_direct_kernels_bits(cp):
-    """The SPIKE kernels that stage each warp's rows in shared memory (``spike_reduce_s``/``spike_back_s``,
-    compiled for m <= 11) do the direct kernels' arithmetic: bit for bit the same answer, at random sizes
+    """The SPIKE way back that stages each warp's rows in shared memory (``spike_back_s``, compiled for
+    m <= 11) does the direct kernel's arithmetic: bit for bit the same answer, at random sizes
     (partial last slices and sub-systems, one slice, many), m, slice sizes, chunk counts and end chunks, with
-    top systems of one PCR block (so that only the spike kernels differ); past m = 11 the staged solver falls
-    back to the direct kernels. A NaN is still found by the staged kernels."""
+    top systems of one PCR block (so that only the way back differs); past m = 11 the staged solver falls
+    back to the direct kernel. A NaN is still found."""
     from kernels.tridiag.cuda_solver import CudaPartitionSolver
     from kernels.tridiag.device_solver import SPIKE_STAGED_MAX_M
     from kernels.tridiag.system import TridiagError
@@ -362,7 +381,7 @@ def test_staged_spike_kernels_give_the_direct_kernels_bits(cp):
         kw = dict(m=m, threads=128, stage2="gpu", slice_size=slice_size)
         staged = CudaPartitionSolver(cp, abcd, staged=True, **kw)
         direct = CudaPartitionSolver(cp, abcd, staged=False, **kw)
-        assert ("spike_reduce_s" in staged.dp.k) == (m <= SPIKE_STAGED_MAX_M), m
+        assert ("spike_back_s" in staged.dp.k) == (m <= SPIKE_STAGED_MAX_M), m
         assert staged.dp.spike.sizes[0] <= 2048, (n, m, slice_size)  # one PCR block: same top-system kernels
         for streams, ends in ((1, 1.0), (4, 1.0), (8, 0.25)):
             answers = []
