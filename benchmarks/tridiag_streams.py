@@ -11,6 +11,12 @@ One run does everything the stream models and issue 21 need:
     on device data (system already on the GPU, answer left there) ours against gtsv2 and gtsv2_nopivot;
   * m x streams and threads at 10^6, 10^7, 10^8 (stage 2 on the device); stage 2 alone, our reduced solver
     against gtsv2_nopivot on the same interface system; sizes past 10^8 (``--beyond``).
+``--copies`` is the pipeline of every configuration with stage 2 on the device (the gpu_k rows, ``--tune``,
+``--beyond``): ``streams`` (one stream per chunk, the seed's way) or ``spike`` (``CudaPartitionSolver``'s
+SPIKE pipeline: uploads and downloads in order on one stream, the reductions and ways back beside them; equal
+chunks, its ``ends`` stays 1). Stage 2 on the host has only ``streams``. The ``copies`` column says which ran;
+a SPIKE row's seven one-stream stage times are the seed's stages mapped onto its traced chain
+(``kernels.tridiag.workload.spike_stage_times``: t1_d2h = t3_h2d = 0).
 Per-round times let every ratio carry an interval: the median of the per-round ratios and a bootstrap 95%
 interval of that median (paired, since one round times both sides within a few milliseconds).
 
@@ -19,6 +25,8 @@ call), ``tuning.csv``, ``stage2.csv`` (stage 2 alone, sizes beyond 10^8) and ``m
 
     python -m benchmarks.tridiag_streams --out $OUT                  # the seed's 31 sizes
     python -m benchmarks.tridiag_streams --out $OUT --quick          # a few sizes, for a first check
+    python -m benchmarks.tridiag_streams --out $OUT --copies spike --tune '' --stage2-sizes ''
+                                                                     # the SPIKE pipeline's stream counts
 """
 
 from __future__ import annotations
@@ -48,6 +56,13 @@ REPO = Path(__file__).resolve().parents[1]
 SEED_SIZES = sorted({int(round(f * 10**i)) for i in range(3, 8) for f in (1, 2.5, 4, 5, 7.5, 8)} | {10**8})
 QUICK_SIZES = [1000, 10_007, 400_000, 4_000_000, 25_000_000]
 REF_MAX = 10**6  # compare with the numpy reference up to here (the residual is checked at every size)
+COPIES = ("streams", "spike")  # --copies: the pipelines of stage 2 on the device measured here
+
+
+def copies_of(stage2: str, copies: str) -> str:
+    """The pipeline a configuration runs: ``copies`` with stage 2 on the device, ``streams`` on the host (the
+    other pipelines need the interface system on the device)."""
+    return copies if stage2 == "gpu" else "streams"
 
 
 def log(*args) -> None:
@@ -226,7 +241,9 @@ def timed(cp, stream, fn) -> float:
     return float(cp.cuda.get_elapsed_time(a, b))
 
 
-def measure_size(cp, n: int, repeats: int, bw: dict, log_rows: list[dict]) -> tuple[list[dict], dict]:
+def measure_size(
+    cp, n: int, repeats: int, bw: dict, log_rows: list[dict], copies: str = "streams"
+) -> tuple[list[dict], dict]:
     from kernels.tridiag.device_solver import DevicePartition
     from kernels.tridiag.gtsv2 import DeviceGtsv, GtsvBaseline, GtsvLimitError
 
@@ -236,12 +253,12 @@ def measure_size(cp, n: int, repeats: int, bw: dict, log_rows: list[dict]) -> tu
     chk = DeviceCheck(cp, abcd)
     ref = reference.solve(abcd, 10) if n <= REF_MAX else None
     stage_reps = max(3, repeats // 2)
-    stages = {s2: work.stage_times(256, 10, stage_reps, s2) for s2 in STAGE2_CHOICES}
+    stages = {s2: work.stage_times(256, 10, stage_reps, s2, copies_of(s2, copies)) for s2 in STAGE2_CHOICES}
     solver = work._gpu(256, 10, "gpu")
     checks = {}
     for s2 in STAGE2_CHOICES:
         for k in STREAM_CHOICES:
-            x = work.solve(k, 256, 10, s2)  # output poisoned with NaN first
+            x = work.solve(k, 256, 10, s2, copies_of(s2, copies))  # output poisoned with NaN first
             diff = float(np.linalg.norm(x - ref) / np.linalg.norm(ref)) if ref is not None else float("nan")
             checks[(s2, k)] = (chk.residual(x), diff)
     del x
@@ -251,6 +268,7 @@ def measure_size(cp, n: int, repeats: int, bw: dict, log_rows: list[dict]) -> tu
     def ours(s2: str, k: int):
         def run() -> float:
             solver.set_stage2(s2)
+            solver.set_copies(copies_of(s2, copies))
             t = solver.solve(k)
             spans.setdefault(f"{s2}_{k}", []).append(t)
             return t["total"]
@@ -339,6 +357,7 @@ def measure_size(cp, n: int, repeats: int, bw: dict, log_rows: list[dict]) -> tu
                 {
                     "size": n,
                     "stage2": s2,
+                    "copies": copies_of(s2, copies),
                     "streams": k,
                     "threads": 256,
                     "m": 10,
@@ -396,8 +415,9 @@ def measure_size(cp, n: int, repeats: int, bw: dict, log_rows: list[dict]) -> tu
     return rows_out, base
 
 
-def tune_size(cp, n: int, repeats: int) -> list[dict]:
-    """m x streams and threads per block, stage 2 on the device; a failing point is recorded, not fatal."""
+def tune_size(cp, n: int, repeats: int, copies: str = "streams") -> list[dict]:
+    """m x streams and threads per block, stage 2 on the device, pipeline ``copies``; a failing point is
+    recorded, not fatal."""
     from kernels.tridiag.cuda_solver import max_threads
 
     out = []
@@ -406,12 +426,13 @@ def tune_size(cp, n: int, repeats: int) -> list[dict]:
     points = [(m, k, 256) for m in (8, 10, 16, 32) for k in (1, 4, 8, 16)]
     points += [(10, 8, th) for th in (64, 128, 512) if th <= max_threads(cp, 10)]
     for m, k, th in points:
-        row = {"size": n, "stage2": "gpu", "m": m, "streams": k, "threads": th, "total_ms": float("nan")}
-        row.update(total_min=float("nan"), residual=float("nan"), error="")
+        row = {"size": n, "stage2": "gpu", "copies": copies, "m": m, "streams": k, "threads": th}
+        row.update(total_ms=float("nan"), total_min=float("nan"), residual=float("nan"), error="")
         try:
-            t = work.run({"streams": k, "threads": th, "m": m, "stage2": "gpu"}, repeats=repeats)
+            config = {"streams": k, "threads": th, "m": m, "stage2": "gpu", "copies": copies}
+            t = work.run(config, repeats=repeats)
             row.update(total_ms=t.total, total_min=t.extra["total_min"])
-            row["residual"] = chk.residual(work.solve(k, th, m, "gpu"))
+            row["residual"] = chk.residual(work.solve(k, th, m, "gpu", copies))
         except Exception as exc:  # keep measuring the rest; the reason lands in the CSV
             row["error"] = f"{type(exc).__name__}: {exc}"
         out.append(row)
@@ -474,21 +495,29 @@ def partition_rows(n: int) -> np.ndarray:
     return random_system(n, seed=n % 100_003)
 
 
-def beyond(cp, n: int, repeats: int, bw: dict) -> list[dict]:
-    """A size past the seed's: stage 2 on the device at a few stream counts, the floor copy, the residual."""
+def beyond(cp, n: int, repeats: int, bw: dict, copies: str = "streams") -> list[dict]:
+    """A size past the seed's: stage 2 on the device (pipeline ``copies``) at a few stream counts, the floor
+    copy, the residual."""
     out = []
     t0 = time.perf_counter()
     work = make_workload("random", n, "cupy", seed=n % 100_003)
     chk = DeviceCheck(cp, work.abcd)
-    solver = work._gpu(256, 10, "gpu")
+    solver = work._gpu(256, 10, "gpu", copies)
     for k in (1, 8, 16):
-        x = work.solve(k, 256, 10, "gpu")
+        x = work.solve(k, 256, 10, "gpu", copies)
         res = chk.residual(x)
         del x
         solver.solve(k)
         ts = [solver.solve(k)["total"] for _ in range(repeats)]
         out.append(
-            {"kind": "beyond", "size": n, "streams": k, "ours_ms": float(np.median(ts)), "residual": res}
+            {
+                "kind": "beyond",
+                "size": n,
+                "copies": copies,
+                "streams": k,
+                "ours_ms": float(np.median(ts)),
+                "residual": res,
+            }
         )
     floor = (32 * n / bw["h2d_gbs"] + 8 * n / bw["d2h_gbs"]) / 1e9 * 1e3
     for row in out:
@@ -523,7 +552,7 @@ def _free(cp) -> None:
     cp.get_default_pinned_memory_pool().free_all_blocks()
 
 
-def main() -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder for the CSVs and meta.json")
     ap.add_argument("--quick", action="store_true", help="a few sizes only (first check on a new machine)")
@@ -532,12 +561,23 @@ def main() -> int:
     ap.add_argument("--stage2-sizes", default="1e6,1e7,1e8", help="sizes of the stage-2-alone comparison")
     ap.add_argument("--beyond", default="", help="sizes past 10^8 to solve once (e.g. 2.5e8)")
     ap.add_argument("--repeats", type=float, default=1.0, help="scale the interleaved rounds (1 = 21/11/5)")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--copies",
+        choices=COPIES,
+        default="streams",
+        help="pipeline of the configurations with stage 2 on the device: streams (one stream per chunk, the "
+        "default) or spike (the SPIKE pipeline, equal chunks); stage 2 on the host is always streams",
+    )
+    return ap.parse_args(argv)
+
+
+def main() -> int:
+    args = parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     backend = get_backend("cupy")
     cp = backend.xp
-    meta = run_meta(backend)
+    meta = run_meta(backend, copies=args.copies)
     log(json.dumps(meta["device"]))
     bw = bandwidths(cp)
     meta["bandwidth"] = bw
@@ -567,7 +607,7 @@ def main() -> int:
     for n in sizes:
         repeats = max(3, int(round((21 if n < 10**6 else 11 if n <= 10**7 else 5) * args.repeats)))
         try:
-            rows, base = measure_size(cp, n, repeats, bw, log_rows)
+            rows, base = measure_size(cp, n, repeats, bw, log_rows, args.copies)
         except Exception as exc:  # one size failing must not lose the others: record and go on
             log(f"n={n:>11,} FAILED: {type(exc).__name__}: {exc}")
             bases.append({"size": n, "error": f"{type(exc).__name__}: {exc}"})
@@ -577,7 +617,7 @@ def main() -> int:
         bases.append(base)
         worst = max(r["residual"] for r in rows)
         log(
-            f"n={n:>11,} gpu k={base['gpu_best_streams']:2d} {base['gpu_best_ms']:9.3f} ms "
+            f"n={n:>11,} gpu ({args.copies}) k={base['gpu_best_streams']:2d} {base['gpu_best_ms']:9.3f} ms "
             f"(x{base['gpu_speedup']:.3f} over 1 stream) host k={base['host_best_streams']:2d} "
             f"{base['host_best_ms']:9.3f}  gtsv2 {base['gtsv2_ms']:9.3f}  "
             f"copy floor {base['floor_copy_ms']:9.3f}  "
@@ -590,8 +630,8 @@ def main() -> int:
         _free(cp)
     for spec, fn in (
         (args.stage2_sizes, lambda n: [stage2_alternatives(cp, n, 11)]),
-        (args.tune, lambda n: tuning.extend(tune_size(cp, n, 5)) or []),
-        (args.beyond, lambda n: beyond(cp, n, 3, bw)),
+        (args.tune, lambda n: tuning.extend(tune_size(cp, n, 5, args.copies)) or []),
+        (args.beyond, lambda n: beyond(cp, n, 3, bw, args.copies)),
     ):
         for s in filter(None, spec.split(",")):
             n = int(float(s))
@@ -612,8 +652,9 @@ def main() -> int:
             )
     meta["seconds"] = time.perf_counter() - t_start
     (out / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    log(f"\nstage 2 on the device: copies {args.copies}")
     log(
-        "\n size        | gpu k | T(1) -> T(best) ms  | x (90% CI)          | /copy floor | /gtsv2 "
+        " size        | gpu k | T(1) -> T(best) ms  | x (90% CI)          | /copy floor | /gtsv2 "
         "| host best | dev ours / nopivot"
     )
     for b in bases:

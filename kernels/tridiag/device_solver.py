@@ -59,9 +59,8 @@ def kernels(cp: ModuleType, m: int, mr: int = reduced.MR, slice_size: int = redu
     plain = ("stage1", "stage3", "stage1_r", "stage3_r")
     staged = ("stage1_rs", "stage3_rs")  # the reduced levels staged in shared memory (issue 21)
     spike = ("spike_reduce", "spike_back")
-    if m <= SPIKE_STAGED_MAX_M:
-        spike += ("spike_back_s",)  # each warp's rows staged in shared memory
-    names = (*plain, *staged, "pcr_small", "pcr_big", *spike)
+    spike_staged = ("spike_back_s",) if m <= SPIKE_STAGED_MAX_M else ()  # rows staged in shared memory
+    names = (*plain, *staged, "pcr_small", "pcr_big", *spike, *spike_staged)
     out = {name: module.get_function(name) for name in names}
     out["pcr_big"].max_dynamic_shared_size_bytes = BIG_SMEM  # over the 48 KiB a block gets without asking
     return out

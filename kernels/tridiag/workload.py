@@ -70,7 +70,7 @@ class TridiagWorkload:
         else:
             heat_system(n, seed=seed, out=self.abcd)
         self._solver: Any = None
-        self._stage_cache: dict[tuple[int, int, int], dict[str, float]] = {}
+        self._stage_cache: dict[tuple[int, int, int, str, str], dict[str, float]] = {}
         self._ref: np.ndarray | None = None
 
     # -- the interface ---------------------------------------------------------------------------------------
@@ -187,25 +187,46 @@ class TridiagWorkload:
         return self._ref
 
     def stage_times(
-        self, threads: int = 256, m: int = 10, repeats: int = 5, stage2: str = "host"
+        self,
+        threads: int = 256,
+        m: int = 10,
+        repeats: int = 5,
+        stage2: str = "host",
+        copies: str = "streams",
     ) -> dict[str, float]:
-        """Median stage times of the one-stream pipeline, cached per (threads, m, repeats, stage2)."""
-        key = (threads, m, repeats, stage2)
+        """Median stage times (``STAGES``, ``total``) of the one-stream pipeline, each stage's median over
+        ``repeats`` solves after a warm-up, cached per (threads, m, repeats, stage2, copies).
+
+        ``copies="spike"``: the SPIKE pipeline's, from its traced critical chain (``spike_stage_times``); the
+        seed's stage boundaries do not exist in it. Any other ``copies``: the seed's pipeline
+        (``CudaPartitionSolver.solve(detail=True)`` runs it whatever the copies, so ``ordered`` and
+        ``streamed`` get its stage times).
+        """
+        stage2, copies = _pipeline(stage2, copies)
+        key = (threads, m, repeats, stage2, copies)
         if key not in self._stage_cache:
-            self._solve(1, threads, m, stage2, detail=True)
-            runs = [self._solve(1, threads, m, stage2, detail=True) for _ in range(repeats)]
+            self._one_stream_stages(threads, m, stage2, copies)
+            runs = [self._one_stream_stages(threads, m, stage2, copies) for _ in range(repeats)]
             self._stage_cache[key] = {k: float(np.median([r[k] for r in runs])) for k in (*STAGES, "total")}
         return self._stage_cache[key]
+
+    def _one_stream_stages(self, threads: int, m: int, stage2: str, copies: str) -> dict[str, float]:
+        """One solve at one stream: its seven stage times and ``total`` (``stage_times``)."""
+        if copies != "spike" or not self.backend.is_gpu:  # numpy: every pipeline is one
+            return self._solve(1, threads, m, stage2, copies, detail=True)
+        solver = self._gpu(threads, m, stage2, copies)
+        solver.trace = True
+        try:
+            return spike_stage_times(solver.solve(1))
+        finally:
+            solver.trace = False
 
     def _config(self, config: Mapping[str, int | str]) -> tuple[int, int, int, str, str, int]:
         unknown = sorted(set(config) - set(DEFAULT))
         if unknown:
             raise TridiagError(f"unknown tridiag parameter {unknown[0]!r} (known: {', '.join(DEFAULT)})")
         cfg = {**DEFAULT, **config}
-        stage2 = _stage2_name(cfg.pop("stage2"))
-        copies = _choice_name("copies", cfg.pop("copies"), COPY_CHOICES)
-        if copies != "streams" and stage2 != "gpu":
-            raise TridiagError(f"copies={copies!r} needs stage 2 on the device (stage2='gpu')")
+        stage2, copies = _pipeline(cfg.pop("stage2"), cfg.pop("copies"))
         cfg = {k: int(v) for k, v in cfg.items()}
         if cfg["threads"] <= 0:
             raise TridiagError(f"threads={cfg['threads']} must be positive")
@@ -270,6 +291,60 @@ def _choice_name(name: str, value: int | str, choices: tuple[str, ...]) -> str:
 def _stage2_name(stage2: int | str) -> str:
     """``0``/``"host"`` -> ``"host"``, ``1``/``"gpu"`` -> ``"gpu"``; anything else a ``TridiagError``."""
     return _choice_name("stage2", stage2, STAGE2_CHOICES)
+
+
+def _pipeline(stage2: int | str, copies: int | str) -> tuple[str, str]:
+    """``(stage2, copies)`` by name, checked: every ``copies`` but ``streams`` needs stage 2 on the device."""
+    stage2 = _stage2_name(stage2)
+    copies = _choice_name("copies", copies, COPY_CHOICES)
+    if copies != "streams" and stage2 != "gpu":
+        raise TridiagError(f"copies={copies!r} needs stage 2 on the device (stage2='gpu')")
+    return stage2, copies
+
+
+SPIKE_TRACE = ("total", "stage1", "stage2", "at_uploaded", "at_first_back")
+
+
+def spike_stage_times(trace: Mapping[str, float]) -> dict[str, float]:
+    """The seed's seven stage times (``STAGES``) and ``total`` of one SPIKE solve at one chunk, from the
+    solve's trace (``CudaPartitionSolver.trace``: ms from the start to each step of the critical chain).
+
+    ``solve(detail=True)`` marks the seed pipeline's stage boundaries, which the SPIKE pipeline does not have
+    (``_solve_chained``): it copies the four rows up, reduces them (stage 1 and the slices' spikes in one
+    kernel), solves the top system, goes back down (the slices' interface values and stage 3 in one kernel)
+    and copies the unknowns down; the interface system never leaves the device. At one chunk all of it is
+    one chain on one stream, so the trace splits ``total`` into the seed's stages:
+
+    * ``t1_h2d = at_uploaded``: the rows up (the error flag's reset runs beside them);
+    * ``t1_comp = stage1 - at_uploaded``: the reduction (the stage-1 span ends at the event recorded right
+      after it: ``at_last_reduced`` but for the wait on the other chunks' reductions, none at one chunk);
+    * ``t1_d2h = 0`` and ``t3_h2d = 0``: no interface rows cross the bus;
+    * ``t2_host = stage2``: the top solve, on the device (the seed's stage 2 ran on the host);
+    * ``t3_comp = at_first_back - (stage1 + stage2)``: the way back;
+    * ``t3_d2h = total - at_first_back``: the unknowns down (the error flag's copy runs beside the way back).
+
+    They add up to ``total``. At more than one chunk the ``at_`` times are the last chunk's reduction and the
+    first chunk's way back, not stages: this needs the one-chunk trace. A trace without one of
+    ``SPIKE_TRACE`` (the seed pipeline's, or ``trace`` off) is a ``TridiagError``.
+    """
+    missing = [k for k in SPIKE_TRACE if k not in trace]
+    if missing:
+        raise TridiagError(
+            f"not a traced SPIKE solve: no {missing[0]!r} (needs {', '.join(SPIKE_TRACE)}; set the solver's "
+            "trace, copies 'spike' and stage 2 'gpu')"
+        )
+    total, stage1, stage2 = float(trace["total"]), float(trace["stage1"]), float(trace["stage2"])
+    uploaded, first_back = float(trace["at_uploaded"]), float(trace["at_first_back"])
+    return {
+        "t1_h2d": uploaded,
+        "t1_comp": stage1 - uploaded,
+        "t1_d2h": 0.0,
+        "t2_host": stage2,
+        "t3_h2d": 0.0,
+        "t3_comp": first_back - (stage1 + stage2),
+        "t3_d2h": total - first_back,
+        "total": total,
+    }
 
 
 def _timed_numpy(abcd: np.ndarray, m: int, streams: int, stage2: str = "host") -> dict[str, float]:

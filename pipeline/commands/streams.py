@@ -7,9 +7,12 @@ import argparse
 import json
 from pathlib import Path
 
+from kernels.tridiag.system import COPY_CHOICES, STAGE2_CHOICES
+
 EPILOG = """The dataset is benchmarks/tridiag_streams.py's streams.csv (one row per size x streams) or a
-merged tridiag sweep (Parquet). tau, the cost of creating one stream, is read from a meta.json beside the
-dataset when there is one, else --tau, else the seed's 0.004448 ms. Example:
+merged tridiag sweep (Parquet); one pipeline (--copies, --stage2) is modelled at a time. tau, the cost of
+creating one stream, is read from a meta.json beside the dataset when there is one, else --tau, else the
+seed's 0.004448 ms. Example:
   python -m pipeline streams --dataset data/tridiag/h100/streams.csv --out results/streams"""
 
 
@@ -31,7 +34,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, help="keep rows with this many threads per block (default 256)")
     p.add_argument("--m", type=int, help="keep rows with this sub-system size (default 10)")
     p.add_argument(
-        "--stage2", choices=("host", "gpu"), help="keep rows with stage 2 there (default gpu where present)"
+        "--stage2", choices=STAGE2_CHOICES, help="keep rows with stage 2 there (default gpu where present)"
+    )
+    p.add_argument(
+        "--copies",
+        choices=COPY_CHOICES,
+        help="keep rows of this pipeline (default spike where present, else the commonest); --stage2 "
+        "then defaults to gpu where those rows have it (spike: always)",
     )
     p.add_argument(
         "--denoise-host",
@@ -66,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.streams.model import denoise_host, evaluate, format_table, load_dataset, write_outputs
 
     tau = _tau(args)
-    df = load_dataset(args.dataset, threads=args.threads, m=args.m, stage2=args.stage2)
+    df = load_dataset(args.dataset, threads=args.threads, m=args.m, stage2=args.stage2, copies=args.copies)
     if args.denoise_host:
         df = denoise_host(df, str(args.dataset))
         print("end-to-end times rebuilt as stage1_span + stage3_span + one-stream host time (--denoise-host)")

@@ -13,6 +13,15 @@ T_overhead``,
 * the optimum-streams rule: among the k whose predicted overhead is below the predicted saving
   ``(k - 1) / k * sum``, the one with the largest margin (1 stream if none).
 
+The SPIKE pipeline (``copies = spike``, stage 2 on the device; issue 21) fits the same model with other stages
+behind the names (``kernels.tridiag.workload.spike_stage_times``): every upload in order on one stream, each
+chunk reduced (stage 1 and its slices' spikes) as soon as it is up, the top system solved on the device after
+the last chunk's reduction, then each chunk's way back (its slices' interface values and stage 3) and its
+download in order. The uploads overlap the reductions and the downloads the ways back, so ``T1_H2D`` (all
+uploads), ``T2_H`` (the top solve) and ``T3_D2H`` (all downloads) stay whole while only the last chunk's
+reduction and the first chunk's way back are on the critical path: its overlappable part is ``sum = T1_COMP +
+T3_COMP``, with ``T1_D2H = T3_H2D = 0`` since no interface rows cross the bus (``SUM_STAGES`` holds as it is).
+
 Ours: a gradient-boosting regressor of ``log(T(k) / T(1))`` on ``(log10 size, log2 k)``, trained on 3/4 of the
 sizes (shuffled, whole sizes held out so a test size is never seen at any k); its predicted best is the k with
 the smallest predicted ratio. Both are judged by the measured time of the stream count they pick.
@@ -35,6 +44,7 @@ from sklearn.metrics import mean_squared_error, r2_score
 from sklearn.model_selection import train_test_split
 
 from kernels.atomic import write_text
+from kernels.tridiag.system import COPY_CHOICES, STAGE2_CHOICES
 from pipeline.errors import UserError
 
 STAGES = ("t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h")
@@ -47,14 +57,21 @@ WITHIN = 0.02  # a prediction "within 2%" costs at most 2% over the measured bes
 
 # -- data ----------------------------------------------------------------------------------------------------
 def load_dataset(
-    path: str | Path, threads: int | None = None, m: int | None = None, stage2: str | None = None
+    path: str | Path,
+    threads: int | None = None,
+    m: int | None = None,
+    stage2: str | None = None,
+    copies: str | None = None,
 ) -> pd.DataFrame:
     """Rows (size, streams, total_ms, one-stream stage times) from our CSV or a merged sweep's Parquet.
 
     Accepts ``benchmarks/tridiag_streams.py``'s ``streams.csv`` and the pipeline's shards (stage columns named
-    ``ms.<stage>``, ``status`` column). With several (threads, m) in the data, keeps the seed's 256 / 10
-    unless told otherwise. With a ``stage2`` column (stage 2 on the host or the device, issue 21), keeps
-    ``stage2`` (default ``gpu`` where present).
+    ``ms.<stage>``, ``status`` column; ``stage2`` and ``copies`` as indices into their choices, named here).
+    One pipeline is modelled at a time: with a ``copies`` column, keeps ``copies`` (default ``spike`` where
+    present, the fastest); with a ``stage2`` column (stage 2 on the host or the device, issue 21), ``stage2``
+    (default ``gpu`` where present). A default picks among the rows that the other, asked-for one left. With
+    several (threads, m) in the data, keeps the seed's 256 / 10 unless told otherwise, and with several
+    ``ends`` the equal chunks (100).
     """
     path = Path(path)
     if not path.exists():
@@ -88,14 +105,16 @@ def load_dataset(
         raise UserError(
             f"{path}: column 'size' or 'streams' holds something other than whole numbers"
         ) from None
-    if "stage2" in df.columns:
-        pick2 = stage2 or ("gpu" if "gpu" in set(df["stage2"]) else str(df["stage2"].mode().iloc[0]))
-        if pick2 not in set(df["stage2"]):
-            raise UserError(f"{path}: no rows with stage2 = {pick2!r} (there: {sorted(set(df['stage2']))})")
-        df = df[df["stage2"] == pick2]
-    for name, wanted in (("threads", threads), ("m", m)):
+    if copies is not None and "copies" not in df.columns:  # measured before the column: the seed's pipeline
+        df = df.assign(copies="streams")
+    pipeline = (("copies", copies, "spike", COPY_CHOICES), ("stage2", stage2, "gpu", STAGE2_CHOICES))
+    # what was asked for first, so that a default picks among the rows left (--stage2 host: copies streams)
+    for name, wanted, preferred, choices in sorted(pipeline, key=lambda p: p[1] is None):
+        if name in df.columns:
+            df = _keep_choice(df, name, wanted, preferred, choices, path)
+    for name, wanted, preferred in (("threads", threads, 256), ("m", m, 10), ("ends", None, 100)):
         if name in df.columns and df[name].nunique() > 1:
-            pick = wanted if wanted is not None else (256 if name == "threads" else 10)
+            pick = wanted if wanted is not None else preferred
             if pick not in set(df[name]):
                 pick = int(df[name].mode().iloc[0])
             df = df[df[name] == pick]
@@ -107,6 +126,27 @@ def load_dataset(
     if not np.isfinite(df[["total_ms", *STAGES]].to_numpy(dtype=float)).all():
         raise UserError(f"{path}: total_ms or a stage time is missing or not finite")
     return df.reset_index(drop=True)
+
+
+def _keep_choice(
+    df: pd.DataFrame, name: str, wanted: str | None, preferred: str, choices: tuple[str, ...], path: Path
+) -> pd.DataFrame:
+    """The rows whose column ``name`` is ``wanted`` (default ``preferred`` where present, else the commonest),
+    the column by name: a sweep stores the index into ``choices`` (numeric, for the surrogates)."""
+    if df.empty:  # nothing ok: load_dataset says so
+        return df
+    if pd.api.types.is_numeric_dtype(df[name]):
+        codes = set(df[name])
+        bad = sorted(c for c in codes if c not in range(len(choices)))
+        if bad:
+            listed = ", ".join(f"{i} ({c})" for i, c in enumerate(choices))
+            raise UserError(f"{path}: {name} code {bad[0]} is not one of {listed}")
+        df = df.assign(**{name: [choices[int(c)] for c in df[name]]})
+    there = set(df[name])
+    pick = wanted or (preferred if preferred in there else str(df[name].mode().iloc[0]))
+    if pick not in there:
+        raise UserError(f"{path}: no rows with {name} = {pick!r} (there: {sorted(there)})")
+    return df[df[name] == pick]
 
 
 def denoise_host(df: pd.DataFrame, source: str = "dataset") -> pd.DataFrame:

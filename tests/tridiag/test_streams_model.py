@@ -158,3 +158,61 @@ def test_load_dataset_keeps_one_stage2():
     assert set(load_dataset(path, stage2="host")["stage2"]) == {"host"}
     with pytest.raises(UserError, match="stage2"):
         load_dataset(path, stage2="cpu")
+
+
+def spike_dataset() -> pd.DataFrame:
+    """``tridiag_streams.py --copies spike``'s rows: stage 2 on the device by SPIKE, on the host by streams
+    (twice as slow, so a wrong pick shows in the times)."""
+    spike = synthetic().assign(stage2="gpu", copies="spike")
+    host = synthetic(seed=1).assign(stage2="host", copies="streams")
+    return pd.concat([spike, host.assign(total_ms=2 * host["total_ms"])], ignore_index=True)
+
+
+def test_load_dataset_keeps_one_pipeline(tmp_path):
+    path = tmp_path / "streams.csv"
+    spike_dataset().to_csv(path, index=False)
+    default = load_dataset(path)  # the fastest pipeline: spike, so stage 2 on the device
+    assert set(default["copies"]) == {"spike"} and set(default["stage2"]) == {"gpu"} and len(default) == 186
+    assert load_dataset(path, copies="spike", stage2="gpu").equals(default)
+    for kwargs in ({"copies": "streams"}, {"stage2": "host"}):  # the other one follows what was asked
+        host = load_dataset(path, **kwargs)
+        assert set(host["copies"]) == {"streams"} and set(host["stage2"]) == {"host"}, kwargs
+    with pytest.raises(UserError, match=r"copies = 'ordered' \(there: \['spike', 'streams'\]\)"):
+        load_dataset(path, copies="ordered")
+    with pytest.raises(UserError, match=r"stage2 = 'host' \(there: \['gpu'\]\)"):
+        load_dataset(path, copies="spike", stage2="host")
+
+
+def test_load_dataset_names_a_sweeps_codes(tmp_path):
+    """A merged sweep stores stage2 and copies as indices into their choices, and may hold several ends."""
+    df = spike_dataset().rename(columns={s: f"ms.{s}" for s in STAGES}).assign(status="ok", ends=100)
+    df["stage2"] = df["stage2"].map({"host": 0, "gpu": 1})
+    df["copies"] = df["copies"].map({"streams": 0, "spike": 3})
+    ends25 = df[df["copies"] == 3].assign(ends=25, total_ms=0.5)  # uneven end chunks: another pipeline
+    path = tmp_path / "sweep.parquet"
+    pd.concat([df, ends25], ignore_index=True).to_parquet(path)
+    spike = load_dataset(path)
+    assert set(spike["copies"]) == {"spike"} and set(spike["stage2"]) == {"gpu"}
+    assert set(spike["ends"]) == {100} and len(spike) == 186
+    assert set(load_dataset(path, copies="streams")["stage2"]) == {"host"}
+    df.assign(copies=df["copies"].replace(3, 7)).to_parquet(path)
+    with pytest.raises(UserError, match="copies code 7 is not one of 0 \\(streams\\), 1 \\(ordered\\)"):
+        load_dataset(path)
+
+
+def test_load_dataset_without_copies_is_the_streams_pipeline(tmp_path):
+    path = tmp_path / "streams.csv"
+    synthetic().to_csv(path, index=False)
+    assert "copies" not in load_dataset(path).columns  # as before the column
+    assert len(load_dataset(path, copies="streams")) == 186
+    with pytest.raises(UserError, match=r"copies = 'spike' \(there: \['streams'\]\)"):
+        load_dataset(path, copies="spike")
+
+
+def test_cli_copies(tmp_path):
+    data = tmp_path / "streams.csv"
+    spike_dataset().to_csv(data, index=False)
+    out = _cli("--dataset", str(data), "--copies", "streamed")
+    assert out.returncode == 2 and "copies = 'streamed'" in out.stderr, out.stderr
+    out = _cli("--dataset", str(data), "--copies", "fastest")
+    assert out.returncode == 2 and "invalid choice: 'fastest'" in out.stderr, out.stderr
