@@ -5,7 +5,7 @@ One run does everything the stream models and issue 21 need:
   * device provenance; pinned H2D / D2H bandwidth (1 GiB); tau, the cost of creating one CUDA stream;
   * for each size: residual (every configuration) and agreement with the numpy reference (up to 10^6) for
     stage 2 on the host and on the device at every stream count; the seven one-stream stage times of each;
-    then R interleaved rounds (each round times every configuration once, the order rotated per round) of:
+    then R interleaved rounds (each round times every configuration once, in a fresh seeded order) of:
     ours host to host (stage2 host / gpu x 1..32 streams), cuSPARSE gtsv2 and gtsv2_nopivot with the same
     transfers, the serial transfer floor as a copy (32 B/unknown in, then 8 B/unknown out, one stream), and
     on device data (system already on the GPU, answer left there) ours against gtsv2 and gtsv2_nopivot;
@@ -327,9 +327,12 @@ def measure_size(
     for name in names:  # warm-up (and a first call of every cuSPARSE path)
         calls[name]()
     spans.clear()
+    # each round in a fresh seeded order: rotating one order (as before 2026-11-25) kept every configuration
+    # behind the same one, and the first device-stage solve after the host stage's (whose OpenMP threads still
+    # spin) ran 20 us slower at every size: a false 1.3x "best over one stream" below 10^4 unknowns
+    order = np.random.default_rng(n % 100_003)
     for r in range(repeats):
-        rot = r % len(names)
-        for name in names[rot:] + names[:rot]:
+        for name in order.permutation(names):
             ms = calls[name]()
             times[name].append(ms)
             log_rows.append({"size": n, "config": name, "round": r, "ms": ms})
