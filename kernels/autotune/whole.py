@@ -105,6 +105,8 @@ def whole_candidates(
     configs, source, entry_size = table_configurations(table_path, gpu_class, size)
     if not configs:
         raise TunerError(f"{table_path}: no whole configuration for GPU class {gpu_class!r} in this table")
+    # a table written before a parameter joined the space (tile.arith, 2026-11-25) runs it at the default
+    configs = [{**{k: v for k, v in default.items() if k not in c}, **c} for c in configs]
     valid = [c for c in configs if space.is_valid(c)]
     if not valid:
         raise TunerError(

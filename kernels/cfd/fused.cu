@@ -13,6 +13,9 @@
 //            2: march up columns, eta fluxes carried in registers, xi fluxes exchanged by warp shuffles
 //   SOURCE   the case's source mode (0: zeros, inlet and free stream; 1: the manufactured solution's), fixed by
 //            the case, so the inlet's kernels carry no sin/cos code (it cost registers even when not taken)
+//   RECIP    1: HLLC and the update divide once per denominator and multiply by the reciprocal (hllc_recip; 6
+//            FP64 divisions per face instead of 15, 1 instead of 2 per cell): not the seven kernels' rounding,
+//            so not their bits (with FMA contraction, FusedKernels(arith=1)); 0: their very arithmetic
 // Thread (tx, ty) of a block handles tile cells (tx + a * blockDim.x, ty + b * blockDim.y), a < cx, b < cy: neighbours
 // in i belong to neighbouring threads, so global accesses stay coalesced whatever cx.
 // Three kernels of the `directional` level (xi_face, eta_face, cell_update) and one of the `stage` level
@@ -26,6 +29,73 @@
 #endif
 #ifndef SOURCE
 #define SOURCE 0
+#endif
+#ifndef RECIP
+#define RECIP 0
+#endif
+
+// hllc (solver.cu) with one division per denominator: x / y becomes x * (1 / y) where y divides more than once,
+// and p / (GAMMA - 1) a product. The same formulas, candidate fluxes and selection; another rounding.
+__device__ __forceinline__ void hllc_recip(double rl, double ul, double vl, double pl, double rr, double ur,
+                                           double vr, double pr, double sx, double sy, double* f) {
+    const double g1 = GAMMA - 1.0;
+    const double gg = GAMMA / (GAMMA - 1.0);
+    const double ig1 = 1.0 / (GAMMA - 1.0);
+    double area = sqrt(sx * sx + sy * sy);
+    double ia = 1.0 / area;
+    double nx_ = sx * ia;
+    double ny_ = sy * ia;
+    double ql = ul * nx_ + vl * ny_;
+    double qr = ur * nx_ + vr * ny_;
+    double pol = pl / rl, por = pr / rr;  // p / rho: both the sound speed and the enthalpy need it
+    double cl = sqrt(GAMMA * pol);
+    double cr = sqrt(GAMMA * por);
+    double kl = 0.5 * (ul * ul + vl * vl);
+    double kr = 0.5 * (ur * ur + vr * vr);
+    double hl = gg * pol + kl;
+    double hr = gg * por + kr;
+    double sl = sqrt(rl);
+    double sr = sqrt(rr);
+    double iw = 1.0 / (sl + sr);
+    double ut = (sl * ul + sr * ur) * iw;
+    double vt = (sl * vl + sr * vr) * iw;
+    double ht = (sl * hl + sr * hr) * iw;
+    double ct = sqrt(g1 * (ht - 0.5 * (ut * ut + vt * vt)));
+    double qt = ut * nx_ + vt * ny_;
+    double s_l = fmin(ql - cl, qt - ct);
+    double s_r = fmax(qr + cr, qt + ct);
+    if (s_l >= 0.0) {
+        double vs = ul * sx + vl * sy;
+        f[0] = rl * vs; f[1] = rl * ul * vs + sx * pl; f[2] = rl * vl * vs + sy * pl; f[3] = rl * hl * vs;
+        return;
+    }
+    if (s_r <= 0.0) {
+        double vs = ur * sx + vr * sy;
+        f[0] = rr * vs; f[1] = rr * ur * vs + sx * pr; f[2] = rr * vr * vs + sy * pr; f[3] = rr * hr * vs;
+        return;
+    }
+    double ml = rl * (s_l - ql);
+    double mr = rr * (s_r - qr);
+    double sm = (mr * qr - ml * ql + pl - pr) / (mr - ml);
+    double ps = ml * (sm - ql) + pl;
+    double m, u, v, q, p, e, s;
+    if (sm >= 0.0) { m = ml; u = ul; v = vl; q = ql; p = pl; e = pl * ig1 + rl * kl; s = s_l; }
+    else { m = mr; u = ur; v = vr; q = qr; p = pr; e = pr * ig1 + rr * kr; s = s_r; }
+    double id = 1.0 / (s - sm);
+    double rs = m * id;
+    double rus = (m * u + (ps - p) * nx_) * id;
+    double rvs = (m * v + (ps - p) * ny_) * id;
+    double es = ((s - q) * e - p * q + ps * sm) * id;
+    f[0] = area * (rs * sm);
+    f[1] = area * (rus * sm + ps * nx_);
+    f[2] = area * (rvs * sm + ps * ny_);
+    f[3] = area * ((es + ps) * sm);
+}
+
+#if RECIP
+#define FACE_HLLC hllc_recip
+#else
+#define FACE_HLLC hllc
 #endif
 
 // The state V (two ghost layers) read straight from global memory.
@@ -64,7 +134,7 @@ __device__ __forceinline__ void xi_face_flux(const Acc& v, int j, int f, const d
         r[q] = c - im;
     }
     size_t m = (size_t)j * (nx + 1) + f;
-    hllc(l[0], l[1], l[2], l[3], r[0], r[1], r[2], r[3], sxx[m], sxy[m], out);
+    FACE_HLLC(l[0], l[1], l[2], l[3], r[0], r[1], r[2], r[3], sxx[m], sxy[m], out);
 }
 
 // The flux through eta face g of column i (between cells g-1 and g).
@@ -83,7 +153,7 @@ __device__ __forceinline__ void eta_face_flux(const Acc& v, int g, int i, const 
         r[q] = c - im;
     }
     size_t m = (size_t)g * nx + i;
-    hllc(l[0], l[1], l[2], l[3], r[0], r[1], r[2], r[3], sex[m], sey[m], out);
+    FACE_HLLC(l[0], l[1], l[2], l[3], r[0], r[1], r[2], r[3], sex[m], sey[m], out);
 }
 
 // The source kernel's arithmetic for one cell (mode 1; the caller writes zeros for mode 0).
@@ -164,8 +234,14 @@ __device__ __forceinline__ void cell_update_one(unsigned int i, unsigned int j, 
     double u2 = U0[2 * n + k] + f * res[2];
     double u3 = U0[3 * n + k] + f * res[3];
     double r = u0;
+#if RECIP
+    double ir = 1.0 / r;
+    double u = u1 * ir;
+    double v = u2 * ir;
+#else
     double u = u1 / r;
     double v = u2 / r;
+#endif
     double p = g1 * (u3 - 0.5 * r * (u * u + v * v));
     put(V, vs, c, r, u, v, p);
     if (last) { U0[k] = u0; U0[n + k] = u1; U0[2 * n + k] = u2; U0[3 * n + k] = u3; }

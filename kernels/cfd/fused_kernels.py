@@ -2,11 +2,13 @@
 
 A variant is the set of compile-time constants: ``smem`` (state tile staged in shared memory), ``faces``
 (how face fluxes are shared: 0 recomputed, 1 in shared memory, 2 marching), ``maxreg`` (a register cap, 0 =
-the compiler's choice) and the case's source mode. Each variant is one ``RawModule`` of ``solver.cu`` +
-``fused.cu`` (so the fused kernels call the seven kernels' own device functions), compiled with the seven
-kernels' options (``--fmad=false``). The first use of a variant in a process compiles it (or loads it from
-CuPy's on-disk cache) and records how long that took; ``compile_ms_total`` is what callers subtract from
-wall time, and no compile ever happens inside a timed launch.
+the compiler's choice), ``arith`` and the case's source mode. Each variant is one ``RawModule`` of
+``solver.cu`` + ``fused.cu`` (so the fused kernels call the seven kernels' own device functions), compiled
+with the seven kernels' options (``--fmad=false``) where ``arith`` is 0; ``arith`` 1 lets nvcc contract
+multiply-adds into FMAs and divides once per denominator in HLLC and the update (``fused.cu``'s ``RECIP``):
+another rounding, so not the seven kernels' bits. The first use of a variant in a process compiles it (or
+loads it from CuPy's on-disk cache) and records how long that took; ``compile_ms_total`` is what callers
+subtract from wall time, and no compile ever happens inside a timed launch.
 """
 
 from __future__ import annotations
@@ -28,25 +30,23 @@ FUSED_KERNELS = DIRECTIONAL_KERNELS + STAGE_KERNELS
 
 @dataclass(frozen=True)
 class Variant:
-    key: tuple[int, int, int, int, int]  # (smem, faces, source, maxreg, fmad)
+    key: tuple[int, int, int, int, int]  # (smem, faces, source, maxreg, arith)
     functions: dict[str, Any]
     attributes: dict[str, dict[str, int]]
     compile_ms: float
 
 
-def variant_options(smem: int, faces: int, source: int, maxreg: int, fmad: int = 0) -> tuple[str, ...]:
-    """nvcc options of a variant; ``fmad`` lets the compiler contract a multiply and an add into one FMA
-    (one rounding instead of two: not the seven kernels' bits; ``benchmarks/cfd_fma_probe.py``)."""
-    base = (
-        tuple("--fmad=true" if o == "--fmad=false" else o for o in COMPILE_OPTIONS)
-        if fmad
-        else COMPILE_OPTIONS
-    )
+def variant_options(smem: int, faces: int, source: int, maxreg: int, arith: int = 0) -> tuple[str, ...]:
+    """nvcc options of a variant; ``arith`` 1: FMA contraction (one rounding instead of two) and ``RECIP``."""
+    base: tuple[str, ...] = COMPILE_OPTIONS
+    if arith:
+        base = tuple("--fmad=true" if o == "--fmad=false" else o for o in COMPILE_OPTIONS)
     opts: tuple[str, ...] = (
         *base,
         f"-DSMEM={int(smem)}",
         f"-DFACES={int(faces)}",
         f"-DSOURCE={int(source)}",
+        f"-DRECIP={int(bool(arith))}",
     )
     if maxreg:
         opts += (f"--maxrregcount={int(maxreg)}",)
@@ -60,14 +60,13 @@ class FusedKernels:
     _cache: ClassVar[dict[tuple[int, ...], Variant]] = {}
     compile_ms_total: ClassVar[float] = 0.0
 
-    def __init__(self, cupy: ModuleType, source_mode: int, fmad: bool = False):
+    def __init__(self, cupy: ModuleType, source_mode: int):
         self._cp = cupy
         self.source = int(bool(source_mode))
-        self.fmad = int(bool(fmad))
         self._code = SOURCE_FILE.read_text() + "\n" + FUSED_FILE.read_text()
 
-    def variant(self, smem: int, faces: int, maxreg: int) -> Variant:
-        key = (int(smem), int(faces), self.source, int(maxreg), self.fmad)
+    def variant(self, smem: int, faces: int, maxreg: int, arith: int = 0) -> Variant:
+        key = (int(smem), int(faces), self.source, int(maxreg), int(bool(arith)))
         got = FusedKernels._cache.get(key)
         if got is not None:
             return got

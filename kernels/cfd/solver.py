@@ -8,6 +8,7 @@ CUDA events (or host clock readings on numpy) when a caller asks for per-kernel 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -241,18 +242,18 @@ class Solver:
             self._fused = FusedKernels(self.backend.xp, self.setup.source_mode)
         # directional does not use the shared-memory choices: one variant per register cap serves it
         smem, faces = (tile["tile.smem"], tile["tile.faces"]) if level == "stage" else (0, 0)
-        return self._fused.variant(smem, faces, tile["tile.maxreg"])
+        return self._fused.variant(smem, faces, tile["tile.maxreg"], tile["tile.arith"])
 
     def compile_all_variants(self) -> float:
         """Compile (or load from CuPy's disk cache) every fused variant of this case, so that the fused space
         knows each kernel's register-limited block size and no sample compiles; returns the milliseconds."""
 
         before = self.compile_ms_total()
-        for smem in TILE_VALUES["tile.smem"]:
-            for faces in TILE_VALUES["tile.faces"]:
-                for maxreg in TILE_VALUES["tile.maxreg"]:
-                    t = {**self.tile, "tile.smem": smem, "tile.faces": faces, "tile.maxreg": maxreg}
-                    self._fused_variant(t, "stage")
+        for smem, faces, maxreg, arith in itertools.product(
+            *(TILE_VALUES[f"tile.{k}"] for k in ("smem", "faces", "maxreg", "arith"))
+        ):
+            t = {"tile.smem": smem, "tile.faces": faces, "tile.maxreg": maxreg, "tile.arith": arith}
+            self._fused_variant({**self.tile, **t}, "stage")
         return self.compile_ms_total() - before
 
     def _compiled_limits(self, level: str, tile: Mapping[str, int]) -> list[tuple[str, int, int]]:

@@ -25,17 +25,29 @@ def _after(solver, config, steps):
 
 
 @pytest.mark.parametrize("case", ["inlet", "mms"])
-def test_random_fused_configurations_are_bitwise_the_seven_kernel_step(case):
+def test_random_fused_configurations_agree_with_the_seven_kernel_step(case):
+    """Bitwise where the arithmetic is the seven kernels' (tile.arith 0); within ARITH_TOL of their state in
+    every variable after 100 steps where it is not (tile.arith 1), and then not bitwise (or the variant would
+    not be what it says)."""
     pytest.importorskip("cupy")
+    from kernels.cfd.workload import ARITH_TOL, relative_difference
+
     s = Solver(case, SIZE, "cupy", perturb=0.01, seed=7)
     sp = s.space("fused")
     want_v, want_u = _after(s, sp.default, STEPS)
     assert np.isfinite(want_v).all()
-    draws = [c for c in sp.sample(200, seed=21) if c["fusion"] != 0]
-    configs = [c for lvl in (1, 2) for c in [d for d in draws if d["fusion"] == lvl][: N_RANDOM // 2]]
+    draws = [c for c in sp.sample(300, seed=21) if c["fusion"] != 0]
+    configs = [
+        c
+        for lvl in (1, 2)
+        for arith in (0, 1)
+        for c in [d for d in draws if d["fusion"] == lvl and d["tile.arith"] == arith][: N_RANDOM // 4]
+    ]
     configs.append({**sp.default, "fusion": 2})  # the default tile, smem and faces in shared memory
     march = [d for d in draws if d["fusion"] == 2 and d["tile.faces"] == 2][:3]
     configs += march + [{**sp.default, "fusion": 2, "tile.faces": 2, "tile.cells_y": 8, "tile.smem": 0}]
+    best = {"fusion": 2, "tile.block_x": 256, "tile.block_y": 2, "tile.cells_y": 2, "tile.smem": 0}
+    configs.append({**sp.default, **best, "tile.faces": 1, "tile.maxreg": 64, "tile.arith": 1})
     ran = 0
     for cfg in configs:
         try:
@@ -44,17 +56,22 @@ def test_random_fused_configurations_are_bitwise_the_seven_kernel_step(case):
             assert "compiled variant" in str(e)
             continue
         ran += 1
-        assert np.array_equal(v, want_v) and np.array_equal(u, want_u), cfg
+        if cfg["tile.arith"]:
+            worst = max(relative_difference(np, v, want_v), relative_difference(np, u, want_u))
+            assert 0 < worst <= ARITH_TOL, (cfg, worst)
+        else:
+            assert np.array_equal(v, want_v) and np.array_equal(u, want_u), cfg
     assert ran >= len(configs) - 4
 
 
-@pytest.mark.parametrize("faces", [1, 2])
-def test_fused_mms_observed_order(faces):
+@pytest.mark.parametrize("faces,arith", [(1, 0), (2, 0), (1, 1)])
+def test_fused_mms_observed_order(faces, arith):
     pytest.importorskip("cupy")
     from kernels.cfd.mms import run_mms
     from kernels.cfd.solver import Scheme
 
     cfg = {"fusion": 2, "tile.block_x": 32, "tile.block_y": 4, "tile.smem": 1, "tile.faces": faces}
+    cfg["tile.arith"] = arith
     out = run_mms([32, 64, 128], backend="cupy", scheme=Scheme(limiter="van_albada"), drop=10.0, config=cfg)
-    print("fused mms", faces, out["l2_rho"], out["order_rho"])
+    print("fused mms", faces, arith, out["l2_rho"], out["order_rho"])
     assert min(out["order_rho"]) >= 1.9, out["order_rho"]

@@ -128,12 +128,31 @@ def test_the_fused_space_names_what_each_level_leaves_unused():
     assert all(set(r.params) <= set(space.names) for r in space.inactive)
 
 
-def test_variant_options_contract_fma_only_when_asked():
+def test_variant_options_change_the_arithmetic_only_with_arith():
     from kernels.cfd.fused_kernels import variant_options
 
     plain = variant_options(1, 2, 0, 64)
-    fma = variant_options(1, 2, 0, 64, fmad=1)
-    assert "--fmad=false" in plain and "--fmad=true" not in plain  # the seven kernels' bits, by default
-    assert "--fmad=true" in fma and "--fmad=false" not in fma
-    assert [o for o in plain if "fmad" not in o] == [o for o in fma if "fmad" not in o]
+    other = variant_options(1, 2, 0, 64, arith=1)
+    assert "--fmad=false" in plain and "-DRECIP=0" in plain  # the seven kernels' bits, by default
+    assert "--fmad=true" in other and "--fmad=false" not in other and "-DRECIP=1" in other
+    differ = ("fmad", "RECIP")
+    assert [o for o in plain if not any(d in o for d in differ)] == [
+        o for o in other if not any(d in o for d in differ)
+    ]
     assert "-DFACES=2" in plain and "--maxrregcount=64" in plain
+
+
+def test_relative_difference_is_per_variable_and_refuses_non_finite_states():
+    import numpy as np
+
+    from kernels.cfd.workload import ARITH_TOL, relative_difference
+
+    want = np.stack([np.full((3, 5), 1e5), np.full((3, 5), 2.0)])  # a pressure-like and a velocity-like field
+    got = want.copy()
+    got[1, 2, 3] += 4e-12  # 2e-12 of the small variable's scale: would hide under the large one's
+    assert relative_difference(np, got, want) == pytest.approx(2e-12)
+    assert relative_difference(np, got, want) > ARITH_TOL
+    got[1, 2, 3] = want[1, 2, 3] + 1e-13
+    assert relative_difference(np, got, want) <= ARITH_TOL
+    got[0, 0, 0] = np.nan
+    assert relative_difference(np, got, want) == float("inf")

@@ -1,17 +1,21 @@
-"""What FMA contraction would buy the fused CFD stage kernel, and what it would cost the answer (issue 16).
+"""What the fused CFD kernels' other arithmetic buys, and what it costs the answer (issue 16).
 
-The seven kernels and every fused variant are compiled with ``--fmad=false`` so that every configuration gives
-bitwise the seven-kernel state. The stage kernel is bound by FP64 arithmetic (docs/cfd.md), so letting nvcc
-contract multiply-adds into FMAs (one rounding instead of two) may make it faster; then its state is no
-longer the seven kernels' bits, and the question is whether it stays within the issue's 1e-12.
+The seven kernels and the fused variants with ``tile.arith`` 0 are compiled with ``--fmad=false`` and the
+seven kernels' operations, so every such configuration gives bitwise the seven-kernel state. The stage kernel
+is bound by FP64 arithmetic (docs/cfd.md): ``tile.arith`` 1 lets nvcc contract multiply-adds into FMAs (one
+rounding instead of two) and divides once per denominator in HLLC and the update (``fused.cu``'s ``RECIP``:
+6 divisions per face instead of 15). Its state is then no longer the seven kernels' bits, and the question is
+whether it stays within the issue's 1e-12.
 
 At ``--size`` (default the inlet's 3328x1024) this times, in R interleaved rounds (the order rotated each
 round; CUDA events around ``--steps`` steps after a warm-up step; ms per step), the seven-kernel default and
-each fused configuration of ``CONFIGS`` compiled both ways, and reports every ratio with its 95% interval
-(``kernels.compare``). Correctness: after 100 steps from the same state, each configuration's
+each fused configuration of ``CONFIGS`` with ``tile.arith`` 0 and 1, and reports every ratio with its 95%
+interval (``kernels.compare``). Correctness: after 100 steps from the same state, each configuration's
 primitive variables (rho, u, v, p) against the seven-kernel default's, max |difference| over max |value| each.
+(Until 2026-11-25 this was ``benchmarks/cfd_fma_probe.py``, comparing FMA contraction alone:
+``data/cfd/h100/fma_probe/``.)
 
-    python -m benchmarks.cfd_fma_probe --out $OUT [--size 3328x1024] [--rounds 21] [--steps 10]
+    python -m benchmarks.cfd_arith --out $OUT [--size 3328x1024] [--rounds 21] [--steps 10]
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -55,7 +58,6 @@ CHECK_STEPS = 100
 
 
 def main() -> int:
-    from kernels.cfd.fused_kernels import FusedKernels
     from kernels.cfd.solver import Solver
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -69,17 +71,13 @@ def main() -> int:
     nx, ny = (int(v) for v in args.size.lower().split("x"))
     s = Solver("inlet", (nx, ny), "cupy")
     space = s.space("fused")
-    s.set_config({**space.default, "fusion": 2})  # builds the solver's own (--fmad=false) kernels
-    kernels = {"nofma": s._fused, "fma": FusedKernels(cp, s.setup.source_mode, fmad=True)}
-    runs: dict[str, tuple[dict, Any]] = {"default": (space.default, kernels["nofma"])}
+    runs: dict[str, dict] = {"default": space.default}
     for name, tile in CONFIGS.items():
-        for label, kern in kernels.items():
-            runs[f"{name}_{label}"] = ({**space.default, **tile}, kern)
+        for arith in (0, 1):
+            runs[f"{name}_arith{arith}"] = space.validate({**space.default, **tile, "tile.arith": arith})
 
     def use(name: str) -> None:
-        config, kern = runs[name]
-        s._fused = kern
-        s.set_config(space.validate(config))
+        s.set_config(runs[name])
 
     def timed(name: str) -> float:
         use(name)
@@ -116,7 +114,7 @@ def main() -> int:
         rot = r % len(names)
         for name in names[rot:] + names[:rot]:
             times[name].append(timed(name))
-    pairs = [("default", n) for n in names[1:]] + [(f"{c}_nofma", f"{c}_fma") for c in CONFIGS]
+    pairs = [("default", n) for n in names[1:]] + [(f"{c}_arith0", f"{c}_arith1") for c in CONFIGS]
     ratios = []
     for a, b in pairs:
         c = compare(times[a], times[b], seed=0)
