@@ -49,8 +49,7 @@ def test_random_fused_configurations_agree_with_the_seven_kernel_step(case):
     configs.append({**sp.default, "fusion": 2})  # the default tile, smem and faces in shared memory
     march = [d for d in draws if d["fusion"] == 2 and d["tile.faces"] == 2][:3]
     configs += march + [{**sp.default, "fusion": 2, "tile.faces": 2, "tile.cells_y": 8, "tile.smem": 0}]
-    best = {"fusion": 2, "tile.block_x": 256, "tile.block_y": 2, "tile.cells_y": 2, "tile.smem": 0}
-    configs.append({**sp.default, **best, "tile.faces": 1, "tile.maxreg": 64, "tile.arith": 1})
+    configs.append({**sp.default, "fusion": 2, "tile.faces": 1, "tile.maxreg": 64, "tile.arith": 1})
     ran = 0
     for cfg in configs:
         try:
