@@ -90,11 +90,19 @@ def whole_candidates(
     count: int = 8,
     scan_count: int = 32,
     seed: int = 0,
+    arith: bool = False,
 ) -> tuple[list[dict[str, int]], str, dict[str, int] | None]:
-    """(candidates with the default first, where they came from, a configuration to lock to or None)."""
+    """(candidates with the default first, where they came from, a configuration to lock to or None).
+
+    Without ``arith`` every candidate has the seven kernels' arithmetic (``tile.arith`` 0), so switching
+    configurations mid-run changes no bit of the answer: drawn ones are set to it (where still valid), a
+    table's others are left out. With ``arith`` the other arithmetic may run too (within 1e-12, not bitwise).
+    """
     default = dict(space.default)
     if mode == "scan":
         drawn = [dict(c) for c in space.sample(scan_count, seed)]
+        if not arith and "tile.arith" in default:
+            drawn = [c for c in ({**c, "tile.arith": 0} for c in drawn) if space.is_valid(c)]
         return _unique([default, *drawn]), f"scan: the default and {len(drawn)} drawn with seed {seed}", None
     if mode != "seeded":
         raise TunerError(f"--autotune must be scan or seeded for whole configurations (got {mode!r})")
@@ -107,6 +115,8 @@ def whole_candidates(
         raise TunerError(f"{table_path}: no whole configuration for GPU class {gpu_class!r} in this table")
     # a table written before a parameter joined the space (tile.arith, 2026-11-25) runs it at the default
     configs = [{**{k: v for k, v in default.items() if k not in c}, **c} for c in configs]
+    other = [] if arith else [c for c in configs if c.get("tile.arith", 0)]
+    configs = [c for c in configs if c not in other]
     valid = [c for c in configs if space.is_valid(c)]
     if not valid:
         raise TunerError(
@@ -115,6 +125,8 @@ def whole_candidates(
         )
     dropped = len(configs) - len(valid)
     note = f"{source} {gpu_class} {entry_size}" + (f" ({dropped} invalid here, dropped)" if dropped else "")
+    if other:
+        note += f" ({len(other)} of another arithmetic, tile.arith=1, left out)"
     if source == RUNTIME and entry_size == size:
         return _unique([valid[0], default, *valid[1:count]]), f"locked from {note}", valid[0]
     return _unique([default, *valid[:count]]), note, None
@@ -242,15 +254,25 @@ def attach_whole_tuner(
     scan_count: int = 32,
     seed: int = 0,
     period_s: float | None = 300.0,
+    arith: bool = False,
 ) -> WholeTuner:
-    """A :class:`WholeTuner` over the fused space of ``solver`` (every variant compiled first)."""
+    """A :class:`WholeTuner` over the fused space of ``solver`` (every variant compiled first); ``arith``:
+    candidates may use the other arithmetic (``whole_candidates``)."""
     before = solver.compile_ms_total()
     space = solver.space("fused")  # compiles every fused variant on a GPU: no timed step compiles
     compile_ms = solver.compile_ms_total() - before
     device = describe_device(solver.backend)
     size = size_key(solver.size)
     cands, seed_text, restored = whole_candidates(
-        space, mode, table_path, device["gpu_class"], size, count=count, scan_count=scan_count, seed=seed
+        space,
+        mode,
+        table_path,
+        device["gpu_class"],
+        size,
+        count=count,
+        scan_count=scan_count,
+        seed=seed,
+        arith=arith,
     )
     context = {
         "gpu_class": device["gpu_class"],

@@ -45,7 +45,7 @@ def test_fused_whole_configuration_scan_on_the_gpu_changes_no_bits():
         plain.step()
         whole.step()
     assert whole.tuner.state == IDLE
-    # every fused level is the seven kernels' arithmetic: switching configurations mid-run changes no bit
+    # the tuner keeps the seven kernels' arithmetic (tile.arith 0) unless asked: switching changes no bit
     np.testing.assert_array_equal(plain.primitives(), tuned.primitives())
     s = whole.summary()
     assert s["config"] is not None and 0 < s["best_ms"] <= s["default_scan_ms"]

@@ -139,3 +139,28 @@ def test_cli_scans_the_fused_space_then_a_seeded_run_locks_to_its_table(tmp_path
     assert again["restored"] and again["config"] == tuned["config"] and again["nonoptimal_steps"] == 0
     off = cfd("--steps", "2", "--space", "fused", "--out", str(tmp_path / "off"))
     assert off.returncode == 2 and "--autotune scan or seeded" in off.stderr
+
+
+def test_the_tuner_keeps_the_seven_kernels_arithmetic_unless_allowed(tmp_path):
+    """tile.arith 1 (another rounding) never joins the candidates unless asked: drawn ones are set to 0, a
+    table's are left out and said so; a table that predates the parameter runs it at the default."""
+    space = Space(
+        (Param("x", (0, 1, 2)), Param("tile.arith", (0, 1))),
+        {"x": 0, "tile.arith": 0},
+    )
+    cands, _, _ = whole_candidates(space, "scan", None, "h100", "104x32", scan_count=20, seed=3)
+    assert {c["tile.arith"] for c in cands} == {0} and len(cands) == 3  # the three x values, all arith 0
+    cands, _, _ = whole_candidates(space, "scan", None, "h100", "104x32", scan_count=20, seed=3, arith=True)
+    assert {c["tile.arith"] for c in cands} == {0, 1}
+    entry = {
+        "gpu_class": "h100",
+        "size": "104x32",
+        "source": "sweep",
+        "candidates": [{"config": {"x": 2, "tile.arith": 1}}, {"config": {"x": 1}}],
+    }
+    path = _table(tmp_path / "t.json", [entry])
+    cands, note, _ = whole_candidates(space, "seeded", path, "h100", "104x32")
+    assert cands == [{"x": 0, "tile.arith": 0}, {"x": 1, "tile.arith": 0}]
+    assert "1 of another arithmetic" in note
+    cands, note, _ = whole_candidates(space, "seeded", path, "h100", "104x32", arith=True)
+    assert {"x": 2, "tile.arith": 1} in cands and "another arithmetic" not in note
