@@ -328,8 +328,9 @@ def measure_size(
         calls[name]()
     spans.clear()
     # each round in a fresh seeded order: rotating one order (as before 2026-11-25) kept every configuration
-    # behind the same one, and the first device-stage solve after the host stage's (whose OpenMP threads still
-    # spin) ran 20 us slower at every size: a false 1.3x "best over one stream" below 10^4 unknowns
+    # behind the same one, and the one-chunk device solve, always right after the host stage's 32-stream solve
+    # (whose OpenMP threads spin on; the likely cause, not verified), ran about 20 us slower: a false 1.3x
+    # "best over one stream" below 10^4 unknowns (data/tridiag/h100/streams_spike/README.md)
     order = np.random.default_rng(n % 100_003)
     for r in range(repeats):
         for name in order.permutation(names):
