@@ -277,7 +277,7 @@ class DevicePartition:
         return self._spike
 
     def _spike_kernel(self, name: str) -> str:
-        """``name`` or its staged variant (``staged`` and compiled for this ``m``)."""
+        """``name`` or its staged variant (``staged`` and compiled for this ``m``: ``spike_back_s``)."""
         return name + "_s" if self.staged and name + "_s" in self.k else name
 
     def spike_reduce(self, rows: tuple[Any, Any, Any, Any], s: int, e: int, stream: Any) -> None:
@@ -287,7 +287,7 @@ class DevicePartition:
         lo, hi = sp.span(s, e)
         args = (*rows, np.int64(self.n), np.int64(self.p), np.int64(lo), np.int64(hi), np.int64(sp.slices))
         with stream:
-            self.k[self._spike_kernel("spike_reduce")](
+            self.k["spike_reduce"](
                 (min(hi - lo, MAX_GRID),), (sp.size,), (*args, sp.prq, sp.ends, *sp.rows[0], self.flag)
             )
 
