@@ -8,7 +8,7 @@
    makes them: ``off`` (the seven-kernel default), ``seeded`` (the best 8 whole configurations of the fused
    sweep's tuning table for this GPU class, plus the default) and ``scan`` (the default and ``--scan-count``
    configurations drawn from the fused space). One CUDA event per step gives every step's time; the final
-   states must be bitwise equal (every fused level is the seven kernels' arithmetic).
+   states must be bitwise equal (the tuner keeps the seven kernels' arithmetic, ``tile.arith`` 0, by default).
 3. Each run's chosen configuration against the default, and the seeded pick against the sweep's best row, in
    interleaved rounds of 5 steps (ratio, 95% interval, verdict: ``kernels.compare``).
 
