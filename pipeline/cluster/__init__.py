@@ -54,6 +54,20 @@ def known_gpu_classes(cluster: str) -> tuple[str, ...]:
     return GPU_CLASSES + tuple(c for c in load_slurm_config(path).classes if c not in GPU_CLASSES)
 
 
+def unhook_gc_diagnosis() -> None:
+    """Take distributed's garbage-collection statistics hook out of this process.
+
+    The scheduler runs in the sweep's process and hooks ``distributed.gc.GCDiagnosis`` into ``gc.callbacks``.
+    Python ignores an exception raised inside a gc callback, so a Ctrl-C or SIGTERM whose handler ran there
+    (``pipeline.interrupts`` raises ``Interrupted``) was lost and the sweep went on ("Exception ignored in
+    GCDiagnosis._gc_callback ... KeyboardInterrupt: signal 15", once in CI, 2026-11-25). What the hook gives
+    is log lines about GC pauses, which nothing here reads.
+    """
+    from distributed.gc import disable_gc_diagnosis
+
+    disable_gc_diagnosis(force=True)
+
+
 @contextmanager
 def open_cluster(
     cluster: str,
@@ -87,6 +101,7 @@ def open_cluster(
                 path, gpu_classes=gpu_classes, workers_per_class=workers_per_class, workdir=workdir, log=log
             )
         handle = stack.enter_context(opened)
+        unhook_gc_diagnosis()
     except BaseException:
         with deferred_signals():
             stack.__exit__(*sys.exc_info())

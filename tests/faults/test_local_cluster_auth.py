@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 
 import pytest
@@ -37,6 +38,9 @@ def test_only_a_client_with_the_clusters_key_gets_in(tmp_path):
             assert own.submit(_plus_one, 1, resources={"cpu": 1}).result(timeout=30) == 2
         assert handle.dashboard.startswith("http://127.0.0.1:")  # the dashboard stays on loopback
         assert f"scheduler {address} (TLS" in "\n".join(lines)
+        # no gc callback of distributed's in this process: an interrupt raised inside one would be lost
+        hooks = [type(getattr(cb, "__self__", None)).__name__ for cb in gc.callbacks]
+        assert "GCDiagnosis" not in hooks, hooks
     # the key pair lived in memory: nothing of it in the sweep folder
     assert not any(p.suffix == ".pem" or "credentials" in p.name for p in folder.path.rglob("*"))
 
