@@ -467,8 +467,8 @@ extern "C" __global__ void __launch_bounds__(SLICE) spike_reduce(
 // spike_back_s, the staged spike_back, copies each warp's rows through shared memory with coalesced loads and
 // stores its unknowns the same way: a thread's sub-system is M consecutive rows, so spike_back's loads and its
 // stores of x touch a new 128-byte line for every lane (measured on the H100: 10% off spike_back; the same
-// staging in spike_reduce gained nothing, its time is the slice's PCR). A warp's tile is 32 x (M + 1) doubles
-// of one array at a time (stride M + 1: the lanes read distinct banks); compiled for M <= 11, where the
+// staging in spike_reduce gained nothing: likely the slice's PCR, not profiled). A warp's tile is 32 x (M + 1)
+// doubles of one array at a time (stride M + 1: the lanes read distinct banks); compiled for M <= 11, where the
 // block's tiles (SLICE x (M + 1) doubles) fit in 48 KiB and each thread keeps its 4 M row entries in registers.
 #define SPIKE_TILE (32 * (M + 1))
 #define SPIKE_STAGED (M <= 11)
