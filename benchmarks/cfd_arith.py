@@ -43,6 +43,18 @@ CONFIGS = {
         "tile.faces": 1,
         "tile.maxreg": 64,
     },
+    # the stage tile of stage_best with 256 threads a block, so that an 80-register cap keeps 3 blocks a
+    # multiprocessor (tile.maxreg 80, added 2026-11-25: 8 bytes of spills with arith 1 instead of 28 at 64)
+    "stage_r80": {
+        "fusion": 2,
+        "tile.block_x": 256,
+        "tile.block_y": 1,
+        "tile.cells_x": 1,
+        "tile.cells_y": 4,
+        "tile.smem": 0,
+        "tile.faces": 1,
+        "tile.maxreg": 80,
+    },
     "directional_best": {
         "fusion": 1,
         "tile.block_x": 32,

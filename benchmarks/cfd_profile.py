@@ -3,11 +3,14 @@
 python -m benchmarks.cfd_profile step --size 3328x1024     # warm-up step + one step (profile under ncu)
 python -m benchmarks.cfd_profile crosscheck                # max |cupy - numpy| / max |numpy| per variable
 python -m benchmarks.cfd_profile retime --size 3328x1024   # each kernel alone at the default, three rounds
+python -m benchmarks.cfd_profile fused --config JSON       # a fused configuration: 3 warm-up steps, then 2
+                                                           # (under ncu: -k stage_fused --launch-skip 12)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 
 import numpy as np
 
@@ -20,6 +23,15 @@ def step(size: str) -> None:
     s.step()
     s.backend.synchronize()
     s.step()  # under ncu: --launch-skip 28 --launch-count 28 takes this step's launches
+    s.backend.synchronize()
+
+
+def fused(size: str, config: str) -> None:
+    s = Solver("inlet", size, "cupy", perturb=0.01)
+    space = s.space("fused")
+    s.set_config(space.validate({**space.default, **json.loads(config)}))
+    for _ in range(5):
+        s.step()
     s.backend.synchronize()
 
 
@@ -64,7 +76,14 @@ def retime(size: str, rounds: int = 3, repeats: int = 20) -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["step", "crosscheck", "retime"])
+    ap.add_argument("what", choices=["step", "crosscheck", "retime", "fused"])
     ap.add_argument("--size", default="3328x1024")
+    ap.add_argument("--config", default="{}", help="fused: parameters over the fused space's default (JSON)")
     ns = ap.parse_args()
-    {"step": lambda: step(ns.size), "crosscheck": crosscheck, "retime": lambda: retime(ns.size)}[ns.what]()
+    actions = {
+        "step": lambda: step(ns.size),
+        "crosscheck": crosscheck,
+        "retime": lambda: retime(ns.size),
+        "fused": lambda: fused(ns.size, ns.config),
+    }
+    actions[ns.what]()

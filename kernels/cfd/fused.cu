@@ -16,6 +16,10 @@
 //   RECIP    1: HLLC and the update divide once per denominator and multiply by the reciprocal (hllc_recip; 6
 //            FP64 divisions per face instead of 15, 1 instead of 2 per cell): not the seven kernels' rounding,
 //            so not their bits (with FMA contraction, FusedKernels(arith=1)); 0: their very arithmetic
+//   LIMITER  the scheme's limiter code, when given: it replaces the kernels' run-time `limiter` argument (the
+//            launch passes the same code), so only that limiter's branch is compiled. The same arithmetic, fewer
+//            registers: under a 64-register cap the stage kernel spilled 28 bytes instead of 44 (minmod, RECIP 1;
+//            ptxas -v, sm_90).
 // Thread (tx, ty) of a block handles tile cells (tx + a * blockDim.x, ty + b * blockDim.y), a < cx, b < cy: neighbours
 // in i belong to neighbouring threads, so global accesses stay coalesced whatever cx.
 // Three kernels of the `directional` level (xi_face, eta_face, cell_update) and one of the `stage` level
@@ -32,6 +36,11 @@
 #endif
 #ifndef RECIP
 #define RECIP 0
+#endif
+#ifdef LIMITER
+#define FIX_LIMITER limiter = LIMITER
+#else
+#define FIX_LIMITER (void)0
 #endif
 
 // hllc (solver.cu) with one division per denominator: x / y becomes x * (1 / y) where y divides more than once,
@@ -282,6 +291,7 @@ __device__ __forceinline__ void cell_update_one(unsigned int i, unsigned int j, 
 extern "C" __global__ void xi_face(const double* __restrict__ V, const double* __restrict__ sxx,
                                    const double* __restrict__ sxy, double* __restrict__ F, int nx, int ny,
                                    int limiter, double c1, double c2, int cx, int cy) {
+    FIX_LIMITER;
     const GlobalV v{V, (unsigned int)nx + 4, (size_t)(ny + 4) * (nx + 4)};
     const size_t fs = (size_t)ny * (nx + 1);
     const int f0 = blockIdx.x * blockDim.x * cx + threadIdx.x, j0 = blockIdx.y * blockDim.y * cy + threadIdx.y;
@@ -300,6 +310,7 @@ extern "C" __global__ void xi_face(const double* __restrict__ V, const double* _
 extern "C" __global__ void eta_face(const double* __restrict__ V, const double* __restrict__ sex,
                                     const double* __restrict__ sey, double* __restrict__ G, int nx, int ny,
                                     int limiter, double c1, double c2, int cx, int cy) {
+    FIX_LIMITER;
     const GlobalV v{V, (unsigned int)nx + 4, (size_t)(ny + 4) * (nx + 4)};
     const size_t gs = (size_t)(ny + 1) * nx;
     const int i0 = blockIdx.x * blockDim.x * cx + threadIdx.x, g0 = blockIdx.y * blockDim.y * cy + threadIdx.y;
@@ -373,6 +384,7 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
                                        int nx, int ny, int limiter, double c1, double c2,
                                        double alpha, double cfl, int first, int last, int cx, int cy) {
     extern __shared__ double smem[];
+    FIX_LIMITER;
     const int bx = blockDim.x, by = blockDim.y;
     const int TX = bx * cx, TY = by * cy;
     const int i0 = blockIdx.x * TX, j0 = blockIdx.y * TY;

@@ -2,13 +2,14 @@
 
 A variant is the set of compile-time constants: ``smem`` (state tile staged in shared memory), ``faces``
 (how face fluxes are shared: 0 recomputed, 1 in shared memory, 2 marching), ``maxreg`` (a register cap, 0 =
-the compiler's choice), ``arith`` and the case's source mode. Each variant is one ``RawModule`` of
-``solver.cu`` + ``fused.cu`` (so the fused kernels call the seven kernels' own device functions), compiled
-with the seven kernels' options (``--fmad=false``) where ``arith`` is 0; ``arith`` 1 lets nvcc contract
-multiply-adds into FMAs and divides once per denominator in HLLC and the update (``fused.cu``'s ``RECIP``):
-another rounding, so not the seven kernels' bits. The first use of a variant in a process compiles it (or
-loads it from CuPy's on-disk cache) and records how long that took; ``compile_ms_total`` is what callers
-subtract from wall time, and no compile ever happens inside a timed launch.
+the compiler's choice), ``arith``, and the case's source mode and the scheme's limiter (fixed for a solver:
+only that limiter's branch is compiled, which saves registers; the arithmetic is the same). Each variant is
+one ``RawModule`` of ``solver.cu`` + ``fused.cu`` (so the fused kernels call the seven kernels' own device
+functions), compiled with the seven kernels' options (``--fmad=false``) where ``arith`` is 0; ``arith`` 1 lets
+nvcc contract multiply-adds into FMAs and divides once per denominator in HLLC and the update (``fused.cu``'s
+``RECIP``): another rounding, so not the seven kernels' bits. The first use of a variant in a process compiles
+it (or loads it from CuPy's on-disk cache) and records how long that took; ``compile_ms_total`` is what
+callers subtract from wall time, and no compile ever happens inside a timed launch.
 """
 
 from __future__ import annotations
@@ -30,14 +31,18 @@ FUSED_KERNELS = DIRECTIONAL_KERNELS + STAGE_KERNELS
 
 @dataclass(frozen=True)
 class Variant:
-    key: tuple[int, int, int, int, int]  # (smem, faces, source, maxreg, arith)
+    key: tuple[int, int, int, int, int, int | None]  # (smem, faces, source, maxreg, arith, limiter)
     functions: dict[str, Any]
     attributes: dict[str, dict[str, int]]
     compile_ms: float
 
 
-def variant_options(smem: int, faces: int, source: int, maxreg: int, arith: int = 0) -> tuple[str, ...]:
-    """nvcc options of a variant; ``arith`` 1: FMA contraction (one rounding instead of two) and ``RECIP``."""
+def variant_options(
+    smem: int, faces: int, source: int, maxreg: int, arith: int = 0, limiter: int | None = None
+) -> tuple[str, ...]:
+    """nvcc options of a variant; ``arith`` 1: FMA contraction (one rounding instead of two) and ``RECIP``;
+    ``limiter`` (a code of ``kernels.cfd.physics.LIMITERS``) fixes the kernels' limiter at compile time, and
+    the launches must then pass that very code (None: the run-time argument decides)."""
     base: tuple[str, ...] = COMPILE_OPTIONS
     if arith:
         base = tuple("--fmad=true" if o == "--fmad=false" else o for o in COMPILE_OPTIONS)
@@ -48,6 +53,8 @@ def variant_options(smem: int, faces: int, source: int, maxreg: int, arith: int 
         f"-DSOURCE={int(source)}",
         f"-DRECIP={int(bool(arith))}",
     )
+    if limiter is not None:
+        opts += (f"-DLIMITER={int(limiter)}",)
     if maxreg:
         opts += (f"--maxrregcount={int(maxreg)}",)
     return opts
@@ -57,16 +64,17 @@ class FusedKernels:
     """Compiles and launches the fused variants; the cache belongs to the class, so it lives with the
     process."""
 
-    _cache: ClassVar[dict[tuple[int, ...], Variant]] = {}
+    _cache: ClassVar[dict[tuple[int | None, ...], Variant]] = {}
     compile_ms_total: ClassVar[float] = 0.0
 
-    def __init__(self, cupy: ModuleType, source_mode: int):
+    def __init__(self, cupy: ModuleType, source_mode: int, limiter: int | None = None):
         self._cp = cupy
         self.source = int(bool(source_mode))
+        self.limiter = None if limiter is None else int(limiter)
         self._code = SOURCE_FILE.read_text() + "\n" + FUSED_FILE.read_text()
 
     def variant(self, smem: int, faces: int, maxreg: int, arith: int = 0) -> Variant:
-        key = (int(smem), int(faces), self.source, int(maxreg), int(bool(arith)))
+        key = (int(smem), int(faces), self.source, int(maxreg), int(bool(arith)), self.limiter)
         got = FusedKernels._cache.get(key)
         if got is not None:
             return got

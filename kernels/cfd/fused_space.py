@@ -32,7 +32,7 @@ TILE_VALUES: dict[str, tuple[int, ...]] = {
     "tile.cells_y": (1, 2, 4, 8, 16),
     "tile.smem": (0, 1),
     "tile.faces": (0, 1, 2),
-    "tile.maxreg": (0, 64, 96),
+    "tile.maxreg": (0, 64, 80, 96),
     "tile.arith": (0, 1),
 }
 TILE_DEFAULT: Config = {

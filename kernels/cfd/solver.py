@@ -239,7 +239,7 @@ class Solver:
 
     def _fused_variant(self, tile: Mapping[str, int], level: str):
         if self._fused is None:
-            self._fused = FusedKernels(self.backend.xp, self.setup.source_mode)
+            self._fused = FusedKernels(self.backend.xp, self.setup.source_mode, self._limiter)
         # directional does not use the shared-memory choices: one variant per register cap serves it
         smem, faces = (tile["tile.smem"], tile["tile.faces"]) if level == "stage" else (0, 0)
         return self._fused.variant(smem, faces, tile["tile.maxreg"], tile["tile.arith"])

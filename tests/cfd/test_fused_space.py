@@ -140,6 +140,17 @@ def test_variant_options_change_the_arithmetic_only_with_arith():
         o for o in other if not any(d in o for d in differ)
     ]
     assert "-DFACES=2" in plain and "--maxrregcount=64" in plain
+    assert not any("LIMITER" in o for o in plain)  # the run-time argument decides
+
+
+def test_a_fixed_limiter_is_compiled_in_and_keys_the_variant():
+    from kernels.cfd.fused_kernels import variant_options
+    from kernels.cfd.physics import LIMITERS
+
+    minmod = variant_options(1, 2, 0, 64, limiter=LIMITERS["minmod"])
+    albada = variant_options(1, 2, 0, 64, limiter=LIMITERS["van_albada"])
+    assert f"-DLIMITER={LIMITERS['minmod']}" in minmod and f"-DLIMITER={LIMITERS['van_albada']}" in albada
+    assert [o for o in minmod if "LIMITER" not in o] == [o for o in albada if "LIMITER" not in o]
 
 
 def test_relative_difference_is_per_variable_and_refuses_non_finite_states():
