@@ -7,15 +7,17 @@ rounding instead of two) and divides once per denominator in HLLC and the update
 6 divisions per face instead of 15). Its state is then no longer the seven kernels' bits, and the question is
 whether it stays within the issue's 1e-12.
 
-At ``--size`` (default the inlet's 3328x1024) this times, in R interleaved rounds (the order rotated each
-round; CUDA events around ``--steps`` steps after a warm-up step; ms per step), the seven-kernel default and
-each fused configuration of ``CONFIGS`` with ``tile.arith`` 0 and 1, and reports every ratio with its 95%
-interval (``kernels.compare``). Correctness: after 100 steps from the same state, each configuration's
-primitive variables (rho, u, v, p) against the seven-kernel default's, max |difference| over max |value| each.
+At ``--size`` (default the inlet's 3328x1024) this times, in R interleaved rounds (a fresh seeded random
+order each round; CUDA events around ``--steps`` steps after a warm-up step; ms per step), the seven-kernel
+default and each fused configuration of ``CONFIGS`` with ``tile.arith`` 0 and 1 (stage configurations also
+with each ``--prefetch`` value), and reports every ratio with its 95% interval (``kernels.compare``) and each
+configuration's effective bandwidth on its level's fewest bytes against the device-to-device copy.
+Correctness: after 100 steps from the same state, each configuration's primitive variables (rho, u, v,
+p) against the seven-kernel default's, max |difference| over max |value| each.
 (Until 2026-11-25 this was ``benchmarks/cfd_fma_probe.py``, comparing FMA contraction alone:
 ``data/cfd/h100/fma_probe/``.)
 
-    python -m benchmarks.cfd_arith --out $OUT [--size 3328x1024] [--rounds 21] [--steps 10]
+    python -m benchmarks.cfd_arith --out $OUT [--size 3328x1024] [--rounds 21] [--steps 10] [--prefetch 0,1,2]
 """
 
 from __future__ import annotations
@@ -70,14 +72,24 @@ CHECK_STEPS = 100
 
 
 def main() -> int:
+    from benchmarks.cfd_step import fused_min_bytes, min_bytes
+    from kernels.cfd.fused_space import FUSION_LEVELS
     from kernels.cfd.solver import Solver
+    from kernels.device import measure_copy_bandwidth
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder for results.json")
     ap.add_argument("--size", default="3328x1024", help="cells, NXxNY (default: the inlet's 3328x1024)")
     ap.add_argument("--rounds", type=int, default=21, help="interleaved rounds (default 21)")
     ap.add_argument("--steps", type=int, default=10, help="steps per timed call (default 10)")
+    ap.add_argument(
+        "--prefetch",
+        default="0",
+        help="tile.prefetch values to time each stage configuration with, comma-separated (default 0)",
+    )
+    ap.add_argument("--seed", type=int, default=0, help="seed of the rounds' random order (default 0)")
     args = ap.parse_args()
+    prefetch = [int(v) for v in args.prefetch.split(",")]
     backend = get_backend("cupy")
     cp = backend.xp
     nx, ny = (int(v) for v in args.size.lower().split("x"))
@@ -86,7 +98,17 @@ def main() -> int:
     runs: dict[str, dict] = {"default": space.default}
     for name, tile in CONFIGS.items():
         for arith in (0, 1):
-            runs[f"{name}_arith{arith}"] = space.validate({**space.default, **tile, "tile.arith": arith})
+            for pf in prefetch if tile["fusion"] == 2 else [0]:
+                label = f"{name}_arith{arith}" + (f"_pf{pf}" if pf else "")
+                runs[label] = space.validate(
+                    {**space.default, **tile, "tile.arith": arith, "tile.prefetch": pf}
+                )
+    copy_gbs = measure_copy_bandwidth(backend)
+    seven = sum(min_bytes(nx, ny, s.scheme.stages, s.setup.source_mode).values())
+    step_bytes = {
+        n: fused_min_bytes(nx, ny, s.scheme.stages, FUSION_LEVELS[c["fusion"]], seven)
+        for n, c in runs.items()
+    }
 
     def use(name: str) -> None:
         s.set_config(runs[name])
@@ -122,15 +144,19 @@ def main() -> int:
             ],
         }
     times: dict[str, list[float]] = {n: [] for n in names}
-    for r in range(args.rounds):
-        rot = r % len(names)
-        for name in names[rot:] + names[:rot]:
-            times[name].append(timed(name))
-    pairs = [("default", n) for n in names[1:]] + [(f"{c}_arith0", f"{c}_arith1") for c in CONFIGS]
+    rng = np.random.default_rng(args.seed)
+    for _ in range(args.rounds):  # a fresh random order each round (a rotated one favours fixed neighbours)
+        for i in rng.permutation(len(names)):
+            times[names[i]].append(timed(names[i]))
+    pairs = [("default", n) for n in names[1:]]
+    pairs += [(n, n.replace("_arith0", "_arith1")) for n in names if "_arith0" in n]
+    pairs += [(n.split("_pf")[0], n) for n in names if "_pf" in n]
     ratios = []
     for a, b in pairs:
         c = compare(times[a], times[b], seed=0)
         ratios.append({"a": a, "b": b, "ratio": c.ratio, "low": c.low, "high": c.high, "verdict": c.verdict})
+    median = {n: float(np.median(v)) for n, v in times.items()}
+    fraction_of_copy = {n: step_bytes[n] / (median[n] * 1e-3) / 1e9 / copy_gbs for n in names}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = {
@@ -138,21 +164,28 @@ def main() -> int:
         "size": [nx, ny],
         "rounds": args.rounds,
         "steps_per_call": args.steps,
-        "median_ms_per_step": {n: float(np.median(v)) for n, v in times.items()},
+        "seed": args.seed,
+        "copy_gbs": copy_gbs,
+        "configs": runs,
+        "min_bytes_per_step": step_bytes,
+        "median_ms_per_step": median,
+        "fraction_of_copy": fraction_of_copy,
         "agreement_after_100_steps": agreement,
         "ratios": ratios,
         "times": times,
     }
     (out / "results.json").write_text(json.dumps(result, indent=1, default=str))
-    print("| configuration | ms/step | vs default [95%] | bitwise | max rel diff, 100 steps (rho, u, v, p) |")
-    print("| --- | ---: | --- | --- | --- |")
+    print(f"copy {copy_gbs:.0f} GB/s; % of copy: the level's fewest bytes per step over the median step")
+    print("| configuration | ms/step | vs default [95%] | % of copy | bitwise | max rel diff, 100 steps |")
+    print("| --- | ---: | --- | ---: | --- | --- |")
     for n in names:
         row = next((r for r in ratios if r["a"] == "default" and r["b"] == n), None)
         vs = f"{row['ratio']:.3f} [{row['low']:.3f}, {row['high']:.3f}]" if row else ""
         agree = agreement.get(n, {"bitwise": True, "rel_diff_per_variable": [0.0] * 4})
         diffs = ", ".join(f"{d:.1e}" for d in agree["rel_diff_per_variable"])
-        print(f"| {n} | {result['median_ms_per_step'][n]:.3f} | {vs} | {agree['bitwise']} | {diffs} |")
-    for r in ratios[-len(CONFIGS) :]:
+        pct = 100 * fraction_of_copy[n]
+        print(f"| {n} | {median[n]:.3f} | {vs} | {pct:.0f} | {agree['bitwise']} | {diffs} (rho, u, v, p) |")
+    for r in ratios[len(names) - 1 :]:
         print(f"{r['b']} / {r['a']}: {r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}] {r['verdict']}")
     return 0
 

@@ -13,13 +13,14 @@
 //            2: march up columns, eta fluxes carried in registers, xi fluxes exchanged by warp shuffles
 //   SOURCE   the case's source mode (0: zeros, inlet and free stream; 1: the manufactured solution's), fixed by
 //            the case, so the inlet's kernels carry no sin/cos code (it cost registers even when not taken)
-//   RECIP    1: HLLC and the update divide once per denominator and multiply by the reciprocal (hllc_recip; 6
-//            FP64 divisions per face instead of 15, 1 instead of 2 per cell): not the seven kernels' rounding,
-//            so not their bits (with FMA contraction, FusedKernels(arith=1)); 0: their very arithmetic
+//   RECIP    1: HLLC and the update divide once per denominator and multiply by the reciprocal (hllc_recip; 5
+//            FP64 divisions and 5 roots per face instead of 15 and 6, 1 division instead of 2 per cell): not the
+//            seven kernels' rounding, so not their bits (with FMA contraction, FusedKernels(arith=1)); 0: their
+//            very arithmetic
 //   LIMITER  the scheme's limiter code, when given: it replaces the kernels' run-time `limiter` argument (the
 //            launch passes the same code), so only that limiter's branch is compiled. The same arithmetic, fewer
-//            registers: under a 64-register cap the stage kernel spilled 28 bytes instead of 44 (minmod, RECIP 1;
-//            ptxas -v, sm_90).
+//            registers (ptxas -v, sm_90, minmod, RECIP 1, before tile.prefetch: 28 bytes of spills instead of 44
+//            under a 64-register cap; the step 15% faster on the H100, data/cfd/h100/stage_tuning/).
 // Thread (tx, ty) of a block handles tile cells (tx + a * blockDim.x, ty + b * blockDim.y), a < cx, b < cy: neighbours
 // in i belong to neighbouring threads, so global accesses stay coalesced whatever cx.
 // Three kernels of the `directional` level (xi_face, eta_face, cell_update) and one of the `stage` level
@@ -43,32 +44,36 @@
 #define FIX_LIMITER (void)0
 #endif
 
-// hllc (solver.cu) with one division per denominator: x / y becomes x * (1 / y) where y divides more than once,
-// and p / (GAMMA - 1) a product. The same formulas, candidate fluxes and selection; another rounding.
+// hllc (solver.cu) with fewer divisions and roots: x / y becomes x * (1 / y) where y divides more than once,
+// p / (GAMMA - 1) a product, the face normal takes one reciprocal square root, and the Roe weights come from
+// R = sqrt(rr / rl): 5 divisions and 5 roots per face instead of 15 and 6. The same formulas, candidate fluxes
+// and selection; another rounding.
 __device__ __forceinline__ void hllc_recip(double rl, double ul, double vl, double pl, double rr, double ur,
                                            double vr, double pr, double sx, double sy, double* f) {
     const double g1 = GAMMA - 1.0;
     const double gg = GAMMA / (GAMMA - 1.0);
     const double ig1 = 1.0 / (GAMMA - 1.0);
-    double area = sqrt(sx * sx + sy * sy);
-    double ia = 1.0 / area;
+    double s2 = sx * sx + sy * sy;
+    double ia = rsqrt(s2);  // 1 / |s| in one reciprocal square root, and |s| = s2 / |s|
+    double area = s2 * ia;
     double nx_ = sx * ia;
     double ny_ = sy * ia;
     double ql = ul * nx_ + vl * ny_;
     double qr = ur * nx_ + vr * ny_;
-    double pol = pl / rl, por = pr / rr;  // p / rho: both the sound speed and the enthalpy need it
+    double irl = 1.0 / rl;
+    double pol = pl * irl, por = pr / rr;  // p / rho: both the sound speed and the enthalpy need it
     double cl = sqrt(GAMMA * pol);
     double cr = sqrt(GAMMA * por);
     double kl = 0.5 * (ul * ul + vl * vl);
     double kr = 0.5 * (ur * ur + vr * vr);
     double hl = gg * pol + kl;
     double hr = gg * por + kr;
-    double sl = sqrt(rl);
-    double sr = sqrt(rr);
-    double iw = 1.0 / (sl + sr);
-    double ut = (sl * ul + sr * ur) * iw;
-    double vt = (sl * vl + sr * vr) * iw;
-    double ht = (sl * hl + sr * hr) * iw;
+    // Roe averages: weights sqrt(rl) / (sqrt(rl) + sqrt(rr)) = 1 / (1 + R) and R / (1 + R), R = sqrt(rr / rl)
+    double R = sqrt(rr * irl);
+    double iw = 1.0 / (1.0 + R);
+    double ut = (ul + R * ur) * iw;
+    double vt = (vl + R * vr) * iw;
+    double ht = (hl + R * hr) * iw;
     double ct = sqrt(g1 * (ht - 0.5 * (ut * ut + vt * vt)));
     double qt = ut * nx_ + vt * ny_;
     double s_l = fmin(ql - cl, qt - ct);
@@ -369,6 +374,40 @@ extern "C" __global__ void cell_update(const double* __restrict__ F, const doubl
     }
 }
 
+// ---- L2 prefetch (tile.prefetch, the stage kernel): a block asks L2 for what it will read later, so that those
+// loads find L2 instead of waiting on DRAM. Nsight Compute (H100, 2026-11-25) put most of the stage kernel's
+// stalls on such loads: the state at the start of each face flux, U0, dt and vol in the update. No value
+// changes. (A hand-written helper: neither CuPy nor CUDA's headers offer a prefetch of a strided 2-D window.)
+
+__device__ __forceinline__ void prefetch_l2(const double* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
+// nv arrays (vstride doubles apart) x rows row0.. (nrows of them, `stride` doubles each) x columns col0.. (ncols):
+// one request per 128-byte line and array, spread over the block's threads.
+__device__ __forceinline__ void prefetch_window(const double* base, int nv, size_t vstride, size_t stride,
+                                                int row0, int nrows, int col0, int ncols, int tid, int nt) {
+    const int per_row = (ncols + 15) / 16 + 1;  // 16 doubles a line, and one more for an unaligned start
+    for (int idx = tid; idx < nrows * per_row; idx += nt) {
+        const int r = idx / per_row, l = idx - r * per_row;
+        const int c = l == per_row - 1 ? col0 + ncols - 1 : col0 + 16 * l;  // the last: the window's last element
+        const double* p = base + (size_t)(row0 + r) * stride + c;
+        for (int q = 0; q < nv; ++q) prefetch_l2(p + q * vstride);
+    }
+}
+
+// idx = start, start + step, ... over rows of `width` items: the (row, col) of idx, advanced without an integer
+// division per item (a division by a run-time value costs tens of instructions, and the face loops took one
+// per face).
+struct RowWalk {
+    int row, col, drow, dcol, width;
+    __device__ __forceinline__ RowWalk(int start, int step, int w)
+        : row(start / w), col(start % w), drow(step / w), dcol(step % w), width(w) {}
+    __device__ __forceinline__ void next() {
+        row += drow;
+        col += dcol;
+        if (col >= width) { col -= width; ++row; }
+    }
+};
+
 // ---- level `stage`: one kernel per Runge-Kutta stage over 2-D tiles; Vin -> Vout (ping-pong buffers) ----
 // Dynamic shared memory (doubles): SMEM: 4 (TY + 4)(TX + 4); FACES == 1: 4 TY (TX + 1) + 4 (TY + 1) TX.
 
@@ -382,7 +421,8 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
                                        const int* __restrict__ bn, const double* __restrict__ xc,
                                        const double* __restrict__ yc, const double* __restrict__ mmsc,
                                        int nx, int ny, int limiter, double c1, double c2,
-                                       double alpha, double cfl, int first, int last, int cx, int cy) {
+                                       double alpha, double cfl, int first, int last, int cx, int cy,
+                                       int prefetch) {
     extern __shared__ double smem[];
     FIX_LIMITER;
     const int bx = blockDim.x, by = blockDim.y;
@@ -390,13 +430,30 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
     const int i0 = blockIdx.x * TX, j0 = blockIdx.y * TY;
     const int tid = threadIdx.y * bx + threadIdx.x, nt = bx * by;
     const size_t n = (size_t)nx * ny;
+    if (prefetch) {
+        const int tw = min(TX, nx - i0), th = min(TY, ny - j0);  // the tile's cells inside the grid
+        if (prefetch > 1) {  // 2: also what the face fluxes read (the state with its halo, the face metrics)
+            const unsigned int W = nx + 4;
+            prefetch_window(Vin, 4, (size_t)(ny + 4) * W, W, j0, min(TY + 4, ny + 4 - j0), i0,
+                            min(TX + 4, nx + 4 - i0), tid, nt);
+            prefetch_window(sxx, 1, 0, nx + 1, j0, th, i0, tw + 1, tid, nt);
+            prefetch_window(sxy, 1, 0, nx + 1, j0, th, i0, tw + 1, tid, nt);
+            prefetch_window(sex, 1, 0, nx, j0, th + 1, i0, tw, tid, nt);
+            prefetch_window(sey, 1, 0, nx, j0, th + 1, i0, tw, tid, nt);
+        }
+        // 1 and 2: what the update reads after the face fluxes (U0, vol, and dt or in the first stage dtv)
+        prefetch_window(U0, 4, n, nx, j0, th, i0, tw, tid, nt);
+        prefetch_window(vol, 1, 0, nx, j0, th, i0, tw, tid, nt);
+        prefetch_window(first ? dtv : dt, first ? 4 : 1, n, nx, j0, th, i0, tw, tid, nt);
+    }
 #if SMEM
     const int sw = TX + 4, ss = (TY + 4) * sw;
     {
         const unsigned int W = nx + 4;
         const size_t vs = (size_t)(ny + 4) * W;
-        for (int idx = tid; idx < ss; idx += nt) {
-            int jj = idx / sw, ii = idx - jj * sw;
+        RowWalk w(tid, nt, sw);
+        for (int idx = tid; idx < ss; idx += nt, w.next()) {
+            const int jj = w.row, ii = w.col;
             int j = j0 - 2 + jj, i = i0 - 2 + ii;
             if (j <= ny + 1 && i <= nx + 1) {
                 size_t g = (size_t)(j + 2) * W + (i + 2);
@@ -416,8 +473,9 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
     const int fxn = TY * (TX + 1), gyn = (TY + 1) * TX;
     double* fx = fbase;
     double* gy = fbase + 4 * fxn;
-    for (int idx = tid; idx < fxn; idx += nt) {
-        int jj = idx / (TX + 1), ff = idx - jj * (TX + 1);
+    RowWalk wx(tid, nt, TX + 1);
+    for (int idx = tid; idx < fxn; idx += nt, wx.next()) {
+        const int jj = wx.row, ff = wx.col;
         int j = j0 + jj, f = i0 + ff;
         if (j < ny && f <= nx) {
             double out[4];
@@ -425,8 +483,9 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
             for (int q = 0; q < 4; ++q) fx[q * fxn + idx] = out[q];
         }
     }
-    for (int idx = tid; idx < gyn; idx += nt) {
-        int gg = idx / TX, ii = idx - gg * TX;
+    RowWalk wy(tid, nt, TX);
+    for (int idx = tid; idx < gyn; idx += nt, wy.next()) {
+        const int gg = wy.row, ii = wy.col;
         int g = j0 + gg, i = i0 + ii;
         if (g <= ny && i < nx) {
             double out[4];

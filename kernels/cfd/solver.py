@@ -464,6 +464,7 @@ class Solver:
                     last,
                     cx,
                     cy,
+                    t["tile.prefetch"],
                 )
                 self.V, self._V_next = self._V_next, self.V
             if store_r:
