@@ -9,15 +9,15 @@ whether it stays within the issue's 1e-12.
 
 At ``--size`` (default the inlet's 3328x1024) this times, in R interleaved rounds (a fresh seeded random
 order each round; CUDA events around ``--steps`` steps after a warm-up step; ms per step), the seven-kernel
-default and each fused configuration of ``CONFIGS`` with ``tile.arith`` 0 and 1 (stage configurations also
-with each ``--prefetch`` value), and reports every ratio with its 95% interval (``kernels.compare``) and each
-configuration's effective bandwidth on its level's fewest bytes against the device-to-device copy.
-Correctness: after 100 steps from the same state, each configuration's primitive variables (rho, u, v,
-p) against the seven-kernel default's, max |difference| over max |value| each.
+default and each fused configuration of ``CONFIGS`` with ``tile.arith`` 0 and 1. It reports every ratio with
+its 95% interval (``kernels.compare``), and each configuration's effective bandwidth on its level's fewest
+bytes against the device-to-device copy. Correctness: after 100 steps from the same state, each
+configuration's primitive variables (rho, u, v, p) against the seven-kernel default's, max |difference| over
+max |value| each.
 (Until 2026-11-25 this was ``benchmarks/cfd_fma_probe.py``, comparing FMA contraction alone:
 ``data/cfd/h100/fma_probe/``.)
 
-    python -m benchmarks.cfd_arith --out $OUT [--size 3328x1024] [--rounds 21] [--steps 10] [--prefetch 0,1,2]
+    python -m benchmarks.cfd_arith --out $OUT [--size 3328x1024] [--rounds 21] [--steps 10]
 """
 
 from __future__ import annotations
@@ -82,14 +82,8 @@ def main() -> int:
     ap.add_argument("--size", default="3328x1024", help="cells, NXxNY (default: the inlet's 3328x1024)")
     ap.add_argument("--rounds", type=int, default=21, help="interleaved rounds (default 21)")
     ap.add_argument("--steps", type=int, default=10, help="steps per timed call (default 10)")
-    ap.add_argument(
-        "--prefetch",
-        default="0",
-        help="tile.prefetch values to time each stage configuration with, comma-separated (default 0)",
-    )
     ap.add_argument("--seed", type=int, default=0, help="seed of the rounds' random order (default 0)")
     args = ap.parse_args()
-    prefetch = [int(v) for v in args.prefetch.split(",")]
     backend = get_backend("cupy")
     cp = backend.xp
     nx, ny = (int(v) for v in args.size.lower().split("x"))
@@ -98,11 +92,7 @@ def main() -> int:
     runs: dict[str, dict] = {"default": space.default}
     for name, tile in CONFIGS.items():
         for arith in (0, 1):
-            for pf in prefetch if tile["fusion"] == 2 else [0]:
-                label = f"{name}_arith{arith}" + (f"_pf{pf}" if pf else "")
-                runs[label] = space.validate(
-                    {**space.default, **tile, "tile.arith": arith, "tile.prefetch": pf}
-                )
+            runs[f"{name}_arith{arith}"] = space.validate({**space.default, **tile, "tile.arith": arith})
     copy_gbs = measure_copy_bandwidth(backend)
     seven = sum(min_bytes(nx, ny, s.scheme.stages, s.setup.source_mode).values())
     step_bytes = {
@@ -150,7 +140,6 @@ def main() -> int:
             times[names[i]].append(timed(names[i]))
     pairs = [("default", n) for n in names[1:]]
     pairs += [(n, n.replace("_arith0", "_arith1")) for n in names if "_arith0" in n]
-    pairs += [(n.split("_pf")[0], n) for n in names if "_pf" in n]
     ratios = []
     for a, b in pairs:
         c = compare(times[a], times[b], seed=0)

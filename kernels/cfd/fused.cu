@@ -19,8 +19,8 @@
 //            very arithmetic
 //   LIMITER  the scheme's limiter code, when given: it replaces the kernels' run-time `limiter` argument (the
 //            launch passes the same code), so only that limiter's branch is compiled. The same arithmetic, fewer
-//            registers (ptxas -v, sm_90, minmod, RECIP 1, before tile.prefetch: 28 bytes of spills instead of 44
-//            under a 64-register cap; the step 15% faster on the H100, data/cfd/h100/stage_tuning/).
+//            registers (ptxas -v, sm_90, minmod, RECIP 1: 28 bytes of spills instead of 44 under a 64-register
+//            cap; the sweeps' best stage tile 15% faster on the H100, data/cfd/h100/stage_tuning/).
 // Thread (tx, ty) of a block handles tile cells (tx + a * blockDim.x, ty + b * blockDim.y), a < cx, b < cy: neighbours
 // in i belong to neighbouring threads, so global accesses stay coalesced whatever cx.
 // Three kernels of the `directional` level (xi_face, eta_face, cell_update) and one of the `stage` level
@@ -374,26 +374,6 @@ extern "C" __global__ void cell_update(const double* __restrict__ F, const doubl
     }
 }
 
-// ---- L2 prefetch (tile.prefetch, the stage kernel): a block asks L2 for what it will read later, so that those
-// loads find L2 instead of waiting on DRAM. Nsight Compute (H100, 2026-11-25) put most of the stage kernel's
-// stalls on such loads: the state at the start of each face flux, U0, dt and vol in the update. No value
-// changes. (A hand-written helper: neither CuPy nor CUDA's headers offer a prefetch of a strided 2-D window.)
-
-__device__ __forceinline__ void prefetch_l2(const double* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
-// nv arrays (vstride doubles apart) x rows row0.. (nrows of them, `stride` doubles each) x columns col0.. (ncols):
-// one request per 128-byte line and array, spread over the block's threads.
-__device__ __forceinline__ void prefetch_window(const double* base, int nv, size_t vstride, size_t stride,
-                                                int row0, int nrows, int col0, int ncols, int tid, int nt) {
-    const int per_row = (ncols + 15) / 16 + 1;  // 16 doubles a line, and one more for an unaligned start
-    for (int idx = tid; idx < nrows * per_row; idx += nt) {
-        const int r = idx / per_row, l = idx - r * per_row;
-        const int c = l == per_row - 1 ? col0 + ncols - 1 : col0 + 16 * l;  // the last: the window's last element
-        const double* p = base + (size_t)(row0 + r) * stride + c;
-        for (int q = 0; q < nv; ++q) prefetch_l2(p + q * vstride);
-    }
-}
-
 // idx = start, start + step, ... over rows of `width` items: the (row, col) of idx, advanced without an integer
 // division per item (a division by a run-time value costs tens of instructions, and the face loops took one
 // per face).
@@ -421,8 +401,7 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
                                        const int* __restrict__ bn, const double* __restrict__ xc,
                                        const double* __restrict__ yc, const double* __restrict__ mmsc,
                                        int nx, int ny, int limiter, double c1, double c2,
-                                       double alpha, double cfl, int first, int last, int cx, int cy,
-                                       int prefetch) {
+                                       double alpha, double cfl, int first, int last, int cx, int cy) {
     extern __shared__ double smem[];
     FIX_LIMITER;
     const int bx = blockDim.x, by = blockDim.y;
@@ -430,22 +409,6 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
     const int i0 = blockIdx.x * TX, j0 = blockIdx.y * TY;
     const int tid = threadIdx.y * bx + threadIdx.x, nt = bx * by;
     const size_t n = (size_t)nx * ny;
-    if (prefetch) {
-        const int tw = min(TX, nx - i0), th = min(TY, ny - j0);  // the tile's cells inside the grid
-        if (prefetch > 1) {  // 2: also what the face fluxes read (the state with its halo, the face metrics)
-            const unsigned int W = nx + 4;
-            prefetch_window(Vin, 4, (size_t)(ny + 4) * W, W, j0, min(TY + 4, ny + 4 - j0), i0,
-                            min(TX + 4, nx + 4 - i0), tid, nt);
-            prefetch_window(sxx, 1, 0, nx + 1, j0, th, i0, tw + 1, tid, nt);
-            prefetch_window(sxy, 1, 0, nx + 1, j0, th, i0, tw + 1, tid, nt);
-            prefetch_window(sex, 1, 0, nx, j0, th + 1, i0, tw, tid, nt);
-            prefetch_window(sey, 1, 0, nx, j0, th + 1, i0, tw, tid, nt);
-        }
-        // 1 and 2: what the update reads after the face fluxes (U0, vol, and dt or in the first stage dtv)
-        prefetch_window(U0, 4, n, nx, j0, th, i0, tw, tid, nt);
-        prefetch_window(vol, 1, 0, nx, j0, th, i0, tw, tid, nt);
-        prefetch_window(first ? dtv : dt, first ? 4 : 1, n, nx, j0, th, i0, tw, tid, nt);
-    }
 #if SMEM
     const int sw = TX + 4, ss = (TY + 4) * sw;
     {
@@ -495,6 +458,8 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
     }
     __syncthreads();
 #endif
+// the cell's state at the stage start, which the update needs only in the first stage (for dt)
+#define STAGE_START(q) (first ? v(q, j, i) : 0.0)
 #if FACES == 2
     // March: each thread owns cy consecutive cells of a column (per a) and walks up it, handing its north eta
     // flux on as the next cell's south flux (registers), while the east xi flux of a cell is the west flux of
@@ -523,8 +488,8 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
 #endif
                 cell_residual(fw, fe, gso, gno, x, y, vol[k], mmsc, res);
                 if (store_r) for (int q = 0; q < 4; ++q) R[q * n + k] = res[q];
-                cell_update_one(i, j, v(0, j, i), v(1, j, i), v(2, j, i), v(3, j, i), res, U0, dt, vol, dtv,
-                                Vout, sxx, sxy, sex, sey, bw, be, bs, bn, nx, ny, alpha, cfl, first, last);
+                cell_update_one(i, j, STAGE_START(0), STAGE_START(1), STAGE_START(2), STAGE_START(3), res, U0, dt,
+                                vol, dtv, Vout, sxx, sxy, sex, sey, bw, be, bs, bn, nx, ny, alpha, cfl, first, last);
                 for (int q = 0; q < 4; ++q) gso[q] = gno[q];
             }
         }
@@ -556,8 +521,8 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
 #endif
             cell_residual(fw, fe, gso, gno, x, y, vol[k], mmsc, res);
             if (store_r) for (int q = 0; q < 4; ++q) R[q * n + k] = res[q];
-            cell_update_one(i, j, v(0, j, i), v(1, j, i), v(2, j, i), v(3, j, i), res, U0, dt, vol, dtv, Vout, sxx,
-                            sxy, sex, sey, bw, be, bs, bn, nx, ny, alpha, cfl, first, last);
+            cell_update_one(i, j, STAGE_START(0), STAGE_START(1), STAGE_START(2), STAGE_START(3), res, U0, dt,
+                            vol, dtv, Vout, sxx, sxy, sex, sey, bw, be, bs, bn, nx, ny, alpha, cfl, first, last);
         }
     }
 #endif

@@ -9,10 +9,7 @@ parameters shape the fused kernels: block_x x block_y threads, cells_x x cells_y
 with eta fluxes in registers and xi fluxes passed by warp shuffles); ``maxreg`` caps registers at compile
 time (0 = the compiler's choice); ``arith`` is the fused kernels' arithmetic (0: the seven kernels' own, so
 their bits; 1: HLLC and the update divide once per denominator and multiply-adds contract into FMAs, so
-another rounding: within 1e-12 of the seven kernels' state after 100 steps, not bitwise); ``prefetch``
-(``stage`` only) asks L2 at the start of a block for what it reads later (0: nothing; 1: what the update
-reads, U0, dt and vol; 2: also the state tile with its halo and the face metrics), which changes no value.
-Parameters a
+another rounding: within 1e-12 of the seven kernels' state after 100 steps, not bitwise). Parameters a
 level does not use are ignored by it (a conditional space
 written as a product: the samplers and surrogates see one table), so the rules below bind only where they
 matter.
@@ -37,7 +34,6 @@ TILE_VALUES: dict[str, tuple[int, ...]] = {
     "tile.faces": (0, 1, 2),
     "tile.maxreg": (0, 64, 80, 96),
     "tile.arith": (0, 1),
-    "tile.prefetch": (0, 1, 2),
 }
 TILE_DEFAULT: Config = {
     "tile.block_x": 32,
@@ -48,7 +44,6 @@ TILE_DEFAULT: Config = {
     "tile.faces": 1,
     "tile.maxreg": 0,
     "tile.arith": 0,
-    "tile.prefetch": 0,
 }
 D = 8  # bytes per double
 
@@ -229,8 +224,7 @@ def build_fused_space(
     inactive = (  # fusion: 0 none, 1 directional, 2 stage (FUSION_LEVELS)
         Inactive("fusion", (1, 2), launches),  # fused levels launch their own kernels, not the seven
         Inactive("fusion", (0,), tuple(TILE_VALUES)),  # the seven kernels have no tile
-        # one directional variant per register cap and arithmetic; no prefetch there
-        Inactive("fusion", (1,), ("tile.smem", "tile.faces", "tile.prefetch")),
+        Inactive("fusion", (1,), ("tile.smem", "tile.faces")),  # one directional variant per register cap
     )
     return Space(
         tuple(params), fused_default(domain_sizes), tuple(constraints), name="cfd-fused", inactive=inactive

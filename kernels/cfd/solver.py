@@ -464,7 +464,6 @@ class Solver:
                     last,
                     cx,
                     cy,
-                    t["tile.prefetch"],
                 )
                 self.V, self._V_next = self._V_next, self.V
             if store_r:

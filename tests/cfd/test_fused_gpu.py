@@ -50,10 +50,6 @@ def test_random_fused_configurations_agree_with_the_seven_kernel_step(case):
     march = [d for d in draws if d["fusion"] == 2 and d["tile.faces"] == 2][:3]
     configs += march + [{**sp.default, "fusion": 2, "tile.faces": 2, "tile.cells_y": 8, "tile.smem": 0}]
     configs.append({**sp.default, "fusion": 2, "tile.faces": 1, "tile.maxreg": 64, "tile.arith": 1})
-    # L2 prefetch changes no value: bitwise with the seven kernels' arithmetic, at tiles that divide the
-    # 208 columns (16) and that do not (32)
-    for pf, bx in ((1, 16), (2, 16), (2, 32)):
-        configs.append({**sp.default, "fusion": 2, "tile.smem": 0, "tile.block_x": bx, "tile.prefetch": pf})
     ran = 0
     for cfg in configs:
         try:

@@ -123,7 +123,7 @@ def test_the_fused_space_names_what_each_level_leaves_unused():
     assert rules == {
         ("fusion", (1, 2)): launches,
         ("fusion", (0,)): set(TILE_VALUES),
-        ("fusion", (1,)): {"tile.smem", "tile.faces", "tile.prefetch"},
+        ("fusion", (1,)): {"tile.smem", "tile.faces"},
     }
     assert all(set(r.params) <= set(space.names) for r in space.inactive)
 
