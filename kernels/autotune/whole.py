@@ -95,8 +95,9 @@ def whole_candidates(
     """(candidates with the default first, where they came from, a configuration to lock to or None).
 
     Without ``arith`` every candidate has the seven kernels' arithmetic (``tile.arith`` 0), so switching
-    configurations mid-run changes no bit of the answer: drawn ones are set to it (where still valid), a
-    table's others are left out. With ``arith`` the other arithmetic may run too (within 1e-12, not bitwise).
+    configurations mid-run changes no bit of the answer: drawn ones and a table's are set to it (where still
+    valid; a sweep's best rows are mostly arith 1, and the same tile with arith 0 is the nearest seed). With
+    ``arith`` the other arithmetic may run too (within 1e-12, not bitwise).
     """
     default = dict(space.default)
     if mode == "scan":
@@ -115,8 +116,9 @@ def whole_candidates(
         raise TunerError(f"{table_path}: no whole configuration for GPU class {gpu_class!r} in this table")
     # a table written before a parameter joined the space (tile.arith, 2026-11-25) runs it at the default
     configs = [{**{k: v for k, v in default.items() if k not in c}, **c} for c in configs]
-    other = [] if arith else [c for c in configs if c.get("tile.arith", 0)]
-    configs = [c for c in configs if c not in other]
+    other = 0 if arith else sum(bool(c.get("tile.arith", 0)) for c in configs)
+    if other:
+        configs = _unique([{**c, "tile.arith": 0} for c in configs])
     valid = [c for c in configs if space.is_valid(c)]
     if not valid:
         raise TunerError(
@@ -126,7 +128,7 @@ def whole_candidates(
     dropped = len(configs) - len(valid)
     note = f"{source} {gpu_class} {entry_size}" + (f" ({dropped} invalid here, dropped)" if dropped else "")
     if other:
-        note += f" ({len(other)} of another arithmetic, tile.arith=1, left out)"
+        note += f" ({other} of another arithmetic, tile.arith=1, run with the seven kernels' instead)"
     if source == RUNTIME and entry_size == size:
         return _unique([valid[0], default, *valid[1:count]]), f"locked from {note}", valid[0]
     return _unique([default, *valid[:count]]), note, None

@@ -316,6 +316,40 @@ def _cfd_fused_pick(root: Path) -> str:
     return _paragraph("; ".join(sentences) + ".")
 
 
+def _cfd_stage_tuning(root: Path) -> str:
+    """The stage kernel after this round of tuning (``benchmarks/cfd_arith.py``'s newest committed run) and
+    the H100 sweep of the space with ``tile.arith`` (``data/cfd/h100/sweep_fused_arith``)."""
+    run = _load(root / "data/cfd/h100/stage_tuning/c8fffdd/results_run2.json")
+    ratios = {r["b"]: r for r in run["ratios"] if r["a"] == "default"}
+    nx, ny = run["size"]
+    lines = [
+        f"{run['device']['device_name']}, {nx}x{ny} inlet, {run['rounds']} interleaved rounds, copy "
+        f"{run['copy_gbs']:,.0f} GB/s (`data/cfd/h100/stage_tuning/c8fffdd/`):",
+        "",
+        "| configuration | ms/step | vs the seven-kernel default [95%] | % of copy | after 100 steps |",
+        "| --- | ---: | --- | ---: | --- |",
+    ]
+    for name, ms in run["median_ms_per_step"].items():
+        r = ratios.get(name)
+        vs = f"{r['ratio']:.3f}x [{r['low']:.3f}, {r['high']:.3f}]" if r else "(the baseline)"
+        agree = run["agreement_after_100_steps"].get(name, {"bitwise": True, "rel_diff_per_variable": [0.0]})
+        how = "bitwise" if agree["bitwise"] else f"within {max(agree['rel_diff_per_variable']):.1e}"
+        lines.append(f"| {name} | {ms:.3f} | {vs} | {100 * run['fraction_of_copy'][name]:.0f} | {how} |")
+    folder = root / "data/cfd/h100/sweep_fused_arith"
+    v = _load(folder / "validation.json")["h100"]
+    pick, c = v["candidates"][0], v["comparison"]
+    rows = [x["total_ms"] for x in v["candidates"] if x.get("recorded")]
+    merged = _load(folder / "report.json")["merged_rows"]
+    sentence = (
+        f"The H100 sweep of the space with these kernels ({merged:,} rows): the pipeline's pick takes "
+        f"{_g(c['ratio'])}x [{_g(c['low'])}, {_g(c['high'])}] the default's step time ({c['verdict']}, "
+        f"{c['rounds']} interleaved rounds), {_g(pick['total_ms'] / min(rows))}x the fastest of the sweep's "
+        "best rows re-measured beside it."
+    )
+    lines += ["", _paragraph(sentence).rstrip("\n")]
+    return "\n".join(lines) + "\n"
+
+
 def _tridiag_host_to_host(root: Path) -> str:
     """Host to host with stage 2 by SPIKE slices against the serial transfer floor, the previous pipeline
     and cuSPARSE gtsv2, per class (``data/tridiag/<class>/streamed/ratios.csv``, ``tridiag_streamed``)."""
@@ -514,6 +548,9 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "tridiag_host_to_host": _tridiag_host_to_host,
     "tridiag_spike_models": _tridiag_spike_models,
     "cfd_fused_pick": _cfd_fused_pick,
+    "cfd_stage_tuning": _cfd_stage_tuning,
+    "cfd_arith_strategies_kt": _file_block("data/cfd/h100/strategies_fused_arith/table.md"),
+    "cfd_arith_strategies_kt_intervals": _intervals_block("data/cfd/h100/strategies_fused_arith"),
 }
 
 

@@ -142,8 +142,8 @@ def test_cli_scans_the_fused_space_then_a_seeded_run_locks_to_its_table(tmp_path
 
 
 def test_the_tuner_keeps_the_seven_kernels_arithmetic_unless_allowed(tmp_path):
-    """tile.arith 1 (another rounding) never joins the candidates unless asked: drawn ones are set to 0, a
-    table's are left out and said so; a table that predates the parameter runs it at the default."""
+    """tile.arith 1 (another rounding) never joins the candidates unless asked: drawn ones and a table's are
+    set to 0 (the table's said so); a table that predates the parameter runs it at the default."""
     space = Space(
         (Param("x", (0, 1, 2)), Param("tile.arith", (0, 1))),
         {"x": 0, "tile.arith": 0},
@@ -160,7 +160,7 @@ def test_the_tuner_keeps_the_seven_kernels_arithmetic_unless_allowed(tmp_path):
     }
     path = _table(tmp_path / "t.json", [entry])
     cands, note, _ = whole_candidates(space, "seeded", path, "h100", "104x32")
-    assert cands == [{"x": 0, "tile.arith": 0}, {"x": 1, "tile.arith": 0}]
-    assert "1 of another arithmetic" in note
+    assert cands == [{"x": 0, "tile.arith": 0}, {"x": 2, "tile.arith": 0}, {"x": 1, "tile.arith": 0}]
+    assert "1 of another arithmetic" in note and "seven kernels'" in note
     cands, note, _ = whole_candidates(space, "seeded", path, "h100", "104x32", arith=True)
     assert {"x": 2, "tile.arith": 1} in cands and "another arithmetic" not in note
