@@ -19,8 +19,9 @@
 //            very arithmetic
 //   LIMITER  the scheme's limiter code, when given: it replaces the kernels' run-time `limiter` argument (the
 //            launch passes the same code), so only that limiter's branch is compiled. The same arithmetic, fewer
-//            registers (ptxas -v, sm_90, minmod, RECIP 1: 28 bytes of spills instead of 44 under a 64-register
-//            cap; the sweeps' best stage tile 15% faster on the H100, data/cfd/h100/stage_tuning/).
+//            registers (when it came, d805f5c: ptxas -v, sm_90, minmod, RECIP 1, 28 bytes of spills instead of 44
+//            under a 64-register cap, and the sweeps' best stage tile 15% faster on the H100;
+//            data/cfd/h100/stage_tuning/).
 // Thread (tx, ty) of a block handles tile cells (tx + a * blockDim.x, ty + b * blockDim.y), a < cx, b < cy: neighbours
 // in i belong to neighbouring threads, so global accesses stay coalesced whatever cx.
 // Three kernels of the `directional` level (xi_face, eta_face, cell_update) and one of the `stage` level
@@ -526,4 +527,5 @@ extern "C" __global__ void stage_fused(const double* __restrict__ Vin, double* _
         }
     }
 #endif
+#undef STAGE_START
 }

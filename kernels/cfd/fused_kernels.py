@@ -6,10 +6,11 @@ the compiler's choice), ``arith``, and the case's source mode and the scheme's l
 only that limiter's branch is compiled, which saves registers; the arithmetic is the same). Each variant is
 one ``RawModule`` of ``solver.cu`` + ``fused.cu`` (so the fused kernels call the seven kernels' own device
 functions), compiled with the seven kernels' options (``--fmad=false``) where ``arith`` is 0; ``arith`` 1 lets
-nvcc contract multiply-adds into FMAs and divides once per denominator in HLLC and the update (``fused.cu``'s
-``RECIP``): another rounding, so not the seven kernels' bits. The first use of a variant in a process compiles
-it (or loads it from CuPy's on-disk cache) and records how long that took; ``compile_ms_total`` is what
-callers subtract from wall time, and no compile ever happens inside a timed launch.
+nvcc contract multiply-adds into FMAs and takes fewer divisions and roots in HLLC and the update
+(``fused.cu``'s ``RECIP``): another rounding, so not the seven kernels' bits. The first use of a variant in a
+process compiles it (or loads it from CuPy's on-disk cache) and records how long that took;
+``compile_ms_total`` is what callers subtract from wall time, and no compile ever happens inside a timed
+launch.
 """
 
 from __future__ import annotations
