@@ -2,10 +2,10 @@
 
 The seven kernels and the fused variants with ``tile.arith`` 0 are compiled with ``--fmad=false`` and the
 seven kernels' operations, so every such configuration gives bitwise the seven-kernel state. The stage kernel
-is bound by FP64 arithmetic (docs/cfd.md): ``tile.arith`` 1 lets nvcc contract multiply-adds into FMAs (one
-rounding instead of two) and divides once per denominator in HLLC and the update (``fused.cu``'s ``RECIP``:
-6 divisions per face instead of 15). Its state is then no longer the seven kernels' bits, and the question is
-whether it stays within the issue's 1e-12.
+waits on memory and on FP64 latency (docs/cfd.md): ``tile.arith`` 1 lets nvcc contract multiply-adds into FMAs
+(one rounding instead of two) and takes fewer divisions and roots in HLLC and the update (``fused.cu``'s
+``RECIP``: 5 divisions and 5 roots per face instead of 15 and 6). Its state is then no longer the seven
+kernels' bits, and the question is whether it stays within the issue's 1e-12.
 
 At ``--size`` (default the inlet's 3328x1024) this times, in R interleaved rounds (a fresh seeded random
 order each round; CUDA events around ``--steps`` steps after a warm-up step; ms per step), the seven-kernel

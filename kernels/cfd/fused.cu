@@ -13,7 +13,7 @@
 //            2: march up columns, eta fluxes carried in registers, xi fluxes exchanged by warp shuffles
 //   SOURCE   the case's source mode (0: zeros, inlet and free stream; 1: the manufactured solution's), fixed by
 //            the case, so the inlet's kernels carry no sin/cos code (it cost registers even when not taken)
-//   RECIP    1: HLLC and the update divide once per denominator and multiply by the reciprocal (hllc_recip; 5
+//   RECIP    1: HLLC and the update divide once per denominator, multiply by the reciprocal (hllc_recip; 5
 //            FP64 divisions and 5 roots per face instead of 15 and 6, 1 division instead of 2 per cell): not the
 //            seven kernels' rounding, so not their bits (with FMA contraction, FusedKernels(arith=1)); 0: their
 //            very arithmetic

@@ -8,7 +8,7 @@ parameters shape the fused kernels: block_x x block_y threads, cells_x x cells_y
 (``faces``: 0 each cell computes its four, 1 computed once per tile into shared memory, 2 march up columns
 with eta fluxes in registers and xi fluxes passed by warp shuffles); ``maxreg`` caps registers at compile
 time (0 = the compiler's choice); ``arith`` is the fused kernels' arithmetic (0: the seven kernels' own, so
-their bits; 1: HLLC and the update divide once per denominator and multiply-adds contract into FMAs, so
+their bits; 1: HLLC and the update take fewer divisions and roots and multiply-adds contract into FMAs, so
 another rounding: within 1e-12 of the seven kernels' state after 100 steps, not bitwise). Parameters a
 level does not use are ignored by it (a conditional space
 written as a product: the samplers and surrogates see one table), so the rules below bind only where they
