@@ -43,7 +43,7 @@ _CLASS_COLUMNS = ("gpu_class",)
 # A per-kernel time column for kernel K: "K.ms", "K_ms", "ms.K", "time.K", "K.time" (first match wins).
 _KERNEL_TIME_PATTERNS = ("{k}.ms", "{k}_ms", "ms.{k}", "time.{k}", "{k}.time")
 _LAUNCH_PARAM = re.compile(
-    r"^(?P<kernel>[A-Za-z0-9_]+)\.(?P<what>blocks|threads|gang|vector|block_x|block_y|cells_x|cells_y|smem|faces|maxreg)$"
+    r"^(?P<kernel>[A-Za-z0-9_]+)\.(?P<what>blocks|threads|gang|vector|block_x|block_y|cells_x|cells_y|smem|faces|maxreg|arith)$"
 )
 
 # Device facts for GPUs that are not in kernels.device (the Benchmark Hub's cards), for combined training.
@@ -323,7 +323,7 @@ def load_parquet(path: str | Path) -> list[Dataset]:
     if df.empty:
         raise UserError(f"{path}: the dataset holds no rows")
     meta = table.schema.metadata or {}
-    declared = json.loads(meta[_PARAMS_META]) if _PARAMS_META in meta else None
+    declared = json.loads(meta[_PARAMS_META]) if _PARAMS_META in meta else _plan_params(path)
     rules = json.loads(meta[_INACTIVE_META]) if _INACTIVE_META in meta else _plan_inactive(path)
     cls = _first(list(df.columns), _CLASS_COLUMNS)
     if cls is None:
@@ -338,17 +338,32 @@ def load_parquet(path: str | Path) -> list[Dataset]:
     return found
 
 
-def _plan_inactive(path: Path) -> list[list[Any]]:
-    """The unused-parameter rules of the sweep a ``<sweep>/merged`` folder belongs to: its plan
-    (``<sweep>/plan/<class>.json``, written by the sweep) names them; none for any other file."""
+def _plan_field(path: Path, field: str) -> Any:
+    """A field of the plan of the sweep a ``<sweep>/merged`` folder belongs to (``<sweep>/plan/<class>.json``,
+    written by the sweep; the first plan that has it), or None for any other file."""
     for plan in sorted((path.parent / "plan").glob("*.json")) if path.is_dir() else []:
         try:
-            rules = json.loads(plan.read_text()).get("inactive")
+            value = json.loads(plan.read_text()).get(field)
         except (OSError, ValueError, AttributeError):
             continue
-        if rules:
-            return [[str(w), [int(v) for v in vals], [str(p) for p in params]] for w, vals, params in rules]
-    return []
+        if value:
+            return value
+    return None
+
+
+def _plan_inactive(path: Path) -> list[list[Any]]:
+    """The unused-parameter rules of the sweep a ``<sweep>/merged`` folder belongs to: its plan names them;
+    none for any other file."""
+    rules = _plan_field(path, "inactive") or []
+    return [[str(w), [int(v) for v in vals], [str(p) for p in params]] for w, vals, params in rules]
+
+
+def _plan_params(path: Path) -> list[str] | None:
+    """The parameters of the sweep a ``<sweep>/merged`` folder belongs to, as its plan lists them: the column
+    names alone cannot tell a parameter from a measurement (``tile.arith`` was read as neither until
+    2026-11-25, so a replay merged rows that differ only in it)."""
+    params = _plan_field(path, "params")
+    return [str(p) for p in params] if params else None
 
 
 # -------------------------------------------------------------------------------------------- entry points

@@ -222,3 +222,36 @@ def test_data_without_a_plan_has_no_unused_rules(sweep_file):
     (d,) = load_datasets(sweep_file)
     assert d.inactive == []
     assert ReplayWorkload(d).space().inactive == ()
+
+
+def test_a_sweep_folders_plan_names_its_parameters(tmp_path):
+    """Column names alone cannot tell a parameter from a measurement: the plan's list decides, so a parameter
+    no pattern knows (here ``knob.level``) is one, and two rows that differ only in it stay two
+    configurations. The committed fused sweep keeps tile.arith, which the patterns once missed."""
+    import json
+
+    from tests.conftest import REPO
+
+    (d,) = load_datasets(REPO / "data/cfd/h100/sweep_fused_arith/merged")
+    assert "tile.arith" in d.params and len(d.frame) == 6000
+    assert set(d.frame["tile.arith"]) == {0, 1}
+    merged = tmp_path / "sweep" / "merged"
+    merged.mkdir(parents=True)
+    rows = pd.DataFrame(
+        {
+            "k.blocks": [10, 10, 20],
+            "k.threads": [32, 32, 64],
+            "knob.level": [0, 1, 0],
+            "total_ms": [2.0, 1.0, 3.0],
+            "status": ["ok"] * 3,
+        }
+    )
+    rows.to_parquet(merged / "part-0.parquet")
+    (tmp_path / "sweep" / "plan").mkdir()
+    plan = {"params": ["k.blocks", "k.threads", "knob.level"], "inactive": []}
+    (tmp_path / "sweep" / "plan" / "gpu.json").write_text(json.dumps(plan))
+    (got,) = load_datasets(merged)
+    assert got.params == ["k.blocks", "k.threads", "knob.level"] and len(got.frame) == 3
+    assert got.optimum == pytest.approx(1.0)
+    (bare,) = load_datasets(merged / "part-0.parquet")  # a lone file: the patterns, so knob.level is not seen
+    assert bare.params == ["k.blocks", "k.threads"] and len(bare.frame) == 2
