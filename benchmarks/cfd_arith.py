@@ -46,7 +46,7 @@ CONFIGS = {
         "tile.maxreg": 64,
     },
     # the stage tile of stage_best with 256 threads a block, so that an 80-register cap keeps 3 blocks a
-    # multiprocessor (tile.maxreg 80, added 2026-11-25: 8 bytes of spills with arith 1 instead of 28 at 64)
+    # multiprocessor (tile.maxreg 80, added 2026-11-25; data/cfd/h100/stage_tuning/)
     "stage_r80": {
         "fusion": 2,
         "tile.block_x": 256,
