@@ -57,6 +57,28 @@ CONFIGS = {
         "tile.faces": 1,
         "tile.maxreg": 80,
     },
+    # the best recorded rows of the two sweeps of the space with tile.arith (data/cfd/{h100,h200}/
+    # sweep_fused_arith, 2026-11-25): timed on either card, they say what one card's best costs on the other
+    "stage_h100_row": {
+        "fusion": 2,
+        "tile.block_x": 32,
+        "tile.block_y": 4,
+        "tile.cells_x": 2,
+        "tile.cells_y": 1,
+        "tile.smem": 0,
+        "tile.faces": 1,
+        "tile.maxreg": 80,
+    },
+    "stage_h200_row": {
+        "fusion": 2,
+        "tile.block_x": 32,
+        "tile.block_y": 8,
+        "tile.cells_x": 2,
+        "tile.cells_y": 1,
+        "tile.smem": 0,
+        "tile.faces": 1,
+        "tile.maxreg": 64,
+    },
     "directional_best": {
         "fusion": 1,
         "tile.block_x": 32,

@@ -15,6 +15,7 @@ launch.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,18 +66,24 @@ class FusedKernels:
     """Compiles and launches the fused variants; the cache belongs to the class, so it lives with the
     process."""
 
-    _cache: ClassVar[dict[tuple[int | None, ...], Variant]] = {}
+    _cache: ClassVar[dict[tuple[str | int | None, ...], Variant]] = {}
     compile_ms_total: ClassVar[float] = 0.0
 
-    def __init__(self, cupy: ModuleType, source_mode: int, limiter: int | None = None):
+    def __init__(
+        self, cupy: ModuleType, source_mode: int, limiter: int | None = None, fused_code: str | None = None
+    ):
+        """``fused_code``: the text to compile instead of ``fused.cu`` (another revision of it, for A/B runs
+        such as ``benchmarks/cfd_kernel_ab.py``); variants of different texts are cached apart."""
         self._cp = cupy
         self.source = int(bool(source_mode))
         self.limiter = None if limiter is None else int(limiter)
-        self._code = SOURCE_FILE.read_text() + "\n" + FUSED_FILE.read_text()
+        fused = FUSED_FILE.read_text() if fused_code is None else fused_code
+        self._code = SOURCE_FILE.read_text() + "\n" + fused
+        self._code_id = hashlib.sha1(self._code.encode()).hexdigest()[:16]
 
     def variant(self, smem: int, faces: int, maxreg: int, arith: int = 0) -> Variant:
         key = (int(smem), int(faces), self.source, int(maxreg), int(bool(arith)), self.limiter)
-        got = FusedKernels._cache.get(key)
+        got = FusedKernels._cache.get((self._code_id, *key))
         if got is not None:
             return got
         t = time.perf_counter()
@@ -93,7 +100,7 @@ class FusedKernels:
         ms = (time.perf_counter() - t) * 1e3
         FusedKernels.compile_ms_total += ms
         got = Variant(key, functions, attributes, ms)
-        FusedKernels._cache[key] = got
+        FusedKernels._cache[(self._code_id, *key)] = got
         return got
 
     @staticmethod

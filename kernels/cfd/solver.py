@@ -237,6 +237,17 @@ class Solver:
         self.launch = launch
         self.fusion, self.tile, self._variant = level, tile, variant
 
+    @property
+    def fused_attributes(self) -> dict[str, dict[str, int]]:
+        """Registers, block limit and local memory of the configured fused variant's kernels ({}: none)."""
+        return {} if self._variant is None else self._variant.attributes
+
+    def use_fused_code(self, code: str) -> None:
+        """Compile the fused kernels from ``code`` (another revision of ``fused.cu``) instead of the file,
+        from the next ``set_config`` on: A/B runs of kernel revisions in one process
+        (``benchmarks/cfd_kernel_ab.py``)."""
+        self._fused = FusedKernels(self.backend.xp, self.setup.source_mode, self._limiter, fused_code=code)
+
     def _fused_variant(self, tile: Mapping[str, int], level: str):
         if self._fused is None:
             self._fused = FusedKernels(self.backend.xp, self.setup.source_mode, self._limiter)

@@ -350,6 +350,63 @@ def _cfd_stage_tuning(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cfd_cross_card(root: Path) -> str:
+    """Does the best fused configuration differ between the H100 and the H200, and what does one card's best
+    cost on the other? From the two sweeps of the space with ``tile.arith`` (the same 6,000 configurations,
+    one recorded time each) and from runs that time both best rows in interleaved rounds on each card."""
+    from scipy.stats import spearmanr
+
+    from kernels.compare import compare
+
+    def rows(gpu: str) -> Any:
+        folder = root / "data" / "cfd" / gpu / "sweep_fused_arith"
+        params = _load(folder / "plan" / f"{gpu}.json")["params"]
+        frame = ds.dataset(folder / "merged", partitioning="hive").to_table().to_pandas()
+        return frame[frame["status"] == "ok"].set_index("sample_id"), params
+
+    (a, params), (b, _) = rows("h100"), rows("h200")
+    both = a.join(b[["total_ms", *params]], rsuffix="_h200", how="inner")
+    same = (both[params].to_numpy() == both[[f"{p}_h200" for p in params]].to_numpy()).all(axis=1)
+    both = both[same]
+    ta, tb = both["total_ms"], both["total_ms_h200"]
+
+    def tile(i: Any) -> str:
+        r = both.loc[i]
+        block, cells = f"{r['tile.block_x']}x{r['tile.block_y']}", f"{r['tile.cells_x']}x{r['tile.cells_y']}"
+        flags = ", ".join(f"{k} {r[f'tile.{k}']}" for k in ("smem", "faces", "maxreg", "arith"))
+        return f"block {block}, cells {cells}, {flags}"
+
+    best_a, best_b = ta.idxmin(), tb.idxmin()
+    stage = both["fusion"] == 2
+    h200_run = _load(root / "data/cfd/h200/stage_tuning/13ad17f/results_run2.json")
+    h100_run = _load(root / "data/cfd/h100/stage_tuning/ab_13ad17f/results.json")
+
+    def interval(times: dict, mine: str, other: str) -> str:
+        c = compare(times[mine], times[other], seed=0)
+        return f"{_g(c.ratio)}x [{_g(c.low)}, {_g(c.high)}] ({c.verdict})"
+
+    lines = [
+        "| | H100 | H200 |",
+        "| --- | --- | --- |",
+        f"| best recorded row | {tile(best_a)}: {ta[best_a]:.3f} ms | {tile(best_b)}: {tb[best_b]:.3f} ms |",
+        f"| the other card's best row, recorded time over the best | {ta[best_b] / ta[best_a]:.3f} "
+        f"| {tb[best_a] / tb[best_b]:.3f} |",
+        "| the H100's best row over the H200's, interleaved rounds (95%) | "
+        + interval(h100_run["times"], "base/stage_h200_row_arith1", "base/stage_h100_row_arith1")
+        + f" ({h100_run['rounds']} rounds, `benchmarks.cfd_kernel_ab` base) | "
+        + interval(h200_run["times"], "stage_h200_row_arith1", "stage_h100_row_arith1")
+        + f" ({h200_run['rounds']} rounds, `benchmarks.cfd_arith`) |",
+    ]
+    rho, rho_stage = spearmanr(ta, tb).statistic, spearmanr(ta[stage], tb[stage]).statistic
+    sentence = (
+        f"Over the {len(both):,} configurations both cards measured, Spearman's rho of the two cards' times "
+        f"is {_g(rho)} ({_g(rho_stage)} within the stage level). Data: "
+        "`data/cfd/{h100,h200}/sweep_fused_arith/`, `data/cfd/h200/stage_tuning/13ad17f/`, "
+        "`data/cfd/h100/stage_tuning/ab_13ad17f/`."
+    )
+    return "\n".join(lines) + "\n\n" + _paragraph(sentence)
+
+
 def _tridiag_host_to_host(root: Path) -> str:
     """Host to host with stage 2 by SPIKE slices against the serial transfer floor, the previous pipeline
     and cuSPARSE gtsv2, per class (``data/tridiag/<class>/streamed/ratios.csv``, ``tridiag_streamed``)."""
@@ -549,6 +606,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "tridiag_spike_models": _tridiag_spike_models,
     "cfd_fused_pick": _cfd_fused_pick,
     "cfd_stage_tuning": _cfd_stage_tuning,
+    "cfd_cross_card": _cfd_cross_card,
     "cfd_arith_strategies_kt": _file_block("data/cfd/h100/strategies_fused_arith/table.md"),
     "cfd_arith_strategies_kt_intervals": _intervals_block("data/cfd/h100/strategies_fused_arith"),
 }

@@ -167,3 +167,46 @@ def test_relative_difference_is_per_variable_and_refuses_non_finite_states():
     assert relative_difference(np, got, want) <= ARITH_TOL
     got[0, 0, 0] = np.nan
     assert relative_difference(np, got, want) == float("inf")
+
+
+def test_variants_of_different_fused_code_are_compiled_and_cached_apart(monkeypatch):
+    # benchmarks/cfd_kernel_ab.py compiles two revisions of fused.cu in one process: a variant of one text
+    # must never be served for the other (a fake CuPy records what it was asked to compile)
+    from types import SimpleNamespace
+
+    from kernels.cfd.fused_kernels import FUSED_FILE, FusedKernels
+
+    compiled: list[str] = []
+
+    class Function:
+        max_threads_per_block, num_regs, local_size_bytes = 1024, 64, 0
+
+    class RawModule:
+        def __init__(self, code, options):
+            compiled.append(code)
+
+        def get_function(self, name):
+            return Function()
+
+    fake = SimpleNamespace(RawModule=RawModule)
+    monkeypatch.setattr(FusedKernels, "_cache", {})  # the class-wide cache, empty for this test only
+    monkeypatch.setattr(FusedKernels, "compile_ms_total", 0.0)
+    tree = FusedKernels(fake, 0)
+    other = FusedKernels(fake, 0, fused_code="#define STAGE_TRIAL 1\n" + FUSED_FILE.read_text())
+    a, b = tree.variant(0, 1, 64, 1), other.variant(0, 1, 64, 1)
+    assert a is not b and len(compiled) == 2
+    assert compiled[1].startswith(compiled[0].split(FUSED_FILE.read_text())[0])  # solver.cu first, both
+    assert "#define STAGE_TRIAL 1" in compiled[1] and "#define STAGE_TRIAL 1" not in compiled[0]
+    assert tree.variant(0, 1, 64, 1) is a and other.variant(0, 1, 64, 1) is b and len(compiled) == 2
+    assert a.key == b.key  # the variant key names the constants, the cache also the text
+
+
+def test_kernel_ab_versions_are_the_tree_with_defines_and_bad_ones_are_refused():
+    from benchmarks.cfd_kernel_ab import parse_versions
+
+    versions = parse_versions(["p1=STAGE_PREFETCH=1,FACES=2", "plain="], "TREE")
+    assert versions == {"p1": "#define STAGE_PREFETCH 1\n#define FACES 2\nTREE", "plain": "TREE"}
+    assert parse_versions([], "TREE") == {"tree": "TREE"}
+    for bad in (["base=X=1"], ["p=1x=2"], ["p=X"], ["p=X=1", "p=Y=1"], ["=X=1"]):
+        with pytest.raises(SystemExit):
+            parse_versions(bad, "TREE")
