@@ -13,10 +13,10 @@
 //            2: march up columns, eta fluxes carried in registers, xi fluxes exchanged by warp shuffles
 //   SOURCE   the case's source mode (0: zeros, inlet and free stream; 1: the manufactured solution's), fixed by
 //            the case, so the inlet's kernels carry no sin/cos code (it cost registers even when not taken)
-//   RECIP    1: HLLC and the update divide once per denominator, multiply by the reciprocal (hllc_recip; 5
-//            FP64 divisions and 5 roots per face instead of 15 and 6, 1 division instead of 2 per cell): not the
-//            seven kernels' rounding, so not their bits (with FMA contraction, FusedKernels(arith=1)); 0: their
-//            very arithmetic
+//   RECIP    1: HLLC without divisions or roots (hllc_recip: 9 reciprocal square roots per face instead of 15
+//            divisions and 6 roots) and the update dividing once per cell instead of twice: not the seven
+//            kernels' rounding, so not their bits (with FMA contraction, FusedKernels(arith=1)); 0: their very
+//            arithmetic
 //   LIMITER  the scheme's limiter code, when given: it replaces the kernels' run-time `limiter` argument (the
 //            launch passes the same code), so only that limiter's branch is compiled. The same arithmetic, fewer
 //            registers (when it came, d805f5c: ptxas -v, sm_90, minmod, RECIP 1, 28 bytes of spills instead of 44
@@ -45,10 +45,20 @@
 #define FIX_LIMITER (void)0
 #endif
 
-// hllc (solver.cu) with fewer divisions and roots: x / y becomes x * (1 / y) where y divides more than once,
-// p / (GAMMA - 1) a product, the face normal takes one reciprocal square root, and the Roe weights come from
-// R = sqrt(rr / rl): 5 divisions and 5 roots per face instead of 15 and 6. The same formulas, candidate fluxes
-// and selection; another rounding.
+// 1 / x as the square of x's reciprocal square root, with x's sign: no IEEE division (its rounding step and
+// slow-path check); within a few ulp.
+__device__ __forceinline__ double rcp_rsqrt(double x) {
+    double t = rsqrt(fabs(x));
+    return copysign(t * t, x);
+}
+
+// hllc (solver.cu) without divisions or square roots: every one is a reciprocal square root. x / y becomes
+// x * (1 / y) where y divides more than once, p / (GAMMA - 1) a product; the face normal takes one reciprocal
+// square root, 1 / rho and the Roe ratio R = sqrt(rr / rl) come from rsqrt(rl) and rsqrt(rr), a sound speed
+// sqrt(c2) is c2 * rsqrt(c2), and the three reciprocals left are rcp_rsqrt: 9 reciprocal square roots per face
+// where hllc takes 15 divisions and 6 roots. The same formulas, candidate fluxes and selection; another
+// rounding (the H100, 2026-11-25, data/cfd/h100/stage_tuning/: 0.93-0.95x the step time of the version with 5
+// divisions and 5 roots, and within 7.2e-13 of the seven kernels after 100 steps on the inlet).
 __device__ __forceinline__ void hllc_recip(double rl, double ul, double vl, double pl, double rr, double ur,
                                            double vr, double pr, double sx, double sy, double* f) {
     const double g1 = GAMMA - 1.0;
@@ -61,21 +71,23 @@ __device__ __forceinline__ void hllc_recip(double rl, double ul, double vl, doub
     double ny_ = sy * ia;
     double ql = ul * nx_ + vl * ny_;
     double qr = ur * nx_ + vr * ny_;
-    double irl = 1.0 / rl;
-    double pol = pl * irl, por = pr / rr;  // p / rho: both the sound speed and the enthalpy need it
-    double cl = sqrt(GAMMA * pol);
-    double cr = sqrt(GAMMA * por);
+    double srl = rsqrt(rl), srr = rsqrt(rr);
+    double pol = pl * (srl * srl), por = pr * (srr * srr);  // p / rho: the sound speed and the enthalpy need it
+    double gl = GAMMA * pol, gr = GAMMA * por;
+    double cl = gl * rsqrt(gl);
+    double cr = gr * rsqrt(gr);
     double kl = 0.5 * (ul * ul + vl * vl);
     double kr = 0.5 * (ur * ur + vr * vr);
     double hl = gg * pol + kl;
     double hr = gg * por + kr;
     // Roe averages: weights sqrt(rl) / (sqrt(rl) + sqrt(rr)) = 1 / (1 + R) and R / (1 + R), R = sqrt(rr / rl)
-    double R = sqrt(rr * irl);
-    double iw = 1.0 / (1.0 + R);
+    double R = rr * srr * srl;
+    double iw = rcp_rsqrt(1.0 + R);
     double ut = (ul + R * ur) * iw;
     double vt = (vl + R * vr) * iw;
     double ht = (hl + R * hr) * iw;
-    double ct = sqrt(g1 * (ht - 0.5 * (ut * ut + vt * vt)));
+    double c2t = g1 * (ht - 0.5 * (ut * ut + vt * vt));
+    double ct = c2t * rsqrt(c2t);
     double qt = ut * nx_ + vt * ny_;
     double s_l = fmin(ql - cl, qt - ct);
     double s_r = fmax(qr + cr, qt + ct);
@@ -91,12 +103,12 @@ __device__ __forceinline__ void hllc_recip(double rl, double ul, double vl, doub
     }
     double ml = rl * (s_l - ql);
     double mr = rr * (s_r - qr);
-    double sm = (mr * qr - ml * ql + pl - pr) / (mr - ml);
+    double sm = (mr * qr - ml * ql + pl - pr) * rcp_rsqrt(mr - ml);
     double ps = ml * (sm - ql) + pl;
     double m, u, v, q, p, e, s;
     if (sm >= 0.0) { m = ml; u = ul; v = vl; q = ql; p = pl; e = pl * ig1 + rl * kl; s = s_l; }
     else { m = mr; u = ur; v = vr; q = qr; p = pr; e = pr * ig1 + rr * kr; s = s_r; }
-    double id = 1.0 / (s - sm);
+    double id = rcp_rsqrt(s - sm);
     double rs = m * id;
     double rus = (m * u + (ps - p) * nx_) * id;
     double rvs = (m * v + (ps - p) * ny_) * id;
