@@ -4,8 +4,8 @@ The seven kernels and the fused variants with ``tile.arith`` 0 are compiled with
 seven kernels' operations, so every such configuration gives bitwise the seven-kernel state. The stage kernel
 waits on memory and on FP64 latency (docs/cfd.md): ``tile.arith`` 1 lets nvcc contract multiply-adds into FMAs
 (one rounding instead of two) and takes fewer divisions and roots in HLLC and the update (``fused.cu``'s
-``RECIP``: 5 divisions and 5 roots per face instead of 15 and 6). Its state is then no longer the seven
-kernels' bits, and the question is whether it stays within the issue's 1e-12.
+``RECIP``: 9 reciprocal square roots per face instead of 15 divisions and 6 roots). Its state is then no
+longer the seven kernels' bits, and the question is whether it stays within the issue's 1e-12.
 
 At ``--size`` (default the inlet's 3328x1024) this times, in R interleaved rounds (a fresh seeded random
 order each round; CUDA events around ``--steps`` steps after a warm-up step; ms per step), the seven-kernel
@@ -57,8 +57,9 @@ CONFIGS = {
         "tile.faces": 1,
         "tile.maxreg": 80,
     },
-    # the best recorded rows of the two sweeps of the space with tile.arith (data/cfd/{h100,h200}/
-    # sweep_fused_arith, 2026-11-25): timed on either card, they say what one card's best costs on the other
+    # the best recorded rows of the H100 and H200 sweeps of the space with tile.arith on c8fffdd's kernels
+    # (data/cfd/{h100,h200}/sweep_fused_arith at ace1b6f); with cb10d31's kernels stage_h200_row is both
+    # cards' best row
     "stage_h100_row": {
         "fusion": 2,
         "tile.block_x": 32,
