@@ -599,6 +599,9 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "cfd_cross_card": _cfd_cross_card,
     "cfd_arith_strategies_kt": _file_block("data/cfd/h100/strategies_fused_arith/table.md"),
     "cfd_arith_strategies_kt_intervals": _intervals_block("data/cfd/h100/strategies_fused_arith"),
+    "cfd_arith_strategies_kt_h200": _file_block("data/cfd/h200/strategies_fused_arith/table.md"),
+    "cfd_strategies_transfer": _file_block("data/cfd/combined/strategies_transfer/table.md"),
+    "cfd_arith_strategies_kt_h200_intervals": _intervals_block("data/cfd/h200/strategies_fused_arith"),
 }
 
 

@@ -76,6 +76,12 @@ class Session:
         # candidates x parameters, True where a candidate does not use the parameter (the space's inactive
         # rules: the seven kernels' launches under a fused level); None where the space has no such rules
         self.unused = self.space.unused_mask(self.X) if self.space.inactive else None
+        # Candidates that differ only in parameters they do not use run the same code (a fused level under
+        # different seven-kernel launches): one group each, and a measured group is not offered again.
+        self._group: np.ndarray | None = None
+        if self.unused is not None:
+            _, self._group = np.unique(np.where(self.unused, 0.0, self.X), axis=0, return_inverse=True)
+        self._measured_groups: set[int] = set()
         self.history: list[Measurement] = []
         self.measured: dict[int, float] = {}  # candidate index -> mean of its measurements (inf: failed)
         self._counts: dict[int, int] = {}
@@ -109,6 +115,8 @@ class Session:
         cfg = {n: int(config[n]) for n in self.names}
         self.history.append(Measurement(cfg, t, dict(timing.kernels)))
         i = self.index_of(cfg)
+        if i is not None and self._group is not None:
+            self._measured_groups.add(int(self._group[i]))
         if i is not None:  # a re-measured configuration: the mean of its measurements, the better estimate
             n = self._counts.get(i, 0)
             self.measured[i] = t if n == 0 else (self.measured[i] * n + t) / (n + 1)
@@ -119,8 +127,11 @@ class Session:
         return self.measure(self.config(int(i)))
 
     def unmeasured(self) -> np.ndarray:
+        """Candidates not measured, nor the same code as one measured (see ``_group``)."""
         mask = np.ones(len(self.X), dtype=bool)
         mask[list(self.measured)] = False
+        if self._group is not None and self._measured_groups:
+            mask &= ~np.isin(self._group, list(self._measured_groups))
         return np.flatnonzero(mask)
 
     def measure_random(self, n: int) -> None:

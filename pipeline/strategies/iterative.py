@@ -20,6 +20,24 @@ parameters gave 1.083 / 1.036; Thompson batches over product features 1.033 / 1.
 scored 1.054 / 1.018 at 50 / 100 measurements (the replaced version: 1.039 / 1.003); a last tenth of
 exploitation gives 1.021 / 1.016, and 1.054 / 1.008 on the fused sweeps (a last fifth: 1.024 / 1.010 and
 1.067 / 1.008). With it, the fused sweeps' 20 seeds at 100 measurements: 1.008 / 1.014.
+
+A tree's best is rarely one candidate: its leaf holding the best measurement also holds hundreds of unmeasured
+ones (min_samples_leaf=1 trees over a few dozen measurements), and ``np.argmin`` took the first of them in
+the dataset's row order, so the search leaned on where the recorded rows happened to sit. On the H100 sweep
+with ``tile.arith`` (the same seeds and budget) seven of ten runs ended on its earliest fast row (row 192,
+1.083x the best); shuffling the rows moved the score from 1.086 to 1.054-1.085, and the older H100 sweep's
+1.016 to 1.093-1.163 (its best rows sit at rows 38, 367 and 683). Ties are now broken by the forest's mean:
+the drawn tree picks the region, the forest the candidate in it. The new sweep: 1.026 (seeds 100-109: 1.010;
+three shuffled orders: 1.010-1.017); the older H100 / H200 sweeps: 1.080 / 1.029 in their own order, 1.120 /
+1.033 shuffled (the same three orders), where the old tie-break scores 1.117 / 1.040 shuffled. (A threads x
+register-cap feature, the cap 0 read as 255, did not move the new sweep: 1.087.)
+
+With the stage kernel's HLLC on reciprocal square roots (the sweeps of cb10d31, one row within 3% of the best)
+the tie-break alone scored 1.064 on the H100 (seeds 0-9): one run measured the directional level's
+equivalent candidates over and over (configurations that differ only in the seven kernels' launches, which
+that level does not use, are different rows of the sweep). ``Session.unmeasured`` now leaves out every
+candidate of a measured group (``Session._group``): 1.023 (seeds 100-109: 1.013); without the tie-break the
+groups alone leave it at 1.111.
 """
 
 from __future__ import annotations
@@ -56,12 +74,14 @@ def tune(session: Session, initial_fraction: float = 0.2, rounds: int = ROUNDS) 
 
 
 def measure_thompson(session: Session, per_tree: np.ndarray, n: int, rng: np.random.Generator) -> None:
-    """Measure ``n`` distinct unmeasured candidates, each the best of one tree drawn without replacement."""
+    """Measure ``n`` distinct unmeasured candidates, each the best of one tree drawn without replacement;
+    among the candidates that tie for a tree's best (its leaf), the forest's mean decides, not row order."""
     pool = session.unmeasured()
+    mean = per_tree.mean(axis=0)[pool]
     chosen: list[int] = []
     for t in rng.choice(len(per_tree), size=min(n, len(per_tree), len(pool)), replace=False):
         scores = per_tree[t][pool].copy()
         scores[np.isin(pool, chosen)] = np.inf
-        chosen.append(int(pool[np.argmin(scores)]))
+        chosen.append(int(pool[np.lexsort((mean, scores))[0]]))
     for i in chosen:
         session.measure_index(i)

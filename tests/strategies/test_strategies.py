@@ -181,13 +181,64 @@ def test_flag_flips_try_each_two_valued_parameter_of_the_best_in_rank_order_once
 
 
 def test_iterative_finds_the_fused_cfd_spaces_narrow_best_corner():
-    """Issue 16: on the replayed fused CFD sweeps (6,000 and 4,600 rows; 2 and 1 configurations within 3% of
-    the best, all of the ``stage`` level, whose median is 2x the best) ``iterative`` gets within 3% of the
-    best with 100 measurements, on average over seeds 0-4 (about 3 s a run). Before Thompson batches over
-    bootstrap trees, most H100 runs stopped on the ``directional`` level's best, 1.159x (mean 1.139)."""
+    """Issue 16: on the replayed H100 sweep of the fused CFD space with ``tile.arith`` (6,000 rows; 1 within
+    3% of the best, of the ``stage`` level, whose median is 2.4x the best) ``iterative`` gets within 3% of
+    the best with 100 measurements, on average over seeds 0-4 (about 4 s a run). Before a Thompson draw's
+    ties went to the forest's mean and measured groups of equivalent candidates were left out, it scored
+    1.111 (10 seeds), and one run of the tie-break alone stayed on the directional level (1.506)."""
     from tests.conftest import REPO
 
-    for gpu in ("h100", "h200"):
-        (d,) = load_datasets(REPO / f"data/cfd/{gpu}/sweep_fused/merged")
-        ratios = [run_one(d, "iterative", 100, seed)["ratio"] for seed in range(5)]
-        assert sum(ratios) / len(ratios) <= 1.03, (gpu, ratios)
+    (d,) = load_datasets(REPO / "data/cfd/h100/sweep_fused_arith/merged")
+    ratios = [run_one(d, "iterative", 100, seed)["ratio"] for seed in range(5)]
+    assert sum(ratios) / len(ratios) <= 1.03, ratios
+
+
+def _twin_session(order: list[int]) -> Session:
+    """Two levels: ``level`` 0 uses ``size`` only (``knob`` is inactive there, so each size appears twice,
+    twins that run the same code), level 1 uses both; rows in the given order."""
+    from pipeline.strategies.datasets import Dataset as D
+
+    rows = [
+        {"level": 0, "size": z, "knob": k, "time": 1.0 + z, "status": "ok"} for z in (1, 2, 3) for k in (0, 1)
+    ]
+    rows += [
+        {"level": 1, "size": z, "knob": k, "time": 0.5 + z + k, "status": "ok"}
+        for z in (1, 2, 3)
+        for k in (0, 1)
+    ]
+    frame = pd.DataFrame([rows[i] for i in order])
+    data = D("toy", ["level", "size", "knob"], frame, inactive=[["level", [0], ["knob"]]])
+    return Session(ReplayWorkload(data, seed=0), 12, seed=0)
+
+
+def test_a_measured_candidate_takes_its_twins_out_of_the_unmeasured_pool():
+    session = _twin_session(list(range(12)))
+    assert session.unused is not None and len(session.unmeasured()) == 12
+    twin_a, twin_b = (session.index_of({"level": 0, "size": 2, "knob": k}) for k in (0, 1))
+    session.measure_index(twin_a)
+    pool = set(session.unmeasured().tolist())
+    assert twin_a not in pool and twin_b not in pool and len(pool) == 10  # the same code: one measurement
+    other = session.index_of({"level": 1, "size": 2, "knob": 0})
+    session.measure_index(other)
+    assert session.index_of({"level": 1, "size": 2, "knob": 1}) in session.unmeasured()  # knob used there
+
+
+def test_a_thompson_draws_ties_go_to_the_forests_mean_whatever_the_row_order():
+    """A tree ranks many candidates equal (its leaf); which one is measured must not depend on where the rows
+    sit in the dataset. Tree 0 ties all of level 1, tree 1 ranks them; whichever tree is drawn, the pick is
+    the candidate the forest's mean ranks first, in either row order (``np.argmin`` took the first row)."""
+    import numpy as np
+
+    from pipeline.strategies.iterative import measure_thompson
+
+    for seed in range(4):  # draws of tree 0 and of tree 1
+        picks = []
+        for order in (list(range(12)), list(range(11, -1, -1))):
+            session = _twin_session(order)
+            level1 = [session.index_of({"level": 1, "size": z, "knob": k}) for z in (1, 2, 3) for k in (0, 1)]
+            per_tree = np.full((2, 12), 5.0)
+            per_tree[0, level1] = 1.0
+            per_tree[1, level1] = [3.0, 2.0, 1.5, 1.2, 1.1, 2.5]
+            measure_thompson(session, per_tree, 1, np.random.default_rng(seed))
+            picks.append(session.history[-1].config)
+        assert picks[0] == picks[1] == {"level": 1, "size": 3, "knob": 0}, (seed, picks)
