@@ -94,6 +94,32 @@ CONFIGS = {
 CHECK_STEPS = 100
 
 
+def ms_per_step(solver, config: dict, steps: int) -> float:
+    """ms per step of ``config`` from the solver's initial state: a warm-up step, then CUDA events around
+    ``steps`` steps."""
+    cp = solver.backend.xp
+    solver.set_config(config)
+    solver.reset()
+    solver.step()
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(steps):
+        solver.step()
+    stop.record()
+    stop.synchronize()
+    return cp.cuda.get_elapsed_time(start, stop) / steps
+
+
+def state_after(solver, config: dict, steps: int = CHECK_STEPS) -> np.ndarray:
+    """The interior primitive state (rho, u, v, p) after ``steps`` steps of ``config`` from the initial
+    state."""
+    solver.set_config(config)
+    solver.reset()
+    for _ in range(steps):
+        solver.step()
+    return solver.backend.asnumpy(solver.V[:, 2:-2, 2:-2])
+
+
 def main() -> int:
     from benchmarks.cfd_step import fused_min_bytes, min_bytes
     from kernels.cfd.fused_space import FUSION_LEVELS
@@ -108,7 +134,6 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the rounds' random order (default 0)")
     args = ap.parse_args()
     backend = get_backend("cupy")
-    cp = backend.xp
     nx, ny = (int(v) for v in args.size.lower().split("x"))
     s = Solver("inlet", (nx, ny), "cupy")
     space = s.space("fused")
@@ -123,27 +148,11 @@ def main() -> int:
         for n, c in runs.items()
     }
 
-    def use(name: str) -> None:
-        s.set_config(runs[name])
-
     def timed(name: str) -> float:
-        use(name)
-        s.reset()
-        s.step()
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        for _ in range(args.steps):
-            s.step()
-        stop.record()
-        stop.synchronize()
-        return cp.cuda.get_elapsed_time(start, stop) / args.steps
+        return ms_per_step(s, runs[name], args.steps)
 
     def state(name: str) -> np.ndarray:
-        use(name)
-        s.reset()
-        for _ in range(CHECK_STEPS):
-            s.step()
-        return backend.asnumpy(s.V[:, 2:-2, 2:-2])
+        return state_after(s, runs[name])
 
     names = list(runs)
     want = state("default")

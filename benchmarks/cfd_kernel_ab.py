@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.cfd_arith import CHECK_STEPS, CONFIGS
+from benchmarks.cfd_arith import CONFIGS, ms_per_step, state_after
 from kernels.backend import get_backend
 from kernels.compare import compare
 from kernels.device import describe_device
@@ -100,7 +100,6 @@ def main() -> int:
         raise SystemExit(f"--configs: unknown {unknown}; known: {', '.join(CONFIGS)}")
 
     backend = get_backend("cupy")
-    cp = backend.xp
     nx, ny = (int(v) for v in args.size.lower().split("x"))
     solvers = {label: Solver("inlet", (nx, ny), "cupy") for label in codes}
     space = solvers["base"].space("fused")  # the working tree's space (and its compiled limits)
@@ -118,25 +117,10 @@ def main() -> int:
     runs = [(label, name) for label in codes for name in configs]
 
     def timed(label: str, name: str) -> float:
-        s = solvers[label]
-        s.set_config(configs[name])
-        s.reset()
-        s.step()
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        for _ in range(args.steps):
-            s.step()
-        stop.record()
-        stop.synchronize()
-        return cp.cuda.get_elapsed_time(start, stop) / args.steps
+        return ms_per_step(solvers[label], configs[name], args.steps)
 
     def state(label: str, name: str) -> np.ndarray:
-        s = solvers[label]
-        s.set_config(configs[name])
-        s.reset()
-        for _ in range(CHECK_STEPS):
-            s.step()
-        return backend.asnumpy(s.V[:, 2:-2, 2:-2])
+        return state_after(solvers[label], configs[name])
 
     agreement: dict[str, dict[str, dict]] = {}
     registers: dict[str, dict[str, int]] = {}

@@ -58,7 +58,7 @@ __device__ __forceinline__ double rcp_rsqrt(double x) {
 // sqrt(c2) is c2 * rsqrt(c2), and the three reciprocals left are rcp_rsqrt: 9 reciprocal square roots per face
 // where hllc takes 15 divisions and 6 roots. The same formulas, candidate fluxes and selection; another
 // rounding (the H100, 2026-11-25, data/cfd/h100/stage_tuning/: 0.93-0.95x the step time of the version with 5
-// divisions and 5 roots, and within 7.2e-13 of the seven kernels after 100 steps on the inlet).
+// divisions and 5 roots, and within 6.8e-13 of the seven kernels after 100 steps on the inlet).
 __device__ __forceinline__ void hllc_recip(double rl, double ul, double vl, double pl, double rr, double ur,
                                            double vr, double pr, double sx, double sy, double* f) {
     const double g1 = GAMMA - 1.0;

@@ -24,10 +24,11 @@ exploitation gives 1.021 / 1.016, and 1.054 / 1.008 on the fused sweeps (a last 
 A tree's best is rarely one candidate: its leaf holding the best measurement also holds hundreds of unmeasured
 ones (min_samples_leaf=1 trees over a few dozen measurements), and ``np.argmin`` took the first of them in
 the dataset's row order, so the search leaned on where the recorded rows happened to sit. On the H100 sweep
-with ``tile.arith`` (the same seeds and budget) seven of ten runs ended on its earliest fast row (row 192,
+with ``tile.arith`` of c8fffdd's kernels (data/cfd/h100/sweep_fused_arith at commit ace1b6f; the same seeds
+and budget) seven of ten runs ended on its earliest fast row (row 192,
 1.083x the best); shuffling the rows moved the score from 1.086 to 1.054-1.085, and the older H100 sweep's
 1.016 to 1.093-1.163 (its best rows sit at rows 38, 367 and 683). Ties are now broken by the forest's mean:
-the drawn tree picks the region, the forest the candidate in it. The new sweep: 1.026 (seeds 100-109: 1.010;
+the drawn tree picks the region, the forest the candidate in it. That sweep: 1.026 (seeds 100-109: 1.010;
 three shuffled orders: 1.010-1.017); the older H100 / H200 sweeps: 1.080 / 1.029 in their own order, 1.120 /
 1.033 shuffled (the same three orders), where the old tie-break scores 1.117 / 1.040 shuffled. (A threads x
 register-cap feature, the cap 0 read as 255, did not move the new sweep: 1.087.)
