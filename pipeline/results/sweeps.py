@@ -118,12 +118,18 @@ def launch_space(sweep: Sweep) -> str:
 
 def of_space(sweeps: list[Sweep], space: str | None = None) -> list[Sweep]:
     """The sweeps of one launch space, so each class is drawn once per space: ``space`` or, where None, the
-    space most sweeps measured (ties: the first by name)."""
+    space measured on the most GPU classes (the widest comparison; ties: more sweep folders, then the first by
+    name). Counting folders alone flipped the committed data's default to the fused space once a second
+    fused sweep per card landed, though the paper space covers three classes and the fused two."""
     if not sweeps:
         return []
     spaces = [launch_space(s) for s in sweeps]
     if space is None:
-        space = max(sorted(set(spaces)), key=spaces.count)
+        classes = {
+            sp: {c for s, x in zip(sweeps, spaces, strict=True) if x == sp for c in s.classes}
+            for sp in spaces
+        }
+        space = max(sorted(set(spaces)), key=lambda sp: (len(classes[sp]), spaces.count(sp)))
     chosen = [s for s, sp in zip(sweeps, spaces, strict=True) if sp == space]
     if not chosen:
         raise UserError(f"no sweep of launch space {space!r} (spaces here: {', '.join(sorted(set(spaces)))})")
