@@ -110,6 +110,16 @@ def ms_per_step(solver, config: dict, steps: int) -> float:
     return cp.cuda.get_elapsed_time(start, stop) / steps
 
 
+def agreement(got: np.ndarray, want: np.ndarray) -> dict:
+    """Bitwise equal, and each variable's largest |got - want| over its largest |want| (rho, u, v, p)."""
+    return {
+        "bitwise": bool(np.array_equal(got, want)),
+        "rel_diff_per_variable": [
+            float(np.abs(got[q] - want[q]).max() / np.abs(want[q]).max()) for q in range(len(want))
+        ],
+    }
+
+
 def state_after(solver, config: dict, steps: int = CHECK_STEPS) -> np.ndarray:
     """The interior primitive state (rho, u, v, p) after ``steps`` steps of ``config`` from the initial
     state."""
@@ -156,15 +166,9 @@ def main() -> int:
 
     names = list(runs)
     want = state("default")
-    agreement = {}
+    agree = {}
     for name in names[1:]:
-        got = state(name)
-        agreement[name] = {
-            "bitwise": bool(np.array_equal(got, want)),
-            "rel_diff_per_variable": [
-                float(np.abs(got[q] - want[q]).max() / np.abs(want[q]).max()) for q in range(4)
-            ],
-        }
+        agree[name] = agreement(state(name), want)
     times: dict[str, list[float]] = {n: [] for n in names}
     rng = np.random.default_rng(args.seed)
     for _ in range(args.rounds):  # a fresh random order each round (a rotated one favours fixed neighbours)
@@ -191,7 +195,7 @@ def main() -> int:
         "min_bytes_per_step": step_bytes,
         "median_ms_per_step": median,
         "fraction_of_copy": fraction_of_copy,
-        "agreement_after_100_steps": agreement,
+        "agreement_after_100_steps": agree,
         "ratios": ratios,
         "times": times,
     }
@@ -202,10 +206,10 @@ def main() -> int:
     for n in names:
         row = next((r for r in ratios if r["a"] == "default" and r["b"] == n), None)
         vs = f"{row['ratio']:.3f} [{row['low']:.3f}, {row['high']:.3f}]" if row else ""
-        agree = agreement.get(n, {"bitwise": True, "rel_diff_per_variable": [0.0] * 4})
-        diffs = ", ".join(f"{d:.1e}" for d in agree["rel_diff_per_variable"])
+        a = agree.get(n, {"bitwise": True, "rel_diff_per_variable": [0.0] * 4})
+        diffs = ", ".join(f"{d:.1e}" for d in a["rel_diff_per_variable"])
         pct = 100 * fraction_of_copy[n]
-        print(f"| {n} | {median[n]:.3f} | {vs} | {pct:.0f} | {agree['bitwise']} | {diffs} (rho, u, v, p) |")
+        print(f"| {n} | {median[n]:.3f} | {vs} | {pct:.0f} | {a['bitwise']} | {diffs} (rho, u, v, p) |")
     for r in ratios[len(names) - 1 :]:
         print(f"{r['b']} / {r['a']}: {r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}] {r['verdict']}")
     return 0

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.cfd_arith import CONFIGS, ms_per_step, state_after
+from benchmarks.cfd_arith import CONFIGS, agreement, ms_per_step, state_after
 from kernels.backend import get_backend
 from kernels.compare import compare
 from kernels.device import describe_device
@@ -122,7 +122,7 @@ def main() -> int:
     def state(label: str, name: str) -> np.ndarray:
         return state_after(solvers[label], configs[name])
 
-    agreement: dict[str, dict[str, dict]] = {}
+    agree: dict[str, dict[str, dict]] = {}
     registers: dict[str, dict[str, int]] = {}
     local: dict[str, dict[str, int]] = {}  # bytes of local memory per thread (spills)
     for name in configs:
@@ -133,12 +133,7 @@ def main() -> int:
             registers.setdefault(label, {})[name] = attributes["num_regs"]
             local.setdefault(label, {})[name] = attributes["local_size_bytes"]
             if label != "base":
-                agreement.setdefault(label, {})[name] = {
-                    "bitwise": bool(np.array_equal(got, want)),
-                    "rel_diff_per_variable": [
-                        float(np.abs(got[q] - want[q]).max() / np.abs(want[q]).max()) for q in range(4)
-                    ],
-                }
+                agree.setdefault(label, {})[name] = agreement(got, want)
     times: dict[str, list[float]] = {f"{label}/{name}": [] for label, name in runs}
     rng = np.random.default_rng(args.seed)
     for _ in range(args.rounds):
@@ -182,7 +177,7 @@ def main() -> int:
         "local_bytes_per_thread": local,
         "median_ms_per_step": median,
         "fraction_of_copy": fraction_of_copy,
-        "agreement_with_base_after_100_steps": agreement,
+        "agreement_with_base_after_100_steps": agree,
         "ratios": ratios,
         "times": times,
     }
@@ -195,7 +190,7 @@ def main() -> int:
             k = f"{label}/{name}"
             r = next((x for x in ratios if x["version"] == label and x["config"] == name), None)
             vs = f"{r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}] {r['verdict']}" if r else ""
-            a = agreement.get(label, {}).get(name)
+            a = agree.get(label, {}).get(name)
             same = (
                 "" if a is None else ("bitwise" if a["bitwise"] else f"{max(a['rel_diff_per_variable']):.1e}")
             )
