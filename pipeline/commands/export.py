@@ -1,6 +1,7 @@
-"""``python -m pipeline export --format kernel-tuner SWEEP_DIR OUT``: a sweep's merged data (or any dataset
-the strategies read) as a Kernel Tuner cache file, one per GPU class, for Kernel Tuner's simulation mode and
-the Benchmark Hub's tools. ``pipeline.strategies.kt_cache`` says what an entry holds."""
+"""``python -m pipeline export --format kernel-tuner SWEEP_DIR OUT``: a sweep's measured configurations (its
+``merged/`` data; or any dataset the strategies read) as a Kernel Tuner cache file, one per GPU class, for
+Kernel Tuner's simulation mode and the Benchmark Hub's tools. ``pipeline.strategies.kt_cache`` says what an
+entry holds."""
 
 from __future__ import annotations
 
@@ -18,15 +19,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "export",
         help="write recorded data in another tool's format (a Kernel Tuner cache)",
         description=__doc__,
-        epilog="example: python -m pipeline export --format kernel-tuner data/cfd/h100/sweep_paper/merged "
+        epilog="example: python -m pipeline export --format kernel-tuner data/cfd/h100/sweep_paper "
         "h100.json.gz",
     )
     p.add_argument("--format", required=True, choices=FORMATS, help="output format")
     p.add_argument(
-        "source", help="a sweep's merged Parquet folder (or a Parquet file, or a Kernel Tuner cache)"
+        "source",
+        metavar="SWEEP_DIR",
+        help="a sweep folder (or its merged/ folder, a Parquet file, a Kernel Tuner cache)",
     )
     p.add_argument(
         "out",
+        metavar="OUT",
         help="the cache file (.json or .json.gz) for one GPU class; otherwise a folder that gets "
         "<class>.json.gz",
     )

@@ -372,10 +372,17 @@ def _is_cache(p: Path) -> bool:
 
 
 def load_datasets(path: str | Path) -> list[Dataset]:
-    """Every dataset under ``path``: a cache file, a Parquet file, or a folder of either (one per device)."""
+    """Every dataset under ``path``: a cache file, a Parquet file, a folder of either (one per device), or a
+    sweep folder (its ``merged/`` rows; the folder's own JSON files are records, not caches)."""
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: no such file or directory")
+    if (path / "sweep.json").is_file():
+        if not (path / "merged").is_dir():
+            raise UserError(
+                f"{path}: a sweep folder without merged data; run `python -m pipeline merge {path}` first"
+            )
+        return load_parquet(path / "merged")
     if path.is_file():
         return [load_kernel_tuner_cache(path)] if _is_cache(path) else load_parquet(path)
     caches = sorted(p for p in path.iterdir() if p.is_file() and _is_cache(p))

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.errors import UserError
 from pipeline.strategies import get_strategy
 from pipeline.strategies.base import Session
 from pipeline.strategies.datasets import load_datasets
@@ -79,6 +80,34 @@ def test_export_round_trip_replays_identically(tmp_path):
             # a cache cannot say which parameters launch which kernel, so the export's optimum is the best
             # recorded configuration; the sweep's is the better of that and the composed per-kernel optimum
             assert a["optimum"] == ReplayWorkload(merged, estimate_unrecorded=False).optimum()[1]
+
+
+def test_export_takes_a_sweep_folder_whose_own_json_files_are_not_caches(tmp_path):
+    sweep = tmp_path / "sweep"
+    (sweep / "merged").mkdir(parents=True)
+    write_sweep(sweep / "merged" / "part-0.parquet", n_random=10)
+    for name in ("sweep.json", "report.json", "validation.json"):
+        (sweep / name).write_text("{}")
+    r = subprocess.run(
+        [sys.executable, "-m", "pipeline", "export", "--format", "kernel-tuner", sweep, tmp_path / "out"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    (back,) = load_datasets(tmp_path / "out" / "h100.json.gz")
+    (merged,) = load_datasets(sweep / "merged")
+    assert back.params == merged.params and len(back.frame) == len(merged.frame)
+    # a sweep folder reads as its merged rows everywhere a dataset is read
+    (direct,) = load_datasets(sweep)
+    assert direct.frame.equals(merged.frame)
+
+
+def test_a_sweep_folder_without_merged_data_is_one_line(tmp_path):
+    (tmp_path / "sweep.json").write_text("{}")
+    with pytest.raises(UserError, match="without merged data; run `python -m pipeline merge"):
+        load_datasets(tmp_path)
 
 
 def test_export_refuses_several_classes_into_one_file(tmp_path, cache_dir):
