@@ -127,6 +127,24 @@ def _device_features(name: str) -> dict[str, float] | None:
 
 
 # -------------------------------------------------------------------------------------- Kernel Tuner cache
+def _cache_json(text: str) -> Any:
+    """A cache file's JSON, closed as Kernel Tuner closes it: a run appends each entry (``"key": {...},``) to
+    an open file and closes the braces at its end, so an interrupted run leaves the file without its two
+    closing braces (and with a trailing comma); Kernel Tuner's ``read_cache`` closes such a file before
+    parsing, and so does this. By hand because ``kernel_tuner`` is an optional extra, its reader cannot open
+    a gzipped cache, and it rewrites the file it reads (opening it for appending)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        text = text.strip()
+        if not text or text[-3:] in ("}\n}", "}}}"):
+            raise exc from None
+        try:
+            return json.loads(text.removesuffix(",") + "}\n}")
+        except json.JSONDecodeError:
+            raise exc from None
+
+
 def load_kernel_tuner_cache(path: str | Path) -> Dataset:
     """Read a Kernel Tuner cache file (``.json`` or ``.json.gz``) into a Dataset.
 
@@ -138,7 +156,7 @@ def load_kernel_tuner_cache(path: str | Path) -> Dataset:
     try:
         opener = gzip.open if path.name.endswith(".gz") else open
         with opener(path, "rt") as f:
-            raw = json.load(f)
+            raw = _cache_json(f.read())
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -31,6 +34,48 @@ def test_cache_export_round_trip(cache_file, tmp_path):
     assert len(merged) == 60
     assert np.allclose(merged["time"].fillna(-1), merged["time_back"].fillna(-1))
     assert all(np.allclose(a, b) for a, b in zip(merged["times"], merged["times_back"], strict=True))
+
+
+def _unclosed_copy(cache_file, path, cut: int = 0):
+    """``cache_file`` as a Kernel Tuner run leaves it when interrupted: the header it writes first (its JSON
+    without the two closing braces), then one ``"key": {...},`` line per entry, never closed; ``cut`` drops
+    that many characters from the end (a write cut short)."""
+    raw = json.loads(gzip.open(cache_file, "rt").read())
+    entries = raw.pop("cache")
+    text = json.dumps({**raw, "cache": {}}, indent="")[:-3]
+    for key, entry in entries.items():
+        text += "\n" + json.dumps({key: entry})[1:-1] + ","
+    path.write_text(text[: len(text) - cut])
+    return path
+
+
+def test_a_cache_an_interrupted_kernel_tuner_run_left_open_reads_as_the_closed_one(cache_file, tmp_path):
+    (closed,) = load_datasets(cache_file)
+    (unclosed,) = load_datasets(_unclosed_copy(cache_file, tmp_path / "A100.json"))
+    assert unclosed.params == closed.params
+    pd.testing.assert_frame_equal(unclosed.frame.drop(columns="times"), closed.frame.drop(columns="times"))
+    assert (unclosed.frame["status"] == "failed").sum() == 1
+
+
+def test_an_unclosed_cache_reads_as_kernel_tuners_own_reader_reads_it(cache_file, tmp_path):
+    util = pytest.importorskip("kernel_tuner.util", reason="kernel_tuner not installed (extra 'kt')")
+    path = _unclosed_copy(cache_file, tmp_path / "A100.json")
+    theirs = util.read_cache(str(path), open_cache=False)["cache"]
+    (ours,) = load_datasets(path)
+    assert len(ours.frame) == len(theirs) == 60
+    for row in ours.frame.itertuples():
+        entry = theirs[f"{row.block_size_x},{row.block_size_y},{row.tile},1"]
+        if row.status == "ok":
+            assert row.time == entry["time"]
+        else:
+            assert entry["time"] == "RuntimeFailedConfig" and np.isnan(row.time)
+
+
+def test_a_cache_cut_off_inside_an_entry_is_refused_in_one_line(cache_file, tmp_path):
+    path = _unclosed_copy(cache_file, tmp_path / "A100.json", cut=20)
+    with pytest.raises(UserError, match="A100.json: not a readable Kernel Tuner cache") as err:
+        load_datasets(path)
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.parametrize("content", [b"not json", b'{"cache": {}}'])
