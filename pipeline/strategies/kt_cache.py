@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels.atomic import atomic_path
 from pipeline.errors import UserError
 from pipeline.strategies.datasets import Dataset
 from pipeline.strategies.replay import true_values
@@ -63,17 +64,15 @@ def to_cache(dataset: Dataset, times: np.ndarray | None = None, repeats: bool = 
 
 
 def write_cache(dataset: Dataset, path: str | Path) -> Path:
-    """Write ``dataset`` as a Kernel Tuner cache (``.json``, or gzip-compressed ``.json.gz``)."""
+    """Write ``dataset`` as a Kernel Tuner cache (``.json``, or gzip-compressed ``.json.gz``), atomically
+    (``kernels.atomic``: a killed export leaves the old file or none, never half of one). The gzip header
+    carries no time stamp, so the same dataset gives the same bytes."""
     path = Path(path)
     if not path.name.endswith((".json", ".json.gz")):
         raise UserError(f"{path}: a Kernel Tuner cache file name ends in .json or .json.gz")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(to_cache(dataset))
-    tmp = path.with_name(path.name + ".tmp")
+    data = json.dumps(to_cache(dataset)).encode()
     if path.name.endswith(".gz"):
-        with gzip.open(tmp, "wt") as f:
-            f.write(text)
-    else:
-        tmp.write_text(text)
-    tmp.replace(path)
+        data = gzip.compress(data, mtime=0)
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
     return path

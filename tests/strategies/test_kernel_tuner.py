@@ -110,6 +110,25 @@ def test_a_sweep_folder_without_merged_data_is_one_line(tmp_path):
         load_datasets(tmp_path)
 
 
+def test_a_cache_write_cut_short_leaves_the_old_file_whole_and_no_temporary(tmp_path, monkeypatch):
+    from pipeline.strategies.kt_cache import write_cache
+
+    (d,) = load_datasets(write_sweep(tmp_path / "sweep.parquet", n_random=10))
+    out = tmp_path / "out" / "h100.json.gz"
+    before = write_cache(d, out).read_bytes()
+    assert write_cache(d, out).read_bytes() == before  # the same bytes: no time stamp in the gzip header
+
+    def half_then_fail(self, data):
+        Path.write_text(self, "half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(Path, "write_bytes", half_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        write_cache(d, out)
+    monkeypatch.undo()
+    assert out.read_bytes() == before and sorted(p.name for p in out.parent.iterdir()) == ["h100.json.gz"]
+
+
 def test_export_refuses_several_classes_into_one_file(tmp_path, cache_dir):
     r = subprocess.run(
         [
