@@ -32,7 +32,7 @@ from typing import Any
 import pyarrow.dataset as ds
 
 # the files whose generated blocks are kept up to date, relative to the repository root
-FILES = ("README.md", "docs/strategies.md", "docs/ARCHITECTURE.md", "docs/cfd.md")
+FILES = ("README.md", "docs/strategies.md", "docs/ARCHITECTURE.md", "docs/cfd.md", "docs/multi_gpu.md")
 
 _BLOCK = re.compile(
     r"(?P<open><!-- generated: (?P<name>[\w-]+) \(python -m pipeline readme\) -->\n)"
@@ -240,6 +240,66 @@ def _multi_gpu(root: Path) -> str:
         f"other; "
         f"the same {s['agreement']['configurations']} configurations timed on both cards differ by "
         f"{between['median']:.4f}x at the median (p5 {between['p5']:.3f}, p95 {between['p95']:.3f})."
+    )
+
+
+def _scaling_runs(root: Path) -> list[tuple[str, dict]]:
+    """Every committed scaling run (``data/*/*/multi_gpu_scaling/scaling.json``), fewest cards first."""
+    found = sorted(root.glob("data/*/*/multi_gpu_scaling/scaling.json"))
+    if not found:
+        raise ReadmeError(
+            f"{root / 'data'}: no */*/multi_gpu_scaling/scaling.json (a generated block reads it)"
+        )
+    runs = [(p.parent.relative_to(root).as_posix(), _load(p)) for p in found]
+    return sorted(runs, key=lambda r: (r[1]["runs"][1]["cards"], r[0]))
+
+
+def _card_name(many: dict) -> str:
+    """The cards' model as the table prints it: ``H100``, ``H200`` (from the first worker's device name)."""
+    worker = next(iter(many["timing"]["per_worker"].values()))
+    words = str(worker.get("device_name", worker["gpu_class"])).replace("NVIDIA ", "").split()
+    return words[0] if words else str(worker["gpu_class"])
+
+
+def _multi_gpu_table(root: Path) -> str:
+    """One row per committed scaling run: 1 card against N cards of one host, and the cards' agreement."""
+    lines = [
+        "| host | configurations (1 card / N) | per second, 1 card | per second, N cards | speed-up "
+        "| efficiency | cards finish within | card / card, median | data |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    runs = _scaling_runs(root)
+    for folder, s in runs:
+        one, many = s["runs"][0], s["runs"][1]
+        n = many["cards"]
+        rows_one = f"{one['timing']['rows']:,}" + ("\\*" if one["timing"].get("stopped_early") else "")
+        ratios = sorted(b["median"] for b in s["agreement"]["between"].values())
+        agree = f"{ratios[0]:.4f}" + (f" to {ratios[-1]:.4f}" if len(ratios) > 1 else "")
+        spread = max(many["timing"]["finish_spread_s"].values())
+        lines.append(
+            f"| {n} x {_card_name(many)} | {rows_one} / {many['timing']['rows']:,} "
+            f"| {s['scaling']['samples_per_s_1']:.2f} | {s['scaling'][f'samples_per_s_{n}']:.2f} "
+            f"| {s['scaling']['speedup']:.2f}x | {s['scaling']['efficiency']:.1%} | {spread:.2f} s "
+            f"| {agree} | `{folder}/` |"
+        )
+    if any(s["runs"][0]["timing"].get("stopped_early") for _, s in runs):
+        lines += [
+            "",
+            "\\* the one-card run reached its time limit first; its rate is over the configurations it "
+            "measured.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _multi_gpu_summary(root: Path) -> str:
+    """One sentence for the README: the speed-up on each committed host."""
+    parts = [
+        f"{s['scaling']['speedup']:.2f}x on {s['runs'][1]['cards']} {_card_name(s['runs'][1])}s"
+        for _, s in _scaling_runs(root)
+    ]
+    return _paragraph(
+        f"Measured with the paper-sized CFD sweep: {', '.join(parts)} of one host against one card "
+        f"([docs/multi_gpu.md](docs/multi_gpu.md))."
     )
 
 
@@ -583,6 +643,8 @@ def _scale(root: Path) -> str:
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "autotune_h200": _autotune,
     "multi_gpu_h200x2": _multi_gpu,
+    "multi_gpu_table": _multi_gpu_table,
+    "multi_gpu_summary": _multi_gpu_summary,
     "cfd_sweeps": _cfd_sweeps,
     "cfd_combined": _combined,
     "strategies_kt": _file_block("data/convolution/hub/strategies_kt/table.md"),

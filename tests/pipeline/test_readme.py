@@ -72,3 +72,26 @@ def test_combined_block_follows_the_metrics(tmp_path):
         line for line in readme.BLOCKS["cfd_combined"](tmp_path).splitlines() if line.startswith("| h100")
     )
     assert row.split(" | ")[3] == "0.500"
+
+
+def test_multi_gpu_table_has_a_row_per_committed_host_and_follows_the_data(tmp_path):
+    """Each data/*/*/multi_gpu_scaling/scaling.json is a row, fewest cards first, figures from the file."""
+    for host in ("h200x2", "h100x4"):
+        src = ROOT / "data" / "cfd" / host / "multi_gpu_scaling" / "scaling.json"
+        dst = tmp_path / "data" / "cfd" / host / "multi_gpu_scaling"
+        dst.mkdir(parents=True)
+        (dst / "scaling.json").write_text(src.read_text())
+    rows = [line for line in readme.BLOCKS["multi_gpu_table"](tmp_path).splitlines() if line.startswith("| ")]
+    assert [r.split(" | ")[0] for r in rows[2:]] == ["| 2 x H200", "| 4 x H100"]
+    assert "5,700\\* / 6,600" in rows[3]  # the one-card run that stopped at its time limit is marked
+    four = tmp_path / "data" / "cfd" / "h100x4" / "multi_gpu_scaling" / "scaling.json"
+    s = json.loads(four.read_text())
+    s["scaling"]["speedup"] = 3.5
+    four.write_text(json.dumps(s))
+    assert "| 3.50x |" in readme.BLOCKS["multi_gpu_table"](tmp_path)
+    assert "3.50x on 4 H100s" in readme.BLOCKS["multi_gpu_summary"](tmp_path)
+
+
+def test_multi_gpu_blocks_without_data_are_named(tmp_path):
+    with pytest.raises(readme.ReadmeError, match="multi_gpu_scaling/scaling.json"):
+        readme.BLOCKS["multi_gpu_table"](tmp_path)
