@@ -2,31 +2,36 @@
 
 A table cell is the mean over GPUs of each GPU's mean picked/optimum over seeds. Two strategies' cells differ
 by seed luck as well as by skill, so the head-to-head ratio (ours / Kernel Tuner's) gets a bootstrap interval
-that resamples the seeds within each GPU, for each strategy independently (their seeds are not paired: the
-same seed number drives different searches), and a verdict the interval decides, as ``kernels.compare`` does
-for timings.
-
-Hand-written because ``scipy.stats.bootstrap`` resamples whole samples and has no strata: resampling runs
-across GPUs would mix GPUs whose means differ by 2x and widen the interval for no reason.
+(``scipy.stats.bootstrap``, percentile method) and a verdict the interval decides, as ``kernels.compare`` does
+for timings. Each (strategy, GPU) pair's seeds are one sample, and the bootstrap resamples every sample on its
+own: seeds stay within their GPU (resampling across GPUs would mix GPUs whose means differ by 2x and widen the
+interval for no reason), and the two strategies are not paired (the same seed number drives different
+searches).
 """
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pandas as pd
+from scipy.stats import bootstrap
 
 from kernels.compare import FASTER, SLOWER, verdict
 from pipeline.strategies.evaluate import head_to_head, summarize
 
 
-def _resampled_means(runs: pd.DataFrame, rng: np.random.Generator, n_boot: int) -> np.ndarray:
-    """``n_boot`` bootstrap replicates of the mean over GPUs of the per-GPU mean ratio."""
-    per_gpu = []
+def _gpu_samples(runs: pd.DataFrame) -> tuple[list[np.ndarray], float]:
+    """Each GPU's ratios over seeds, and the summed means of the GPUs with one seed: a sample of one has
+    nothing to resample (scipy refuses it), so it enters the statistic as the constant it always is."""
+    samples, constant = [], 0.0
     for _, g in runs.groupby("gpu", sort=True):
         values = g["ratio"].to_numpy(float)
-        picks = rng.integers(0, len(values), size=(n_boot, len(values)))
-        per_gpu.append(values[picks].mean(axis=1))
-    return np.mean(per_gpu, axis=0)
+        if len(values) > 1:
+            samples.append(values)
+        else:
+            constant += float(values[0])
+    return samples, constant
 
 
 def ratio_interval(
@@ -35,12 +40,31 @@ def ratio_interval(
     """mean(ours) / mean(theirs) at ``budget`` with its 95% stratified bootstrap interval and what the
     interval decides: "ours closer to the optimum", "theirs closer to the optimum" or "no measurable
     difference"."""
-    rng = np.random.default_rng(seed)
     a = runs[(runs["strategy"] == ours) & (runs["budget"] == budget)]
     b = runs[(runs["strategy"] == theirs) & (runs["budget"] == budget)]
     point = a.groupby("gpu")["ratio"].mean().mean() / b.groupby("gpu")["ratio"].mean().mean()
-    boot = _resampled_means(a, rng, n_boot) / _resampled_means(b, rng, n_boot)
-    low, high = np.quantile(boot, [0.025, 0.975])
+    (sa, ca), (sb, cb) = _gpu_samples(a), _gpu_samples(b)
+    na, nb = a["gpu"].nunique(), b["gpu"].nunique()
+
+    def ratio_of_means(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+        means = [s.mean(axis=axis) for s in samples]
+        return (sum(means[: len(sa)], ca) / na) / (sum(means[len(sa) :], cb) / nb)
+
+    if not sa and not sb:  # one seed per GPU: nothing to resample
+        low = high = float(point)
+    else:
+        # scipy >= 1.15 names the generator ``rng``; older ones (a cluster's module stack) ``random_state``
+        gen_key = "rng" if "rng" in inspect.signature(bootstrap).parameters else "random_state"
+        res = bootstrap(
+            (*sa, *sb),
+            ratio_of_means,
+            n_resamples=n_boot,
+            confidence_level=0.95,
+            method="percentile",
+            vectorized=True,
+            **{gen_key: np.random.default_rng(seed)},
+        )
+        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     word = {FASTER: "ours closer to the optimum", SLOWER: "theirs closer to the optimum"}.get(
         verdict(low, high), "no measurable difference"
     )
