@@ -328,7 +328,7 @@ def _check_slurm(config: SlurmConfig, jobs: Sequence[ClassJob]) -> None:
         raise UserError(f"--cluster {config.path}: sinfo failed: {out.stderr.strip() or out.returncode}")
     partitions = set(out.stdout.split())
     if config.interface:
-        import psutil  # a dependency of distributed
+        import psutil
 
         names = sorted(psutil.net_if_addrs())
         if config.interface not in names:
