@@ -92,6 +92,33 @@ def _skipped(validation: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"config": c["config"], "status": c["status"], "reason": c.get("reason", "")} for c in bad]
 
 
+def _backend(rows: pd.DataFrame) -> str | None:
+    """The backend every row of a class was measured on (``numpy``, ``cupy``); None where mixed or unknown."""
+    found = rows["backend"].dropna().unique() if "backend" in rows else []
+    return str(found[0]) if len(found) == 1 else None
+
+
+def _numpy_note(cls: str, c: dict[str, Any]) -> str:
+    """Why a CPU sweep's times do not rank launches: what the table's numbers are on the numpy backend."""
+    times = [
+        f"{what} {_fmt(c.get(key))} ms"
+        for what, key in (
+            ("best sampled", "best_sampled_ms"),
+            ("default", "default_measured_ms"),
+            ("predicted best", "predicted_best_measured_ms"),
+        )
+        if c.get(key) is not None
+    ]
+    return (
+        f"**{cls}** ran on the numpy backend (a CPU), where launch parameters change nothing: every "
+        "configuration does the same work, so the spread of its times"
+        + (f" ({', '.join(times)})" if times else "")
+        + " is this machine's timing noise (its load, caches, other jobs), not an effect of the launch, and "
+        "the best sampled time can be slower than the default's. On a GPU (the CuPy backend) the same sweep "
+        "measures what launches change."
+    )
+
+
 def class_summary(
     frame: pd.DataFrame,
     cls: str,
@@ -110,6 +137,7 @@ def class_summary(
         "failed": int(counts.get("failed", 0)),
         "device_name": str(rows["device_name"].iloc[0]) if len(rows) else None,
         "device_class": sorted(rows["device_class"].unique().tolist()),
+        "backend": _backend(rows),
     }
     group = metrics.get("groups", {}).get(cls, {})
     models = group.get("models", {})
@@ -141,7 +169,7 @@ def class_summary(
         a, b = out["default_measured_ms"], out["predicted_best_measured_ms"]
         out["speedup_over_default"] = a / b if a and b else None
         out["remeasure_repeats"] = v.get("repeats")
-        out["backend"] = v.get("backend") or (v.get("device") or {}).get("backend")
+        out["backend"] = v.get("backend") or (v.get("device") or {}).get("backend") or out["backend"]
         out["comparison"] = v.get("comparison")
         out["pick_is_default"] = top["config"] == default["config"]
         out["speedup_text"] = speedup_text(out["comparison"], out["backend"], out["pick_is_default"])
@@ -305,6 +333,9 @@ def _markdown(report: dict[str, Any]) -> str:
             f"| {_fmt(c['best_sampled_ms'])} | {_fmt(c['default_measured_ms'])} "
             f"| {_fmt(c['predicted_best_measured_ms'])} | {_speedup_cell(c)} |"
         )
+    for cls, c in report["classes"].items():
+        if c.get("backend") == "numpy":
+            lines += ["", _numpy_note(cls, c)]
     lines += [
         "",
         "## Models (R2 on the held-out split)",

@@ -207,3 +207,52 @@ def test_recorded_rows_are_measured_whatever_their_rank(monkeypatch):
     assert result["candidates"][0]["config"] == optimum and result["candidates"][0]["recorded"]
     assert result["candidates"][0]["predicted_rank"] == result["pool"] - 1  # ranked last, measured anyway
     assert len(result["candidates"]) == 3
+
+
+def _cpu_report(backend: str) -> str:
+    """report.md of one class whose best sampled row (53.06 ms) is slower than the default's re-measured
+    time (25.38 ms), as a loaded CPU gives them."""
+    import pandas as pd
+
+    from pipeline.learn.report import _markdown, class_summary
+
+    params = ["a.blocks", "a.threads"]
+    frame = pd.DataFrame(
+        {
+            "gpu_class": "cpu",
+            "status": "ok",
+            "device_name": "host",
+            "device_class": "cpu",
+            "backend": backend,
+            "sample_id": [0, 1, 2],
+            "a.blocks": [1, 2, 4],
+            "a.threads": [32, 64, 128],
+            "total_ms": [53.06, 60.2, 71.0],
+        }
+    )
+    default = {"config": {"a.blocks": 8, "a.threads": 32}, "status": "ok", "total_ms": 25.38}
+    pick = {"config": {"a.blocks": 2, "a.threads": 64}, "status": "ok", "total_ms": 31.93, "predicted_ms": 50}
+    validation = {"cpu": {"candidates": [pick], "default": default, "comparison": None}}
+    summary = class_summary(frame, "cpu", {"params": params, "default": default["config"]}, {}, validation)
+    report = {
+        "sweep_id": "cpu",
+        "workload": "cfd",
+        "case": "inlet",
+        "size": "64x24",
+        "seed": 0,
+        "created": "now",
+        "merged_rows": 3,
+        "classes": {"cpu": summary},
+        "models": {},
+        "figures": [],
+    }
+    return _markdown(report)
+
+
+def test_a_cpu_report_says_its_spread_is_noise_where_the_best_sample_is_slower_than_the_default():
+    text = _cpu_report("numpy")
+    (note,) = [line for line in text.splitlines() if "launch parameters change nothing" in line]
+    assert note.startswith("**cpu** ran on the numpy backend")
+    assert "best sampled 53.06 ms, default 25.38 ms, predicted best 31.93 ms" in note
+    assert "timing noise" in note and "slower than the default" in note
+    assert "launch parameters change nothing" not in _cpu_report("cupy")
