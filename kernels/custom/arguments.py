@@ -1,0 +1,232 @@
+"""A kernel's arguments, declared in its spec and made on the host (numpy), the same arrays for one seed.
+
+Each entry of a spec's ``arguments`` is one kernel argument in order (Kernel Tuner's ``arguments`` list):
+an array (``dtype``, ``shape`` as expressions, ``fill``) or a scalar (``value``). ``output: true`` marks what
+a check compares; ``constant: SYMBOL`` copies the array into that ``__constant__`` symbol of every compiled
+module instead of passing it (Kernel Tuner's ``cmem_args``; ``argument: true`` passes it as well).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernels.custom.errors import SpecError
+from kernels.custom.expressions import Expression, ExpressionError, parse
+
+FILLS = ("zeros", "uniform", "normal", "constant", "arange", "npy")
+DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+          "uint64")  # fmt: skip
+MAX_ARGUMENTS = 64
+MAX_DIMS = 8
+# One host array at most this many bytes: a typo'd shape (4096**4) is a line, not a machine out of memory.
+MAX_ARRAY_BYTES = 1 << 40
+_ARRAY_KEYS = {"name", "dtype", "shape", "fill", "output", "constant", "argument"}
+_SCALAR_KEYS = {"name", "dtype", "value"}
+
+
+@dataclass(frozen=True)
+class Fill:
+    kind: str
+    args: tuple[float, ...] = ()
+    path: Path | None = None
+
+
+@dataclass(frozen=True)
+class ArgumentSpec:
+    """One declared argument; ``shape`` and ``value`` are expressions over the problem size and the
+    parameters with a single value (arguments are made once, before any configuration)."""
+
+    name: str
+    dtype: str
+    where: str  # spec file and field, for messages
+    shape: tuple[Expression, ...] | None = None  # None: a scalar
+    fill: Fill | None = None
+    value: Expression | None = None
+    output: bool = False
+    constant: str | None = None  # the __constant__ symbol it is copied into
+    argument: bool = True  # passed to the kernel
+
+    @property
+    def is_scalar(self) -> bool:
+        return self.shape is None
+
+
+def _number_list(value: Any, where: str, count: int) -> tuple[float, ...]:
+    if isinstance(value, int | float) and not isinstance(value, bool) and count == 1:
+        return (float(value),)
+    if (
+        not isinstance(value, list)
+        or len(value) != count
+        or any(isinstance(v, bool) or not isinstance(v, int | float) for v in value)
+    ):
+        raise SpecError(f"{where}: expected {count} number(s), got {value!r}")
+    return tuple(float(v) for v in value)
+
+
+def _parse_fill(raw: Any, where: str, spec_dir: Path) -> Fill:
+    defaults = {"uniform": (0.0, 1.0), "normal": (0.0, 1.0)}
+    if isinstance(raw, str):
+        if raw in ("zeros", "arange"):
+            return Fill(raw)
+        if raw in defaults:
+            return Fill(raw, defaults[raw])
+        raise SpecError(f"{where}: unknown fill {raw!r} (one of {', '.join(FILLS)})")
+    if not isinstance(raw, dict) or len(raw) != 1:
+        raise SpecError(
+            f"{where}: expected one of {', '.join(FILLS)} or a one-key mapping like {{uniform: [0, 1]}}"
+        )
+    ((kind, value),) = raw.items()
+    if kind in defaults:
+        return Fill(kind, _number_list(value, f"{where}.{kind}", 2))
+    if kind == "constant":
+        return Fill(kind, _number_list(value, f"{where}.constant", 1))
+    if kind == "npy":
+        if not isinstance(value, str) or not value.endswith(".npy"):
+            raise SpecError(f"{where}.npy: expected a .npy file name beside the spec, got {value!r}")
+        path = (spec_dir / value).resolve()
+        if not path.is_relative_to(spec_dir.resolve()):
+            raise SpecError(f"{where}.npy: {value!r} is outside the spec's folder")
+        if not path.is_file():
+            raise SpecError(f"{where}.npy: no such file {path}")
+        return Fill(kind, path=path)
+    raise SpecError(f"{where}: unknown fill {kind!r} (one of {', '.join(FILLS)})")
+
+
+def parse_arguments(raw: Any, where: str, names: Sequence[str], spec_dir: Path) -> tuple[ArgumentSpec, ...]:
+    """The ``arguments`` list of a spec; ``names`` are what shapes and values may read."""
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(f"{where}: expected a list of arguments (each a mapping with name, dtype, ...)")
+    if len(raw) > MAX_ARGUMENTS:
+        raise SpecError(f"{where}: {len(raw)} arguments (at most {MAX_ARGUMENTS})")
+    out: list[ArgumentSpec] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(entry, dict):
+            raise SpecError(f"{at}: expected a mapping with name, dtype and shape+fill or value")
+        name = entry.get("name")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise SpecError(f"{at}.name: expected an identifier, got {name!r}")
+        if name in seen:
+            raise SpecError(f"{at}.name: {name!r} declared twice")
+        seen.add(name)
+        scalar = "value" in entry
+        allowed = _SCALAR_KEYS if scalar else _ARRAY_KEYS
+        unknown = sorted(set(entry) - allowed)
+        if unknown:
+            kind = "a scalar (value)" if scalar else "an array"
+            raise SpecError(
+                f"{at}: unknown key {unknown[0]!r} for {kind} (allowed: {', '.join(sorted(allowed))})"
+            )
+        if scalar:
+            value = parse(entry["value"], names, f"{at}.value")
+            default = "float32" if isinstance(entry["value"], float) else "int32"
+            dtype = _dtype(entry.get("dtype", default), f"{at}.dtype")
+            out.append(ArgumentSpec(name, dtype, at, value=value))
+            continue
+        if "dtype" not in entry or "shape" not in entry:
+            raise SpecError(f"{at}: an array needs dtype and shape (a scalar needs value)")
+        dtype = _dtype(entry["dtype"], f"{at}.dtype")
+        shape_raw = entry["shape"]
+        if not isinstance(shape_raw, list):
+            shape_raw = [shape_raw]
+        if not 1 <= len(shape_raw) <= MAX_DIMS:
+            raise SpecError(f"{at}.shape: expected 1 to {MAX_DIMS} dimensions, got {entry['shape']!r}")
+        shape = tuple(parse(s, names, f"{at}.shape[{j}]") for j, s in enumerate(shape_raw))
+        fill = _parse_fill(entry.get("fill", "zeros"), f"{at}.fill", spec_dir)
+        flags = {}
+        for key in ("output", "argument"):
+            if key in entry and not isinstance(entry[key], bool):
+                raise SpecError(f"{at}.{key}: expected true or false, got {entry[key]!r}")
+            flags[key] = entry.get(key)
+        constant = entry.get("constant")
+        if constant is not None and (not isinstance(constant, str) or not constant.isidentifier()):
+            raise SpecError(f"{at}.constant: expected the name of a __constant__ symbol, got {constant!r}")
+        argument = flags["argument"] if flags["argument"] is not None else constant is None
+        out.append(
+            ArgumentSpec(
+                name,
+                dtype,
+                at,
+                shape,
+                fill,
+                output=bool(flags["output"]),
+                constant=constant,
+                argument=argument,
+            )
+        )
+    return tuple(out)
+
+
+def _dtype(value: Any, where: str) -> str:
+    if value not in DTYPES:
+        raise SpecError(f"{where}: expected one of {', '.join(DTYPES)}, got {value!r}")
+    return str(value)
+
+
+def shape_of(arg: ArgumentSpec, values: Mapping[str, int]) -> tuple[int, ...]:
+    """The array's shape for ``values`` (problem size and fixed parameters); every extent >= 1."""
+    assert arg.shape is not None
+    shape = []
+    for expr in arg.shape:
+        try:
+            extent = expr.integer(values)
+        except ExpressionError as exc:
+            raise SpecError(str(exc)) from None
+        if extent < 1:
+            raise SpecError(f"{expr.where}: {expr.text!r} = {extent}; an extent must be >= 1")
+        shape.append(extent)
+    return tuple(shape)
+
+
+def nbytes(args: Sequence[ArgumentSpec], values: Mapping[str, int]) -> int:
+    """Bytes of every array together, computed from the declarations alone (nothing allocated)."""
+    total = 0
+    for arg in args:
+        if arg.is_scalar:
+            continue
+        size = math.prod(shape_of(arg, values)) * np.dtype(arg.dtype).itemsize
+        if size > MAX_ARRAY_BYTES:
+            raise SpecError(f"{arg.where}: {size:,} bytes (at most {MAX_ARRAY_BYTES:,})")
+        total += size
+    return total
+
+
+def make_host(arg: ArgumentSpec, index: int, values: Mapping[str, int], seed: int) -> Any:
+    """The host value of ``arg``: a numpy array, or a numpy scalar of its dtype. Seeded per argument
+    (``seed``, ``index``), so one argument's values do not change when another is added before it."""
+    dtype = np.dtype(arg.dtype)
+    if arg.is_scalar:
+        assert arg.value is not None
+        try:
+            raw = arg.value(values)
+        except ExpressionError as exc:
+            raise SpecError(str(exc)) from None
+        return dtype.type(raw)
+    shape = shape_of(arg, values)
+    fill = arg.fill or Fill("zeros")
+    rng = np.random.default_rng([seed, index])
+    if fill.kind == "zeros":
+        return np.zeros(shape, dtype)
+    if fill.kind == "uniform":
+        return rng.uniform(fill.args[0], fill.args[1], size=shape).astype(dtype)
+    if fill.kind == "normal":
+        return rng.normal(fill.args[0], fill.args[1], size=shape).astype(dtype)
+    if fill.kind == "constant":
+        return np.full(shape, fill.args[0], dtype)
+    if fill.kind == "arange":
+        return np.arange(math.prod(shape)).reshape(shape).astype(dtype)
+    assert fill.path is not None
+    data = np.load(fill.path, allow_pickle=False)
+    if data.shape != shape or data.dtype != dtype:
+        raise SpecError(
+            f"{arg.where}.fill: {fill.path.name} holds {data.dtype}{list(data.shape)}, "
+            f"declared {dtype}{list(shape)}"
+        )
+    return data

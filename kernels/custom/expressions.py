@@ -1,0 +1,259 @@
+"""The expression language of kernel specs: restrictions, grid divisors, argument shapes and values.
+
+A spec is data, often someone else's, so its expressions are never handed to ``eval``. Python's own parser
+(``ast``) reads the text; every node of the tree must be on an allow-list (names the spec declares, numbers,
+``+ - * / // % **``, comparisons including chained ones, ``and or not``, ``min``/``max``, ``a if c else b``);
+the tree is then turned into nested closures, so evaluating an expression runs only this module's code.
+Size is bounded before and after parsing (characters, nodes, depth) and ``**`` is bounded by the size of its
+result, so neither ``((((...))))`` nor ``9**9**9`` can exhaust the stack, the memory or the time.
+
+Python's semantics throughout: ``/`` is true division, ``//`` and ``%`` floor, ``and``/``or`` return an
+operand. A name is looked up in the mapping given to the evaluation.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MAX_CHARS = 1000
+MAX_NODES = 300
+MAX_DEPTH = 40
+# ``a ** b`` is refused where its result would exceed this many bits (an int) or where ``|b|`` exceeds
+# MAX_EXPONENT: the bound that keeps ``9**9**9`` from running for hours.
+MAX_POWER_BITS = 4096
+MAX_EXPONENT = 4096
+
+Number = int | float | bool
+Evaluator = Callable[[Mapping[str, Number]], Any]
+
+
+class ExpressionError(ValueError):
+    """An expression outside the language (raised when parsing) or one that cannot be evaluated for some
+    values (division by zero, a power too large); the message names where it came from."""
+
+
+_BINARY: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {"min": min, "max": max}
+
+
+def _power(base: Any, exponent: Any) -> Any:
+    if isinstance(exponent, bool | int):
+        if abs(exponent) > MAX_EXPONENT:
+            raise ExpressionError(f"power with exponent {exponent} (at most {MAX_EXPONENT})")
+        if (
+            isinstance(base, bool | int)
+            and exponent > 0
+            and abs(base).bit_length() * exponent > MAX_POWER_BITS
+        ):
+            raise ExpressionError(f"power {base}**{exponent} too large (over {MAX_POWER_BITS} bits)")
+    elif abs(exponent) > MAX_EXPONENT:
+        raise ExpressionError(f"power with exponent {exponent} (at most {MAX_EXPONENT})")
+    try:
+        result = base**exponent
+    except (OverflowError, ZeroDivisionError) as exc:
+        raise ExpressionError(f"power {base}**{exponent}: {exc}") from None
+    if isinstance(result, complex):
+        raise ExpressionError(f"power {base}**{exponent} is not a real number")
+    return result
+
+
+def _describe(node: ast.AST) -> str:
+    """What a refused node is, in words a spec author knows."""
+    if isinstance(node, ast.Attribute):
+        return f"attribute access '.{node.attr}'"
+    if isinstance(node, ast.Call):
+        name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
+        return f"call of {name!r} (only min and max)"
+    if isinstance(node, ast.Lambda):
+        return "lambda"
+    if isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
+        return "comprehension"
+    if isinstance(node, ast.Subscript):
+        return "subscript"
+    if isinstance(node, ast.Constant):
+        return f"constant {node.value!r} (only numbers and true/false)"
+    if isinstance(node, ast.BinOp | ast.UnaryOp | ast.Compare | ast.BoolOp):
+        op = getattr(node, "op", None) or getattr(node, "ops", [None])[0]
+        return f"operator {type(op).__name__}"
+    return type(node).__name__
+
+
+@dataclass(frozen=True)
+class Expression:
+    """A checked expression: its text, the names it reads and a compiled evaluator."""
+
+    text: str
+    names: frozenset[str]
+    where: str
+    _evaluate: Evaluator
+
+    def __call__(self, values: Mapping[str, Number]) -> Any:
+        """The value for ``values`` (every name of ``names`` must be there); ``ExpressionError`` naming
+        ``where`` if it cannot be computed."""
+        try:
+            return self._evaluate(values)
+        except ExpressionError as exc:
+            raise ExpressionError(f"{self.where}: {self.text!r}: {exc}") from None
+        except ZeroDivisionError:
+            raise ExpressionError(f"{self.where}: {self.text!r}: division by zero") from None
+        except (OverflowError, ValueError, TypeError) as exc:
+            raise ExpressionError(f"{self.where}: {self.text!r}: {exc}") from None
+
+    def integer(self, values: Mapping[str, Number]) -> int:
+        """The value as an int: a whole float (``4096 / 2``) counts, ``1.5`` does not."""
+        value = self(values)
+        if isinstance(value, float):
+            if not math.isfinite(value) or value != int(value):
+                raise ExpressionError(f"{self.where}: {self.text!r} = {value} is not a whole number")
+            return int(value)
+        return int(value)
+
+
+def parse(text: Any, names: Collection[str], where: str) -> Expression:
+    """Parse ``text`` (a string or a number) as an expression over ``names``; ``where`` (spec file and
+    field) leads every error message."""
+    if isinstance(text, bool):
+        text = "True" if text else "False"
+    if isinstance(text, int | float):
+        text = repr(text)
+    if not isinstance(text, str) or not text.strip():
+        raise ExpressionError(f"{where}: expected an expression (a string or a number), got {text!r}")
+    if len(text) > MAX_CHARS:
+        raise ExpressionError(f"{where}: expression of {len(text):,} characters (at most {MAX_CHARS:,})")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except (SyntaxError, RecursionError, MemoryError, ValueError) as exc:
+        why = exc.msg if isinstance(exc, SyntaxError) else type(exc).__name__
+        raise ExpressionError(f"{where}: {text!r} is not an expression ({why})") from None
+    _check_size(tree, text, where)
+    known = frozenset(names)
+    used: set[str] = set()
+    evaluate = _build(tree.body, known, used, text, where)
+    return Expression(text, frozenset(used), where, evaluate)
+
+
+def _check_size(tree: ast.AST, text: str, where: str) -> None:
+    """Nodes and depth counted without recursion, before the recursive build."""
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    nodes = 0
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            raise ExpressionError(f"{where}: {text[:60]!r}... has over {MAX_NODES} nodes")
+        if depth > MAX_DEPTH:
+            raise ExpressionError(f"{where}: {text[:60]!r}... nests deeper than {MAX_DEPTH}")
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+
+
+def _build(node: ast.AST, known: frozenset[str], used: set[str], text: str, where: str) -> Evaluator:
+    def sub(child: ast.AST) -> Evaluator:
+        return _build(child, known, used, text, where)
+
+    def refuse(what: str) -> ExpressionError:
+        return ExpressionError(f"{where}: {text!r}: {what} is not allowed")
+
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if isinstance(value, bool | int | float):
+            return lambda _: value
+        raise refuse(_describe(node))
+    if isinstance(node, ast.Name):
+        name = node.id
+        if name not in known:
+            listed = ", ".join(sorted(known)) or "none"
+            raise ExpressionError(f"{where}: {text!r}: unknown name {name!r} (known: {listed})")
+        used.add(name)
+        return lambda values: values[name]
+    if isinstance(node, ast.BinOp):
+        left, right = sub(node.left), sub(node.right)
+        if isinstance(node.op, ast.Pow):
+            return lambda v: _power(left(v), right(v))
+        if type(node.op) not in _BINARY:
+            raise refuse(f"operator {type(node.op).__name__}")
+        binary = _BINARY[type(node.op)]
+        return lambda v: binary(left(v), right(v))
+    if isinstance(node, ast.UnaryOp):
+        operand = sub(node.operand)
+        if isinstance(node.op, ast.USub):
+            return lambda v: -operand(v)
+        if isinstance(node.op, ast.UAdd):
+            return lambda v: +operand(v)
+        if isinstance(node.op, ast.Not):
+            return lambda v: not operand(v)
+        raise refuse(f"operator {type(node.op).__name__}")
+    if isinstance(node, ast.BoolOp):
+        parts = [sub(p) for p in node.values]
+        if isinstance(node.op, ast.And):
+
+            def all_of(v: Mapping[str, Number]) -> Any:
+                result: Any = True
+                for p in parts:
+                    result = p(v)
+                    if not result:
+                        return result
+                return result
+
+            return all_of
+
+        def any_of(v: Mapping[str, Number]) -> Any:
+            result: Any = False
+            for p in parts:
+                result = p(v)
+                if result:
+                    return result
+            return result
+
+        return any_of
+    if isinstance(node, ast.Compare):
+        first = sub(node.left)
+        ops = []
+        for op_node, right_node in zip(node.ops, node.comparators, strict=True):
+            op = _COMPARE.get(type(op_node))
+            if op is None:
+                raise refuse(f"comparison {type(op_node).__name__}")
+            ops.append((op, sub(right_node)))
+
+        def chained(v: Mapping[str, Number]) -> bool:
+            left = first(v)
+            for op, right in ops:
+                value = right(v)
+                if not op(left, value):
+                    return False
+                left = value
+            return True
+
+        return chained
+    if isinstance(node, ast.IfExp):
+        test, body, orelse = sub(node.test), sub(node.body), sub(node.orelse)
+        return lambda v: body(v) if test(v) else orelse(v)
+    if isinstance(node, ast.Call):
+        func = node.func
+        if not isinstance(func, ast.Name) or func.id not in _FUNCTIONS or node.keywords:
+            raise refuse(_describe(node))
+        if len(node.args) < 2 or any(isinstance(a, ast.Starred) for a in node.args):
+            raise refuse(f"{func.id}() with {len(node.args)} argument(s) (it takes two or more)")
+        fn = _FUNCTIONS[func.id]
+        args = [sub(a) for a in node.args]
+        return lambda v: fn(*(a(v) for a in args))
+    raise refuse(_describe(node))
