@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from kernels.cfd.mms import run_mms
 from kernels.cfd.physics import LIMITERS, mach
 from kernels.cfd.solver import Scheme, Solver, parse_size
 from kernels.device import describe_device
+from kernels.progress import Progress
 
 AUTOTUNE_MODES = ("off", "scan", "seeded")
 EQUATIONS = ("rho", "rhou", "rhov", "rhoE")
@@ -158,6 +160,11 @@ def _write_atomically(out: Path, files: dict[str, Any]) -> None:
         tmp.rmdir()
 
 
+def _step_line(done: int, steps: int, rows: list[list[float]]) -> str:
+    drop = -np.log10(max(rows[-1][5:9])) if rows else 0.0
+    return f"step {done}/{steps}  residual down {drop:.2f} orders"
+
+
 def cmd_run(ns: argparse.Namespace) -> int:
     _check_common(ns)
     if ns.case not in CASES:
@@ -198,6 +205,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     first = None
     report_every = max(1, ns.steps // 10)
     t0 = time.perf_counter()
+    meter = Progress(lambda line: print(line, file=sys.stderr, flush=True))
     for k in range(ns.steps):
         norms = step(residuals=(k % every == 0 or k == ns.steps - 1))
         if norms is not None:
@@ -206,13 +214,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
                 return 1
             first = first if first is not None else np.maximum(norms, 1e-300)
             rows.append([k, *norms, *(norms / first)])
-        if (k + 1) % report_every == 0 or k + 1 == ns.steps:
-            drop = -np.log10(max(rows[-1][5:9])) if rows else 0.0
-            print(
-                f"step {k + 1}/{ns.steps}  residual down {drop:.2f} orders  {time.perf_counter() - t0:.1f} s",
-                file=sys.stderr,
-                flush=True,
-            )
+        # a line each tenth of the run and at least every 10 s (an hour's run on a CPU says how long is left)
+        line = partial(_step_line, k + 1, ns.steps, rows)  # built only when a line is due
+        meter.update((k + 1) / ns.steps, line, force=(k + 1) % report_every == 0)
     solver.backend.synchronize()
     wall = time.perf_counter() - t0
     w = solver.primitives()

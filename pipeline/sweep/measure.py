@@ -14,6 +14,7 @@ from typing import Any
 from distributed import wait
 from tqdm import tqdm
 
+from kernels.progress import Progress
 from pipeline.cluster.waits import timed_out, wait_limit
 from pipeline.errors import UserError
 from pipeline.sweep.batching import measure_order
@@ -214,9 +215,11 @@ def measure_batches(
     results = []
     done = 0
     deadline = t0 + max_minutes * 60 if max_minutes else None
-    # A bar on a terminal; in a log file (a batch job, CI) a plain line every tenth of the way instead.
+    # A bar on a terminal; in a log file (a batch job, CI) a plain line every tenth of the way instead, and at
+    # least every 10 s while batches finish, with an estimate of the time left.
     tty = sys.stderr.isatty()
     step = max(1, total // 10)
+    meter = Progress(log)
     with tqdm(total=total, unit="batch", desc="measure", file=sys.stderr, disable=not tty) as bar:
         pending = {f for cls in plans for f in feed(cls)}
         while pending and fatal is None:
@@ -256,8 +259,8 @@ def measure_batches(
                 pending.update(feed(cls))
                 done += 1
                 bar.update(1)
-                if not tty and (done % step == 0 or done == total):
-                    log(f"measure: {done}/{total} batches, {time.perf_counter() - t0:.0f} s")
+                if not tty:
+                    meter.update(done / total, f"measure: {done}/{total} batches", force=done % step == 0)
     seconds = time.perf_counter() - t0
     if fatal is not None:
         client.cancel([f for f in futures if not f.done()])

@@ -37,6 +37,11 @@ def test_run_writes_solution_residuals_summary_and_figure(tmp_path):
     assert summary["steps"] == 40 and summary["size"] == [52, 16] and "autotune" not in summary
     assert summary["device"]["gpu_class"] == "cpu"
     assert (out / "mach.png").read_bytes()[:4] == b"\x89PNG"
+    # a progress line each tenth of the run (and at least every 10 s), each but the last with what is left
+    progress = [line for line in r.stderr.splitlines() if line.startswith("step ")]
+    assert [line.split()[1] for line in progress] == [f"{k}/40" for k in range(4, 41, 4)]
+    assert all(", about " in line and line.endswith(" left") for line in progress[:-1])
+    assert "left" not in progress[-1]
 
 
 def test_mms_order_of_accuracy(tmp_path):
