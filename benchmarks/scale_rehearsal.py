@@ -293,27 +293,25 @@ def idle_cost(workers: int, seconds: float, work: Path) -> list[dict[str, Any]]:
     """CPU (in cores) an idle local cluster of ``workers`` CPU workers costs, with Dask's defaults and then
     with :data:`pipeline.cluster.local.QUIET_WORKER_CONFIG`: the scheduler's process (scheduler, nannies)
     and the worker processes, over ``seconds`` after a 3 s settle."""
-    import dask
     import psutil
 
     import pipeline.cluster.local as local
 
     out = []
     for quiet in (False, True):
-        with dask.config.set({}):  # restored on leaving: the quiet settings are process-wide
-            original = local.quiet_idle_workers
-            if not quiet:
-                local.quiet_idle_workers = lambda n, log, cores=None: False  # Dask's defaults
-            try:
-                with local.open_local_cluster(["cpu"], work / "idle", lambda m: None, workers):
-                    time.sleep(3)
-                    me = psutil.Process()
-                    kids = me.children(recursive=True)
-                    main0, kids0 = sum(me.cpu_times()[:2]), sum(sum(k.cpu_times()[:2]) for k in kids)
-                    time.sleep(seconds)
-                    main1, kids1 = sum(me.cpu_times()[:2]), sum(sum(k.cpu_times()[:2]) for k in kids)
-            finally:
-                local.quiet_idle_workers = original
+        original = local.quiet_worker_config
+        if not quiet:
+            local.quiet_worker_config = lambda n, log, cores=None: {}  # Dask's defaults
+        try:
+            with local.open_local_cluster(["cpu"], work / "idle", lambda m: None, workers):
+                time.sleep(3)
+                me = psutil.Process()
+                kids = me.children(recursive=True)
+                main0, kids0 = sum(me.cpu_times()[:2]), sum(sum(k.cpu_times()[:2]) for k in kids)
+                time.sleep(seconds)
+                main1, kids1 = sum(me.cpu_times()[:2]), sum(sum(k.cpu_times()[:2]) for k in kids)
+        finally:
+            local.quiet_worker_config = original
         out.append(
             {
                 "kind": "idle",

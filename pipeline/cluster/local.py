@@ -18,6 +18,7 @@ import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import dask
 from distributed import Client, LocalCluster
@@ -49,17 +50,17 @@ QUIET_WORKER_CONFIG = {
 }
 
 
-def quiet_idle_workers(n_workers: int, log: Callable[[str], None], cores: int | None = None) -> bool:
-    """Apply :data:`QUIET_WORKER_CONFIG` when ``n_workers`` exceed the ``cores``; True when it did."""
-    import dask
-
+def quiet_worker_config(
+    n_workers: int, log: Callable[[str], None], cores: int | None = None
+) -> dict[str, Any]:
+    """:data:`QUIET_WORKER_CONFIG` where ``n_workers`` exceed the ``cores`` (saying so), else nothing: the
+    Dask settings to hold while the cluster lives."""
     # the cores this process may run on (taskset, a batch job's cgroup cpuset), not the host's
     cores = cores or len(os.sched_getaffinity(0)) or 1
     if n_workers <= cores:
-        return False
-    dask.config.set(QUIET_WORKER_CONFIG)
+        return {}
     log(f"{n_workers} workers on {cores} cores: Dask's per-worker profiler and GIL monitor off, ticks slowed")
-    return True
+    return dict(QUIET_WORKER_CONFIG)
 
 
 # Why not dask-cuda's LocalCUDACluster: dask-cuda 26.10.0 (the newest, checked 2026-11) requires
@@ -137,20 +138,22 @@ def open_local_cluster(
     card, and CUDA_VISIBLE_DEVICES picks the cards.
     """
 
-    # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which turns off glibc's adaptive mmap threshold:
-    # every large temporary array is then mapped and unmapped afresh. Measured on the numpy CFD workload
-    # (208x64, 10 configurations): twice the page faults and 1.5x the wall time. The worker's time is the
-    # measurement, so it must not depend on Dask's memory policy. (Set for this process: Nanny reads it when
-    # it starts a worker, including restarts.)
-    dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None})
-
     if workers_per_class < 1:
         raise UserError(f"--workers-per-class: must be at least 1 (got {workers_per_class})")
     gpus = visible_gpu_names()
     workers = plan_local_workers(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"), cpu_workers=workers_per_class)
     if gpus and workers_per_class > 1:
         log(f"--workers-per-class {workers_per_class} ignored: the local cluster runs one worker per GPU")
-    quiet_idle_workers(len(workers), log)
+    # Dask starts workers with MALLOC_TRIM_THRESHOLD_=65536, which turns off glibc's adaptive mmap threshold:
+    # every large temporary array is then mapped and unmapped afresh. Measured on the numpy CFD workload
+    # (208x64, 10 configurations): twice the page faults and 1.5x the wall time. The worker's time is the
+    # measurement, so it must not depend on Dask's memory policy. Held, with the quiet settings, while the
+    # cluster lives (Nanny reads it whenever it starts a worker, restarts included) and restored after, so a
+    # notebook's later clusters get its own settings.
+    config = {
+        "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+        **quiet_worker_config(len(workers), log),
+    }
     served = sorted({w["gpu_class"] for w in workers})
     if gpu_classes:
         missing = [c for c in gpu_classes if c not in served]
@@ -160,37 +163,39 @@ def open_local_cluster(
                 f"{', '.join(served)}); use --cluster slurm or CONFIG.yaml for other classes"
             )
     workdir.mkdir(parents=True, exist_ok=True)
-    cluster = LocalCluster(
-        n_workers=0,
-        processes=True,
-        threads_per_worker=1,
-        host=LOOPBACK,
-        protocol="tls://",
-        security=local_security(),
-        dashboard_address=f"{LOOPBACK}:8787",
-        silence_logs=logging.ERROR,
-        local_directory=str(workdir),
-    )
-    try:
-        template = cluster.new_spec
-        for w in workers:
-            options = {
-                **template["options"],
-                "name": w["name"],
-                "env": w["env"],
-                "resources": {w["gpu_class"]: 1},
-            }
-            cluster.worker_spec[w["name"]] = {"cls": template["cls"], "options": options}
-        cluster.scale(len(cluster.worker_spec))
-        client = Client(cluster)
+    with dask.config.set(config):
+        cluster = LocalCluster(
+            n_workers=0,
+            processes=True,
+            threads_per_worker=1,
+            host=LOOPBACK,
+            protocol="tls://",
+            security=local_security(),
+            dashboard_address=f"{LOOPBACK}:8787",
+            silence_logs=logging.ERROR,
+            local_directory=str(workdir),
+        )
         try:
-            client.wait_for_workers(len(workers), timeout=180)
-            dashboard = cluster.dashboard_link or "(no dashboard: install bokeh>=3.1)"
-            log(f"dashboard: {dashboard}   (loopback only; from another machine: {tunnel_hint(dashboard)})")
-            names = ", ".join(w["name"] for w in workers)
-            log(f"local cluster: {names}; scheduler {cluster.scheduler_address} (TLS, key in memory)")
-            yield ClusterHandle(client=client, kind="local", gpu_classes=served, dashboard=dashboard)
+            template = cluster.new_spec
+            for w in workers:
+                options = {
+                    **template["options"],
+                    "name": w["name"],
+                    "env": w["env"],
+                    "resources": {w["gpu_class"]: 1},
+                }
+                cluster.worker_spec[w["name"]] = {"cls": template["cls"], "options": options}
+            cluster.scale(len(cluster.worker_spec))
+            client = Client(cluster)
+            try:
+                client.wait_for_workers(len(workers), timeout=180)
+                dashboard = cluster.dashboard_link or "(no dashboard: install bokeh>=3.1)"
+                hint = tunnel_hint(dashboard)
+                log(f"dashboard: {dashboard}   (loopback only; from another machine: {hint})")
+                names = ", ".join(w["name"] for w in workers)
+                log(f"local cluster: {names}; scheduler {cluster.scheduler_address} (TLS, key in memory)")
+                yield ClusterHandle(client=client, kind="local", gpu_classes=served, dashboard=dashboard)
+            finally:
+                client.close()
         finally:
-            client.close()
-    finally:
-        cluster.close()
+            cluster.close()

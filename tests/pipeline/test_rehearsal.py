@@ -163,27 +163,40 @@ def test_replayed_sweep_on_three_workers_keeps_every_sample_once_through_failure
 
 
 def test_more_local_workers_than_cores_turn_the_idle_profilers_off():
-    import dask
-
-    from pipeline.cluster.local import QUIET_WORKER_CONFIG, quiet_idle_workers
+    from pipeline.cluster.local import QUIET_WORKER_CONFIG, quiet_worker_config
 
     lines: list[str] = []
-    keys = list(QUIET_WORKER_CONFIG)
-    # every key restored on leaving (quiet_idle_workers sets them for the whole process)
-    with (
-        dask.config.set({k: dask.config.get(k) for k in keys}),
-        dask.config.set(
-            {"distributed.worker.profile.enabled": True, "distributed.admin.system-monitor.gil.enabled": True}
-        ),
-    ):
-        assert not quiet_idle_workers(2, lines.append, cores=2)
-        assert dask.config.get(keys[0]) is True and not lines
-        assert dask.config.get("distributed.admin.tick.interval") == "20ms"
-        assert quiet_idle_workers(32, lines.append, cores=2)
-        assert [dask.config.get(k) for k in keys] == [False, False, "1s", "1s", "10s", False]
-        assert lines == [
-            "32 workers on 2 cores: Dask's per-worker profiler and GIL monitor off, ticks slowed"
-        ]
+    assert quiet_worker_config(2, lines.append, cores=2) == {} and not lines
+    config = quiet_worker_config(32, lines.append, cores=2)
+    assert [config[k] for k in QUIET_WORKER_CONFIG] == [False, False, "1s", "1s", "10s", False]
+    assert lines == ["32 workers on 2 cores: Dask's per-worker profiler and GIL monitor off, ticks slowed"]
+
+
+def test_the_local_clusters_dask_settings_last_as_long_as_the_cluster(tmp_path, monkeypatch):
+    import os
+
+    import dask
+
+    from pipeline.cluster import local
+
+    monkeypatch.setattr(local, "visible_gpu_names", lambda: [])  # CPU workers, also on a GPU host
+    monkeypatch.setattr(local.os, "sched_getaffinity", lambda pid: {0})  # one core: two workers are many
+    malloc = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+    keys = [*local.QUIET_WORKER_CONFIG, malloc]
+    before = {k: dask.config.get(k) for k in keys}
+    assert before["distributed.admin.tick.interval"] == "20ms" and before[malloc] == 65536  # Dask's own
+    lines: list[str] = []
+    with local.open_local_cluster(["cpu"], tmp_path, lines.append, workers_per_class=2) as handle:
+        assert dask.config.get("distributed.admin.tick.interval") == "1s" and dask.config.get(malloc) is None
+        on_workers = handle.client.run(
+            lambda: (
+                dask.config.get("distributed.worker.profile.enabled"),
+                "MALLOC_TRIM_THRESHOLD_" in os.environ,
+            )
+        )
+        assert sorted(on_workers.values()) == [(False, False), (False, False)]
+    assert {k: dask.config.get(k) for k in keys} == before  # a notebook's next cluster starts from its own
+    assert lines[0].startswith("2 workers on 1 cores")
 
 
 def test_suggested_batch_size_pays_the_task_cost_and_keeps_every_worker_busy():
