@@ -16,9 +16,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 CUPY      ?= cupy-cuda12x
 HAVE_GPU  := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
-.PHONY: sweep test pytest notebooks lint clean-venv help
+.PHONY: venv sweep test pytest notebooks lint clean-venv help
 
 help:
+	@echo "make venv       create .venv with the project installed (every other target does it first)"
 	@echo "make sweep      run the default sweep (local Dask cluster; GPU if visible, else CPU)"
 	@echo "                vars: SPEC=cluster_configs/sweeps/X.yaml CLUSTER=local|slurm|FILE.yaml OUT=DIR GPU_CLASSES=v100,h100 SEED=N"
 	@echo "                SAMPLES=N MAX_MINUTES=M FORCE=1"
@@ -33,6 +34,8 @@ $(VENV)/.installed: pyproject.toml
 	@if [ "$(HAVE_GPU)" = yes ] && ! $(PY) -c 'import cupy' 2>/dev/null; then \
 		echo "GPU visible: installing $(CUPY)"; $(PY) -m pip install -q '$(CUPY)'; fi
 	touch $@
+
+venv: $(VENV)/.installed
 
 sweep: $(VENV)/.installed
 	$(PY) -m pipeline sweep $(SPEC) --cluster $(CLUSTER) \

@@ -1,17 +1,36 @@
 #!/usr/bin/env bash
 # Issue 19 on a host with 2 GPUs and no package registry (nvidia-h200-x2): a single-node SLURM from carried
-# .deb files (.slurm-debs, made with `python -m tests.slurm.debs download .slurm-debs` where apt-get works),
+# .deb files (.slurm-debs: fetched here with `python -m tests.slurm.debs download .slurm-debs` when missing and
+# apt-get works; on a host without a package registry, make them where apt-get works and copy the folder),
 # its GRES the real /dev/nvidia0 and /dev/nvidia1, then the CFD sweep through --cluster with one job per GPU,
 # a job cancelled mid-sweep, every row checked against the GPU SLURM gave its job, and the local cluster on
 # the same spec for the throughput; a table last. Fits one 10-minute command (budget BUDGET_S, default 380).
 # Everything lands in $OUT: run.log, slurm_gpu.json, jobs.csv, slurm-logs.tar.gz, sweeps.tar.gz, device.json,
-# nvidia-smi.txt. Run as root from the repository root, with the wheels of dask/distributed/dask-jobqueue/
-# skops in .whl. CPU=1 rehearses it without a GPU (numpy, fake GPU device nodes). The multicast switches
+# nvidia-smi.txt. Run as root from the repository root. PY picks the interpreter (default .venv/bin/python,
+# which any make target builds, else python3); the wheels of dask/distributed/dask-jobqueue/skops in .whl are
+# installed only when it lacks them (NO_WHEELS=1 never installs them). CPU=1 rehearses it without a GPU
+# (numpy, fake GPU device nodes). The multicast switches
 # (NCCL_NVLS_ENABLE=0 and the others the device README names) are left as found.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-PY=${PY:-python3}
-if [ -z "${NO_WHEELS:-}" ]; then
+# the project's .venv where one exists, else python3 plus the wheels in .whl
+if [ -x .venv/bin/python ]; then PY=${PY:-.venv/bin/python}; else PY=${PY:-python3}; fi
+if ! compgen -G ".slurm-debs/*.deb" > /dev/null; then
+  if command -v apt-get > /dev/null; then
+    echo "fetching SLURM's .deb files into .slurm-debs/ (apt-get download)"
+    PYTHONPATH=$PWD $PY -m tests.slurm.debs download .slurm-debs || exit 1
+  else
+    echo "error: .slurm-debs/ holds no .deb files and apt-get is missing: run" \
+      "'python -m tests.slurm.debs download .slurm-debs' where apt-get works and copy the folder here" >&2
+    exit 2
+  fi
+fi
+if [ -z "${NO_WHEELS:-}" ] && ! $PY -c 'import dask, distributed, dask_jobqueue, skops' 2>/dev/null; then
+  if ! compgen -G ".whl/*.whl" > /dev/null; then
+    echo "error: $PY lacks dask/distributed/dask-jobqueue/skops and .whl/ holds no wheels: run 'make venv'" \
+      "once (builds .venv) or put the wheels in .whl/" >&2
+    exit 2
+  fi
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
   export PYTHONPATH=/tmp/site:$PWD

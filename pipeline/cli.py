@@ -1,4 +1,5 @@
-"""``python -m pipeline <command>``: one module per command under :mod:`pipeline.commands`.
+"""``launchtune <command>`` (the console script) or ``python -m pipeline <command>``: one module per command
+under :mod:`pipeline.commands`.
 
 Each command module has ``add_parser(subparsers)`` (which sets ``func``) and stays small; a new command is one
 new file and one line in ``COMMANDS``.
@@ -32,7 +33,7 @@ COMMANDS = [
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m pipeline",
+        prog="launchtune",
         description="Plan, run, store and learn from GPU launch-parameter sweeps.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

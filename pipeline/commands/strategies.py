@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from pipeline.errors import UserError
+from pipeline.paths import results_root
 
 EPILOG = """\
 examples (HUB=../shared/data/benchmark_hub):
@@ -89,7 +90,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--strategies", default=None, help="comma-separated strategies for --compare (default: all)"
     )
     p.add_argument(
-        "--out", default="strategies_out", help="folder for --compare outputs (default: %(default)s)"
+        "--out",
+        default=None,
+        help="folder for --compare outputs (default: results/strategies, under $LAUNCHTUNE_RESULTS if set)",
     )
     p.add_argument("--workers", type=int, default=None, help="processes for --compare (default: CPU count)")
     p.add_argument(
@@ -172,7 +175,7 @@ def _compare(args: argparse.Namespace, datasets: list) -> int:
         )
     where = ", ".join(args.dataset)
     targets = _select(datasets, args.gpu, where)
-    out = Path(args.out)
+    out = Path(args.out) if args.out else results_root() / "strategies"
 
     def progress(done: int, total: int) -> None:
         print(f"\r{done}/{total} runs", end="" if done < total else "\n", file=sys.stderr, flush=True)

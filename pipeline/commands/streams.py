@@ -13,7 +13,7 @@ EPILOG = """The dataset is benchmarks/tridiag_streams.py's streams.csv (one row 
 merged tridiag sweep (Parquet); one pipeline (--copies, --stage2) is modelled at a time. tau, the cost of
 creating one stream, is read from a meta.json beside the dataset when there is one, else --tau, else the
 seed's 0.004448 ms. Example:
-  python -m pipeline streams --dataset data/tridiag/h100/streams.csv --out results/streams"""
+  python -m pipeline streams --dataset data/tridiag/h100/streams/streams.csv --out results/streams"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

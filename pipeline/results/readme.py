@@ -31,8 +31,15 @@ from typing import Any
 
 import pyarrow.dataset as ds
 
-# the files whose generated blocks are kept up to date, relative to the repository root
-FILES = ("README.md", "docs/strategies.md", "docs/ARCHITECTURE.md", "docs/cfd.md", "docs/multi_gpu.md")
+# the files whose generated blocks are kept up to date, relative to the repository root: the README and every
+# page of docs/ (a new page is checked without being listed here)
+FILES = ("README.md",)
+
+
+def checked_files(root: Path) -> tuple[str, ...]:
+    """README.md and every Markdown page under docs/ of ``root``, relative to it."""
+    return FILES + tuple(sorted(str(p.relative_to(root)) for p in (root / "docs").glob("*.md")))
+
 
 _BLOCK = re.compile(
     r"(?P<open><!-- generated: (?P<name>[\w-]+) \(python -m pipeline readme\) -->\n)"
@@ -217,7 +224,7 @@ def _autotune(root: Path) -> str:
     n = len(kernels)
     return _paragraph(
         f"Measured on the {r['device']['device_name']} ({r['size']} inlet, {r['steps_per_run']:,} steps "
-        f"a run, {r['date'][:10]}): `seeded` finished tuning in {_span(steps('seeded'))} steps against "
+        f"a run): `seeded` finished tuning in {_span(steps('seeded'))} steps against "
         f"`scan`'s {_span(steps('scan'))} and spent about {_pct(share('seeded'))} of the kernel time "
         f"at non-optimal parameters (`scan`: {_pct(share('scan'))}; a full scan is "
         f"{r['exhaustive_pairs']} candidates per kernel). `seeded` locked the exhaustive per-kernel best "
@@ -316,7 +323,7 @@ def _autotune_fused(root: Path) -> str:
     bitwise = "bitwise" if all(r["bitwise_equal"].values()) else "NOT bitwise"
     return _paragraph(
         f"Measured on the {r['device']['device_name']} ({r['size']} inlet, {runs['off']['steps']} steps "
-        f"a run, {r['date'][:10]}, `data/cfd/h100/autotune_fused/`): seeded from the fused sweep's table, "
+        f"a run, `data/cfd/h100/autotune_fused/`): seeded from the fused sweep's table, "
         f"the tuner locked after {seeded['tuned_at_step']} steps over {seeded['candidates']} candidates; "
         f"its pick takes {c('seeded / default')} the seven-kernel default's step time and "
         f"{c('seeded / sweep best')} the sweep's best row's (95% intervals, "
@@ -610,6 +617,80 @@ def _interval(row: dict) -> str:
     return f"{float(row['ratio']):.3f} [{float(row['low']):.3f}, {float(row['high']):.3f}]"
 
 
+def _summary(root: Path) -> str:
+    """The README's few headline figures, each with the page that has the whole measurement."""
+    sweeps = {c: _sweep_row_figures(root / "data" / "cfd" / c / "sweep_paper", c) for c in ("h100", "h200")}
+    defaults = all(f["picked_is_default"] for f in sweeps.values())
+    fused = {}
+    for gpu in ("h100", "h200"):
+        c = _load(root / "data/cfd" / gpu / "sweep_fused_arith" / "validation.json")[gpu]["comparison"]
+        fused[gpu] = f"{_g(c['ratio'])}x [{_g(c['low'])}, {_g(c['high'])}]"
+    at = _load(root / "data" / "cfd" / "h200" / "autotune" / "results.json")
+    kernels = at["per_kernel"].values()
+    steps = {m: _span(sorted({k[m]["first_scan_steps"] for k in kernels})) for m in ("seeded", "scan")}
+    tri = _tridiag_at(root, "h100", 10_000_000)
+    lines = [
+        "| what | measured | the whole measurement |",
+        "| --- | --- | --- |",
+        "| the CFD step's seven kernels over the paper's launch space (10,840 configurations each on an H100 "
+        "and an H200) | "
+        + (
+            "the default launch (one thread per cell) is fastest on both cards; the model picks it"
+            if defaults
+            else "the model's pick differs from the default launch"
+        )
+        + f"; the best random sample takes {sweeps['h100']['best_over_default']:.3f}x (H100) and "
+        f"{sweeps['h200']['best_over_default']:.3f}x (H200) the default's time "
+        "| [docs/results.md](docs/results.md) |",
+        "| the fused CFD space (fusion, 2-D tiles, shared memory, register cap, arithmetic) "
+        f"| the pipeline's pick takes {fused['h100']} the default step's time on the H100, "
+        f"{fused['h200']} on the H200 (95% intervals) | [docs/cfd.md](docs/cfd.md) |",
+        f"| the runtime tuner, seeded from a sweep's table (H200) | done tuning in {steps['seeded']} steps "
+        f"against {steps['scan']} for a full scan | [docs/autotune.md](docs/autotune.md) |",
+        f"| the tridiagonal solver host to host, 10^7 unknowns (H100) | {tri['floor']} the serial transfer "
+        f"floor, {tri['gtsv2']} cuSPARSE gtsv2's time with the same transfers "
+        "| [docs/tridiag.md](docs/tridiag.md) |",
+        "| search strategies against Kernel Tuner's, on recorded data | per budget, per GPU, with intervals "
+        "| [docs/strategies.md](docs/strategies.md) |",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _tridiag_at(root: Path, gpu: str, size: int) -> dict[str, str]:
+    """The fastest SPIKE configuration at ``size`` (``data/tridiag/<gpu>/streamed/ratios.csv``): its time over
+    the serial transfer floor and over gtsv2 with the same transfers, as "ratio [low, high]"."""
+    import csv
+
+    with (root / "data" / "tridiag" / gpu / "streamed" / "ratios.csv").open() as fh:
+        at = [r for r in csv.DictReader(fh) if int(r["size"]) == size]
+    if not at:
+        raise ReadmeError(f"data/tridiag/{gpu}/streamed/ratios.csv: no rows at size {size:,}")
+    on_floor = [r for r in at if r["a"] == "floor_copy" and r["b"].rsplit("_", 1)[0] == "spike"]
+    spike = min(on_floor, key=_ms)
+    vs = next(r for r in at if r["a"] == "gtsv2" and r["b"] == spike["b"])
+    floor = (
+        f"{float(spike['b_over_serial_floor']):.3f}x [{float(spike['floor_low']):.3f}, "
+        f"{float(spike['floor_high']):.3f}]"
+    )
+    return {"floor": floor, "gtsv2": _interval(vs).replace(" [", "x [", 1)}
+
+
+def _make_test(root: Path) -> str:
+    """``make test`` on a fresh clone, as ``python3 -m tests.record_run`` recorded it (data/ci/)."""
+    run = _load(root / "data" / "ci" / "last_run.json")
+    counts = run["counts"]
+    collected = sum(counts.values())
+    outcome = ", ".join(f"{n:,} {k}" for k, n in counts.items() if n)
+    at = f"commit `{run['commit'][:7]}`" + (" with uncommitted changes" if run.get("dirty") else "")
+    failed = "" if run["rc"] == 0 else f", and it FAILED (exit code {run['rc']})"
+    return _paragraph(
+        f"`make test`, last recorded on a fresh clone ({run['machine']}, {at}), took "
+        f"{run['wall_s'] / 60:.1f} minutes, the install included: {collected:,} tests, {outcome} (the GPU "
+        f"and SLURM tests skip where there is none), the suite alone {run['pytest_s'] / 60:.1f} "
+        f"minutes{failed}."
+    )
+
+
 def _scale(root: Path) -> str:
     """The scale rehearsal's sweeps with the current merge (data/rehearsal/cpu/scale/results*.jsonl)."""
     folder = root / "data" / "rehearsal" / "cpu" / "scale"
@@ -641,6 +722,8 @@ def _scale(root: Path) -> str:
 
 
 BLOCKS: dict[str, Callable[[Path], str]] = {
+    "summary": _summary,
+    "make_test": _make_test,
     "autotune_h200": _autotune,
     "multi_gpu_h200x2": _multi_gpu,
     "multi_gpu_table": _multi_gpu_table,
@@ -690,10 +773,10 @@ def render(text: str, root: Path, where: str = "text") -> str:
     return _BLOCK.sub(lambda m: m.group("open") + BLOCKS[m.group("name")](root) + m.group("close"), text)
 
 
-def differences(root: Path, files: tuple[str, ...] = FILES) -> dict[str, str]:
+def differences(root: Path, files: tuple[str, ...] | None = None) -> dict[str, str]:
     """For each file whose blocks differ from what the data gives: a unified diff (empty dict: all match)."""
     out = {}
-    for rel in files:
+    for rel in checked_files(root) if files is None else files:
         path = root / rel
         if not path.exists():
             continue
@@ -707,12 +790,13 @@ def differences(root: Path, files: tuple[str, ...] = FILES) -> dict[str, str]:
     return out
 
 
-def rewrite(root: Path, files: tuple[str, ...] = FILES) -> list[str]:
-    """Rewrite the generated blocks of ``files`` in place; returns the files that changed."""
+def rewrite(root: Path, files: tuple[str, ...] | None = None) -> list[str]:
+    """Rewrite the generated blocks of ``files`` (default: :func:`checked_files`) in place; returns the files
+    that changed."""
     from kernels.atomic import write_text
 
     changed = []
-    for rel in files:
+    for rel in checked_files(root) if files is None else files:
         path = root / rel
         if not path.exists():
             continue

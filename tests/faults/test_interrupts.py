@@ -19,6 +19,9 @@ from pipeline.learn.parallel import run_fits
 from tests.pipeline.conftest import run_cli
 
 QUIET = {"PYTHONWARNINGS": "ignore:Port:UserWarning"}  # Dask's note that port 8787 is taken (parallel tests)
+# how long a sweep may take to end after a signal before the test calls it a hang: it ends within seconds
+# on an idle machine, but this bounds a hang, not the speed (a loaded 2-core machine stretches every step)
+HANG_S = 90
 
 
 def _interrupt_when(
@@ -41,29 +44,26 @@ def _interrupt_when(
 
 
 def _ends_with_one_line(proc: subprocess.Popen, within: float) -> str:
-    t0 = time.monotonic()
     try:
         _, err = proc.communicate(timeout=within)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         raise AssertionError(f"still running {within} s after the signal") from None
-    took = time.monotonic() - t0
     assert proc.returncode == 130, (proc.returncode, err[-3000:])
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("interrupted ("), err[-3000:]
-    assert took < within
     return lines[0]
 
 
 def _no_process_left(pgid: int) -> None:
     """The Dask workers and the training pool end with the sweep (they share its process group)."""
-    for _ in range(50):
+    for _ in range(300):  # a generous bound only a process that never ends exceeds
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
             return
         time.sleep(0.1)
-    raise AssertionError(f"processes of group {pgid} still running 5 s after the sweep ended")
+    raise AssertionError(f"processes of group {pgid} still running 30 s after the sweep ended")
 
 
 def test_ctrl_c_while_the_models_train_ends_at_once_and_saves_no_model(tmp_path, write_spec):
@@ -76,7 +76,7 @@ def test_ctrl_c_while_the_models_train_ends_at_once_and_saves_no_model(tmp_path,
     # 0.5 s: past the 30 ms in which the training pool starts and Ctrl-C is ignored (pipeline.interrupts),
     # long before the first of the fits could end (the pool's processes alone take longer to start)
     _interrupt_when(proc, "training cpu, combined", signal.SIGINT, group=True, after=0.5)
-    line = _ends_with_one_line(proc, within=20)
+    line = _ends_with_one_line(proc, within=HANG_S)
     assert "SIGINT" in line
     _no_process_left(proc.pid)
     assert not list(out.rglob("*.skops")) and not (out / "models" / "metrics.json").exists()
@@ -92,7 +92,7 @@ def test_a_signal_while_measuring_ends_at_once_and_keeps_the_shards(tmp_path, wr
         "sweep", str(spec), "--out", str(out), cwd=tmp_path, env=QUIET, background=True, new_session=True
     )
     _interrupt_when(proc, "measure: 2/10 batches", signum, group)
-    line = _ends_with_one_line(proc, within=20)
+    line = _ends_with_one_line(proc, within=HANG_S)
     assert signal.Signals(signum).name in line
     _no_process_left(proc.pid)
     shards = list((out / "shards").rglob("*.parquet"))
@@ -105,14 +105,13 @@ def test_a_signal_while_measuring_ends_at_once_and_keeps_the_shards(tmp_path, wr
 def test_a_wait_on_the_cluster_past_its_limit_is_one_line(tmp_path, write_spec):
     spec = write_spec(samples=20, batch_size=5, options={"delay": 1.0})  # 5 s a batch
     out = tmp_path / "out"
-    t0 = time.monotonic()
     result = run_cli(
         "sweep", str(spec), "--out", str(out), cwd=tmp_path, env={**QUIET, "LAUNCHTUNE_WAIT_S": "3"}
     )
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 1 and len(lines) == 1, result.stderr[-3000:]
     assert lines[0].startswith("error: timed out: measure: no batch finished (") and "in 3 s" in lines[0]
-    assert time.monotonic() - t0 < 60 and not (out / "merged").exists() and not (out / ".sweep.lock").exists()
+    assert not (out / "merged").exists() and not (out / ".sweep.lock").exists()
 
 
 def test_a_fit_that_swallows_ctrl_c_is_interrupted_after_it(tmp_path):

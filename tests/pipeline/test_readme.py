@@ -17,7 +17,23 @@ def test_readme_and_docs_match_the_committed_data(capsys):
     """The CI guard: every generated block of README.md and docs/ is what the data gives."""
     assert main(["readme", "--check"]) == 0, capsys.readouterr().out
     text = (ROOT / "README.md").read_text()
-    assert text.count("<!-- generated: ") >= 4  # the blocks are really there
+    assert "<!-- generated: summary " in text and "<!-- generated: make_test " in text
+    # the measured tables live in docs/, and every page there is checked
+    pages = readme.checked_files(ROOT)
+    assert "docs/results.md" in pages and "docs/tridiag.md" in pages
+    assert sum((ROOT / p).read_text().count("<!-- generated: ") for p in pages) >= 20  # the blocks are there
+
+
+def test_a_new_docs_page_is_checked_without_being_listed(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(readme.BLOCKS, "t", readme._file_block("data/table.md"))
+    root = _root_with(tmp_path, "t", "| a |\n")
+    (root / "docs").mkdir()
+    (root / "docs" / "new.md").write_text(
+        "<!-- generated: t (python -m pipeline readme) -->\nstale\n<!-- end generated: t -->\n"
+    )
+    (root / "README.md").write_text("# t\n")
+    assert main(["readme", "--check", "--root", str(root)]) == 1
+    assert "docs/new.md: generated blocks differ" in capsys.readouterr().out
 
 
 def _root_with(tmp_path: Path, block: str, data: str) -> Path:
