@@ -29,7 +29,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("out", type=Path, help="folder for the combined sweep (created; a rerun replaces it)")
+    p.add_argument(
+        "out",
+        type=Path,
+        help="folder for the combined sweep: new or empty, or one combine made (a rerun replaces it)",
+    )
     p.add_argument("sources", type=Path, nargs="+", metavar="SRC", help="sweep folders, two or more")
     p.set_defaults(func=run)
 

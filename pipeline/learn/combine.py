@@ -9,7 +9,8 @@ another grid size are another problem (a launch's effect does not scale with the
 class per size the size would be indistinguishable from the device. Two sources holding the same class are
 refused: which one's rows would count?
 
-The folder gets ``merged/`` only (no ``shards/``: the sources keep theirs; merged holds the same rows),
+The output folder must be new or empty, or one combine made (:mod:`pipeline.sweep.ownership`); a folder
+holding anything else is refused, never cleared. The folder gets ``merged/`` only (no ``shards/``: the sources keep theirs; merged holds the same rows),
 ``plan/<class>.json`` without the sampled configurations (each row of merged carries its own), the sources'
 ``validation.json`` entries (each source's re-measurement of its own model's pick), and ``sweep.json`` whose
 ``combined`` block records every source (path, classes, planning key, data hash, device facts). The command
@@ -31,6 +32,7 @@ from pipeline.learn.report import build_report
 from pipeline.learn.train import train_sweep
 from pipeline.paths import check_slug
 from pipeline.sweep.folder import PLAN_FACTS, SweepFolder, data_hash
+from pipeline.sweep.ownership import claim
 from pipeline.sweep.schema import shard_schema
 from pipeline.sweep.shards import load_merged, write_merged
 from pipeline.sweep.spec import SweepSpec
@@ -163,8 +165,8 @@ def _prepare_out(out: Path, sources: Sequence[Source]) -> None:
         raise UserError(
             f"{out}: holds a measured sweep (sweep.json without a combined block); pick another folder"
         )
-    out.mkdir(parents=True, exist_ok=True)
-    folder.clear()
+    claim(out, "combined", "OUT")  # a new or empty folder, or one combine made; never a user's files
+    folder.clear("combined")
 
 
 def combine(out: Path, paths: Sequence[Path], log: Log = print, train: bool = True) -> dict[str, Any]:

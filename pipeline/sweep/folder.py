@@ -32,10 +32,11 @@ import pandas as pd
 from kernels.atomic import write_text
 from pipeline.errors import UserError
 from pipeline.jsonio import read_json, write_json
+from pipeline.sweep.ownership import Kind, require_owned
 from pipeline.sweep.spec import SweepSpec
 
-# What a fresh start (``--force`` with another plan, or ``combine`` into an old folder) removes; anything else
-# in the folder (PROVENANCE.md, logs) is kept.
+# What a fresh start (``--force`` with another plan, or ``combine`` into an old folder) removes, in a folder
+# the project made (:mod:`pipeline.sweep.ownership`); anything else in it (PROVENANCE.md, logs) is kept.
 MANAGED_DIRS = ("shards", "merged", "models", "plan", "figures")
 MANAGED_FILES = (
     "sweep.json",
@@ -160,8 +161,10 @@ class SweepFolder:
         """A folder with a description and merged data (what the notebooks and reports can read)."""
         return self.meta_path.is_file() and self.merged_dir.is_dir()
 
-    def clear(self) -> None:
-        """Remove everything a sweep or combine writes, keeping what the user put there."""
+    def clear(self, kind: Kind) -> None:
+        """Remove everything a sweep or combine writes, keeping what the user put there; only in a folder
+        the project made as ``kind`` (:mod:`pipeline.sweep.ownership`)."""
+        require_owned(self.path, kind, "clear it")
         for name in MANAGED_DIRS:
             shutil.rmtree(self.path / name, ignore_errors=True)
         for name in MANAGED_FILES:

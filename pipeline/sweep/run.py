@@ -31,6 +31,7 @@ from pipeline.sweep.batching import auto_batch_size
 from pipeline.sweep.folder import PLAN_FACTS, SweepFolder, data_hash
 from pipeline.sweep.lock import sweep_lock
 from pipeline.sweep.measure import measure_batches, workers_by_class
+from pipeline.sweep.ownership import claim
 from pipeline.sweep.shards import load_merged, merge
 from pipeline.sweep.spec import SweepSpec
 from pipeline.sweep.worker import plan_task, remeasure_task
@@ -50,7 +51,7 @@ def check_previous(out: Path, spec: SweepSpec, force: bool, classes: Sequence[st
         return
     if force and not classes:
         log(f"--force: {out} was planned with other {', '.join(differs)}; starting it afresh")
-        folder.clear()
+        folder.clear("sweep")
         return
     k = differs[0]
     raise UserError(
@@ -207,6 +208,7 @@ def _run_sweep(
     max_minutes: float | None,
 ) -> dict[str, Any]:
     folder = SweepFolder(out)
+    claim(out, "sweep", "--out")  # a new or empty folder, or a sweep's: nothing else is replaced
     spec = keep_batch_size(spec, folder.planning_key(), force and not classes, log)
     check_previous(out, spec, force, classes, log)
     wanted = list(classes or spec.gpu_classes or []) or None

@@ -100,14 +100,28 @@ def _plan_schema(folder: SweepFolder, cls: str) -> pa.Schema | None:
     return shard_schema(plan["params"], plan["kernels"])
 
 
-def _planned_ids(folder: SweepFolder, cls: str) -> tuple[int, Callable[[int], str]] | None:
-    """How many samples a class planned (ids ``0 .. n-1``) and the shard file a sample id belongs in, where
-    the folder has its plan (read without its configurations: only the samplers decide the batches)."""
-    samplers = folder.read_plan_samplers(cls)
+def _planned_ids(folder: SweepFolder, cls: str) -> tuple[int, Callable[[int], str]]:
+    """How many samples a class planned (ids ``0 .. n-1``) and the shard file a sample id belongs in (read
+    without its configurations: only the samplers decide the batches). Without a readable plan the merge
+    cannot tell a lost shard from an unplanned one, so it refuses with one line."""
     meta = folder.read_meta()
-    batch_size = ((meta or {}).get("spec") or {}).get("batch_size")
-    if samplers is None or not isinstance(batch_size, int) or batch_size < 1:
-        return None
+    if meta is None:
+        raise UserError(
+            f"{folder.path}: no sweep.json, so no plan to check the shards against; rerun the sweep, which "
+            "writes it again"
+        )
+    batch_size = (meta.get("spec") or {}).get("batch_size")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise UserError(
+            f"{folder.meta_path}: spec.batch_size is {batch_size!r}, not a whole number >= 1; merge needs it "
+            "to check the shards against the plan"
+        )
+    samplers = folder.read_plan_samplers(cls)
+    if samplers is None:
+        raise UserError(
+            f"{folder.plan_path(cls)}: no plan of class {cls} with its configurations, so nothing to check "
+            "its shards against; rerun the sweep, which plans it again"
+        )
 
     def home(sample_id: int) -> str:
         # built only where samples are missing; batches hold consecutive ids
@@ -121,6 +135,18 @@ def _planned_ids(folder: SweepFolder, cls: str) -> tuple[int, Callable[[int], st
     starts: list[int] = []
     names: list[str] = []
     return len(samplers), home
+
+
+def merged_rows(folder: SweepFolder) -> dict[str, int]:
+    """Rows per class in ``DIR/merged`` now, from the files' footers (empty where there is no merge)."""
+    counts: dict[str, int] = {}
+    for path in sorted(folder.merged_dir.glob("gpu_class=*/*.parquet")):
+        cls = path.parent.name.split("=", 1)[1]
+        try:
+            counts[cls] = counts.get(cls, 0) + pq.read_metadata(path).num_rows
+        except (pa.ArrowException, OSError) as exc:
+            raise UserError(f"{path}: unreadable merged data ({str(exc).splitlines()[0]})") from None
+    return counts
 
 
 @dataclass(frozen=True)
@@ -168,9 +194,10 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
     """Every shard's rows into ``DIR/merged`` (one file per gpu_class, sorted by sample id), replacing the
     old merge whole, streamed: checked first on the shards' ids alone, then copied shard by shard.
 
-    Every sample appears once; where the folder has its plan, every planned sample of each class must be
-    there too (``allow_missing``: a time-limited sweep merges what it has, and says how much is missing).
-    Nothing is written unless every check passes.
+    Every sample appears once and every planned sample of each class is there, and no class ends with
+    fewer rows than ``DIR/merged`` holds now (``allow_missing``: a time-limited sweep merges what it has, and
+    says how much is missing). Without a readable plan (``sweep.json`` and ``plan/``) it refuses: it could
+    not tell a lost shard from an unplanned one. Nothing is written unless every check passes.
     """
     folder = SweepFolder(sweep_dir)
     shards = folder.shards()
@@ -223,10 +250,7 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
             raise UserError(
                 f"{sweep_dir}: sample {i} of class {cls} appears in two shards ({', '.join(names)}){more}"
             )
-        planned = _planned_ids(folder, cls)
-        if planned is None:
-            continue
-        n_planned, home = planned
+        n_planned, home = _planned_ids(folder, cls)
         outside = (ids_cls < 0) | (ids_cls >= n_planned)
         if outside.any():
             extra = ids_cls[outside].tolist()
@@ -245,8 +269,28 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
             if log is not None:
                 log(f"{text}; merged what is there")
     assert schema is not None
+    _check_no_fewer(folder, {cls: sum(len(a) for a in ids_of[cls]) for cls in ids_of}, allow_missing, log)
     parts = {cls: _shards_in_id_order([shards[i] for i in index_of[cls]], ids_of[cls]) for cls in ids_of}
     return _write_streamed(sweep_dir, schema, parts)
+
+
+def _check_no_fewer(
+    folder: SweepFolder, rows: dict[str, int], allow_missing: bool, log: Callable[[str], None] | None
+) -> None:
+    """A merge never replaces a class's merged rows with fewer (a class whose shards are all gone included)
+    unless ``allow_missing``."""
+    for cls, before in merged_rows(folder).items():
+        now = rows.get(cls, 0)
+        if now >= before:
+            continue
+        text = f"merged/ holds {before} rows of class {cls}, its shards {now}"
+        if not allow_missing:
+            raise UserError(
+                f"{folder.path}: {text}; merging would lose {before - now}: rerun the sweep to measure them, "
+                "or --allow-missing to replace them anyway"
+            )
+        if log is not None:
+            log(f"{text}; replaced with what the shards hold (--allow-missing)")
 
 
 def _shards_in_id_order(paths: list[Path], ids: list[np.ndarray]) -> list[Path] | None:

@@ -119,6 +119,7 @@ def test_sweep_end_to_end_then_rerun_then_per_class_rerun(finished):
         t = pq.read_table(path)
         t = t.set_column(t.schema.get_field_index("gpu_class"), "gpu_class", pa.array(["v100"] * t.num_rows))
         pq.write_table(t, other / path.name)
+    (out / "plan/v100.json").write_bytes((out / "plan/cpu.json").read_bytes())  # its plan, as if planned
     v100 = _shards(out, "v100")
     result = _ok(
         run_cli("sweep", str(spec), "--out", str(out), "--gpu-class", "cpu", "--force", cwd=tmp_path)

@@ -59,7 +59,9 @@ def test_streamed_merge_writes_the_rows_of_the_in_memory_merge_in_row_groups(tmp
     folder, order = _planned(tmp_path, samples=230, batch_size=17)
     for batch, rows in order:
         _write(folder.shard_path("cpu", batch), [r[0] for r in rows])
-    _write(folder.shard_path("h100", "00000"), [5, 1, 2], cls="h100")  # unsorted inside: sorted in memory
+    h100 = {"params": PARAMS, "values": {}, "default": {}, "kernels": ["a"], "configs": _configs(3)}
+    folder.write_plan("h100", h100)
+    _write(folder.shard_path("h100", "00000"), [2, 0, 1], cls="h100")  # unsorted inside: sorted in memory
     expected = _in_memory(folder)
     merged = merge(tmp_path)
     assert merged.num_rows == 233 and merged.rows_per_class == {"cpu": 230, "h100": 3}
@@ -74,6 +76,7 @@ def test_streamed_merge_writes_the_rows_of_the_in_memory_merge_in_row_groups(tmp
 
 
 def test_shards_whose_ids_interleave_are_sorted_in_memory(tmp_path):
+    _planned(tmp_path, samples=6, batch_size=3)
     _write(tmp_path / "shards/gpu_class=cpu/shard-00000.parquet", [0, 2, 4])
     _write(tmp_path / "shards/gpu_class=cpu/shard-00001.parquet", [1, 3, 5])
     merged = merge(tmp_path)

@@ -12,8 +12,11 @@ from pipeline.errors import UserError
 from pipeline.learn.models import AdditiveKernelModel, load_model, save_model
 from pipeline.paths import assert_inside
 from pipeline.sweep.batching import batches
+from pipeline.sweep.folder import SweepFolder
 from pipeline.sweep.schema import FIXED_FIELDS, kernel_params, shard_schema
 from pipeline.sweep.shards import is_finished, merge
+from pipeline.sweep.spec import parse_spec
+from tests.pipeline.conftest import base_spec
 
 
 def test_batches_cover_every_sample_once_with_stable_names():
@@ -65,7 +68,20 @@ def test_schema_is_fixed_fields_then_params_then_kernels():
     }
 
 
+def _plan(folder_path, samples_per_class, batch_size=2):
+    """The sweep.json and plans the merge checks shards against (configs as :func:`_shard` writes them)."""
+    spec = parse_spec(base_spec(batch_size=batch_size), "spec.yaml")
+    folder = SweepFolder(folder_path)
+    folder.write_meta({"spec": spec.to_dict(), "planning_key": spec.planning_key()})
+    for cls, n in samples_per_class.items():
+        configs = [("random", {"a.blocks": 1})] * n
+        folder.write_plan(
+            cls, {"params": ["a.blocks"], "values": {}, "default": {}, "kernels": ["a"], "configs": configs}
+        )
+
+
 def test_merge_names_a_corrupt_shard(tmp_path):
+    _plan(tmp_path, {"cpu": 4})
     _shard(tmp_path / "shards/gpu_class=cpu/shard-00000.parquet", "cpu", [0, 1])
     bad = tmp_path / "shards/gpu_class=cpu/shard-00001.parquet"
     bad.write_bytes(b"PAR1 this is not parquet")
@@ -77,6 +93,7 @@ def test_merge_names_a_corrupt_shard(tmp_path):
 def test_merge_refuses_duplicates_and_empty(tmp_path):
     with pytest.raises(UserError, match="no shards"):
         merge(tmp_path)
+    _plan(tmp_path, {"cpu": 4})
     _shard(tmp_path / "shards/gpu_class=cpu/shard-00000.parquet", "cpu", [0, 1])
     _shard(tmp_path / "shards/gpu_class=cpu/shard-00001.parquet", "cpu", [1, 2])
     with pytest.raises(UserError, match="sample 1 of class cpu appears in two shards"):
@@ -84,6 +101,7 @@ def test_merge_refuses_duplicates_and_empty(tmp_path):
 
 
 def test_merge_partitions_by_class(tmp_path):
+    _plan(tmp_path, {"cpu": 2, "h100": 3}, batch_size=10)
     _shard(tmp_path / "shards/gpu_class=cpu/shard-00000.parquet", "cpu", [0, 1])
     _shard(tmp_path / "shards/gpu_class=h100/shard-00000.parquet", "h100", [0, 1, 2])
     merged = merge(tmp_path)
