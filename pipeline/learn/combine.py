@@ -10,7 +10,8 @@ class per size the size would be indistinguishable from the device. Two sources 
 refused: which one's rows would count?
 
 The output folder must be new or empty, or one combine made (:mod:`pipeline.sweep.ownership`); a folder
-holding anything else is refused, never cleared. The folder gets ``merged/`` only (no ``shards/``: the sources keep theirs; merged holds the same rows),
+holding anything else is refused, never cleared. The folder gets ``merged/`` only (no ``shards/``: the
+sources keep theirs; merged holds the same rows),
 ``plan/<class>.json`` without the sampled configurations (each row of merged carries its own), the sources'
 ``validation.json`` entries (each source's re-measurement of its own model's pick), and ``sweep.json`` whose
 ``combined`` block records every source (path, classes, planning key, data hash, device facts). The command
