@@ -6,7 +6,8 @@ fine, but nothing in it is cleared or replaced; the command that would is refuse
 
 Folders made before the marker existed (the committed sweeps under ``data/``) count as made by the project
 when their ``sweep.json`` says so: a sweep's has a ``planning_key`` and the folder has ``plan/``; a combined
-folder's ``sweep.json`` has a ``combined`` block. A sweep rerun into such a folder writes the marker.
+folder's ``sweep.json`` has a ``combined`` block. Such a folder is not marked afterwards (a committed folder
+stays as committed).
 """
 
 from __future__ import annotations
@@ -76,9 +77,7 @@ def claim(folder: Path, kind: Kind, flag: str) -> None:
     if folder.exists() and not folder.is_dir():
         raise UserError(f"{folder}: not a folder; pick another {flag}")
     found = owner(folder) if folder.is_dir() else None
-    if found == kind:
-        if marker_kind(folder) is None:
-            write_marker(folder, kind)
+    if found == kind:  # a folder made before markers stays unmarked: a committed one is not written to
         return
     if found is not None:
         made = "a measured sweep" if found == "sweep" else "a combined sweep (made by `combine`)"
