@@ -11,7 +11,7 @@ import pytest
 from pipeline.errors import UserError
 from pipeline.learn.combine import combine
 from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.ownership import MARKER, claim, owner
+from pipeline.sweep.ownership import MARKER, owner, write_marker
 from pipeline.sweep.shards import merge
 from tests.faults.test_shards import _planned_folder, _table, _write
 from tests.pipeline.conftest import one_line_error, run_cli
@@ -41,7 +41,7 @@ def test_combine_refuses_a_folder_of_user_files_and_keeps_them(tmp_path, sources
 
 def test_combine_refuses_a_measured_sweep_whose_sweep_json_is_lost_and_keeps_its_shards(tmp_path, sources):
     folder, order = _planned_folder(tmp_path / "measured")
-    claim(folder.path, "sweep", "--out")  # as the sweep marks its folder
+    write_marker(folder.path, "sweep")  # as the sweep marks the new folder it claims
     for batch, rows in order:
         _write(folder.shard_path("cpu", batch), [r[0] for r in rows])
     folder.meta_path.unlink()
