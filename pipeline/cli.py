@@ -14,6 +14,7 @@ import sys
 
 from pipeline.errors import UserError
 from pipeline.interrupts import Interrupted, received, signals_interrupt
+from pipeline.logs import configure as configure_logging
 
 COMMANDS = [
     # module names under pipeline.commands; add yours on its own line
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure_logging()  # the library's messages, one plain line each on stdout, as the commands print
     with signals_interrupt():
         try:
             return int(args.func(args) or 0)

@@ -1,0 +1,41 @@
+"""Where the pipeline's messages go. Library modules report through ``logging.getLogger(__name__)`` (never
+``print``); the command line (``pipeline.cli``) calls :func:`configure`, which writes each message of the
+``pipeline`` loggers as it is, one line per message, on standard output, as the commands always printed
+them: no level or logger name in front, flushed at once (a batch job's log shows each line as it happens),
+and above any progress bar on a terminal (``tqdm.write``). A program that imports the library configures
+logging as it likes; a notebook sees the warnings only, as ``logging`` does by default.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+from tqdm import tqdm
+
+ROOT = "pipeline"
+
+
+class _Lines(logging.Handler):
+    """Each record as one line on the standard output of the moment (``sys.stdout`` is looked up at each
+    message, so a test that captures it sees them)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tqdm.write(self.format(record), file=sys.stdout)
+            sys.stdout.flush()
+        except Exception:
+            self.handleError(record)
+
+
+def configure(level: int = logging.INFO) -> logging.Logger:
+    """Send the ``pipeline`` loggers' messages to standard output as plain lines (one handler, however often
+    it is called). They still reach the root logger (which has no handler of its own in a command)."""
+    logger = logging.getLogger(ROOT)
+    for handler in [h for h in logger.handlers if isinstance(h, _Lines)]:
+        logger.removeHandler(handler)
+    handler = _Lines()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    return logger
