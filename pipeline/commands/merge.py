@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.dir.is_dir():
         raise UserError(f"{args.dir}: no such sweep folder")
-    table = merge(args.dir, allow_missing=args.allow_missing, log=print)
+    table = merge(args.dir, allow_missing=args.allow_missing)
     folder = SweepFolder(args.dir)
     print(f"merged {table.num_rows} rows from {len(folder.shards())} shards into {folder.merged_dir}")
     return 0

@@ -141,6 +141,5 @@ def run(args: argparse.Namespace) -> int:
         args.force,
         args.workers_per_class,
         max_minutes=args.max_minutes,
-        log=lambda m: print(m, flush=True),
     )
     return 0

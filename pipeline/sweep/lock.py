@@ -12,6 +12,7 @@ holder, and the file-lock packages (filelock) do not say who holds a lock either
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sys
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import UserError
+
+logger = logging.getLogger(__name__)
 
 LOCK_NAME = ".sweep.lock"
 
@@ -54,7 +57,7 @@ def _create(path: Path, me: dict[str, Any]) -> bool:
 
 
 @contextmanager
-def sweep_lock(folder: Path, log: Callable[[str], Any] = print) -> Iterator[Path]:
+def sweep_lock(folder: Path, log: Callable[[str], Any] = logger.info) -> Iterator[Path]:
     """Hold ``folder``'s lock while the block runs; refuse (UserError) if another live sweep holds it."""
     if folder.exists() and not folder.is_dir():
         raise UserError(f"{folder}: exists and is not a folder (give --out a folder)")

@@ -11,6 +11,7 @@ workers.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +36,8 @@ from pipeline.sweep.ownership import claim
 from pipeline.sweep.shards import load_merged, merge
 from pipeline.sweep.spec import SweepSpec
 from pipeline.sweep.worker import plan_task, remeasure_task
+
+logger = logging.getLogger(__name__)
 
 Log = Callable[[str], None]
 
@@ -189,7 +192,7 @@ def run_sweep(
     classes: Sequence[str] | None,
     force: bool,
     workers_per_class: int = 1,
-    log: Log = print,
+    log: Log = logger.info,
     max_minutes: float | None = None,
 ) -> dict[str, Any]:
     """Everything ``python -m pipeline sweep`` does, in order, under the folder's lock; returns the report."""

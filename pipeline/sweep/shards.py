@@ -5,6 +5,7 @@ Paths come from :mod:`pipeline.sweep.folder`.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import uuid
 from collections import Counter, defaultdict
@@ -24,6 +25,8 @@ from pipeline.jsonio import read_json
 from pipeline.sweep.batching import measure_order
 from pipeline.sweep.folder import SweepFolder
 from pipeline.sweep.schema import shard_schema
+
+logger = logging.getLogger(__name__)
 
 
 def read_shard(path: Path) -> pa.Table:
@@ -81,7 +84,7 @@ def shard_problem(path: Path, sample_ids: Iterable[int], schema: pa.Schema | Non
     return "; ".join(problems) or None
 
 
-def set_aside(path: Path, reason: str, log: Callable[[str], None] | None = None) -> Path:
+def set_aside(path: Path, reason: str, log: Callable[[str], None] = logger.info) -> Path:
     """Rename a shard that is not finished to ``<name>.incomplete-<n>`` (never deleted: it is evidence)."""
     n = 1
     while (target := path.with_name(f"{path.name}.incomplete-{n}")).exists():
@@ -190,7 +193,7 @@ def _ids_of_shard(path: Path) -> tuple[pa.Schema, pa.Table]:
         ) from None
 
 
-def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], None] | None = None) -> Merged:
+def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], None] = logger.info) -> Merged:
     """Every shard's rows into ``DIR/merged`` (one file per gpu_class, sorted by sample id), replacing the
     old merge whole, streamed: checked first on the shards' ids alone, then copied shard by shard.
 
@@ -404,7 +407,7 @@ def pending_batches(
     cls: str,
     ordered: list[tuple[str, list]],
     schema: pa.Schema | None = None,
-    log: Callable[[str], None] | None = None,
+    log: Callable[[str], None] = logger.info,
 ) -> tuple[list, int]:
     """The batches of ``ordered`` still to measure, and how many are finished already.
 
