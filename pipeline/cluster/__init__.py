@@ -8,6 +8,7 @@ workers. Kinds: ``local`` (:mod:`pipeline.cluster.local`: one worker per visible
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -18,6 +19,8 @@ from typing import Any
 from kernels.device import GPU_CLASSES
 from pipeline.errors import UserError
 from pipeline.interrupts import deferred_signals
+
+logger = logging.getLogger(__name__)
 
 CLUSTER_DIR = Path(__file__).resolve().parents[2] / "cluster_configs"
 
@@ -74,7 +77,7 @@ def open_cluster(
     gpu_classes: Sequence[str] | None,
     workers_per_class: int,
     workdir: Path,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = logger.info,
 ) -> Iterator[ClusterHandle]:
     """Start the cluster named by ``cluster`` (``local``, ``slurm`` or a YAML path), yield it, tear it down.
 

@@ -28,6 +28,8 @@ from pipeline.cluster import ClusterHandle
 from pipeline.cluster.security import local_security
 from pipeline.errors import UserError
 
+logger = logging.getLogger(__name__)
+
 LOOPBACK = "127.0.0.1"
 
 # What an idle Dask worker does on its own: the statistical profiler walks every thread's stack each 10 ms,
@@ -127,7 +129,7 @@ def tunnel_hint(dashboard: str) -> str:
 def open_local_cluster(
     gpu_classes: Sequence[str] | None,
     workdir: Path,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = logger.info,
     workers_per_class: int = 1,
 ) -> Iterator[ClusterHandle]:
     """Start a loopback-only LocalCluster of process workers, one per GPU (or CPU workers); always close it.

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+import logging
 import os
 import re
 import shutil
@@ -47,6 +48,8 @@ from pipeline.cluster.security import Credentials, security_from_files, sweep_cr
 from pipeline.cluster.slurm_config import ClassJob, SlurmConfig, job_options, load_slurm_config
 from pipeline.cluster.usage import WorkerUsage
 from pipeline.errors import UserError
+
+logger = logging.getLogger(__name__)
 
 # SLURM job states in which the job still holds (or waits for) its allocation.
 ACTIVE_STATES = {
@@ -426,7 +429,7 @@ def open_slurm_cluster(
     gpu_classes: Sequence[str] | None,
     workers_per_class: int,
     workdir: Path,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = logger.info,
 ) -> Iterator[ClusterHandle]:
     """Start the scheduler here and submit workers per class as tasks need them; always cancel every job."""
     config = load_slurm_config(config_path)
