@@ -40,7 +40,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.learn.combine import combine
-    from pipeline.learn.train import say
 
-    combine(args.out, args.sources, log=say)
+    combine(args.out, args.sources)
     return 0

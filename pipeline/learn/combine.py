@@ -20,6 +20,7 @@ is deterministic: the same sources give the same merged data, split and models.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +38,8 @@ from pipeline.sweep.ownership import claim
 from pipeline.sweep.schema import shard_schema
 from pipeline.sweep.shards import load_merged, write_merged
 from pipeline.sweep.spec import SweepSpec
+
+logger = logging.getLogger(__name__)
 
 Log = Callable[[str], None]
 
@@ -170,7 +173,7 @@ def _prepare_out(out: Path, sources: Sequence[Source]) -> None:
     folder.clear("combined")
 
 
-def combine(out: Path, paths: Sequence[Path], log: Log = print, train: bool = True) -> dict[str, Any]:
+def combine(out: Path, paths: Sequence[Path], log: Log = logger.info, train: bool = True) -> dict[str, Any]:
     """Everything ``python -m pipeline combine OUT SRC...`` does; returns the ``combined`` block."""
     if len({p.resolve() for p in paths}) < len(paths):
         raise UserError("combine: a source folder is named twice")

@@ -6,7 +6,9 @@ Reads only Parquet, JSON and skops files (models through the trust list). Re-mea
 
 from __future__ import annotations
 
+import logging
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,8 @@ from pipeline.results import Sweep, figures, predictions, time_label
 from pipeline.sweep.folder import SweepFolder, ok_rows
 from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
+
+logger = logging.getLogger(__name__)
 
 TOP_CANDIDATES = 5
 NUMPY_NOTE = "the numpy backend ignores launch parameters: no speed-up to report"
@@ -383,7 +387,7 @@ def _markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_report(sweep_dir: Path, log=print) -> dict[str, Any]:
+def build_report(sweep_dir: Path, log: Callable[[str], Any] = logger.info) -> dict[str, Any]:
     folder = SweepFolder(sweep_dir)
     spec, plan = folder.read_spec()
     frame = load_merged(sweep_dir)

@@ -9,7 +9,7 @@ comparison, ``pipeline.learn.crossclass``); with two classes or more, leave-one-
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 import warnings
 from collections.abc import Callable
@@ -22,7 +22,6 @@ import sklearn
 import skops
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import mean_squared_error, r2_score
-from tqdm.auto import tqdm
 
 from pipeline.learn.crossclass import cross_class
 from pipeline.learn.design import (
@@ -40,6 +39,8 @@ from pipeline.sweep.folder import SweepFolder, data_hash, ok_rows
 from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
 from pipeline.sweep.spec import SweepSpec
+
+logger = logging.getLogger(__name__)
 
 
 def _score(model: Any, X: np.ndarray, y: np.ndarray, tr: np.ndarray, te: np.ndarray, seconds: float) -> dict:
@@ -93,13 +94,7 @@ def fit_models(
     return out
 
 
-def say(message: str) -> None:
-    """The log of the training commands: a line above the progress bars on a terminal, flushed for logs."""
-    tqdm.write(message)
-    sys.stdout.flush()
-
-
-def train_sweep(sweep_dir: Path, log: Callable[[str], Any] = say) -> dict[str, Any]:
+def train_sweep(sweep_dir: Path, log: Callable[[str], Any] = logger.info) -> dict[str, Any]:
     """Train per class and combined; write ``models/<class>/<model>.skops`` and ``models/metrics.json``."""
     folder = SweepFolder(sweep_dir)
     spec, plan = folder.read_spec()
