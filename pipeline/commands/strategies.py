@@ -162,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace, datasets: list) -> int:
+    from kernels.progress import Progress
     from pipeline.strategies import STRATEGIES, strategy_names
     from pipeline.strategies.evaluate import compare, markdown, write_outputs
 
@@ -177,8 +178,11 @@ def _compare(args: argparse.Namespace, datasets: list) -> int:
     targets = _select(datasets, args.gpu, where)
     out = Path(args.out) if args.out else results_root() / "strategies"
 
+    # a line at least every 10 s with an estimate of the time left (a comparison takes minutes on a CPU)
+    meter = Progress(lambda line: print(line, file=sys.stderr, flush=True))
+
     def progress(done: int, total: int) -> None:
-        print(f"\r{done}/{total} runs", end="" if done < total else "\n", file=sys.stderr, flush=True)
+        meter.update(done / total, f"{done}/{total} runs")
 
     runs = compare(
         datasets, names, args.budgets, args.seeds, workers=args.workers, progress=progress, targets=targets

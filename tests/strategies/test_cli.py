@@ -57,6 +57,9 @@ def test_compare_writes_table_and_figure(cache_dir, tmp_path):
     assert len(table) == 1 + 3 * 2
     assert (out / "ratio_vs_budget.png").stat().st_size > 1000
     assert "| iterative | 10 |" in (out / "table.md").read_text()
+    # progress as whole lines (at least every 10 s, with the time left), the last one at the end
+    done = [line for line in r.stderr.splitlines() if line.startswith("36/36 runs  ")]  # 3 x 2 x 2 x 3 GPUs
+    assert len(done) == 1 and "\r" not in r.stderr and "left" not in done[0]
 
 
 def test_several_datasets_join_for_transfer(tmp_path):
