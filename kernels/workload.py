@@ -60,7 +60,13 @@ class WorkloadError(ValueError):
 _FACTORIES = {
     "cfd": "kernels.cfd.workload:make_workload",
     "tridiag": "kernels.tridiag.workload:make_workload",
+    "kernel": "kernels.custom.workload:make_workload",
 }
+
+# Options that name a file: a sweep spec gives them relative to itself (pipeline resolves them).
+PATH_OPTIONS: dict[str, tuple[str, ...]] = {"kernel": ("spec",)}
+# Workloads that run only on a GPU (no numpy backend): a sweep refuses them where none is visible.
+GPU_ONLY = frozenset({"kernel"})
 
 
 def workload_names() -> list[str]:
@@ -75,6 +81,17 @@ def check_arguments(name: str, case: str, size: str, options: Mapping[str, Any])
         raise WorkloadError(f"unknown workload {name!r}: choose one of {', '.join(workload_names())}")
     module_name, _ = _FACTORIES[name].split(":")
     importlib.import_module(module_name).check_arguments(case, size, **options)
+
+
+def code_references(name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, module:function) of Python code a registered workload's options name (the ``kernel``
+    workload's spec may name a reference and an arguments factory): the sweep allows each as it allows a
+    ``module:factory`` workload. Empty for workloads that name none."""
+    if name not in _FACTORIES:
+        return []
+    module = importlib.import_module(_FACTORIES[name].split(":")[0])
+    refs = getattr(module, "code_references", None)
+    return list(refs(**options)) if refs is not None else []
 
 
 def make_workload(

@@ -199,8 +199,9 @@ def nbytes(args: Sequence[ArgumentSpec], values: Mapping[str, int]) -> int:
 
 
 def make_host(arg: ArgumentSpec, index: int, values: Mapping[str, int], seed: int) -> Any:
-    """The host value of ``arg``: a numpy array, or a numpy scalar of its dtype. Seeded per argument
-    (``seed``, ``index``), so one argument's values do not change when another is added before it."""
+    """The host value of ``arg``: a numpy array, or a numpy scalar of its dtype. Seeded per (``seed``,
+    position ``index``): one spec and seed give the same arrays on every worker and rerun, and two arguments
+    with the same fill get different values."""
     dtype = np.dtype(arg.dtype)
     if arg.is_scalar:
         assert arg.value is not None

@@ -408,7 +408,12 @@ def load_kernel_spec(path: str | Path) -> KernelSpec:
     return spec
 
 
-def check_for_problem(spec: KernelSpec, problem: tuple[int, int, int], memory_bytes: float | None) -> None:
+def check_for_problem(
+    spec: KernelSpec,
+    problem: tuple[int, int, int],
+    memory_bytes: float | None,
+    memory_of: str = "the device's",
+) -> None:
     """What can be known about ``spec`` at ``problem`` without a device: the default configuration obeys
     the restrictions and has a grid, the arrays have shapes and fit in ``memory_bytes`` (None: no bound)."""
     try:
@@ -424,6 +429,6 @@ def check_for_problem(spec: KernelSpec, problem: tuple[int, int, int], memory_by
     total = nbytes(spec.arguments, spec.values(problem))
     if memory_bytes is not None and total > memory_bytes:
         raise SpecError(
-            f"{spec.path}: arguments: the arrays take {total / 1e9:,.2f} GB, more than the device's "
+            f"{spec.path}: arguments: the arrays take {total / 1e9:,.2f} GB, more than {memory_of} "
             f"{memory_bytes / 1e9:,.1f} GB"
         )

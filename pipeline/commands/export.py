@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pipeline.errors import UserError
 
-FORMATS = ("kernel-tuner",)
+FORMATS = ("kernel-tuner", "c-header")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -38,6 +38,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format == "c-header":
+        return write_c_header(Path(args.source), Path(args.out))
     from pipeline.strategies.datasets import load_datasets
     from pipeline.strategies.kt_cache import write_cache
 
@@ -54,4 +56,36 @@ def run(args: argparse.Namespace) -> int:
         paths = [write_cache(d, out / f"{d.name}.json.gz") for d in datasets]
     for d, path in zip(datasets, paths, strict=True):
         print(json.dumps({"exported": str(path), "gpu": d.name, "configurations": len(d.frame)}))
+    return 0
+
+
+def write_c_header(sweep_dir: Path, out: Path) -> int:
+    """The tuning table of a ``kernel`` sweep (or a combined folder of them) as a C header at ``out``."""
+    from kernels.atomic import write_text
+    from kernels.custom.header import Pick, render_header
+    from kernels.custom.spec import load_kernel_spec
+    from kernels.workload import WorkloadError
+    from pipeline.sweep.folder import SweepFolder
+
+    if out.suffix not in (".h", ".hpp", ".cuh"):
+        raise UserError(f"{out}: a C header's name ends in .h, .hpp or .cuh")
+    folder = SweepFolder(sweep_dir)
+    spec, _ = folder.read_spec()
+    if spec.workload != "kernel":
+        raise UserError(f"{sweep_dir}: a {spec.workload!r} sweep; the C header is for kernel sweeps")
+    table = folder.read_tuning_table()
+    if table is None:
+        raise UserError(
+            f"{sweep_dir}: no tuning_table.json (run `python -m pipeline report {sweep_dir}` first)"
+        )
+    try:
+        kernel = load_kernel_spec(spec.options["spec"])
+        problem = kernel.problem(spec.size)
+    except WorkloadError as exc:
+        raise UserError(f"{sweep_dir}: the sweep's kernel spec: {exc}") from None
+    entries = [e for e in table.get("entries", []) if isinstance(e, dict) and "best" in e]
+    picks = [Pick(str(e["gpu_class"]), e["best"], e.get("best_ms")) for e in entries]
+    default = entries[0]["default"] if entries else kernel.default
+    write_text(out, render_header(kernel, problem, picks, default, origin=str(sweep_dir)))
+    print(json.dumps({"exported": str(out), "gpu_classes": [p.gpu_class for p in picks]}))
     return 0

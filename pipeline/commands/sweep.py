@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pipeline.paths import results_root
 from pipeline.sweep.spec import SweepSpec, check_gpu_class, limited, load_spec
-from pipeline.sweep.workloads import check_allow_flag, check_workload
+from pipeline.sweep.workloads import check_allow_flag, check_workload, workload_code
 
 EPILOG = """\
 examples:
@@ -77,10 +77,16 @@ def _check_this_machine(spec: SweepSpec, source: Path, classes: list[str] | None
     import os
 
     from kernels.device import visible_gpu_names
+    from kernels.workload import GPU_ONLY
     from pipeline.cluster.local import plan_local_workers
     from pipeline.errors import UserError
 
     gpus = visible_gpu_names()
+    if spec.workload in GPU_ONLY and not gpus:
+        raise UserError(
+            f"{source}: workload: {spec.workload} compiles and runs CUDA and no GPU is visible on this "
+            "machine; run it where one is (a GPU node, or --cluster slurm)"
+        )
     if spec.backend == "cupy" and not gpus:
         raise UserError(
             f"{source}: backend: cupy needs a GPU and none is visible on this machine; run it where one is "
@@ -109,11 +115,13 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     allowed = [check_allow_flag(v) for v in args.allow_workload]
     check_workload(spec.workload, allowed, f"{args.spec}: workload")  # before the cluster imports anything
+    for where, target in workload_code(spec):  # Python a kernel spec names: allowed as a workload is
+        check_workload(target, allowed, where)
     if args.samples is not None:
         spec = dataclasses.replace(spec, samples=limited(args.samples, "samples", "--samples", 0))
-    if spec.samples == 0 and "per_kernel_exhaustive" not in spec.samplers:
+    if spec.samples == 0 and not {"per_kernel_exhaustive", "exhaustive"} & set(spec.samplers):
         where = "--samples" if args.samples is not None else f"{args.spec}: samples"
-        raise UserError(f"{where}: 0 random samples and no per_kernel_exhaustive sampler: nothing to measure")
+        raise UserError(f"{where}: 0 random samples and no exhaustive sampler: nothing to measure")
     if args.seed is not None:
         spec = dataclasses.replace(spec, seed=limited(args.seed, "seed", "--seed", 0))
     if args.max_minutes is not None and args.max_minutes <= 0:

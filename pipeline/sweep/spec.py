@@ -14,13 +14,15 @@ from typing import Any
 
 from kernels.backend import BACKEND_NAMES
 from kernels.device import GPU_CLASSES
-from kernels.workload import WorkloadError, check_arguments
+from kernels.workload import GPU_ONLY, PATH_OPTIONS, WorkloadError, check_arguments
 from pipeline.errors import UserError
 from pipeline.paths import check_slug, inside, results_root
 from pipeline.sweep.workloads import PIPELINE_WORKLOADS, builtin_names, entry_point_workloads
 from pipeline.yamlio import check_keys, load_yaml
 
-SAMPLERS = ("random", "per_kernel_exhaustive")
+# random: `samples` seeded draws; per_kernel_exhaustive: each kernel's parameter grid, the others at default;
+# exhaustive: every configuration of the space (a brute force, as the Benchmark Hub's caches)
+SAMPLERS = ("random", "per_kernel_exhaustive", "exhaustive")
 
 _TOP = {
     "required": ["name", "workload", "case", "size"],
@@ -221,6 +223,17 @@ def _check_workload(workload: str, case: str, size: str, options: dict[str, Any]
         raise UserError(f"{source}: {exc.field}: {exc}") from None
 
 
+def _resolve_paths(workload: str, options: dict[str, Any], source: str) -> dict[str, Any]:
+    """A workload's file options (``kernel``'s ``spec``) are relative to the sweep spec: made absolute here,
+    so the workers and a rerun from another folder find the same file."""
+    out = dict(options)
+    for key in PATH_OPTIONS.get(workload, ()):
+        value = out.get(key)
+        if isinstance(value, str) and value.strip() and not Path(value).is_absolute():
+            out[key] = str((Path(source).parent / value).resolve())
+    return out
+
+
 def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
     """Validate a spec mapping; ``source`` (the file name) prefixes every message."""
     check_keys(data, source, **_TOP)
@@ -233,6 +246,9 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
     options = data.get("options") or {}
     if not isinstance(options, dict):
         raise UserError(f"{f}options: must be a mapping of workload options (got {options!r})")
+    options = _resolve_paths(workload, options, source)
+    if workload in GPU_ONLY and backend == "numpy":
+        raise UserError(f"{f}backend: the {workload} workload runs CUDA only; use backend cupy or auto")
     samplers = data.get("samplers", ["random"])
     if isinstance(samplers, str):
         samplers = [samplers]

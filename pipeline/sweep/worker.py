@@ -121,6 +121,14 @@ def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: 
     }
     if "random" in samplers:
         out["configs"] += [("random", c) for c in space.sample(samples, seed)]
+    if "exhaustive" in samplers:
+        if space.cardinality > EXHAUSTIVE_LIMIT:
+            raise WorkloadError(
+                f"the exhaustive sampler over {space.cardinality:,} configurations (at most "
+                f"{EXHAUSTIVE_LIMIT:,}): use random samples",
+                field="samplers",
+            )
+        out["configs"] += [("exhaustive", c) for c in space.grid()]
     if "per_kernel_exhaustive" in samplers:
         for names in kernel_params(params).values():
             for sub in space.subspace(names).grid():
@@ -131,6 +139,9 @@ def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: 
         out["probe_s"] = probe_seconds(spec, [c for _, c in out["configs"][:PROBE_SAMPLES]])
     return out
 
+
+# The product of the value lists the exhaustive sampler walks at most (it tests each against the constraints).
+EXHAUSTIVE_LIMIT = 10_000_000
 
 # Samples the planning worker times for ``batch_size: auto`` (their rows are not kept: they are measured
 # again in their batches).
@@ -259,7 +270,10 @@ def measure_batch(
                 return _fatal(batch, gpu_class, path, exc)
             raise
         note = f"{path}: {problem}; set aside, its batch measured again"
-    _, facts = get_workload(spec)
+    workload, facts = get_workload(spec)
+    ahead = getattr(workload, "compile_ahead", None)
+    if callable(ahead):  # a workload that compiles per configuration starts on the batch's ones now
+        ahead([config for _, _, config in rows])
     fixed = {
         "sweep_id": spec["name"],
         "batch": batch,

@@ -22,8 +22,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from importlib.metadata import entry_points
+from typing import Any
 
-from kernels.workload import workload_names
+from kernels.workload import code_references, workload_names
 from pipeline.errors import UserError
 
 ENTRY_POINT_GROUP = "launchtune.workloads"
@@ -82,3 +83,12 @@ def check_workload(name: str, allowed: Sequence[str], where: str) -> None:
         f"{where}: {name!r} is code the workers would import and run, and nothing allows it: pass "
         f"--allow-workload {name} if you trust it, or install it as a {ENTRY_POINT_GROUP!r} entry point"
     )
+
+
+def workload_code(spec: Any) -> list[tuple[str, str]]:
+    """(where, module:function) of the Python a registered workload's options name (a kernel spec's
+    ``reference`` and ``arguments_factory``), for :func:`check_workload` to allow or refuse like a
+    ``module:factory`` workload. The options were checked when the spec was read."""
+    if spec.workload not in workload_names():
+        return []
+    return code_references(spec.workload, spec.options)

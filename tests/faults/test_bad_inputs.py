@@ -22,7 +22,7 @@ CFD = {"workload": "cfd", "case": "inlet", "size": "208x64", "options": {"space"
     [
         (
             {"workload": "nosuch"},
-            "spec.yaml: workload: unknown workload 'nosuch' (registered: cfd, replay, tridiag",
+            "spec.yaml: workload: unknown workload 'nosuch' (registered: cfd, kernel, replay, tridiag",
         ),
         ({**CFD, "case": "nosuch"}, "spec.yaml: case: unknown cfd case 'nosuch'"),
         (

@@ -21,7 +21,11 @@ from tests.pipeline.conftest import FAKE, REPO, one_line_error, run_cli
     [
         # the fake workload is allowed on this command line (run_cli), os:system is not
         ("os:system", [], "spec.yaml: workload: 'os:system' is code the workers would import and run"),
-        ("nosuch", [], "spec.yaml: workload: unknown workload 'nosuch' (registered: cfd, replay, tridiag"),
+        (
+            "nosuch",
+            [],
+            "spec.yaml: workload: unknown workload 'nosuch' (registered: cfd, kernel, replay, tridiag",
+        ),
         (FAKE, ["--allow-workload", "os.system"], "--allow-workload: expected module:factory"),
     ],
 )

@@ -208,9 +208,7 @@ def test_a_site_class_of_the_slurm_config_is_known_and_a_missing_config_is_one_l
 
 def test_zero_samples_with_nothing_else_to_measure_is_refused_up_front(tmp_path, write_spec):
     line = one_line_error(run_cli("sweep", str(write_spec()), "--samples", "0", cwd=tmp_path))
-    assert (
-        line == "error: --samples: 0 random samples and no per_kernel_exhaustive sampler: nothing to measure"
-    )
+    assert line == "error: --samples: 0 random samples and no exhaustive sampler: nothing to measure"
     assert not (tmp_path / "results").exists()
 
 

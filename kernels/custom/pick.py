@@ -1,0 +1,67 @@
+"""From Python, the tuned configuration for the GPU this process runs on, from a sweep's tuning table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernels.autotune.table import TableError, read_table_doc
+from kernels.custom.spec import load_kernel_spec
+
+
+@dataclass(frozen=True)
+class DevicePick:
+    """The configuration to launch on this device: ``tuned`` False where the table has no entry for its
+    class (then the table's default configuration). With a kernel spec, the launch geometry too."""
+
+    gpu_class: str
+    config: dict[str, int]
+    tuned: bool
+    ms: float | None = None
+    grid: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+    defines: dict[str, int] = field(default_factory=dict)
+
+
+def current_gpu_class() -> str:
+    from kernels.backend import get_backend
+    from kernels.device import describe_device
+
+    return str(describe_device(get_backend("auto"))["gpu_class"])
+
+
+def pick_for_device(
+    table_path: str | Path,
+    spec_path: str | Path | None = None,
+    size: str | None = None,
+    gpu_class: str | None = None,
+) -> DevicePick:
+    """The pick of ``table_path`` (a sweep's ``tuning_table.json``) for ``gpu_class`` (default: this
+    process's device); with ``spec_path`` (the kernel spec) also its grid, block and ``#define`` values at
+    ``size`` (default: the table entry's size)."""
+    path = Path(table_path)
+    doc = read_table_doc(path)
+    entries: list[Mapping[str, Any]] = [e for e in doc["entries"] if isinstance(e, Mapping) and "best" in e]
+    if not entries:
+        raise TableError(f"{path}: entries: no sweep entry with a best configuration")
+    cls = gpu_class or current_gpu_class()
+    mine = [e for e in entries if e.get("gpu_class") == cls]
+    entry = mine[0] if mine else entries[0]
+    config = {str(k): int(v) for k, v in (entry["best"] if mine else entry["default"]).items()}
+    ms = entry.get("best_ms") if mine else entry.get("default_ms")
+    pick = DevicePick(cls, config, tuned=bool(mine), ms=None if ms is None else float(ms))
+    if spec_path is None:
+        return pick
+    spec = load_kernel_spec(spec_path)
+    problem = spec.problem(size or entry.get("size"))
+    return DevicePick(
+        cls,
+        config,
+        pick.tuned,
+        pick.ms,
+        grid=spec.grid(config, problem),
+        block=spec.block(config),
+        defines=spec.defines(config, problem),
+    )
