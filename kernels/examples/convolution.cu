@@ -83,7 +83,7 @@ extern "C" __global__ void convolution_kernel(float *output, const float *__rest
         const int y = y0 + i;
         for (int j = tx; j < HALO_W; j += block_size_x) {
             const int x = x0 + j;
-            tile[i][j] = (y < in_height && x < in_width) ? LOAD(input + (size_t)y * in_width + x) : 0.0f;
+            tile[i][j] = (y < in_height && x < in_width) ? LOAD(input + (long long)y * in_width + x) : 0.0f;
         }
     }
     __syncthreads();
@@ -118,7 +118,7 @@ extern "C" __global__ void convolution_kernel(float *output, const float *__rest
                     const int x = x0 + lx;
                     // outside the input only for outputs outside the image, which are not written
                     if (y < in_height && x < in_width) {
-                        sum[a][b] += LOAD(input + (size_t)y * in_width + x) * w;
+                        sum[a][b] += LOAD(input + (long long)y * in_width + x) * w;
                     }
 #endif
                 }
@@ -133,7 +133,7 @@ extern "C" __global__ void convolution_kernel(float *output, const float *__rest
             const int y = y0 + ty + a * block_size_y;
             const int x = x0 + tx + b * block_size_x;
             if (y < height && x < width) {
-                output[(size_t)y * width + x] = sum[a][b];
+                output[(long long)y * width + x] = sum[a][b];
             }
         }
     }

@@ -5,6 +5,8 @@ measured time, compiling ahead, and a small sweep end to end through the real CL
 from __future__ import annotations
 
 import json
+import shutil
+import uuid
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -35,7 +37,8 @@ def test_convolution_matches_numpy_on_random_configurations():
         compiled = w.compiled(config)
         assert not w._problems(config, compiled), config
         got = cp.asnumpy(w._outputs_after_one_launch(config, compiled)[0])
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4, err_msg=str(config))
+        # float32 sums of 225 products near 56 against float64: a wrong index or tile is off by whole units
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-3, err_msg=str(config))
         assert w.check(config).ok, config
 
 
@@ -100,13 +103,24 @@ def test_invalid_rows_say_why(tmp_path):
     assert timing.total > 0 and timing.kernels == {"k": timing.total}
 
 
-def test_compile_time_is_its_own_column_not_in_the_measured_time():
-    w = make_workload("convolution", SIZE, "cupy", spec=CONVOLUTION, compile_workers=0)
+def _fresh_convolution(tmp_path) -> str:
+    """The example's spec beside a copy of its source, with a compiler option no earlier run used, so nothing
+    is in CuPy's caches: its first use compiles."""
+    shutil.copy(REPO / "kernels" / "examples" / "convolution.cu", tmp_path / "convolution.cu")
+    spec = yaml.safe_load(open(CONVOLUTION))
+    spec["compiler_options"] = [f"-DLAUNCHTUNE_TEST_NONCE={uuid.uuid4().int % 10**12}"]
+    path = tmp_path / "convolution.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return str(path)
+
+
+def test_compile_time_is_its_own_column_not_in_the_measured_time(tmp_path):
+    w = make_workload("convolution", SIZE, "cupy", spec=_fresh_convolution(tmp_path), compile_workers=0)
     config = w.space().sample(1, seed=3)[0]
-    timing = w.run(config, 5)  # not checked first: this call compiles
+    timing = w.run(config, 5)  # not checked first: this call compiles (NVRTC: hundreds of ms)
     assert timing.extra["compile_ms"] > 0
-    # a compile takes hundreds of ms, the kernel at this size well under one: had the compile been inside
-    # the events, the median launch would hold it
+    # the kernel at this size takes well under a millisecond: had the compile been inside the events, the
+    # median launch would hold it
     assert timing.total < timing.extra["compile_ms"]
     again = w.run(config, 5)
     assert again.extra["compile_ms"] == 0  # compiled once per process
@@ -124,7 +138,7 @@ def test_compiling_ahead_compiles_each_configuration_once():
 
 
 def test_a_small_kernel_sweep_end_to_end(tmp_path):
-    tune = {"block_size_x": [32, 64, 128, 256], "broken": [0, 1], "shared_floats": [1], "wrong": [0]}
+    tune = {"block_size_x": list(range(32, 385, 32)), "broken": [0, 1], "shared_floats": [1], "wrong": [0]}
     _spec(tmp_path, KERNEL, tune)
     sweep = {
         "name": "tiny_kernel",
@@ -145,7 +159,7 @@ def test_a_small_kernel_sweep_end_to_end(tmp_path):
     result = run_cli("sweep", str(tmp_path / "sweep.yaml"), "--out", str(out), cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = pq.read_table(out / "merged").to_pandas()
-    assert len(rows) == 8
+    assert len(rows) == 24
     assert set(rows.loc[rows["broken"] == 0, "status"]) == {"ok"}
     assert set(rows.loc[rows["broken"] == 1, "status"]) == {"invalid"}
     assert rows.loc[rows["broken"] == 1, "reason"].str.startswith("compile error:").all()
