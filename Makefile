@@ -51,7 +51,7 @@ pytest: $(VENV)/.installed
 notebooks: $(VENV)/.installed
 	$(PY) -m pipeline notebooks
 
-LINTED := kernels pipeline tests benchmarks
+LINTED := kernels pipeline tests benchmarks lab
 lint: $(VENV)/.installed
 	$(PY) -m ruff check $(LINTED)
 	$(PY) -m ruff format --check $(LINTED)

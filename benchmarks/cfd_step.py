@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from kernels.backend import get_backend
+from kernels.cfd.fused_kernels import FusedKernels
 from kernels.cfd.launch_space import PAPER_BLOCKS, PAPER_THREADS, WIDE_THREADS, wide_blocks
 from kernels.cfd.physics import KERNEL_NAMES
 from kernels.cfd.workload import make_workload
@@ -147,9 +148,7 @@ def fused_section(ns, copy_gbs: float) -> dict:
         lv["best_remeasured_fraction_of_copy"] = lv["min_bytes_per_step"] / (best_ms * 1e-3) / 1e9 / copy_gbs
     out["variants"] = {
         str(k): {"compile_ms": v.compile_ms, "attributes": v.attributes}
-        for k, v in __import__(
-            "kernels.cfd.fused_kernels", fromlist=["FusedKernels"]
-        ).FusedKernels._cache.items()
+        for k, v in FusedKernels.compiled().items()
     }
     return out
 
@@ -184,8 +183,8 @@ def print_fused(f: dict, copy_gbs: float) -> None:
 
 def time_alone(solver, name: str, args: tuple, configs: list[tuple[int, int]], repeats: int) -> list[float]:
     """Median ms of one kernel launched alone under each (blocks, threads), events around each launch."""
-    impl = solver._impl[name]
-    watch = solver._watch
+    impl = solver.launcher(name)
+    watch = solver.stopwatch
     out = []
     for b, t in configs:
         impl(b, t, *args)  # warm-up at this shape
@@ -202,8 +201,8 @@ def kernel_args(s) -> dict[str, tuple]:
     nx, ny = s.size
     sch = s.scheme
     return {
-        "xi_limiter": (s.V, s.xip, s.xim, nx, ny, s._limiter, s._c1, s._c2),
-        "eta_limiter": (s.V, s.etp, s.etm, nx, ny, s._limiter, s._c1, s._c2),
+        "xi_limiter": (s.V, s.xip, s.xim, nx, ny, *s.limiter_args()),
+        "eta_limiter": (s.V, s.etp, s.etm, nx, ny, *s.limiter_args()),
         "xi_flux": (s.V, s.xip, s.xim, s.sxx, s.sxy, s.F, nx, ny),
         "eta_flux": (s.V, s.etp, s.etm, s.sex, s.sey, s.G, nx, ny),
         "source": (s.xc, s.yc, s.vol, s.mms, s.S, nx * ny, s.setup.source_mode),

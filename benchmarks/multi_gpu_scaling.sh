@@ -4,7 +4,7 @@
 # cards' timings of the same 200 configurations; a table last. Fits one 10-minute command (steps under a
 # 530 s deadline; about 7 minutes expected). Everything lands in $OUT: run.log, scaling.json, agreement.csv,
 # device.json, nvidia-smi.txt, sweeps.tar.gz (the sweep folders without models).
-# Run from the repository root, with the wheels of dask/distributed/skops in .whl (as benchmarks/cfd_sweep_on_gpu.sh).
+# Run from the repository root, with .venv built (any make target) or the wheels of dask/distributed/skops in .whl.
 # CPU=1 runs the same steps with the numpy backend on a small grid and CPU workers as the cards (no GPU needed);
 # PY picks the interpreter (default .venv/bin/python, else python3); the wheels in .whl are installed only when
 # it lacks dask (NO_WHEELS=1 never installs them).

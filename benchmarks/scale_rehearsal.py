@@ -212,8 +212,8 @@ def sleeps_s(folder: Path, args) -> tuple[float, int]:
 def one(samples: int, workers: int, args, work: Path) -> dict[str, Any]:
     from pipeline.cluster import open_cluster
     from pipeline.sweep.folder import SweepFolder
-    from pipeline.sweep.measure import _warm_workers, measure_batches
-    from pipeline.sweep.run import _plan_class
+    from pipeline.sweep.measure import measure_batches, warm_workers
+    from pipeline.sweep.run import plan_class
 
     folder = work / f"s{samples}-w{workers}"
     shutil.rmtree(folder, ignore_errors=True)
@@ -242,7 +242,7 @@ def one(samples: int, workers: int, args, work: Path) -> dict[str, Any]:
     with open_cluster("local", ["cpu"], workers, SweepFolder(folder).dask_dir, log) as handle:
         row["cluster_start_s"] = round(time.perf_counter() - t0, 1)
         t1 = time.perf_counter()
-        plan = _plan_class(handle.client, spec, "cpu", folder, replan=True)
+        plan = plan_class(handle.client, spec, "cpu", folder, replan=True)
         row["plan_s"] = round(time.perf_counter() - t1, 1)
         row["plan_mb"] = round(sum(f.stat().st_size for f in (folder / "plan").iterdir()) / 2**20, 2)
         row["plan_files"] = sorted(f.name for f in (folder / "plan").iterdir())
@@ -256,7 +256,7 @@ def one(samples: int, workers: int, args, work: Path) -> dict[str, Any]:
         )
         # the workers build their workload first (measure_batches does it too, before its clock; done here
         # so that the CPU counted below is the measuring phase's only)
-        _warm_workers(handle.client, spec.to_dict(), ["cpu"], log)
+        warm_workers(handle.client, spec.to_dict(), ["cpu"], log)
         workers0 = workers_cpu_s()
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         timing = measure_batches(handle.client, spec, {"cpu": plan}, folder, log, local=True)

@@ -49,9 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.tridiag_ordered_copies import write_csv
 from benchmarks.tridiag_ratio_tables import table
-from benchmarks.tridiag_streams import bandwidths, run_meta, timed
+from benchmarks.tridiag_streams import bandwidths, run_meta, timed, write_csv
 from kernels.backend import get_backend
 from kernels.compare import compare
 from kernels.tridiag.system import random_system, residual

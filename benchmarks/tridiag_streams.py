@@ -254,7 +254,7 @@ def measure_size(
     ref = reference.solve(abcd, 10) if n <= REF_MAX else None
     stage_reps = max(3, repeats // 2)
     stages = {s2: work.stage_times(256, 10, stage_reps, s2, copies_of(s2, copies)) for s2 in STAGE2_CHOICES}
-    solver = work._gpu(256, 10, "gpu")
+    solver = work.gpu_solver(256, 10, "gpu")
     checks = {}
     for s2 in STAGE2_CHOICES:
         for k in STREAM_CHOICES:
@@ -506,7 +506,7 @@ def beyond(cp, n: int, repeats: int, bw: dict, copies: str = "streams") -> list[
     t0 = time.perf_counter()
     work = make_workload("random", n, "cupy", seed=n % 100_003)
     chk = DeviceCheck(cp, work.abcd)
-    solver = work._gpu(256, 10, "gpu", copies)
+    solver = work.gpu_solver(256, 10, "gpu", copies)
     for k in (1, 8, 16):
         x = work.solve(k, 256, 10, "gpu", copies)
         res = chk.residual(x)

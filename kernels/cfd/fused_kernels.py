@@ -73,7 +73,7 @@ class FusedKernels:
         self, cupy: ModuleType, source_mode: int, limiter: int | None = None, fused_code: str | None = None
     ):
         """``fused_code``: the text to compile instead of ``fused.cu`` (another revision of it, for A/B runs
-        such as ``benchmarks/cfd_kernel_ab.py``); variants of different texts are cached apart."""
+        such as ``lab/cfd_kernel_ab.py``); variants of different texts are cached apart."""
         self._cp = cupy
         self.source = int(bool(source_mode))
         self.limiter = None if limiter is None else int(limiter)
@@ -102,6 +102,11 @@ class FusedKernels:
         got = Variant(key, functions, attributes, ms)
         FusedKernels._cache[(self._code_id, *key)] = got
         return got
+
+    @classmethod
+    def compiled(cls) -> dict[tuple[str | int | None, ...], Variant]:
+        """Every variant this process has compiled (a copy): (source text id, *variant key) to the variant."""
+        return dict(cls._cache)
 
     @staticmethod
     def launcher(fn: Any) -> Callable[..., None]:

@@ -9,7 +9,7 @@ CUDA events (or host clock readings on numpy) when a caller asks for per-kernel 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -245,7 +245,7 @@ class Solver:
     def use_fused_code(self, code: str) -> None:
         """Compile the fused kernels from ``code`` (another revision of ``fused.cu``) instead of the file,
         from the next ``set_config`` on: A/B runs of kernel revisions in one process
-        (``benchmarks/cfd_kernel_ab.py``)."""
+        (``lab/cfd_kernel_ab.py``)."""
         self._fused = FusedKernels(self.backend.xp, self.setup.source_mode, self._limiter, fused_code=code)
 
     def _fused_variant(self, tile: Mapping[str, int], level: str):
@@ -281,6 +281,20 @@ class Solver:
         from kernels.cfd.fused_kernels import FusedKernels
 
         return FusedKernels.compile_ms_total
+
+    # -- one kernel alone (what a benchmark times apart from the step) -----------------------------------
+    def launcher(self, name: str) -> Callable[..., None]:
+        """Kernel ``name`` of the seven as ``launch(blocks, threads, *args)``, outside any tuner or record."""
+        return self._impl[name]
+
+    @property
+    def stopwatch(self) -> Any:
+        """The backend's stopwatch this solver times its steps with (``mark``, ``elapsed_ms``)."""
+        return self._watch
+
+    def limiter_args(self) -> tuple[int, float, float]:
+        """The limiter kernels' last three arguments: the limiter's number and the two MUSCL coefficients."""
+        return self._limiter, self._c1, self._c2
 
     # -- time stepping ------------------------------------------------------------------------------------
     def _launch(self, name: str, *args: Any) -> None:

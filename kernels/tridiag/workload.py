@@ -171,7 +171,7 @@ class TridiagWorkload:
         """A fresh copy of the solution under one configuration (output poisoned first)."""
         stage2 = _stage2_name(stage2)
         if self.backend.is_gpu:
-            solver = self._gpu(threads, m, stage2, copies, ends)
+            solver = self.gpu_solver(threads, m, stage2, copies, ends)
             solver.x_host.fill(np.nan)
             solver.solve(check_streams(streams))
             return np.array(solver.x_host)
@@ -214,7 +214,7 @@ class TridiagWorkload:
         """One solve at one stream: its seven stage times and ``total`` (``stage_times``)."""
         if copies != "spike" or not self.backend.is_gpu:  # numpy: every pipeline is one
             return self._solve(1, threads, m, stage2, copies, detail=True)
-        solver = self._gpu(threads, m, stage2, copies)
+        solver = self.gpu_solver(threads, m, stage2, copies)
         solver.trace = True
         try:
             return spike_stage_times(solver.solve(1))
@@ -236,10 +236,11 @@ class TridiagWorkload:
             raise TridiagError(f"ends={cfg['ends']} (below 100%) applies to copies streamed and spike only")
         return check_streams(cfg["streams"]), cfg["threads"], check_m(cfg["m"]), stage2, copies, cfg["ends"]
 
-    def _gpu(
+    def gpu_solver(
         self, threads: int, m: int, stage2: str = "host", copies: str = "streams", ends: int = 100
     ) -> Any:
-
+        """The ``CudaPartitionSolver`` this workload solves with on a GPU, set to these parameters (built on
+        first use and again when ``m`` changes; ``ends`` in % of an inner chunk, as in the space)."""
         if self._solver is None or self._solver.m != m:
             self._solver = None  # free the old device buffers before allocating new ones
             self._solver = CudaPartitionSolver(
@@ -273,7 +274,7 @@ class TridiagWorkload:
         detail: bool = False,
     ) -> dict[str, float]:
         if self.backend.is_gpu:
-            return self._gpu(threads, m, stage2, copies, ends).solve(streams, detail=detail)
+            return self.gpu_solver(threads, m, stage2, copies, ends).solve(streams, detail=detail)
         return _timed_numpy(self.abcd, m, streams, stage2)  # no copies on the CPU: every pipeline is one
 
 

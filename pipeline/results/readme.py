@@ -384,7 +384,7 @@ def _cfd_fused_pick(root: Path) -> str:
 
 
 def _cfd_stage_tuning(root: Path) -> str:
-    """The stage kernel after the latest round of tuning (``benchmarks/cfd_arith.py``'s newest committed run)
+    """The stage kernel after the latest round of tuning (``lab/cfd_arith.py``'s newest committed run)
     and each card's sweep of the space with ``tile.arith`` (``data/cfd/<card>/sweep_fused_arith``)."""
     run = _load(root / "data/cfd/h100/stage_tuning/cb10d31/results_arith.json")
     ratios = {r["b"]: r for r in run["ratios"] if r["a"] == "default"}

@@ -27,8 +27,9 @@ from pipeline.sweep.worker import measure_batch, warm_task
 Log = Callable[[str], None]
 
 
-def _warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeout: float) -> dict:
-    """Build the workload on every worker of ``classes`` before the clock starts (see ``warm_task``).
+def warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeout: float = 300.0) -> dict:
+    """Build the workload on every worker of ``classes`` before the clock starts (see ``warm_task``), waiting
+    at most ``timeout`` seconds.
 
     Local clusters only: their workers are all there from the start and stay. Returns per-worker facts.
     """
@@ -168,7 +169,7 @@ def measure_batches(
         log(f"{skipped} finished shard(s) kept; {total} batch(es) to measure")
     workers: dict[str, dict] = {}
     if local and total:
-        workers = _warm_workers(client, spec_d, list(plans), log, timeout=min(300.0, limit))
+        workers = warm_workers(client, spec_d, list(plans), log, timeout=min(300.0, limit))
     n_workers = {cls: max(1, n) for cls, n in workers_by_class(client, list(plans)).items()}
 
     def room(cls: str) -> bool:

@@ -74,7 +74,13 @@ def keep_batch_size(spec: SweepSpec, previous: dict[str, Any] | None, fresh: boo
     return replace(spec, batch_size=old)
 
 
-def _plan_class(client, spec: SweepSpec, cls: str, out: Path, replan: bool, limit: float) -> dict[str, Any]:
+def plan_class(
+    client, spec: SweepSpec, cls: str, out: Path, replan: bool, limit: float | None = None
+) -> dict[str, Any]:
+    """Class ``cls``'s plan (its configurations, space and device facts), drawn on a worker of that class and
+    written to ``out``'s ``plan/``; the folder's plan as it is unless ``replan``. The answer is waited for at
+    most ``limit`` seconds (``pipeline.cluster.waits``; None: the local cluster's default)."""
+    limit = limit or wait_limit("local")
     folder = SweepFolder(out)
     plan = None if replan else folder.read_plan(cls)
     if plan is not None:
@@ -229,7 +235,7 @@ def _run_sweep(
             redo = force and (not classes or cls in classes)
             if redo and classes:
                 shutil.rmtree(folder.shard_dir(cls), ignore_errors=True)
-            plans[cls] = _plan_class(handle.client, spec, cls, out, replan=redo, limit=limit)
+            plans[cls] = plan_class(handle.client, spec, cls, out, replan=redo, limit=limit)
             log(
                 f"plan {cls}: {len(plans[cls]['configs'])} configurations "
                 f"on {plans[cls]['device']['device_name']}"

@@ -170,7 +170,7 @@ def test_relative_difference_is_per_variable_and_refuses_non_finite_states():
 
 
 def test_variants_of_different_fused_code_are_compiled_and_cached_apart(monkeypatch):
-    # benchmarks/cfd_kernel_ab.py compiles two revisions of fused.cu in one process: a variant of one text
+    # lab/cfd_kernel_ab.py compiles two revisions of fused.cu in one process: a variant of one text
     # must never be served for the other (a fake CuPy records what it was asked to compile)
     from types import SimpleNamespace
 
@@ -199,14 +199,3 @@ def test_variants_of_different_fused_code_are_compiled_and_cached_apart(monkeypa
     assert "#define STAGE_TRIAL 1" in compiled[1] and "#define STAGE_TRIAL 1" not in compiled[0]
     assert tree.variant(0, 1, 64, 1) is a and other.variant(0, 1, 64, 1) is b and len(compiled) == 2
     assert a.key == b.key  # the variant key names the constants, the cache also the text
-
-
-def test_kernel_ab_versions_are_the_tree_with_defines_and_bad_ones_are_refused():
-    from benchmarks.cfd_kernel_ab import parse_versions
-
-    versions = parse_versions(["p1=STAGE_PREFETCH=1,FACES=2", "plain="], "TREE")
-    assert versions == {"p1": "#define STAGE_PREFETCH 1\n#define FACES 2\nTREE", "plain": "TREE"}
-    assert parse_versions([], "TREE") == {"tree": "TREE"}
-    for bad in (["base=X=1"], ["p=1x=2"], ["p=X"], ["p=X=1", "p=Y=1"], ["=X=1"]):
-        with pytest.raises(SystemExit):
-            parse_versions(bad, "TREE")

@@ -65,7 +65,7 @@ def test_spike_stage_times_are_the_traced_chain(cp, n):
     from kernels.tridiag.workload import STAGES, make_workload, spike_stage_times
 
     work = make_workload("random", n, "cupy", seed=3)
-    solver = work._gpu(256, 10, "gpu", "spike")
+    solver = work.gpu_solver(256, 10, "gpu", "spike")
     solver.trace = True
     for _ in range(3):
         st = spike_stage_times(solver.solve(1))

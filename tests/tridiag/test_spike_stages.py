@@ -68,7 +68,7 @@ def on_fake_gpu(monkeypatch):
     work = make_workload("random", 1000, "numpy")
     solver = FakeSolver()
     monkeypatch.setattr(work, "backend", SimpleNamespace(is_gpu=True, name="fake"))
-    monkeypatch.setattr(work, "_gpu", lambda *args, **kwargs: solver)
+    monkeypatch.setattr(work, "gpu_solver", lambda *args, **kwargs: solver)
     return work, solver
 
 

@@ -23,7 +23,7 @@ done
 # The seed's own setting: its 7,500 samples are random configurations of the paper's grid (blocks 100..1000),
 # so the candidates here are the 10,000 random rows only (gpu "<class>_random_rows"; the 840 per-kernel rows,
 # each the default launch with one kernel changed, are left out). `optimum` in these lines is the best random
-# row; benchmarks/strategies_cfd_summary.py divides by the best row of the whole sweep.
+# row; lab/strategies_cfd_summary.py divides by the best row of the whole sweep.
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 "$PYTHON" -c "import sys, pandas as pd; d = pd.read_parquet(sys.argv[1]); d = d[d.sampler == 'random']

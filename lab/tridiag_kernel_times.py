@@ -4,7 +4,7 @@ Solves one random system with ``copies="spike"`` and ``"streamed"`` (k chunks), 
 that is outside the profiled range (``cudaProfilerStart``/``Stop``), so that
 
     ncu --profile-from-start off --metrics gpu__time_duration.sum --csv \\
-        python3 -m benchmarks.tridiag_kernel_times --size 1e6 --chunks 4 > kernels.csv
+        python3 -m lab.tridiag_kernel_times --size 1e6 --chunks 4 > kernels.csv
 
 lists the device time of every kernel of the two solves alone, without the host's launch cost that a
 CUDA-event timing of one launch includes.

@@ -1,7 +1,7 @@
 """How far the surrogate's pick is from the best recorded row, replayed on a sweep folder without a device
 (issue 16: the fused sweep's predicted best was a configuration the sweep had recorded as invalid).
 
-    python -m benchmarks.pick_replay data/cfd/h100/sweep_fused data/cfd/h200/sweep_fused \
+    python -m lab.pick_replay data/cfd/h100/sweep_fused data/cfd/h200/sweep_fused \
         --out data/cfd/combined/pick_replay
 
 Per class: the search model (``metrics.json``'s ``search_model``, refitted as ``python -m pipeline train``

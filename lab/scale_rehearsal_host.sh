@@ -4,7 +4,7 @@
 #      and 1 with taskset: 10^5 replayed samples over 32 workers, 1% failed rows, one worker killed;
 #   2. 10^6 samples over 128 workers on every core, the recorded times x 1 (mean 5.5 ms a sample).
 # Rows go to $OUT/pinned/results.jsonl and $OUT/wide/results.jsonl, the host's facts to $OUT/host.txt.
-# Usage (from the repository root, with dask and distributed importable): OUT=/tmp/x benchmarks/scale_rehearsal_host.sh
+# Usage (from the repository root, with dask and distributed importable): OUT=/tmp/x lab/scale_rehearsal_host.sh
 set -u
 OUT=${OUT:-/tmp/scale_rehearsal_host}
 export PYTHONUNBUFFERED=1

@@ -1,6 +1,6 @@
 """Summarise CFD replay records (the JSON lines of ``python -m pipeline strategies``) as a markdown table.
 
-    python -m benchmarks.strategies_cfd_summary data/cfd/h*/strategies/runs.jsonl
+    python -m lab.strategies_cfd_summary data/cfd/h*/strategies/runs.jsonl
 
 One row per GPU, strategy and budget: mean, best and worst picked/optimum over the seeds, and how many picks
 are configurations nobody recorded (``time_source`` "additive": their time is the replay's per-kernel sum,
@@ -16,8 +16,8 @@ GPU from ``data/cfd/<gpu>/sweep_paper/merged``.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -68,5 +68,11 @@ def table(paths: list[str]) -> str:
     return "\n".join(lines) + "\n\n" + "; ".join(notes) + "\n"
 
 
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+", help="runs.jsonl files of python -m pipeline strategies")
+    print(table(ap.parse_args(argv).runs), end="")
+
+
 if __name__ == "__main__":
-    print(table(sys.argv[1:]), end="")
+    main()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU session for the CFD workload: GPU tests, the step benchmark with tuning scans, MMS on the GPU and
-# a converged inlet run with its figure. Usage (repository root): OUT=dir bash benchmarks/cfd_gpu.sh
+# a converged inlet run with its figure. Usage (repository root): OUT=dir bash lab/cfd_gpu.sh
 set -u -o pipefail
 OUT=${OUT:-/tmp/cfd_gpu}
 mkdir -p "$OUT/run"

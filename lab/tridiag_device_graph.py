@@ -19,7 +19,7 @@ Writes ``ratios.csv`` (per size and comparison: ratio, interval, verdict, median
 timed call), ``checks.csv`` (residuals and reference differences) and ``meta.json`` under --out;
 prints a table.
 
-    python -m benchmarks.tridiag_device_graph --out $OUT
+    python -m lab.tridiag_device_graph --out $OUT
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Replay a recorded scan under two sampling rules and score each pick against exhaustive per-kernel data.
 
-    python -m benchmarks.autotune_replay data/cfd/h100/autotune [--stages 4]
+    python -m lab.autotune_replay data/cfd/h100/autotune [--stages 4]
 
 The launch log of a ``scan`` run holds every scan launch's milliseconds; ``exhaustive.csv`` each (blocks,
 threads)'s time per step measured alone. The replay ranks each kernel's candidates by (a) the median of its

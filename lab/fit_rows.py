@@ -1,7 +1,7 @@
 """How many training rows the surrogate MLP needs: its test scores against a cap on the rows of each class it
 is fitted on, over several seeds, on a combined folder (issue 20: combine spent most of its time in MLP fits).
 
-    python -m benchmarks.fit_rows data/cfd/combined/sweep_paper --caps all,4000,2000,1000 --seeds 0,1,2,3,4 \
+    python -m lab.fit_rows data/cfd/combined/sweep_paper --caps all,4000,2000,1000 --seeds 0,1,2,3,4 \
         --out data/cfd/combined/sweep_paper/fit_rows
 
 Per cap and seed, the MLP of each class, the combined MLP (scored per class on the same test rows as

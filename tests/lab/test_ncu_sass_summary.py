@@ -1,4 +1,4 @@
-"""The Nsight Compute SASS summary (benchmarks/ncu_sass_summary.py) on a committed profile of the stage
+"""The Nsight Compute SASS summary (lab/ncu_sass_summary.py) on a committed profile of the stage
 kernel."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from benchmarks.ncu_sass_summary import main, read_rows, summarize
+from lab.ncu_sass_summary import main, read_rows, summarize
 
 PROFILE = Path(__file__).parents[2] / "data/cfd/h100/stage_tuning/ncu_d805f5c"
 

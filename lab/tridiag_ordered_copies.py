@@ -18,13 +18,12 @@ without an interval). Every configuration's answer is checked (residual < 1e-12)
 
 Writes ``ratios.csv``, ``repeats.csv``, ``checks.csv`` and ``meta.json`` under --out and prints a table.
 
-    python -m benchmarks.tridiag_ordered_copies --out $OUT
+    python -m lab.tridiag_ordered_copies --out $OUT
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.tridiag_ratio_tables import table
-from benchmarks.tridiag_streams import bandwidths, run_meta
+from benchmarks.tridiag_streams import bandwidths, run_meta, write_csv
 from kernels.backend import get_backend
 from kernels.compare import compare
 from kernels.tridiag.system import random_system, residual
@@ -117,13 +116,6 @@ def measure(cp, n: int, rounds: int, bw: dict) -> tuple[list, list, list]:
             }
         )
     return ratios, repeats, checks
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
 
 
 def main() -> int:

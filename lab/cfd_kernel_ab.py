@@ -15,7 +15,7 @@ same card in the same run, and gives the same answer. This compiles ``fused.cu``
 Only the variants the configurations use are compiled for the extra versions (the space's constraints are
 those of the working tree's kernels).
 
-    python -m benchmarks.cfd_kernel_ab --out DIR --base 13ad17f --version p0=STAGE_PREFETCH=0 \\
+    python -m lab.cfd_kernel_ab --out DIR --base 13ad17f --version p0=STAGE_PREFETCH=0 \\
         --version p1=STAGE_PREFETCH=1 [--configs stage_best,stage_h100_row] [--arith 1] [--rounds 15]
 """
 
@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.cfd_arith import CONFIGS, agreement, ms_per_step, state_after
 from kernels.backend import get_backend
 from kernels.compare import compare
 from kernels.device import describe_device
+from lab.cfd_arith import CONFIGS, agreement, ms_per_step, state_after
 
 FUSED_PATH = "kernels/cfd/fused.cu"
 

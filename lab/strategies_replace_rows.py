@@ -4,7 +4,7 @@ baselines need the optional extra and an hour; a change to one of ours should re
 
     python -m pipeline strategies --dataset ../shared/data/benchmark_hub/convolution --compare \\
         --budgets 20,50,100,200 --seeds 10 --strategies evolve --workers 2 --out /tmp/evolve
-    python -m benchmarks.strategies_replace_rows /tmp/evolve/runs.csv data/convolution/hub/strategies_kt
+    python -m lab.strategies_replace_rows /tmp/evolve/runs.csv data/convolution/hub/strategies_kt
 
 The new runs must be exactly the committed runs of their strategies (same budgets, seeds, GPUs)."""
 

@@ -1,11 +1,11 @@
-"""Replacing one strategy's rows of a committed comparison (benchmarks/strategies_replace_rows.py)."""
+"""Replacing one strategy's rows of a committed comparison (lab/strategies_replace_rows.py)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from benchmarks.strategies_replace_rows import main
+from lab.strategies_replace_rows import main
 from pipeline.strategies.evaluate import replace_runs
 
 

@@ -2,7 +2,7 @@
 # Nsight Compute on the fused stage kernel (issue 16): where a stage's time goes, for the configurations named
 # below. One stage of the fifth step (not the first stage, which also computes dt; not the last, which also
 # stores U0) at 3328x1024 on the inlet; --clock-control none leaves the card's clocks alone.
-#   OUT=dir bash benchmarks/cfd_fused_ncu.sh      # results in $OUT/ncu.tar.gz (.ncu-rep, details, raw, SASS)
+#   OUT=dir bash lab/cfd_fused_ncu.sh      # results in $OUT/ncu.tar.gz (.ncu-rep, details, raw, SASS)
 # ONLY=name profiles one of the configurations; SOURCE=1 adds the per-instruction counters (SASS page).
 set -euo pipefail
 OUT=${OUT:?set OUT to a folder}
@@ -23,7 +23,7 @@ mkdir -p "$OUT/ncu"
 for name in ${ONLY:-${!CONFIGS[@]}}; do
     "$NCU" --clock-control none -k stage_fused --launch-skip 13 --launch-count 1 \
         $(printf -- '--section %s ' "${SECTIONS[@]}") -f -o "$OUT/ncu/$name" \
-        python3 -m benchmarks.cfd_profile fused --config "${CONFIGS[$name]}" >"$OUT/ncu/$name.log" 2>&1
+        python3 -m lab.cfd_profile fused --config "${CONFIGS[$name]}" >"$OUT/ncu/$name.log" 2>&1
     "$NCU" --import "$OUT/ncu/$name.ncu-rep" --page details --csv >"$OUT/ncu/$name.csv"
     "$NCU" --import "$OUT/ncu/$name.ncu-rep" --page details >"$OUT/ncu/$name.txt"
     "$NCU" --import "$OUT/ncu/$name.ncu-rep" --page raw --csv >"$OUT/ncu/$name.raw.csv" || true

@@ -10,7 +10,7 @@ whole solve; one single copy in, one out (``floor_copy``); and the spike solve's
 (``chain_at_*``: milliseconds from the start to the last upload, the last chunk's reduction, the top solve's
 start and end, the first chunk's way back and its download).
 
-    python -m benchmarks.tridiag_spike_parts --out $OUT [--sizes 1e6,4e6] [--repeats 21] [--ends 0.5]
+    python -m lab.tridiag_spike_parts --out $OUT [--sizes 1e6,4e6] [--repeats 21] [--ends 0.5]
 
 ``--ends``: the first and last chunk's share of an inner one (``CudaPartitionSolver.set_ends``), for each part
 and solve. ``uploads_rows`` is the uploads as four 1-D copies per chunk (one per row of a, b, c, d) instead
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.tridiag_ordered_copies import write_csv
+from benchmarks.tridiag_streams import write_csv
 from kernels.backend import get_backend
 from kernels.tridiag.system import random_system
 

@@ -3,7 +3,7 @@
 # default of every device path; the streamed pipeline against the plain one and the numpy reference), then the
 # host-to-host benchmark (streamed / ordered / the previous pipeline / gtsv2 / the serial transfer floor,
 # interleaved, 95% intervals). Writes gpu_tests.log, bench.log and the benchmark's files under $OUT.
-#   LAUNCHTUNE_COMMIT=$(git rev-parse --short HEAD) bash benchmarks/tridiag_streamed_gpu.sh [--sizes ...]
+#   LAUNCHTUNE_COMMIT=$(git rev-parse --short HEAD) bash lab/tridiag_streamed_gpu.sh [--sizes ...]
 set -o pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/tridiag_streamed}

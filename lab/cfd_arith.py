@@ -17,7 +17,7 @@ max |value| each.
 (Until 2026-11-25 this was ``benchmarks/cfd_fma_probe.py``, comparing FMA contraction alone:
 ``data/cfd/h100/fma_probe/``.)
 
-    python -m benchmarks.cfd_arith --out $OUT [--size 3328x1024] [--rounds 21] [--steps 10]
+    python -m lab.cfd_arith --out $OUT [--size 3328x1024] [--rounds 21] [--steps 10]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 # One GPU call for issue 21: the tridiagonal GPU tests, then the full benchmark (seed sizes 10^3..10^8, stage 2 on
 # the host and on the device, 1..32 streams, gtsv2, the copy floor, the device-resident comparison, tuning, the
 # stage-2-alone comparison, 2.5 x 10^8). Writes gpu_tests.log, bench.log and the benchmark's files under $OUT.
-#   LAUNCHTUNE_COMMIT=$(git rev-parse --short HEAD) bash benchmarks/tridiag_gpu.sh
+#   LAUNCHTUNE_COMMIT=$(git rev-parse --short HEAD) bash lab/tridiag_gpu.sh
 set -o pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/tridiag_gpu}

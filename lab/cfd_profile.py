@@ -1,9 +1,9 @@
 """Helpers for the second GPU session: what one time step really moves, and how close CuPy is to numpy.
 
-python -m benchmarks.cfd_profile step --size 3328x1024     # warm-up step + one step (profile under ncu)
-python -m benchmarks.cfd_profile crosscheck                # max |cupy - numpy| / max |numpy| per variable
-python -m benchmarks.cfd_profile retime --size 3328x1024   # each kernel alone at the default, three rounds
-python -m benchmarks.cfd_profile fused --config JSON       # a fused configuration: 3 warm-up steps, then 2
+python -m lab.cfd_profile step --size 3328x1024     # warm-up step + one step (profile under ncu)
+python -m lab.cfd_profile crosscheck                # max |cupy - numpy| / max |numpy| per variable
+python -m lab.cfd_profile retime --size 3328x1024   # each kernel alone at the default, three rounds
+python -m lab.cfd_profile fused --config JSON       # a fused configuration: 3 warm-up steps, then 2
                                                            # (under ncu: -k stage_fused --launch-skip 12)
 """
 

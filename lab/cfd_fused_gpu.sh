@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Issue 16 on one lent GPU, one call: the GPU tests (fused vs seven kernels on random tiles after 100 steps, the
-# MMS order on the fused path, and the seven-kernel tests unchanged), benchmarks/cfd_arith.py (the best fused
+# MMS order on the fused path, and the seven-kernel tests unchanged), lab/cfd_arith.py (the best fused
 # tiles against the seven-kernel default, interleaved; it also compiles every fused variant, about 150 s cold,
 # so the sweep after it compiles nothing), optionally the fusion-level benchmark, then the fused sweep through
-# the pipeline (benchmarks/cfd_sweep_on_gpu.sh, MINUTES of measuring; the same command again on the same warm
+# the pipeline (lab/cfd_sweep_on_gpu.sh, MINUTES of measuring; the same command again on the same warm
 # machine measures what a time limit left out). Run from the repository root with the dask/distributed/skops
 # wheels in .whl. Files in $OUT (8 at most come back): fused.log (tests and benchmarks), arith.tar.gz, and those
 # of cfd_sweep_on_gpu.sh. TESTS=0 skips the tests, STEP=1 adds `cfd_step --fused $FUSED` (about 240 s),
@@ -22,7 +22,7 @@ LOG="$OUT/fused.log"
   [ "${TESTS:-1}" = 0 ] || timeout 300 python3 -m pytest -q -m gpu tests/cfd/test_fused_gpu.py tests/cfd/test_gpu.py -p no:cacheprovider 2>&1 | tail -15
   echo "gpu tests rc=${PIPESTATUS[0]} in $(( $(date +%s) - t )) s"
   t=$(date +%s)
-  timeout 240 python3 -m benchmarks.cfd_arith --out /tmp/arith --rounds 21 2>&1 | tail -16
+  timeout 240 python3 -m lab.cfd_arith --out /tmp/arith --rounds 21 2>&1 | tail -16
   echo "cfd_arith rc=${PIPESTATUS[0]} in $(( $(date +%s) - t )) s"
   tar -czf "$OUT/arith.tar.gz" -C /tmp arith 2>/dev/null
   if [ "${STEP:-0}" = 1 ]; then
@@ -34,7 +34,7 @@ LOG="$OUT/fused.log"
 } > "$LOG" 2>&1
 if [ "${MINUTES:-3}" != 0 ]; then
   SPEC=cluster_configs/sweeps/cfd_inlet_fused.yaml MINUTES=${MINUTES:-3} SWEEP_LIMIT_S=${SWEEP_LIMIT_S:-330} \
-    bash benchmarks/cfd_sweep_on_gpu.sh > "$OUT/sweep.log" 2>&1
+    bash lab/cfd_sweep_on_gpu.sh > "$OUT/sweep.log" 2>&1
   echo "sweep rc=$?" >> "$LOG"
   tail -12 "$OUT/sweep.log" >> "$LOG"; rm -f "$OUT/sweep.log"
 fi

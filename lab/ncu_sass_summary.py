@@ -1,11 +1,11 @@
 """Where a kernel's instructions and stalls go, from Nsight Compute's per-instruction (SASS) page.
 
 Reads the CSV that ``ncu --import R.ncu-rep --page source --csv --print-source sass`` writes (gzipped or not;
-``benchmarks/cfd_fused_ncu.sh`` with SOURCE=1 makes one per configuration) and prints the executed
+``lab/cfd_fused_ncu.sh`` with SOURCE=1 makes one per configuration) and prints the executed
 instructions and the warp-stall samples per opcode, then the stall reasons' shares and the instructions that
 collect the most samples. The CSV's own columns are summed; nothing is estimated.
 
-    python -m benchmarks.ncu_sass_summary data/cfd/h100/stage_tuning/ncu_d805f5c/best_arith1.sass.csv.gz
+    python -m lab.ncu_sass_summary data/cfd/h100/stage_tuning/ncu_d805f5c/best_arith1.sass.csv.gz
 """
 
 from __future__ import annotations

@@ -1,0 +1,120 @@
+"""Every product benchmark (``benchmarks/``) still runs: a tiny CPU run where the script has a numpy mode, its
+``--help`` where it needs a GPU, the shell wrappers parsed; and none reaches into private names of the project
+or into ``lab/`` (a renamed private function broke a README command once, unnoticed)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+BENCH = REPO / "benchmarks"
+MODULES = sorted(p.stem for p in BENCH.glob("*.py") if p.stem != "__init__")
+SCRIPTS = sorted(p.name for p in BENCH.glob("*.sh"))
+PROJECT = ("pipeline", "kernels")
+
+
+def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -m ...`` from the repository root; the generous timeout only catches a hang."""
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_benchmark_answers_help(name):
+    r = run(f"benchmarks.{name}", "--help", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("usage:") and f"{name}.py" in r.stdout.splitlines()[0]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_shell_benchmark_parses_and_names_modules_that_exist(name):
+    text = (BENCH / name).read_text()
+    assert subprocess.run(["bash", "-n", str(BENCH / name)], capture_output=True).returncode == 0
+    called = re.findall(r"-m (benchmarks|lab)\.(\w+)", text)
+    assert called, f"{name} runs no python -m benchmarks.<name>"
+    for package, module in called:
+        assert (REPO / package / f"{module}.py").is_file(), f"{name}: {package}.{module} does not exist"
+
+
+def _private_uses(path: Path) -> list[str]:
+    """``from pipeline/kernels... import _x``, ``obj._x`` on anything but ``self``/``cls``, ``import lab``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            top = node.module.split(".")[0]
+            if top == "lab":
+                found.append(f"line {node.lineno}: from {node.module} import (lab)")
+            if top in PROJECT:
+                found += [
+                    f"line {node.lineno}: from {node.module} import {a.name}"
+                    for a in node.names
+                    if a.name.startswith("_")
+                ]
+        elif isinstance(node, ast.Import):
+            found += [
+                f"line {node.lineno}: import {a.name}" for a in node.names if a.name.split(".")[0] == "lab"
+            ]
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            owner = node.value
+            if not (isinstance(owner, ast.Name) and owner.id in ("self", "cls")):
+                found.append(f"line {node.lineno}: .{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_benchmarks_use_only_public_names_and_never_lab(name):
+    assert _private_uses(BENCH / f"{name}.py") == []
+
+
+def test_the_private_name_check_finds_what_it_looks_for(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from pipeline.sweep.run import _plan_class, plan_class\nimport lab.cfd_arith\n"
+        "def f(work, self):\n    self._ok()\n    return work._gpu(1) + work.__class__\n"
+    )
+    assert _private_uses(bad) == [
+        "line 1: from pipeline.sweep.run import _plan_class",
+        "line 2: import lab.cfd_arith",
+        "line 5: ._gpu",
+    ]
+
+
+def test_scale_rehearsal_runs_the_readme_command_at_a_tiny_size(tmp_path):
+    """The README's ``--samples N --workers N --batch-size auto``: 60 replayed samples over 2 CPU workers, one
+    of them killed mid-batch, every sample merged exactly once."""
+    out = tmp_path / "out"
+    r = run(
+        "benchmarks.scale_rehearsal",
+        *("--samples", "60", "--workers", "2", "--batch-size", "auto", "--time-scale", "0.2", "--no-train"),
+        *("--work", str(tmp_path / "work"), "--out", str(out)),
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    (row,) = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert row["kind"] == "sweep" and row["samples"] == 60 and row["workers"] == 2
+    assert row["rows"] == row["distinct_samples"] == 60 and row["every_sample_once"]
+    assert isinstance(row["batch_size"], int) and row["batch_size"] >= 1
+    assert row["killed_workers"] and row["plan_files"]
+
+
+def test_autotune_runtime_on_numpy_at_a_tiny_size(tmp_path):
+    """Off, scan, seeded and restored runs of the run-time tuner on a 52x16 inlet, numpy backend."""
+    out = tmp_path / "out"
+    r = run(
+        "benchmarks.autotune_runtime",
+        *("--backend", "numpy", "--size", "52x16", "--run-seconds", "0.1", "--repeats", "1", "--rounds", "3"),
+        *("--out", str(out), "--work", str(tmp_path / "work")),
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not (out / "partial.json").exists(), (out / "partial.json").read_text()[-3000:]
+    result = json.loads((out / "results.json").read_text())
+    assert set(result["runs"]) == {"off", "scan", "seeded", "restored"}
+    assert all(result["bitwise_equal_to_off"].values())
