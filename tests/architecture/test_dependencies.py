@@ -13,8 +13,8 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-CODE = ("kernels", "pipeline", "benchmarks")
-OWN = {"kernels", "pipeline", "benchmarks", "tests"}
+CODE = ("kernels", "pipeline", "benchmarks", "lab")
+OWN = {"kernels", "pipeline", "benchmarks", "lab", "tests"}
 
 # an import name -> the requirement that brings it, where the two names differ
 PROVIDED_BY = {
