@@ -4,9 +4,9 @@
 # against the default configuration's output and timed; then samples per minute with and without compiling
 # ahead (benchmarks/kernel_compile_ahead.py, fresh CuPy caches); then the C header of the picks.
 # Usage (repository root): bash benchmarks/kernel_convolution_gpu.sh [OUT]   (default $OUT, else /tmp/out)
-# MINUTES (default 5.5) bounds the sweep's measuring; a rerun with the same SWEEP_DIR resumes where it stopped
-# (finished shards skipped, compiled modules loaded from CUPY_CACHE_DIR). Wheels of dask/distributed/skops
-# in .whl are installed to /tmp/site where present (the device image lacks them).
+# MINUTES (default 5) bounds the sweep's measuring; a rerun with the same SWEEP_DIR resumes where it stopped
+# (finished shards skipped, compiled modules loaded from CUPY_CACHE_DIR); AHEAD=0 skips the comparison.
+# Wheels of dask/distributed/skops in .whl are installed to /tmp/site where present (the device image lacks them).
 set -uo pipefail
 OUT=${1:-${OUT:-/tmp/out}}; mkdir -p "$OUT"
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -27,8 +27,8 @@ facts.update(python=platform.python_version(), cupy=cupy.__version__, cpus=len(o
 print(json.dumps(facts, indent=1))
 PY
 date -u +"start %Y-%m-%dT%H:%M:%SZ" | tee "$OUT/run.log"
-timeout "${SWEEP_LIMIT_S:-450}" python3 -m pipeline sweep cluster_configs/sweeps/kernel_convolution.yaml \
-  --out "$SWEEP" --max-minutes "${MINUTES:-5.5}" 2>&1 | tee -a "$OUT/run.log"
+timeout "${SWEEP_LIMIT_S:-420}" python3 -m pipeline sweep cluster_configs/sweeps/kernel_convolution.yaml \
+  --out "$SWEEP" --max-minutes "${MINUTES:-5}" 2>&1 | tee -a "$OUT/run.log"
 status=${PIPESTATUS[0]}
 date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" | tee -a "$OUT/run.log"
 tar -C "$(dirname "$SWEEP")" --exclude .dask -czf "$OUT/sweep.tar.gz" "$(basename "$SWEEP")"
@@ -56,7 +56,7 @@ for cls, c in r["classes"].items():
     print(cls, {k: c.get(k) for k in ("samples", "ok", "invalid", "failed", "best_sampled_ms", "default_measured_ms",
                                        "predicted_best_measured_ms", "speedup_over_default")})
 PY
-timeout "${AHEAD_LIMIT_S:-150}" python3 -m benchmarks.kernel_compile_ahead --samples "${AHEAD_SAMPLES:-50,300}" \
+[ "${AHEAD:-1}" = 0 ] || timeout "${AHEAD_LIMIT_S:-140}" python3 -m benchmarks.kernel_compile_ahead --samples "${AHEAD_SAMPLES:-30,300}" \
   --out "$OUT/compile_ahead.json" 2>&1 | tee "$OUT/compile_ahead.log"
 python3 -m pipeline export --format c-header "$SWEEP" "$OUT/convolution_tuned.h" 2>&1 | tail -2
 exit $status

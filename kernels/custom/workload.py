@@ -139,7 +139,6 @@ class KernelWorkload:
         self._constants_set: set[str] = set()
         self._compile_ms = 0.0  # compile time of the configurations used since take_compile_ms
         self.build_compile_ms = 0.0
-        self._start, self._stop = cp.cuda.Event(), cp.cuda.Event()
 
     # -- arguments ---------------------------------------------------------------------------------------
 
@@ -196,6 +195,8 @@ class KernelWorkload:
     def compile_ahead(self, configs: Sequence[Mapping[str, int]]) -> int:
         """Queue ``configs`` (a batch about to be measured) on the compile pool; how many were new."""
         items = []
+        if self._reference is None and not self.spec.reference:
+            configs = [self._space.default, *configs]  # the first check needs the default's outputs first
         for config in configs:
             try:
                 if self._space.is_valid(config):

@@ -76,7 +76,7 @@ def test_the_reference_is_the_default_configurations_outputs_from_a_fresh_start(
 def test_each_configuration_compiles_once_and_its_row_gets_the_time(make):
     w = make(workers=3)
     configs = [{**BASE, "block_size_x": b, "tile": t} for b in (32, 64) for t in (1, 2)]
-    assert w.compile_ahead(configs) == 4
+    assert w.compile_ahead(configs) == 4  # the default (32, 1) first: the first check compares with it
     assert w.compile_ahead(configs + [{**BASE, "block_size_x": 7}]) == 0  # 7 is not in the space: skipped
     for config in configs:
         assert w.check(config).ok
