@@ -1,4 +1,4 @@
-"""The runtime autotuner over the fused CFD space on a GPU (issue 16): tuned while the inlet runs.
+"""The runtime autotuner over the fused CFD space on a GPU: tuned while the inlet runs.
 
     python -m benchmarks.autotune_fused --table data/cfd/h100/sweep_fused/tuning_table.json --out DIR
         [--size 3328x1024] [--steps 300] [--rounds 21] [--scan-count 32]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One CFD sweep on 1 GPU and then on N GPUs of this host (issue 9): samples per second of each, the scaling
+"""One CFD sweep on 1 GPU and then on N GPUs of this host: samples per second of each, the scaling
 efficiency, each card's throughput, and whether the cards time the same configurations alike.
 
     python3 -m benchmarks.multi_gpu_scaling --out DIR        # a host with 2 or more GPUs (see the .sh)

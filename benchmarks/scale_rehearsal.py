@@ -1,4 +1,4 @@
-"""Scale rehearsal (issue 18): sweeps of 10^4..10^6 replayed samples over many simulated workers, one machine.
+"""Scale rehearsal: sweeps of 10^4..10^6 replayed samples over many simulated workers, one machine.
 
 Each worker of the local cluster is a CPU process running the ``replay`` workload
 (pipeline/sweep/rehearsal.py): it answers each configuration from the merged H100 sweep and sleeps for the

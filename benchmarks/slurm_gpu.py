@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SLURM handing out the real GPUs of one host to a sweep, one dask-jobqueue job per GPU (issue 19).
+"""SLURM handing out the real GPUs of one host to a sweep, one dask-jobqueue job per GPU.
 
     python3 -m benchmarks.slurm_gpu --out DIR          # on a host with 2 GPUs, as root (see slurm_gpu.sh)
     python3 -m benchmarks.slurm_gpu --cpu --out DIR    # the same steps on the CPU: numpy, fake GPU devices

@@ -1,6 +1,6 @@
 """Host to host with stage 2 reduced chunk by chunk ("streamed") and shared-memory staged reduced levels,
 against the previous ordered pipeline, cuSPARSE ``gtsv2`` with the same transfers and the serial transfer
-floor, interleaved (issue 21).
+floor, interleaved.
 
 What changed and why it is timed this way: after the last upload the previous pipeline ran the whole of
 stage 2 (every reduction level over the whole interface system, the PCR block, every back-substitution) before
@@ -29,7 +29,7 @@ and, on the device alone, stage 2 (every level and the PCR block) with the plain
 ``kernels.compare.compare``): every host-to-host configuration over floor_copy; the best streamed_k over the
 best ordered_plain_k and over gtsv2; the best spike_k over the best streamed_k, over gtsv2 and over the best
 spike_plain_k, the best spike<s>_k over the best spike_k; stage2_staged
-over stage2_plain. The serial floor (the issue's: inputs in at the measured H2D rate, then the solution out at
+over stage2_plain. The serial floor (inputs in at the measured H2D rate, then the solution out at
 the measured D2H rate) is measured in every round too: one 256 MiB pinned copy each way (``serial_floor``),
 and each host-to-host configuration's per-round ratio to it gets its own interval (``b_over_serial_floor``,
 ``floor_low``, ``floor_high``; "within 1.05x" where the whole interval is).

@@ -1,7 +1,7 @@
 """Measure the tridiagonal partition solver on the GPU: every seed size x stage 2 x stream count, with
 cuSPARSE and the transfer floor measured in the same run, interleaved.
 
-One run does everything the stream models and issue 21 need:
+One run does everything the stream models and the device pipelines need:
   * device provenance; pinned H2D / D2H bandwidth (1 GiB); tau, the cost of creating one CUDA stream;
   * for each size: residual (every configuration) and agreement with the numpy reference (up to 10^6) for
     stage 2 on the host and on the device at every stream count; the seven one-stream stage times of each;

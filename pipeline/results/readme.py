@@ -233,23 +233,6 @@ def _autotune(root: Path) -> str:
     )
 
 
-def _multi_gpu(root: Path) -> str:
-    """Local-cluster scaling on two H200 of one host (data/cfd/h200x2/multi_gpu_scaling/scaling.json)."""
-    s = _load(root / "data" / "cfd" / "h200x2" / "multi_gpu_scaling" / "scaling.json")
-    two = s["runs"][1]["timing"]
-    ends = [w["last_end_s"] for w in two["per_worker"].values()]
-    between = next(iter(s["agreement"]["between"].values()))
-    return _paragraph(
-        f"Measured on two H200s of one host (`data/cfd/h200x2/multi_gpu_scaling/`): the "
-        f"{two['rows']:,}-configuration paper-sized sweep ran at {s['scaling']['samples_per_s_1']:.2f} "
-        f"configurations a second on one card and {s['scaling']['samples_per_s_2']:.2f} on two, "
-        f"{s['scaling']['speedup']:.2f}x, the cards finishing within {max(ends) - min(ends):.2f} s of each "
-        f"other; "
-        f"the same {s['agreement']['configurations']} configurations timed on both cards differ by "
-        f"{between['median']:.4f}x at the median (p5 {between['p5']:.3f}, p95 {between['p95']:.3f})."
-    )
-
-
 def _scaling_runs(root: Path) -> list[tuple[str, dict]]:
     """Every committed scaling run (``data/*/*/multi_gpu_scaling/scaling.json``), fewest cards first."""
     found = sorted(root.glob("data/*/*/multi_gpu_scaling/scaling.json"))
@@ -725,7 +708,6 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "summary": _summary,
     "make_test": _make_test,
     "autotune_h200": _autotune,
-    "multi_gpu_h200x2": _multi_gpu,
     "multi_gpu_table": _multi_gpu_table,
     "multi_gpu_summary": _multi_gpu_summary,
     "cfd_sweeps": _cfd_sweeps,
