@@ -62,6 +62,29 @@ def test_compare_writes_table_and_figure(cache_dir, tmp_path):
     assert len(done) == 1 and "\r" not in r.stderr and "left" not in done[0]
 
 
+def test_compare_without_out_writes_under_the_ignored_results_folder(cache_dir, tmp_path):
+    """No --out: the outputs go to results/strategies/ of the working directory (git-ignored), or under
+    $LAUNCHTUNE_RESULTS, never into a new unignored folder."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "LAUNCHTUNE_RESULTS"}
+    args = ["--dataset", str(cache_dir), "--compare", "--budgets", "5", "--seeds", "1", "--workers", "1"]
+    args += ["--strategies", "random"]
+    work = tmp_path / "work"
+    work.mkdir()
+    r = subprocess.run(
+        [sys.executable, "-m", "pipeline", "strategies", *args],
+        cwd=work,
+        env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert [p.name for p in work.iterdir()] == ["results"]
+    assert (work / "results" / "strategies" / "table.md").is_file()
+
+
 def test_several_datasets_join_for_transfer(tmp_path):
     h100 = write_sweep(tmp_path / "h100.parquet")
     h200 = write_sweep(tmp_path / "h200.parquet", seed=1, gpu_class="h200", device_name="NVIDIA H200")
