@@ -171,3 +171,7 @@ def test_a_small_kernel_sweep_end_to_end(tmp_path):
     result = run_cli("export", "--format", "c-header", str(out), str(header), cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "#if defined(TARGET_" in header.read_text()
+    cache = tmp_path / "k.json"  # the measurements as a Kernel Tuner cache, as for any sweep
+    result = run_cli("export", "--format", "kernel-tuner", str(out), str(cache), cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(cache.read_text())["kernel_name"]

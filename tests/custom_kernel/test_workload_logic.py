@@ -114,3 +114,49 @@ def test_describe_names_the_timed_kernel(make):
     assert (
         info["kernels"] == ["scale"] and info["compile_workers"] == 2 and info["problem_size"] == [1000, 1, 1]
     )
+
+
+def test_a_batch_through_the_sweeps_worker(make, tmp_path):
+    """The worker's measure_batch with the kernel workload (CuPy stood in for): each row's status, reason and
+    compile time in the shard."""
+    import pyarrow.parquet as pq
+
+    from pipeline.sweep import worker
+    from pipeline.sweep.spec import parse_spec
+
+    w = make(workers=2)
+    sweep = {
+        "name": "k",
+        "workload": "kernel",
+        "case": "scale",
+        "size": "1000",
+        "options": {"spec": str(w.spec.path)},
+    }
+    spec = parse_spec(sweep, str(tmp_path / "sweep.yaml")).to_dict()
+    facts = {"backend": "cupy", "gpu_class": "h100", "device_name": "fake", "sm_count": 1,
+             "peak_fp64_gflops": 1.0, "spec_bandwidth_gbs": 1.0, "spec_memory_gb": 80.0,
+             "measured_bandwidth_gbs": 1.0, "cuda_visible_devices": "0", "pci_bus_id": "0"}  # fmt: skip
+    worker._CACHE[worker._workload_key(spec)] = (w, facts)
+    configs = [
+        {**BASE, "block_size_x": 64},
+        {**BASE, "broken": 1},
+        {**BASE, "wrong": 1},
+        {**BASE, "block_size_x": 2048},
+        {**BASE, "block_size_x": 64},  # the same configuration again: compiled once
+    ]
+    rows = [(i, "exhaustive", c) for i, c in enumerate(configs)]
+    plan = {"params": w.space().names, "kernels": ["scale"]}
+    path = tmp_path / "shards" / "gpu_class=h100" / "shard-00000.parquet"
+    try:
+        result = worker.measure_batch(spec, plan, "h100", "00000", rows, str(path), str(tmp_path))
+    finally:
+        worker._CACHE.clear()
+    assert (result["ok"], result["invalid"], result["failed"]) == (2, 3, 0)
+    shard = pq.read_table(path).to_pandas()
+    assert shard["status"].tolist() == ["ok", "invalid", "invalid", "invalid", "ok"]
+    assert shard["reason"][1].startswith("compile error:") and shard["reason"][2].startswith("out[")
+    assert shard["reason"][3].startswith("block of 2048 threads")
+    assert shard["ms.scale"].tolist()[0] == 0.25 and shard["total_ms"].tolist()[4] == 0.25
+    assert shard["compile_ms"].notna().all() and shard["compile_ms"][4] == 0.0
+    twice = {**BASE, "block_size_x": 64}
+    assert sum(all(d.get(k) == v for k, v in twice.items()) for d in fake_cupy.COMPILED) == 1
