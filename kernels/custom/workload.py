@@ -310,6 +310,10 @@ class KernelWorkload:
         reference's outputs within ``atol + rtol * |reference|`` everywhere (the worst difference named)."""
         config = self._space.validate(config)
         want = self.reference_outputs()
+        try:
+            self.geometry(config)
+        except ExpressionError as exc:  # a grid divisor that is not a positive whole number here
+            return Check(False, str(exc))
         compiled = self.compiled(config)
         problems = self._problems(config, compiled)
         if problems:

@@ -160,3 +160,10 @@ def test_a_batch_through_the_sweeps_worker(make, tmp_path):
     assert shard["compile_ms"].notna().all() and shard["compile_ms"][4] == 0.0
     twice = {**BASE, "block_size_x": 64}
     assert sum(all(d.get(k) == v for k, v in twice.items()) for d in fake_cupy.COMPILED) == 1
+
+
+def test_a_grid_divisor_of_zero_for_one_configuration_is_an_invalid_row(make):
+    w = make(grid_div_x="64 // (block_size_x * tile)")  # 2 for the default (32 x 1), 0 for 64 x 2
+    assert w.check({**BASE, "tile": 2}).ok  # 64 // 64 = 1: a grid of 1,000 blocks covers every element
+    zero = w.check({**BASE, "block_size_x": 64, "tile": 2})
+    assert not zero.ok and "grid_div_x: divisor 0 for this configuration (must be >= 1)" in zero.reason
