@@ -34,8 +34,8 @@ def test_only_a_client_with_the_clusters_key_gets_in(tmp_path):
     with open_cluster("local", ["cpu"], 1, folder.dask_dir, lines.append) as handle:  # as run_sweep does
         address = handle.client.scheduler.address
         _refused(address)
-        with Client(address, security=handle.client.security, timeout="10s") as own:
-            assert own.submit(_plus_one, 1, resources={"cpu": 1}).result(timeout=30) == 2
+        with Client(address, security=handle.client.security, timeout="60s") as own:
+            assert own.submit(_plus_one, 1, resources={"cpu": 1}).result(timeout=120) == 2
         assert handle.dashboard.startswith("http://127.0.0.1:")  # the dashboard stays on loopback
         assert f"scheduler {address} (TLS" in "\n".join(lines)
         # no gc callback of distributed's in this process: an interrupt raised inside one would be lost

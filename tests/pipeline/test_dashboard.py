@@ -20,7 +20,7 @@ def test_the_status_page_shows_the_task_stream_during_a_sweep(tmp_path, write_sp
                 url = m.group(1)
                 break
         assert url, "the sweep printed no dashboard line"
-        with urllib.request.urlopen(url, timeout=30) as page:  # the sweep is measuring now
+        with urllib.request.urlopen(url, timeout=120) as page:  # the sweep is measuring now
             html = page.read().decode()
         assert page.status == 200 and "Task Stream" in html and "Dask Diagnostic UI" in html
         rest, err = proc.communicate(timeout=240)
