@@ -20,23 +20,51 @@ from kernels.backend import Backend, _import_cupy, gpu_count
 
 @dataclass(frozen=True)
 class ClassSpec:
-    """Spec-sheet figures per GPU class (FP64 without tensor cores)."""
+    """Data-sheet figures per GPU class: FP64 and FP32 peak without tensor or matrix cores, memory bandwidth
+    and size, the SMs (NVIDIA) or compute units (AMD) one device has, its last-level cache (L2 on NVIDIA and
+    on CDNA; the Infinity Cache on RDNA 2 and 3), its vendor. The fields after ``source`` are newer: a site's
+    class (``$LAUNCHTUNE_CLASS_SPEC``) may leave them out."""
 
     peak_fp64_gflops: float
     bandwidth_gbs: float
     memory_gb: float
     source: str
+    peak_fp32_gflops: float | None = None
+    sm_count: int | None = None
+    llc_mb: float | None = None
+    vendor: str | None = None  # "nvidia" or "amd"
 
 
-# C2075, P100, V100: Table 4 of the CFD seed (Xue & Roy). The rest: NVIDIA data sheets (A100 SXM4 40GB,
-# H100 SXM5 80GB, H200 SXM 141GB); "cpu" has no sheet and relies on the measured bandwidth.
+# C2075, P100, V100: FP64, bandwidth and memory from Table 4 of the CFD seed (Xue & Roy); their FP32, SMs and
+# L2 from NVIDIA's Fermi (Tesla C2075 board spec), Pascal (P100 PCIe) and Volta (V100 SXM2) white papers.
+# A100, H100, H200: NVIDIA data sheets (A100 40GB: the PCIe and SXM4 boards share these figures; H100 SXM5
+# 80GB; H200 SXM 141GB) and the Ampere / Hopper architecture white papers for SMs and L2.
+# The FAIR Benchmark Hub's other cards (../shared/data/benchmark_hub/convolution):
+#   RTX A4000, RTX A6000: NVIDIA RTX A4000 / A6000 data sheets (FP32 19.2 / 38.7 TFLOPS, 448 / 768 GB/s,
+#     16 / 48 GB GDDR6; e.g. https://servethehome.com/nvidia-rtx-a6000-48gb-gpu-drops-quadro-designation);
+#     GA104 / GA102 as configured there: 48 / 84 SMs, 4 / 6 MB L2, FP64 at 1/32 of FP32.
+#   MI250X: AMD Instinct MI250X data sheet, per graphics compute die (what HIP and Kernel Tuner see as one
+#     device): half the board's 220 CUs, 47.9 TFLOPS vector FP64 and FP32, 128 GB HBM2e and 3.2768 TB/s;
+#     L2 8 MB per GCD (ROCm documentation, "AMD GPU specifications",
+#     https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html).
+#   Radeon PRO W6600, W7800: AMD product pages (28 / 70 CUs, FP32 10.4 / 45.2 TFLOPS, FP64 0.65 / 1.41
+#     TFLOPS, 8 / 32 GB GDDR6 at 224 / 576 GB/s) and the ROCm specifications page for the Infinity Cache
+#     (32 / 64 MB), their last-level cache.
+# "cpu" has no sheet and relies on the measured bandwidth.
 CLASS_SPECS: dict[str, ClassSpec] = {
-    "c2075": ClassSpec(513, 144, 3, "Xue & Roy Table 4"),
-    "p100": ClassSpec(4700, 720, 16, "Xue & Roy Table 4"),
-    "v100": ClassSpec(7500, 900, 16, "Xue & Roy Table 4"),
-    "a100": ClassSpec(9700, 1555, 40, "NVIDIA A100 data sheet (SXM4 40GB)"),
-    "h100": ClassSpec(34000, 3350, 80, "NVIDIA H100 data sheet (SXM5 80GB)"),
-    "h200": ClassSpec(34000, 4800, 141, "NVIDIA H200 data sheet (SXM 141GB)"),
+    "c2075": ClassSpec(513, 144, 3, "Xue & Roy Table 4", 1030, 14, 0.75, "nvidia"),
+    "p100": ClassSpec(4700, 720, 16, "Xue & Roy Table 4", 9300, 56, 4, "nvidia"),
+    "v100": ClassSpec(7500, 900, 16, "Xue & Roy Table 4", 15700, 80, 6, "nvidia"),
+    "a100": ClassSpec(
+        9700, 1555, 40, "NVIDIA A100 data sheet (40GB, PCIe and SXM4)", 19500, 108, 40, "nvidia"
+    ),
+    "h100": ClassSpec(34000, 3350, 80, "NVIDIA H100 data sheet (SXM5 80GB)", 67000, 132, 50, "nvidia"),
+    "h200": ClassSpec(34000, 4800, 141, "NVIDIA H200 data sheet (SXM 141GB)", 67000, 132, 50, "nvidia"),
+    "a4000": ClassSpec(599, 448, 16, "NVIDIA RTX A4000 data sheet", 19200, 48, 4, "nvidia"),
+    "a6000": ClassSpec(1210, 768, 48, "NVIDIA RTX A6000 data sheet", 38700, 84, 6, "nvidia"),
+    "mi250x": ClassSpec(23950, 1638, 64, "AMD Instinct MI250X data sheet, one GCD", 23950, 110, 8, "amd"),
+    "w6600": ClassSpec(650, 224, 8, "AMD Radeon PRO W6600 product page", 10400, 28, 32, "amd"),
+    "w7800": ClassSpec(1410, 576, 32, "AMD Radeon PRO W7800 product page", 45200, 70, 64, "amd"),
 }
 GPU_CLASSES = tuple(CLASS_SPECS) + ("cpu",)
 
@@ -75,6 +103,26 @@ DEVICE_FEATURES = (
 )
 # The ones read off a spec sheet: a class without a sheet (the CPU) has none.
 SPEC_SHEET_FEATURES = frozenset({"peak_fp64_gflops", "spec_bandwidth_gbs", "spec_memory_gb"})
+# Facts of the class that rows do not carry: the combined models read them from this registry by class
+# (``class_features``), so rows measured before a fact was added learn from it too. The vendor is two 0/1
+# columns, so the CPU (neither) is not taken for an AMD card.
+CLASS_FEATURES = ("peak_fp32_gflops", "llc_mb", "vendor_nvidia", "vendor_amd")
+
+
+def class_features(gpu_class: str) -> dict[str, float | None]:
+    """The ``CLASS_FEATURES`` of a class from the registry: zeros for the CPU (no data sheet), None for a
+    figure the registry lacks (a site's own class)."""
+    if gpu_class == "cpu":
+        return dict.fromkeys(CLASS_FEATURES, 0.0)
+    spec = CLASS_SPECS.get(gpu_class)
+    vendor = spec.vendor if spec else None
+    return {
+        "peak_fp32_gflops": spec.peak_fp32_gflops if spec else None,
+        "llc_mb": spec.llc_mb if spec else None,
+        "vendor_nvidia": None if vendor is None else float(vendor == "nvidia"),
+        "vendor_amd": None if vendor is None else float(vendor == "amd"),
+    }
+
 
 _CLASS_PATTERNS = [
     (re.compile(r"C20(70|75)", re.I), "c2075"),
@@ -83,6 +131,11 @@ _CLASS_PATTERNS = [
     (re.compile(r"A100", re.I), "a100"),
     (re.compile(r"H100", re.I), "h100"),
     (re.compile(r"H200", re.I), "h200"),
+    (re.compile(r"A4000", re.I), "a4000"),
+    (re.compile(r"A6000", re.I), "a6000"),
+    (re.compile(r"MI250X", re.I), "mi250x"),
+    (re.compile(r"W6600", re.I), "w6600"),
+    (re.compile(r"W7800", re.I), "w7800"),
 ]
 
 

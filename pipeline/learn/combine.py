@@ -16,6 +16,15 @@ sources keep theirs; merged holds the same rows),
 ``validation.json`` entries (each source's re-measurement of its own model's pick), and ``sweep.json`` whose
 ``combined`` block records every source (path, classes, planning key, data hash, device facts). The command
 is deterministic: the same sources give the same merged data, split and models.
+
+A source may also be a Kernel Tuner cache (a ``.json``/``.json.gz`` file, or a folder of them): each cache is
+one GPU class with its data-sheet facts from the GPU registry (:mod:`pipeline.learn.caches`). A cache has no
+planning key, so it must share the launch space's parameters instead: every parameter of the sweeps (or,
+with caches alone, of the first cache) recorded, and any other parameter single-valued (a constant of the
+problem, such as the hub's ``filter_height``, left out). Caches must agree among themselves on the kernel
+name and the problem size; where a sweep's size or case differs from theirs the ``combined`` block notes it.
+With caches alone the folder's spec is made up: workload ``kernel_tuner_cache``, the caches' kernel name as
+the case, their problem size, the default training settings.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ import pandas as pd
 import pyarrow as pa
 
 from pipeline.errors import UserError
+from pipeline.learn.caches import SAMPLER, CacheClass, is_cache_path, read_caches
 from pipeline.learn.report import build_report
 from pipeline.learn.train import train_sweep
 from pipeline.paths import check_slug
@@ -73,19 +83,21 @@ def read_source(path: Path) -> Source:
     return Source(path, spec, meta, frame, classes, {c: p for c, p in plans.items() if p}, validation)
 
 
-def check_sources(sources: Sequence[Source]) -> None:
+def check_sources(sources: Sequence[Source], caches: Sequence[CacheClass] = ()) -> None:
     """Refuse sources that do not belong together (the policy in the module docstring)."""
-    if len(sources) < 2:
-        raise UserError("combine: name at least two sweep folders to combine")
+    if len(sources) + len(caches) < 2:
+        raise UserError("combine: name at least two sweep folders or Kernel Tuner caches to combine")
     seen: dict[str, Path] = {}
-    for s in sources:
-        for c in s.classes:
+    for path, classes in [(s.path, s.classes) for s in sources] + [(c.path, [c.gpu_class]) for c in caches]:
+        for c in classes:
             if c in seen:
                 raise UserError(
-                    f"{s.path}: GPU class {c!r} is also in {seen[c]}; each class must come from one source "
+                    f"{path}: GPU class {c!r} is also in {seen[c]}; each class must come from one source "
                     "(drop one, or re-measure the class into one folder)"
                 )
-            seen[c] = s.path
+            seen[c] = path
+    if not sources:
+        return
     first = sources[0]
     for s in sources[1:]:
         for k in MUST_AGREE:
@@ -101,6 +113,64 @@ def check_sources(sources: Sequence[Source]) -> None:
                     f"{s.path}: sweep.json plan.{k} differs from {first.path} (another launch space); "
                     "combined sweeps must share parameters, their values and kernels"
                 )
+
+
+def cache_params(sources: Sequence[Source], caches: Sequence[CacheClass]) -> list[str]:
+    """The launch space's parameters (the sweeps', else those that vary in some cache, in the first cache's
+    order), after refusing a cache that lacks one or varies another, and caches of different problems."""
+    if sources:
+        params = list(sources[0].meta["plan"]["params"])
+        where = f"the sweep {sources[0].path}"
+    else:
+        first = caches[0]
+        params = [p for p in first.params if any(len(c.params.get(p, [])) > 1 for c in caches)]
+        where = f"{first.path}"
+    for c in caches:
+        missing = [p for p in params if p not in c.params]
+        if missing:
+            raise UserError(f"{c.path}: no parameter {missing[0]!r}, which {where} tunes")
+        extra = [p for p, values in c.params.items() if p not in params and len(values) > 1]
+        if extra:
+            raise UserError(
+                f"{c.path}: parameter {extra[0]!r} takes several values but {where} does not tune it"
+            )
+    for c in caches[1:]:
+        for key in ("kernel_name", "problem_size"):
+            a, b = getattr(caches[0], key), getattr(c, key)
+            if a != b:
+                raise UserError(f"{c.path}: {key} is {b!r}, but {a!r} in {caches[0].path}: another problem")
+    return params
+
+
+def _cache_notes(sources: Sequence[Source], caches: Sequence[CacheClass]) -> list[str]:
+    """Where the sweeps' problem may differ from the caches' (a sweep's size and case are its workload's
+    words, which a cache need not share): said, not refused."""
+    if not sources or not caches:
+        return []
+    spec, c = sources[0].spec, caches[0]
+    notes = []
+    if spec.size != c.problem_size:
+        notes.append(
+            f"size: {spec.size!r} in {sources[0].path}, problem_size {c.problem_size!r} in the caches"
+        )
+    if c.kernel_name and c.kernel_name not in (spec.case, spec.options.get("kernel_name"), spec.workload):
+        notes.append(f"kernel: the caches record {c.kernel_name!r}; {sources[0].path} is case {spec.case!r}")
+    return notes
+
+
+def _cache_spec(caches: Sequence[CacheClass], name: str) -> SweepSpec:
+    """The made-up spec of a folder of caches alone (the module docstring)."""
+    c = caches[0]
+    return SweepSpec(
+        name=name,
+        workload=SAMPLER,
+        case=c.kernel_name or "kernel",
+        size=c.problem_size or "1",
+        backend=SAMPLER,
+        samples=max(len(x.frame) for x in caches),
+        samplers=(SAMPLER,),
+        source="python -m pipeline combine",
+    )
 
 
 def _fill_measured_bandwidth(s: Source, log: Log) -> tuple[pd.DataFrame, dict[str, str]]:
@@ -155,14 +225,12 @@ def _device_of(s: Source, cls: str) -> dict[str, Any]:
     return facts
 
 
-def _prepare_out(out: Path, sources: Sequence[Source]) -> None:
+def _prepare_out(out: Path, paths: Sequence[Path]) -> None:
     resolved = out.resolve()
-    for s in sources:
-        src = s.path.resolve()
+    for path in paths:
+        src = path.resolve()
         if resolved == src or src in resolved.parents or resolved in src.parents:
-            raise UserError(
-                f"{out}: the output folder must lie outside every source and hold none ({s.path})"
-            )
+            raise UserError(f"{out}: the output folder must lie outside every source and hold none ({path})")
     folder = SweepFolder(out)
     meta = folder.read_meta() if out.is_dir() else None
     if meta is not None and "combined" not in meta:
@@ -173,19 +241,52 @@ def _prepare_out(out: Path, sources: Sequence[Source]) -> None:
     folder.clear("combined")
 
 
+def _merged_frame(table: pa.Table) -> pd.DataFrame:
+    """The merged rows as ``load_merged`` reads them back from disk (columns in the order of the Parquet
+    dataset, the class last; sorted by class and sample), so training and the report get them without reading
+    ``merged/`` again, and ``metrics.json``'s data hash is the one a later ``train`` computes."""
+    classes = table.column("gpu_class")
+    frame = table.drop_columns(["gpu_class"]).append_column("gpu_class", classes).to_pandas()
+    frame["gpu_class"] = frame["gpu_class"].astype(str)
+    return frame.sort_values(["gpu_class", "sample_id"]).reset_index(drop=True)
+
+
 def combine(out: Path, paths: Sequence[Path], log: Log = logger.info, train: bool = True) -> dict[str, Any]:
     """Everything ``python -m pipeline combine OUT SRC...`` does; returns the ``combined`` block."""
+    paths = [Path(p) for p in paths]
     if len({p.resolve() for p in paths}) < len(paths):
         raise UserError("combine: a source folder is named twice")
-    sources = [read_source(Path(p)) for p in paths]
-    check_sources(sources)
-    _prepare_out(out, sources)
+    sources: list[Source] = []
+    caches: list[CacheClass] = []
+    for p in paths:
+        if is_cache_path(p):
+            caches += read_caches(p)
+        else:
+            sources.append(read_source(p))
+    check_sources(sources, caches)
+    params = cache_params(sources, caches) if caches else list(sources[0].meta["plan"]["params"])
+    _prepare_out(out, paths)
     folder = SweepFolder(out)
-    base = sources[0]
-    plan = {k: v for k, v in base.meta["plan"].items() if k in PLAN_FACTS}
+    name = out.resolve().name
+    try:
+        name = check_slug(name, "OUT")
+    except UserError:
+        name = "combined"
+    if sources:
+        base_spec = sources[0].spec
+        plan = {k: v for k, v in sources[0].meta["plan"].items() if k in PLAN_FACTS}
+    else:
+        base_spec = _cache_spec(caches, name)
+        plan = {"params": params, "values": {}, "default": None, "kernels": [], "inactive": []}
+    if caches:  # the values any source recorded
+        values = {p: set(plan.get("values", {}).get(p, [])) for p in params}
+        for c in caches:
+            for p in params:
+                values[p].update(c.params[p])
+        plan["values"] = {p: sorted(int(v) for v in values[p]) for p in params}
     schema = shard_schema(plan["params"], plan["kernels"])
-    classes = sorted(c for s in sources for c in s.classes)
-    notes: list[str] = []
+    classes = sorted([c for s in sources for c in s.classes] + [c.gpu_class for c in caches])
+    notes: list[str] = _cache_notes(sources, caches)
     tables, records, validation = [], [], {}
     for s in sources:
         frame, filled = _fill_measured_bandwidth(s, log)
@@ -218,17 +319,35 @@ def combine(out: Path, paths: Sequence[Path], log: Log = logger.info, train: boo
                 slim.update(n_configs=len(s.plans[c].get("configs", [])), source=str(s.path))
                 folder.write_plan(c, slim)
         for k in ("test_fraction", "train"):
-            if getattr(s.spec, k) != getattr(base.spec, k):
-                notes.append(f"{s.path}: spec {k} differs from {base.path}; {base.path}'s is used")
+            if getattr(s.spec, k) != getattr(base_spec, k):
+                notes.append(
+                    f"{s.path}: spec {k} differs from {sources[0].path}; {sources[0].path}'s is used"
+                )
+    for c in caches:
+        table = _table(c.frame, schema)
+        tables.append(table)
+        counts = c.frame["status"].value_counts()
+        plan_c = c.plan()
+        records.append(
+            {
+                "path": str(c.path),
+                "classes": [c.gpu_class],
+                "kind": SAMPLER,
+                "kernel_name": c.kernel_name,
+                "problem_size": c.problem_size,
+                "rows": int(len(c.frame)),
+                "ok": int(counts.get("ok", 0)),
+                "data_hash": data_hash(table.to_pandas()),
+                "devices": {c.gpu_class: plan_c["device"]},
+                "validation": [],
+            }
+        )
+        folder.write_plan(c.gpu_class, plan_c)
+        log(f"combine: {c.gpu_class}: {len(c.frame)} configurations of {c.path} (a Kernel Tuner cache)")
     merged = write_merged(out, pa.concat_tables(tables))
-    backends = sorted({s.meta["planning_key"]["backend"] for s in sources})
-    name = out.resolve().name
-    try:
-        name = check_slug(name, "OUT")
-    except UserError:
-        name = "combined"
+    backends = sorted({s.meta["planning_key"]["backend"] for s in sources} | ({SAMPLER} if caches else set()))
     spec = replace(
-        base.spec,
+        base_spec,
         name=name,
         backend=backends[0] if len(backends) == 1 else "mixed",
         gpu_classes=tuple(classes),
@@ -246,9 +365,10 @@ def combine(out: Path, paths: Sequence[Path], log: Log = logger.info, train: boo
         {"spec": spec.to_dict(), "planning_key": spec.planning_key(), "plan": plan, "combined": block}
     )
     folder.write_validation(validation)
-    log(f"combined {merged.num_rows} rows of {', '.join(classes)} from {len(sources)} sweeps into {out}")
+    log(f"combined {merged.num_rows} rows of {', '.join(classes)} from {len(paths)} sources into {out}")
     if train:
-        train_sweep(out, log)
-        build_report(out, log)
+        frame = _merged_frame(merged)  # read once, handed down: training and the report read no merged/
+        train_sweep(out, log, merged=frame)
+        build_report(out, log, frame=frame)
         log(f"report: {folder.report_md}")
     return block

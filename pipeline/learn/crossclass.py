@@ -10,7 +10,13 @@ out, the question being whether device facts carry a model to a GPU it has never
 little there (with one or two training classes the device facts are constant or nearly so, and nothing ties
 their values to the time scale), so the rank scores are what to read: Spearman's rho between predicted and
 measured time, and what the prediction would buy, the measured time of the held-out class's predicted-best
-sampled configuration against that class's measured best.
+sampled configuration against that class's measured best. A pick within ``WITHIN`` (10%) of that best counts
+as found; where a model's pick is not, ``why_not`` gives the reasons this data can show (a vendor or device
+facts the training classes do not span, an optimum no training class shares, a poor ranking).
+
+**Pairs** (no model): for each two classes, Spearman's rho of their measured times on the configurations
+both measured, and what one class's best configuration costs on the other (its time there over the other's
+best): how much one GPU's tuning tells about another's before any model is fitted.
 """
 
 from __future__ import annotations
@@ -26,13 +32,15 @@ from scipy.stats import percentileofscore, spearmanr
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import mean_squared_error, r2_score
 
-from kernels.device import DEVICE_FEATURES
+from kernels.device import CLASS_FEATURES, DEVICE_FEATURES
 from pipeline.learn.design import MIN_ROWS, capped, design, model_makers, split
 from pipeline.learn.parallel import run_fits
 from pipeline.sweep.folder import ok_rows
 from pipeline.sweep.spec import SweepSpec
 
 Log = Callable[[str], None]
+
+WITHIN = 1.10  # a pick within 10% of the held-out class's best counts as found
 
 
 def scores(y: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
@@ -107,7 +115,12 @@ def _fit_and_score(
 
 
 def leave_one_class_out(
-    frame: pd.DataFrame, spec: SweepSpec, features: list[str], device: list[str], log: Log
+    frame: pd.DataFrame,
+    spec: SweepSpec,
+    features: list[str],
+    device: list[str],
+    log: Log,
+    pairs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """For each class with enough rows: the combined models fitted on the other classes, scored on it.
 
@@ -157,8 +170,11 @@ def leave_one_class_out(
         phases=["leave one class out"] * len(jobs),
     )
     for (held, name, *_), result in zip(jobs, results, strict=True):
+        result["within_10pct"] = bool(result["picked_over_best"] <= WITHIN)
         out[held]["models"][name] = result
     for held, entry in out.items():
+        if not all(m["within_10pct"] for m in entry["models"].values()):
+            entry["why_not"] = why_not(rows, held, entry, pairs)
         log(
             f"leave out {held}: "
             + ", ".join(
@@ -175,15 +191,94 @@ def cross_class(
     groups: dict[str, Any],
     trained: dict[str, dict[str, Any]],
     log: Log,
+    merged: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
-    """``comparison`` and, with two classes or more, ``loco`` for ``models/metrics.json``."""
+    """``comparison`` and, with two classes or more, ``pairs`` (from ``merged``, every row of the folder,
+    where given; else ``frame``) and ``loco`` for ``models/metrics.json``."""
     out: dict[str, Any] = {"comparison": same_split(frame, spec, groups, trained)}
     entry = groups.get("combined", {})
     classes = [c for c in frame["gpu_class"].unique() if c in trained]
+    if len(classes) >= 2:
+        params = groups[classes[0]]["features"]
+        out["pairs"] = class_pairs(frame if merged is None else merged, params)
     if "combined" in trained and len(classes) >= 2:
         device = [f for f in entry["features"] if f not in groups[classes[0]]["features"]]
-        out["loco"] = leave_one_class_out(frame, spec, entry["features"], device, log)
+        out["loco"] = leave_one_class_out(frame, spec, entry["features"], device, log, out["pairs"])
     return out
+
+
+def class_pairs(frame: pd.DataFrame, params: list[str]) -> dict[str, Any]:
+    """For each class A and each other class B: Spearman's rho of A's and B's times on the configurations
+    both measured, and what B's best configuration costs on A (A's time of it over A's best; null where A
+    has no ok row of it, with the reason: it did not run on A, or A never measured it). Configurations
+    measured more than once count with their median."""
+    rows = ok_rows(frame, None)
+    times = rows.groupby(["gpu_class", *params], sort=True)["total_ms"].median()
+    per_class = {c: t.droplevel(0) for c, t in times.groupby(level=0)}
+    failed = frame[frame["status"] != "ok"]
+    status = {  # what a class recorded of a configuration it has no ok row of
+        (c, tuple(key)): f"{state} on {c}"
+        for (c, *key), state in zip(
+            failed[["gpu_class", *params]].itertuples(index=False, name=None), failed["status"], strict=True
+        )
+    }
+    out: dict[str, Any] = {}
+    for a, ta in per_class.items():
+        out[a] = {}
+        for b, tb in per_class.items():
+            if a == b:
+                continue
+            shared = ta.index.intersection(tb.index)
+            rho = spearmanr(ta[shared], tb[shared]).statistic if len(shared) > 2 else np.nan
+            best_b = tb.idxmin()
+            entry: dict[str, Any] = {
+                "shared": int(len(shared)),
+                "spearman": float(rho),
+                "best_of_other": dict(zip(params, map(int, np.atleast_1d(best_b)), strict=True)),
+            }
+            if best_b in ta.index:
+                entry["best_of_other_ratio"] = float(ta[best_b] / ta.min())
+            else:
+                entry["best_of_other_ratio"] = None
+                key = best_b if isinstance(best_b, tuple) else (best_b,)
+                entry["best_of_other_note"] = status.get((a, key), f"not measured on {a}")
+            out[a][b] = entry
+    return out
+
+
+def why_not(rows: pd.DataFrame, held: str, entry: dict[str, Any], pairs: dict[str, Any] | None) -> str:
+    """Why a model fitted on the other classes may miss the held-out class's optimum, from what the data
+    shows: a vendor no training class has, device facts outside the training classes' range, an optimum
+    that is no training class's (its best configuration more than 10% off on every one), a poor ranking."""
+    reasons = []
+    trained_on = entry["trained_on"]
+    facts = rows.drop_duplicates("gpu_class").set_index("gpu_class")
+    for vendor in ("nvidia", "amd"):
+        col = f"vendor_{vendor}"
+        if col in facts and facts.at[held, col] == 1 and not (facts.loc[trained_on, col] == 1).any():
+            reasons.append(f"vendor unseen in training ({vendor})")
+    outside = []
+    for f in entry["device_features"]:
+        if f.startswith("vendor_"):
+            continue
+        lo, hi, v = facts.loc[trained_on, f].min(), facts.loc[trained_on, f].max(), facts.at[held, f]
+        if v < lo or v > hi:
+            outside.append(f"{f} {v:g} outside [{lo:g}, {hi:g}]")
+    if outside:
+        reasons.append("device facts outside training: " + ", ".join(outside))
+    costs = {c: (pairs or {}).get(c, {}).get(held, {}).get("best_of_other_ratio") for c in trained_on}
+    known = {c: r for c, r in costs.items() if r is not None}
+    if known and min(known.values()) > WITHIN:
+        c = min(known, key=lambda k: known[k])
+        reasons.append(
+            f"its optimum is no training GPU's (its best configuration costs >= {known[c]:.2f}x on {c}, "
+            "the closest)"
+        )
+    rhos = [m["spearman"] for m in entry["models"].values() if not m["within_10pct"]]
+    if not reasons:
+        rho = min(rhos) if rhos else float("nan")
+        reasons.append(f"the model's ranking misses the top (rho {rho:.2f})")
+    return "; ".join(reasons)
 
 
 def markdown(metrics: dict[str, Any]) -> list[str]:
@@ -196,7 +291,7 @@ def markdown(metrics: dict[str, Any]) -> list[str]:
     comparison = metrics.get("comparison") or {}
     combined = metrics.get("groups", {}).get("combined", {})
     if comparison and len(comparison) > 1:
-        device = [x for x in combined.get("features", []) if x in DEVICE_FEATURES]
+        device = [x for x in combined.get("features", []) if x in DEVICE_FEATURES + CLASS_FEATURES]
         lines += [
             "",
             "## Combined vs per-class on the same test rows",
@@ -240,21 +335,97 @@ def markdown(metrics: dict[str, Any]) -> list[str]:
             "with that cap).",
             "",
             "| held out | trained on | model | fit rows | rows | R2 | MSE | rho | pick ms | best ms "
-            "| pick/best | pick % | median/best |",
-            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| pick/best | within 10% | pick % | median/best |",
+            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
         ]
         notes = []
         for held, e in loco.items():
             for name, m in e["models"].items():
+                within = m.get("within_10pct")
                 lines.append(
                     f"| {held} | {', '.join(e['trained_on'])} | {name} | {m.get('n_train', e['n_train'])} "
                     f"| {e['n_test']} | {f(m['r2_test'])} "
                     f"| {f(m['mse_test'], 4)} | {f(m['spearman'])} | {f(m['picked_ms'], 4)} "
                     f"| {f(m['best_ms'], 4)} | {f(m['picked_over_best'], 4)} "
+                    f"| {'n/a' if within is None else ('yes' if within else 'no')} "
                     f"| {f(m['picked_percentile'], 3)} | {f(m['median_over_best'], 4)} |"
                 )
             if e.get("note"):
                 notes.append(f"- {held} held out: {e['note']}")
         if notes:
             lines += ["", *notes]
+        lines += loco_summary(loco)
+    lines += pairs_markdown(metrics.get("pairs") or {})
     return lines
+
+
+def loco_summary(loco: dict[str, Any]) -> list[str]:
+    """One row per held-out class: R2, rho and pick/best of each model, whether each pick is within 10% of
+    the class's best, and where one is not, why (``why_not``)."""
+    names = sorted({n for e in loco.values() for n in e["models"]})
+    if not loco or not names:
+        return []
+    found = sum(any(e["models"][n]["within_10pct"] for n in e["models"]) for e in loco.values())
+    lines = [
+        "",
+        "### Leave one GPU out: is the pick within 10% of the held-out GPU's optimum?",
+        "",
+        f"Found (by at least one model) for {found} of {len(loco)} held-out classes.",
+        "",
+        "| held out | "
+        + " | ".join(f"{n} R2 | {n} rho | {n} pick/best | {n} within 10%" for n in names)
+        + " | why not |",
+        "| --- | " + " | ".join("---: | ---: | ---: | ---" for _ in names) + " | --- |",
+    ]
+    for held, e in loco.items():
+        cells = []
+        for n in names:
+            m = e["models"].get(n)
+            if m is None:
+                cells.append("n/a | n/a | n/a | n/a")
+                continue
+            cells.append(
+                f"{_num(m['r2_test'])} | {_num(m['spearman'])} | {_num(m['picked_over_best'], 4)} "
+                f"| {'yes' if m['within_10pct'] else 'no'}"
+            )
+        lines.append(f"| {held} | " + " | ".join(cells) + f" | {e.get('why_not', '')} |")
+    return lines
+
+
+def pairs_markdown(pairs: dict[str, Any]) -> list[str]:
+    """The two class-by-class tables of ``class_pairs``: rank agreement, and one class's best on another."""
+    classes = sorted(pairs)
+    if len(classes) < 2:
+        return []
+
+    def table(cell: Any) -> list[str]:
+        rows = ["| class | " + " | ".join(classes) + " |", "| --- |" + " ---: |" * len(classes)]
+        for a in classes:
+            rows.append(
+                f"| {a} | " + " | ".join("-" if a == b else cell(pairs[a][b]) for b in classes) + " |"
+            )
+        return rows
+
+    def cost(p: dict[str, Any]) -> str:
+        if p["best_of_other_ratio"] is None:
+            return p.get("best_of_other_note", "n/a")
+        return _num(p["best_of_other_ratio"], 4)
+
+    return [
+        "",
+        "## GPU against GPU (measured times, no model)",
+        "",
+        "Spearman's rho of the row class's times against the column class's, on the configurations both "
+        "measured (each configuration's median):",
+        "",
+        *table(lambda p: f"{_num(p['spearman'])} ({p['shared']})"),
+        "",
+        "What the column class's best configuration costs on the row class: its time there over the row "
+        "class's best (1 = the same optimum):",
+        "",
+        *table(cost),
+    ]
+
+
+def _num(x: Any, digits: int = 3) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.{digits}g}"

@@ -2,7 +2,9 @@
 
 Shared by training (:mod:`pipeline.learn.train`), the cross-class scores (:mod:`pipeline.learn.crossclass`)
 and the notebooks' refits (:mod:`pipeline.results.learning`), so the three agree on every split and feature.
-Device facts as features come from the GPU-class registry (:data:`kernels.device.DEVICE_FEATURES`).
+Device facts as features come from the GPU-class registry: those every row carries
+(:data:`kernels.device.DEVICE_FEATURES`, written by the worker that measured it) and those read from the
+registry by class (:data:`kernels.device.CLASS_FEATURES`: FP32 peak, last-level cache, vendor).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from kernels.device import DEVICE_FEATURES, SPEC_SHEET_FEATURES
+from kernels.device import CLASS_FEATURES, DEVICE_FEATURES, SPEC_SHEET_FEATURES, class_features
 from pipeline.learn.models import make_gbr, make_mlp, with_inactive_zeroed
 from pipeline.sweep.spec import SweepSpec
 
@@ -73,15 +75,31 @@ def split(frame: pd.DataFrame, test_fraction: float, seed: int) -> tuple[np.ndar
 
 def features_for(plan: dict[str, Any], combined: bool) -> list[str]:
     """Every feature a group may use; ``device_features`` says which of the device facts the data has."""
-    return list(plan["params"]) + (list(DEVICE_FEATURES) if combined else [])
+    return list(plan["params"]) + (list(DEVICE_FEATURES) + list(CLASS_FEATURES) if combined else [])
+
+
+def with_class_facts(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the registry's ``CLASS_FEATURES`` of each row's class (null where the registry lacks a
+    figure) in columns the rows do not have already; ``rows`` itself where they have all."""
+    missing = [f for f in CLASS_FEATURES if f not in rows]
+    if not missing:
+        return rows
+    facts = {c: class_features(c) for c in rows["gpu_class"].unique()}
+    out = rows.copy()
+    for f in missing:
+        out[f] = rows["gpu_class"].map({c: facts[c][f] for c in facts}).astype(float)
+    return out
 
 
 def device_features(rows: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
     """The device facts usable on ``rows`` and, for each left out, why."""
     used, dropped = [], {}
-    for f in DEVICE_FEATURES:
+    for f in DEVICE_FEATURES + CLASS_FEATURES:
         if f not in rows:
             dropped[f] = "not in the data (measured before the column existed)"
+        elif f in CLASS_FEATURES and rows[f].isna().any():
+            missing = sorted(rows.loc[rows[f].isna(), "gpu_class"].unique())
+            dropped[f] = f"no figure in the GPU registry (kernels/device.py) for {', '.join(missing)}"
         elif f not in SPEC_SHEET_FEATURES and rows[f].isna().any():
             missing = sorted(rows.loc[rows[f].isna(), "gpu_class"].unique())
             dropped[f] = f"not measured for {', '.join(missing)}"
@@ -134,4 +152,6 @@ def model_makers(
 
 
 def design(rows: pd.DataFrame, features: list[str]) -> np.ndarray:
+    if any(f not in rows for f in features):
+        rows = with_class_facts(rows)
     return rows[features].astype(float).fillna(0.0).to_numpy()

@@ -387,10 +387,13 @@ def _markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_report(sweep_dir: Path, log: Callable[[str], Any] = logger.info) -> dict[str, Any]:
+def build_report(
+    sweep_dir: Path, log: Callable[[str], Any] = logger.info, frame: pd.DataFrame | None = None
+) -> dict[str, Any]:
+    """Write the report files; ``frame``: the merged rows where the caller holds them (``combine``)."""
     folder = SweepFolder(sweep_dir)
     spec, plan = folder.read_spec()
-    frame = load_merged(sweep_dir)
+    frame = load_merged(sweep_dir) if frame is None else frame
     metrics = folder.read_metrics()
     if metrics is None:
         raise UserError(f"{sweep_dir}: no trained models (run `python -m pipeline train {sweep_dir}` first)")

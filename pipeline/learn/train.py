@@ -32,6 +32,7 @@ from pipeline.learn.design import (
     group_split,
     model_makers,
     training_rows,
+    with_class_facts,
 )
 from pipeline.learn.models import AdditiveKernelModel, loss_curve, one_thread, save_model
 from pipeline.learn.parallel import run_fits
@@ -94,12 +95,18 @@ def fit_models(
     return out
 
 
-def train_sweep(sweep_dir: Path, log: Callable[[str], Any] = logger.info) -> dict[str, Any]:
-    """Train per class and combined; write ``models/<class>/<model>.skops`` and ``models/metrics.json``."""
+def train_sweep(
+    sweep_dir: Path, log: Callable[[str], Any] = logger.info, merged: pd.DataFrame | None = None
+) -> dict[str, Any]:
+    """Train per class and combined; write ``models/<class>/<model>.skops`` and ``models/metrics.json``.
+
+    ``merged``: the folder's merged rows where the caller holds them already (``combine`` has just written
+    them), as ``load_merged`` reads them; otherwise read here."""
     folder = SweepFolder(sweep_dir)
     spec, plan = folder.read_spec()
-    merged = load_merged(sweep_dir)
+    merged = load_merged(sweep_dir) if merged is None else merged
     frame, used = training_rows(merged, spec.train.max_rows, spec.seed)
+    frame = with_class_facts(frame)
     for cls, n in used["per_class"].items():
         if n["used"] < n["ok_rows"]:
             log(f"train {cls}: {n['used']} of {n['ok_rows']} ok rows, drawn with seed {spec.seed} (max_rows)")
@@ -119,7 +126,7 @@ def train_sweep(sweep_dir: Path, log: Callable[[str], Any] = logger.info) -> dic
         _fit_groups(folder, frame, plan, spec, groups, metrics, trained, log)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            metrics.update(cross_class(frame, spec, metrics["groups"], trained, log))
+            metrics.update(cross_class(frame, spec, metrics["groups"], trained, log, merged))
     folder.write_metrics(_finite(metrics))
     return {"metrics": metrics, "models": trained}
 

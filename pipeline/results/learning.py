@@ -14,7 +14,7 @@ from sklearn.metrics import r2_score
 from threadpoolctl import threadpool_limits
 
 from pipeline.errors import UserError
-from pipeline.learn.design import design, features_for, group_split, model_makers
+from pipeline.learn.design import design, features_for, group_split, model_makers, with_class_facts
 from pipeline.learn.models import load_model
 from pipeline.results.sweeps import Sweep
 from pipeline.sweep.folder import SweepFolder
@@ -106,7 +106,7 @@ def _group_design(sweep: Sweep, group: str):
         raise UserError(f"{sweep.path}: models/metrics.json has no group {group!r}")
     if group != "combined" and group not in sweep.classes:
         raise UserError(f"{sweep.path}: group {group!r} is neither a GPU class of the data nor 'combined'")
-    rows = sweep.ok(None if group == "combined" else group)
+    rows = with_class_facts(sweep.ok(None if group == "combined" else group))
     features = entry.get("features") or features_for(sweep.plan, group == "combined")
     missing = [f for f in features if f not in rows]
     if missing:

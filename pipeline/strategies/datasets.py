@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kernels.atomic import atomic_path
+from kernels.device import CLASS_SPECS, gpu_class_of
 from pipeline.errors import UserError
 
 TIME = "time"  # the objective column of every Dataset frame (ms; NaN where the configuration failed)
@@ -46,22 +47,10 @@ _LAUNCH_PARAM = re.compile(
     r"^(?P<kernel>[A-Za-z0-9_]+)\.(?P<what>blocks|threads|gang|vector|block_x|block_y|cells_x|cells_y|smem|faces|maxreg|arith)$"
 )
 
-# Device facts for GPUs that are not in kernels.device (the Benchmark Hub's cards), for combined training.
-# Public spec-sheet figures: peak FP32 TFLOP/s (non-tensor), memory bandwidth GB/s, SMs or CUs (one MI250X
-# GCD,
-# which is what HIP sees as a device), last-level cache MB, vendor (1 = NVIDIA).
-EXTRA_DEVICE_FACTS: dict[str, dict[str, float]] = {
-    "A100": dict(fp32_tflops=19.5, bandwidth_gbs=1555, units=108, cache_mb=40, nvidia=1),
-    "A4000": dict(fp32_tflops=19.2, bandwidth_gbs=448, units=48, cache_mb=4, nvidia=1),
-    "A6000": dict(fp32_tflops=38.7, bandwidth_gbs=768, units=84, cache_mb=6, nvidia=1),
-    "MI250X": dict(fp32_tflops=23.9, bandwidth_gbs=1638, units=110, cache_mb=8, nvidia=0),
-    "W6600": dict(fp32_tflops=10.4, bandwidth_gbs=224, units=28, cache_mb=32, nvidia=0),
-    "W7800": dict(fp32_tflops=45.2, bandwidth_gbs=576, units=70, cache_mb=64, nvidia=0),
-    "H100": dict(fp32_tflops=67.0, bandwidth_gbs=3350, units=132, cache_mb=50, nvidia=1),
-    "H200": dict(fp32_tflops=67.0, bandwidth_gbs=4800, units=132, cache_mb=50, nvidia=1),
-    "V100": dict(fp32_tflops=15.7, bandwidth_gbs=900, units=80, cache_mb=6, nvidia=1),
-    "P100": dict(fp32_tflops=9.3, bandwidth_gbs=720, units=56, cache_mb=4, nvidia=1),
-}
+# The device facts a transfer model learns from, from the one GPU registry (kernels.device.CLASS_SPECS,
+# where each figure's data sheet is cited): peak FP32 TFLOP/s (no tensor or matrix cores), memory bandwidth
+# GB/s, SMs or CUs (one MI250X GCD, which is what HIP sees as a device), last-level cache MB, vendor (1 =
+# NVIDIA).
 HUB_DEVICE_FEATURES = ("fp32_tflops", "bandwidth_gbs", "units", "cache_mb", "nvidia")
 
 
@@ -119,11 +108,18 @@ class Dataset:
 
 
 def _device_features(name: str) -> dict[str, float] | None:
-    key = name.upper()
-    for short, facts in EXTRA_DEVICE_FACTS.items():
-        if short in key.replace(" ", "").replace("-", ""):
-            return facts
-    return None
+    """``HUB_DEVICE_FEATURES`` of the GPU a device name (or a class name) belongs to; None where the registry
+    has no complete data sheet for it."""
+    spec = CLASS_SPECS.get(gpu_class_of(name))
+    if spec is None or None in (spec.peak_fp32_gflops, spec.sm_count, spec.llc_mb, spec.vendor):
+        return None
+    return dict(
+        fp32_tflops=float(spec.peak_fp32_gflops or 0) / 1000,
+        bandwidth_gbs=float(spec.bandwidth_gbs),
+        units=float(spec.sm_count or 0),
+        cache_mb=float(spec.llc_mb or 0),
+        nvidia=float(spec.vendor == "nvidia"),
+    )
 
 
 # -------------------------------------------------------------------------------------- Kernel Tuner cache
@@ -189,6 +185,10 @@ def load_kernel_tuner_cache(path: str | Path) -> Dataset:
             raise UserError(
                 f"{path}: parameter {k!r} is not integer-valued; only integer parameters are supported"
             )
+    first = frame.iloc[0]
+    constants = {
+        k: first[k].item() if isinstance(first[k], np.generic) else first[k] for k in keys if k not in params
+    }
     frame = frame[params + [TIME, STATUS]].copy()
     frame["times"] = times
     device_name = str(raw.get("device_name") or "").strip()
@@ -200,7 +200,13 @@ def load_kernel_tuner_cache(path: str | Path) -> Dataset:
         name=name,
         params=params,
         frame=frame.reset_index(drop=True),
-        device={"device_name": device_name, "features": feats, "kernel_name": raw.get("kernel_name", "")},
+        device={
+            "device_name": device_name,
+            "features": feats,
+            "kernel_name": raw.get("kernel_name", ""),
+            "problem_size": raw.get("problem_size"),
+            "constants": constants,  # the single-valued parameters left out of params, with their value
+        },
         source=str(path),
     )
 

@@ -183,7 +183,17 @@ def test_combined_and_per_class_models_are_scored_on_the_same_rows(combined):
     metrics = json.loads((out / "models/metrics.json").read_text())
     groups = metrics["groups"]
     entry = groups["combined"]
-    assert entry["features"][-4:] == ["peak_fp64_gflops", "spec_bandwidth_gbs", "spec_memory_gb", "sm_count"]
+    # the rows' facts, then the registry's facts of each class (FP32 peak, last-level cache, vendor)
+    assert entry["features"][-8:] == [
+        "peak_fp64_gflops",
+        "spec_bandwidth_gbs",
+        "spec_memory_gb",
+        "sm_count",
+        "peak_fp32_gflops",
+        "llc_mb",
+        "vendor_nvidia",
+        "vendor_amd",
+    ]
     assert "measured_bandwidth_gbs" in entry["dropped_features"] and entry["target"] == "log(ms)"
     assert (
         groups["v100"]["features"]
@@ -215,7 +225,7 @@ def test_leave_one_class_out_ranks_the_unseen_class(combined):
     for held, other in (("v100", "h100"), ("h100", "v100")):
         e = loco[held]
         assert e["trained_on"] == [other] and e["n_test"] == groups[held]["rows"]
-        assert len(e["constant_in_training"]) == 4 and e["device_features"] == [] and "constant" in e["note"]
+        assert len(e["constant_in_training"]) == 8 and e["device_features"] == [] and "constant" in e["note"]
         for m in e["models"].values():
             assert m["n"] == e["n_test"] and m["non_finite_predictions"] == 0
             assert 1.0 <= m["picked_over_best"] and m["picked_ms"] >= m["best_ms"]
