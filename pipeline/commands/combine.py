@@ -2,8 +2,11 @@
 per class and combined, with leave-one-class-out, and reported, without measuring anything.
 
 Each SRC is a sweep folder (``python -m pipeline sweep``), typically one per GPU class measured on its own
-machine. They must share workload, case, size, workload options, check setting and launch space; backend,
-samples, samplers, repeats, batch size and seed may differ. Each class may come from one source only. OUT gets
+machine, or a Kernel Tuner cache (``.json`` / ``.json.gz``, or a folder of them): a GPU measured elsewhere,
+one class per cache with its data-sheet facts from the GPU registry (kernels/device.py). Sweep folders must
+share workload, case, size, workload options, check setting and launch space; backend, samples, samplers,
+repeats, batch size and seed may differ. A cache must record every parameter the sweeps tune (any other
+single-valued). Each class may come from one source only. OUT gets
 merged/, plan/ (without the sampled configurations), models/ (metrics.json with the same-split comparison
 and leave-one-class-out), validation.json (the sources' re-measurements), report.md/json, figures/ and
 tuning_table.json; a rerun replaces them and keeps anything else (a PROVENANCE.md).
@@ -18,13 +21,14 @@ EPILOG = """\
 example:
   python -m pipeline combine data/cfd/combined/sweep_paper \
       data/cfd/h100/sweep_paper data/cfd/h200/sweep_paper data/cfd/cpu/sweep_paper
+  python -m pipeline combine results/convolution_gpus ../shared/data/benchmark_hub/convolution
 """
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "combine",
-        help="combine sweeps of several GPU classes, train combined vs per class, leave one class out",
+        help="sweeps and Kernel Tuner caches of several GPU classes: combined vs per class, leave one out",
         description=__doc__,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -34,7 +38,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         help="folder for the combined sweep: new or empty, or one combine made (a rerun replaces it)",
     )
-    p.add_argument("sources", type=Path, nargs="+", metavar="SRC", help="sweep folders, two or more")
+    p.add_argument(
+        "sources",
+        type=Path,
+        nargs="+",
+        metavar="SRC",
+        help="sweep folders and Kernel Tuner caches (files or folders of them): two GPU classes or more",
+    )
     p.set_defaults(func=run)
 
 

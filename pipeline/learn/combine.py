@@ -153,8 +153,12 @@ def _cache_notes(sources: Sequence[Source], caches: Sequence[CacheClass]) -> lis
         notes.append(
             f"size: {spec.size!r} in {sources[0].path}, problem_size {c.problem_size!r} in the caches"
         )
-    if c.kernel_name and c.kernel_name not in (spec.case, spec.options.get("kernel_name"), spec.workload):
-        notes.append(f"kernel: the caches record {c.kernel_name!r}; {sources[0].path} is case {spec.case!r}")
+    kernels = sources[0].meta["plan"].get("kernels") or []
+    if c.kernel_name and c.kernel_name not in kernels:
+        notes.append(
+            f"kernel: the caches record {c.kernel_name!r}; {sources[0].path} times "
+            + (", ".join(kernels) or "none")
+        )
     return notes
 
 
