@@ -55,6 +55,35 @@ class WorkloadError(ValueError):
         self.field = field
 
 
+# The largest seed every library we seed takes: scikit-learn's ``random_state`` and numpy's legacy
+# ``RandomState`` accept 0 .. 2**32 - 1 (numpy's ``default_rng`` takes more, but one rule for all seeds).
+SEED_MAX = 2**32 - 1
+
+
+def integer_option(options: Mapping[str, Any], name: str, default: int, minimum: int, maximum: int) -> int:
+    """``options[name]`` (or ``default``) as an integer in ``[minimum, maximum]``, else ``WorkloadError``
+    naming ``options.<name>``: the one rule for a workload option that sizes work or seeds a generator."""
+    value = options.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise WorkloadError(
+            f"must be an integer from {minimum:,} to {maximum:,} (got {value!r})"[:300], f"options.{name}"
+        )
+    return value
+
+
+def number_option(
+    options: Mapping[str, Any], name: str, default: float, minimum: float, maximum: float
+) -> float:
+    """``options[name]`` (or ``default``) as a finite real number in ``[minimum, maximum]`` (NaN and
+    infinities refused), else ``WorkloadError`` naming ``options.<name>``."""
+    value = options.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not minimum <= value <= maximum:
+        raise WorkloadError(
+            f"must be a number from {minimum:g} to {maximum:g} (got {value!r})"[:300], f"options.{name}"
+        )
+    return float(value)
+
+
 # Lazy "module:factory" strings keep this module import-light: a workload's CuPy or numpy code loads only when
 # that workload is asked for.
 _FACTORIES = {

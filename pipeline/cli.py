@@ -11,8 +11,9 @@ import argparse
 import importlib
 import signal
 import sys
+from typing import NoReturn
 
-from pipeline.errors import UserError
+from pipeline.errors import UserError, path_error_line
 from pipeline.interrupts import Interrupted, received, signals_interrupt
 from pipeline.logs import configure as configure_logging
 
@@ -32,8 +33,16 @@ COMMANDS = [
 ]
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's errors as the CLI's other user mistakes: one line naming the flag, exit 2 (argparse's own
+    prints the usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="launchtune",
         description="Plan, run, store and learn from GPU launch-parameter sweeps.",
     )
@@ -59,6 +68,14 @@ def main(argv: list[str] | None = None) -> int:
                 return _interrupted(received())
             print(f"error: timed out: {exc}", file=sys.stderr)
             return 1
+        except OSError as exc:  # a file that cannot be written (a full or read-only disk): one line naming it
+            if received() is not None:
+                return _interrupted(received())
+            line = path_error_line(exc)
+            if line is None:
+                raise
+            print(f"error: {line}", file=sys.stderr)
+            return 2
         except Exception:
             if received() is not None:  # what the interrupt broke on its way (a worker it stopped)
                 return _interrupted(received())

@@ -18,8 +18,30 @@ _SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 def results_root() -> Path:
-    """The folder every sweep writes under: ``$LAUNCHTUNE_RESULTS`` or ``./results``."""
-    return Path(os.environ.get(RESULTS_ENV, "results")).expanduser().resolve()
+    """The folder every sweep writes under: ``$LAUNCHTUNE_RESULTS`` or ``./results``; one that exists and is
+    not a folder is one line."""
+    raw = os.environ.get(RESULTS_ENV, "results")
+    try:
+        root = Path(raw).expanduser().resolve()
+    except (ValueError, OSError, RuntimeError) as exc:  # a NUL, a symlink loop, an unknown ~user
+        raise UserError(f"${RESULTS_ENV}: {raw!r} is not a usable path ({exc})"[:300]) from None
+    if root.exists() and not root.is_dir():
+        raise UserError(f"${RESULTS_ENV}: {root} exists and is not a folder")
+    return root
+
+
+def make_folder(folder: Path, where: str = "--out") -> Path:
+    """``folder`` and its parents made (kept where they exist); a path that cannot be a folder (under a
+    file, in /proc, a name too long, no permission) is one line naming it and why."""
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"{folder}: exists and is not a folder (give {where} a folder)")
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"{folder}: cannot make this folder: {exc.strerror or exc} (give {where} another)"
+        ) from None
+    return folder
 
 
 def check_slug(value: str, where: str) -> str:
@@ -29,10 +51,22 @@ def check_slug(value: str, where: str) -> str:
     return value
 
 
+def out_folder(path: Path, where: str = "--out") -> Path:
+    """A folder given on the command line, absolute: ``~`` expanded, symlinks resolved; one line where it
+    cannot be (an unknown ``~user``, a symlink loop)."""
+    try:
+        return path.expanduser().resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise UserError(f"{where}: {str(path)!r} is not a usable path ({exc})"[:300]) from None
+
+
 def inside(root: Path, relative: str | Path, where: str) -> Path:
     """``root / relative`` resolved (symlinks followed); refused when it lands outside ``root``."""
     root = Path(root).resolve()
-    target = (root / relative).resolve()
+    try:
+        target = (root / relative).resolve()
+    except (ValueError, OSError) as exc:  # a NUL in the name; a symlink loop
+        raise UserError(f"{where}: {str(relative)!r} is not a usable path ({exc})"[:300]) from None
     if target != root and root not in target.parents:
         raise UserError(f"{where}: {str(relative)!r} resolves to {target}, outside the results folder {root}")
     return target

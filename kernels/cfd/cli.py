@@ -27,11 +27,13 @@ from kernels.cfd.cases import CASES
 from kernels.cfd.mms import run_mms
 from kernels.cfd.physics import LIMITERS, mach
 from kernels.cfd.solver import Scheme, Solver, parse_size
+from kernels.cfd.workload import MAX_SMOOTHING
 from kernels.device import describe_device
 from kernels.progress import Progress
 
 AUTOTUNE_MODES = ("off", "scan", "seeded")
 EQUATIONS = ("rho", "rhou", "rhov", "rhoE")
+MAX_STEPS = 10**8  # a run of more steps would not end in any session of ours
 
 
 class UsageError(ValueError):
@@ -165,6 +167,17 @@ def _step_line(done: int, steps: int, rows: list[list[float]]) -> str:
     return f"step {done}/{steps}  residual down {drop:.2f} orders"
 
 
+def _out_folder(out: Path) -> None:
+    """``--out`` made before minutes of computing: a path that cannot be a folder (under a file, in /proc,
+    a name too long, no permission) is one line now, not after the run."""
+    try:
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"--out {out}: exists and is not a directory")
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot make this folder: {exc.strerror or exc}") from None
+
+
 def cmd_run(ns: argparse.Namespace) -> int:
     _check_common(ns)
     if ns.case not in CASES:
@@ -173,15 +186,16 @@ def cmd_run(ns: argparse.Namespace) -> int:
         size = parse_size(ns.size)
     except ValueError as e:
         raise UsageError(f"--size: {e}") from None
-    if ns.steps < 1:
-        raise UsageError(f"--steps must be >= 1 (got {ns.steps})")
+    if not 1 <= ns.steps <= MAX_STEPS:
+        raise UsageError(f"--steps must be from 1 to {MAX_STEPS:,} (got {ns.steps})")
+    if not 0 <= ns.smoothing <= MAX_SMOOTHING:
+        raise UsageError(f"--smoothing must be from 0 to {MAX_SMOOTHING:,} (got {ns.smoothing})")
     if ns.autotune not in AUTOTUNE_MODES:
         raise UsageError(f"--autotune {ns.autotune!r}: choose one of {', '.join(AUTOTUNE_MODES)}")
     if ns.tuning_table and not Path(ns.tuning_table).is_file():
         raise UsageError(f"--tuning-table {ns.tuning_table}: no such file")
     out = Path(ns.out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a directory")
+    _out_folder(out)
     solver = Solver(ns.case, size, ns.backend, scheme=_scheme(ns), smoothing=ns.smoothing)
     if ns.space == "fused" and ns.autotune == "off":
         raise UsageError("--space fused tunes whole configurations: give --autotune scan or seeded")
@@ -296,8 +310,8 @@ def cmd_mms(ns: argparse.Namespace) -> int:
         raise UsageError(f"--sizes {ns.sizes!r}: give comma-separated integers, e.g. 32,64,128") from None
     if len(sizes) < 2 or any(n < 4 for n in sizes) or sorted(set(sizes)) != sizes:
         raise UsageError(f"--sizes {ns.sizes!r}: give at least two increasing sizes, each >= 4")
-    if ns.out and Path(ns.out).exists() and not Path(ns.out).is_dir():  # before minutes of computing
-        raise UsageError(f"--out {ns.out}: exists and is not a directory")
+    if ns.out:  # before minutes of computing
+        _out_folder(Path(ns.out))
     result = run_mms(
         sizes, ns.backend, _scheme(ns), drop=ns.drop, progress=lambda s: print(s, file=sys.stderr, flush=True)
     )

@@ -68,7 +68,7 @@ def parse_size(size: str | tuple[int, int] | list[int]) -> tuple[int, int]:
     """``"208x64"`` or ``(208, 64)`` -> (nx, ny); cells along xi (the flow) by cells along eta."""
     if isinstance(size, str):
         parts = size.lower().split("x")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        if len(parts) != 2 or not all(p.strip().isascii() and p.strip().isdigit() for p in parts):
             raise ValueError(f"size {size!r} is not NXxNY (e.g. 208x64)")
         nx, ny = (int(p) for p in parts)
     else:

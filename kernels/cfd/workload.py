@@ -15,10 +15,10 @@ from kernels.cfd.cases import CASES
 from kernels.cfd.fused_kernels import FUSED_KERNELS
 from kernels.cfd.fused_space import fused_violations
 from kernels.cfd.launch_space import PRESETS
-from kernels.cfd.physics import KERNEL_NAMES
+from kernels.cfd.physics import KERNEL_NAMES, LIMITERS
 from kernels.cfd.solver import Scheme, Solver, parse_size
 from kernels.space import Space, SpaceError
-from kernels.workload import Check, Timing, WorkloadError
+from kernels.workload import SEED_MAX, Check, Timing, WorkloadError, integer_option, number_option
 
 WORKLOAD_PRESETS = (*PRESETS, "fused")
 
@@ -47,9 +47,10 @@ class CfdWorkload:
         space: str = "paper",
         perturb: float = 0.01,
         seed: int = 0,
-        scheme: Scheme | None = None,
+        scheme: Scheme | Mapping[str, Any] | None = None,
         smoothing: int = 0,
     ):
+        scheme = scheme_from(scheme)
         if case not in CASES:
             raise ValueError(f"unknown cfd case {case!r}: choose one of {', '.join(CASES)}")
         if space not in WORKLOAD_PRESETS:
@@ -183,12 +184,53 @@ def make_workload(
 
 
 OPTIONS = ("perturb", "scheme", "seed", "smoothing", "space")
+# Winslow sweeps of the grid, each a pass over every vertex in numpy before the first step: 10,000 are minutes
+# on the largest grids we run and far more than the grid needs to settle; more would only stall the plan.
+MAX_SMOOTHING = 10_000
+# The initial state's relative perturbation; at 1 or more a density or pressure could reach zero or below.
+MAX_PERTURB = 0.5
+
+
+def scheme_from(value: Scheme | Mapping[str, Any] | None) -> Scheme | None:
+    """A ``Scheme``, or a mapping of its fields (a spec's ``options.scheme``), checked field by field
+    (``WorkloadError`` naming ``options.scheme.<field>``)."""
+    if value is None or isinstance(value, Scheme):
+        return value
+    if not isinstance(value, Mapping):
+        raise WorkloadError(
+            f"must be a mapping of {', '.join(SCHEME_FIELDS)} (got {value!r})"[:300], "options.scheme"
+        )
+    unknown = [k for k in value if k not in SCHEME_FIELDS]
+    if unknown:
+        raise WorkloadError(
+            f"unknown field {unknown[0]!r} (known: {', '.join(SCHEME_FIELDS)})"[:300],
+            f"options.scheme.{unknown[0]}",
+        )
+    d = Scheme()
+    limiter = value.get("limiter", d.limiter)
+    if not isinstance(limiter, str) or limiter not in LIMITERS:
+        raise WorkloadError(
+            f"must be one of {', '.join(LIMITERS)} (got {limiter!r})"[:300], "options.scheme.limiter"
+        )
+    try:
+        return Scheme(
+            kappa=number_option(value, "kappa", d.kappa, -1.0, 1.0),
+            epsilon=number_option(value, "epsilon", d.epsilon, 0.0, 1.0),
+            limiter=limiter,
+            cfl=number_option(value, "cfl", d.cfl, 1e-6, 10.0),
+            stages=integer_option(value, "stages", d.stages, 1, 6),
+        )
+    except WorkloadError as exc:
+        raise WorkloadError(str(exc), exc.field.replace("options.", "options.scheme.")) from None
+
+
+SCHEME_FIELDS = ("kappa", "epsilon", "limiter", "cfl", "stages")
 
 
 def check_arguments(case: str, size: str | tuple[int, int], **options: Any) -> None:
-    """The case, size, option names and space preset, checked without building anything
-    (``kernels.workload.check_arguments``); raises ``WorkloadError`` naming the field."""
-    unknown = sorted(set(options) - set(OPTIONS))
+    """The case, size, option names, types and ranges and the space preset, checked without building
+    anything (``kernels.workload.check_arguments``); raises ``WorkloadError`` naming the field."""
+    unknown = [k for k in options if k not in OPTIONS]
     if unknown:
         raise WorkloadError(
             f"unknown cfd workload option {unknown[0]!r} (known: {', '.join(OPTIONS)})",
@@ -196,8 +238,12 @@ def check_arguments(case: str, size: str | tuple[int, int], **options: Any) -> N
         )
     if case not in CASES:
         raise WorkloadError(f"unknown cfd case {case!r}: choose one of {', '.join(CASES)}", "case")
+    integer_option(options, "seed", 0, 0, SEED_MAX)
+    integer_option(options, "smoothing", 0, 0, MAX_SMOOTHING)
+    number_option(options, "perturb", 0.01, 0.0, MAX_PERTURB)
+    scheme_from(options.get("scheme"))
     space = options.get("space", "paper")
-    if space not in WORKLOAD_PRESETS:
+    if not isinstance(space, str) or space not in WORKLOAD_PRESETS:
         raise WorkloadError(
             f"unknown space preset {space!r}: choose one of {', '.join(WORKLOAD_PRESETS)}", "options.space"
         )

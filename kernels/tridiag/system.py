@@ -16,6 +16,9 @@ STAGE2_CHOICES = ("host", "gpu")  # where the interface system is solved: the ho
 # it), or "ordered": every upload in order on one copy stream, every download on another, kernels on a third
 COPY_CHOICES = ("streams", "ordered", "streamed", "spike")
 MIN_M = 3  # a sub-system needs at least one interior row between its two interface rows
+# The kernels index rows with 32-bit ints; the system alone is then 64 GiB (4 rows of float64), more than a
+# host or card of ours holds, so a larger size could only fail later, in an allocation.
+MAX_UNKNOWNS = 2**31 - 1
 
 
 class TridiagError(ValueError):
@@ -35,12 +38,18 @@ def parse_size(size: int | str | tuple[int, ...]) -> int:
             )
         size = size[0]
     try:
+        if isinstance(size, str) and not size.isascii():  # float() reads other scripts' digits too
+            raise ValueError(size)
         value = float(size) if isinstance(size, str) else size
+        if isinstance(value, bool):
+            raise TypeError(size)
         n = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite size
         raise TridiagError(f"size {size!r} is not a number of unknowns") from None
     if n != value or n <= 0:
         raise TridiagError(f"size {size!r} must be a positive whole number of unknowns")
+    if n > MAX_UNKNOWNS:
+        raise TridiagError(f"size {size!r}: at most {MAX_UNKNOWNS:,} unknowns (32-bit row indices)")
     return n
 
 

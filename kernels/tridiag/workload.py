@@ -40,7 +40,7 @@ from kernels.tridiag.system import (
     random_system,
     residual,
 )
-from kernels.workload import Check, Timing, WorkloadError
+from kernels.workload import SEED_MAX, Check, Timing, WorkloadError, integer_option
 
 CASES = ("random", "heat")
 THREADS = (32, 64, 128, 256, 512, 1024)
@@ -396,12 +396,15 @@ class ArgumentError(TridiagError, WorkloadError):
 def check_arguments(case: str, size: int | str | tuple[int, ...], **options: Any) -> None:
     """The case, size and option names, checked without building anything
     (``kernels.workload.check_arguments``); raises ``ArgumentError`` naming the field."""
-    unknown = sorted(set(options) - {"seed"})
+    unknown = [k for k in options if k != "seed"]
     if unknown:
         raise ArgumentError(f"unknown tridiag option {unknown[0]!r} (known: seed)", f"options.{unknown[0]}")
     if case not in CASES:
         raise ArgumentError(f"unknown tridiag case {case!r}: choose one of {', '.join(CASES)}", "case")
     try:
         parse_size(size)
+        integer_option(options, "seed", 0, 0, SEED_MAX)
     except TridiagError as exc:
         raise ArgumentError(str(exc), "size") from None
+    except WorkloadError as exc:
+        raise ArgumentError(str(exc), exc.field) from None

@@ -15,12 +15,20 @@ from pipeline.errors import UserError
 
 WAIT_ENV = "LAUNCHTUNE_WAIT_S"
 DEFAULT_WAIT_S = {"local": 3600.0, "slurm": 86400.0}
+# The longest limit one may set: 30 days, past any queue. Event loops and thread waits overflow on limits
+# near 1e300 (and a limit of centuries is no limit).
+MAX_WAIT_S = 30 * 86400.0
 
 
-class ClusterTimeout(UserError):
-    """A wait on the cluster past its limit: one line, as a user error, but exit 1 (not the input's fault)."""
+class ClusterFailure(UserError):
+    """The cluster failed the sweep (a worker gone for good, tasks killed past Dask's retries): one line, as
+    a user error, but exit 1 (not the input's fault)."""
 
     exit_code = 1
+
+
+class ClusterTimeout(ClusterFailure):
+    """A wait on the cluster past its limit."""
 
 
 def wait_limit(kind: str) -> float:
@@ -33,8 +41,11 @@ def wait_limit(kind: str) -> float:
         seconds = float(raw)
     except ValueError:
         seconds = float("nan")
-    if not 0 < seconds < float("inf"):
-        raise UserError(f"${WAIT_ENV}: must be a number of seconds > 0 (got {raw!r})")
+    if not 0 < seconds <= MAX_WAIT_S:
+        got = raw[:40]
+        raise UserError(
+            f"${WAIT_ENV}: must be a number of seconds > 0 and at most {MAX_WAIT_S:.0f} (got {got!r})"
+        )
     return seconds
 
 

@@ -12,8 +12,16 @@ import json
 import sys
 from pathlib import Path
 
+from kernels.workload import SEED_MAX
 from pipeline.errors import UserError
 from pipeline.paths import results_root
+from pipeline.flags import integer
+
+# Bounds of the flags that size work: far above any run we make, far below what would never end.
+MAX_BUDGET = 1_000_000  # a budget over a dataset's space measures the space (``Session.capped``)
+MAX_SEEDS = 100_000
+MAX_REPEATS = 10_000  # replayed repeats per measurement (a spec's ``repeats`` has the same bound)
+MAX_WORKERS = 1024
 
 EPILOG = """\
 examples (HUB=../shared/data/benchmark_hub):
@@ -34,12 +42,10 @@ recorded time; what the strategy saw while searching were noisy replays drawn fr
 
 
 def _budgets(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError("budgets must be positive integers")
+    one = integer(1, MAX_BUDGET)
+    values = [one(v.strip()) for v in text.split(",") if v.strip()]
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected comma-separated budgets, got {text!r}")
     return values
 
 
@@ -69,13 +75,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "in its simulation mode, with the extra 'kt' installed)",
     )
     p.add_argument(
-        "--budget", type=int, default=100, help="measurements each run may spend (default: %(default)s)"
+        "--budget",
+        type=integer(1, MAX_BUDGET),
+        default=100,
+        help="measurements each run may spend (default: %(default)s)",
     )
-    p.add_argument("--seeds", type=int, default=1, help="runs with seeds 0..K-1 (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=None, help="run only this seed (reproduces one JSON line)")
+    p.add_argument(
+        "--seeds", type=integer(1, MAX_SEEDS), default=1, help="runs with seeds 0..K-1 (default: %(default)s)"
+    )
+    p.add_argument(
+        "--seed",
+        type=integer(0, SEED_MAX),
+        default=None,
+        help="run only this seed (reproduces one JSON line)",
+    )
     p.add_argument("--gpu", default=None, help="tune only the dataset of this GPU (name as printed in 'gpu')")
     p.add_argument(
-        "--repeats", type=int, default=7, help="replayed repeats per measurement (median; default 7)"
+        "--repeats",
+        type=integer(1, MAX_REPEATS),
+        default=7,
+        help="replayed repeats per measurement (median; default 7)",
     )
     p.add_argument(
         "--compare", action="store_true", help="run every strategy at --budgets; write table and figure"
@@ -94,7 +113,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="folder for --compare outputs (default: results/strategies, under $LAUNCHTUNE_RESULTS if set)",
     )
-    p.add_argument("--workers", type=int, default=None, help="processes for --compare (default: CPU count)")
+    p.add_argument(
+        "--workers",
+        type=integer(1, MAX_WORKERS),
+        default=None,
+        help="processes for --compare (default: CPU count)",
+    )
     p.add_argument(
         "--export",
         default=None,
@@ -134,10 +158,6 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.strategies import NEEDS_PRIOR
     from pipeline.strategies.datasets import write_parquet
 
-    if args.budget < 1:
-        raise UserError("--budget: must be at least 1")
-    if args.seeds < 1:
-        raise UserError("--seeds: must be at least 1")
     datasets = _load(args.dataset)
     where = ", ".join(args.dataset)
     if args.export:
@@ -157,6 +177,12 @@ def run(args: argparse.Namespace) -> int:
         prior = [o for o in datasets if o is not d] if resolved in NEEDS_PRIOR else []
         for seed in seeds:
             record = run_one(d, args.strategy, args.budget, seed, prior, repeats=args.repeats)
+            if "space" in record and seed == seeds[0]:
+                print(
+                    f"note: --budget {args.budget} is more than the {record['space']} distinct candidates of "
+                    f"{d.name}: the whole space was measured",
+                    file=sys.stderr,
+                )
             print(json.dumps(record), flush=True)
     return 0
 

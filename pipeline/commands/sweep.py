@@ -6,7 +6,8 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from pipeline.paths import results_root
+from pipeline.flags import integer, number
+from pipeline.paths import out_folder, results_root
 from pipeline.sweep.spec import SweepSpec, check_gpu_class, limited, load_spec
 from pipeline.sweep.workloads import check_allow_flag, check_workload, workload_code
 
@@ -22,6 +23,9 @@ A rerun of the same command skips finished shards (resume after a crash). Output
 shards/gpu_class=<C>/shard-<batch>.parquet, merged/, models/, figures/, report.json, report.md,
 tuning_table.json. Without --out, results go to results/<spec name>/ ($LAUNCHTUNE_RESULTS overrides results/).
 """
+
+
+MAX_WORKERS_PER_CLASS = 4096  # SLURM jobs or local CPU workers of one class
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -50,12 +54,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, help="sampling and training seed (overrides the spec)")
     p.add_argument(
         "--max-minutes",
-        type=float,
+        type=number(0, 10**7, open_below=True),
         help="stop measuring after this long and go on with what is measured (rerun to finish)",
     )
     p.add_argument(
         "--workers-per-class",
-        type=int,
+        type=integer(1, MAX_WORKERS_PER_CLASS),
         default=1,
         help="SLURM: jobs per GPU class (default 1); local: CPU workers where no GPU is visible "
         "(with GPUs the local cluster runs one worker per GPU)",
@@ -124,8 +128,6 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{where}: 0 random samples and no exhaustive sampler: nothing to measure")
     if args.seed is not None:
         spec = dataclasses.replace(spec, seed=limited(args.seed, "seed", "--seed", 0))
-    if args.max_minutes is not None and args.max_minutes <= 0:
-        raise UserError(f"--max-minutes: must be > 0 (got {args.max_minutes})")
     wait_limit(args.cluster)  # a bad $LAUNCHTUNE_WAIT_S is one line before anything starts
     known = known_gpu_classes(args.cluster)  # before any folder is made or cluster started
     for c in spec.gpu_classes or ():
@@ -135,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         classes = [check_gpu_class(c.strip(), "--gpu-class", known) for c in args.gpu_class.split(",")]
     if args.cluster == "local":
         _check_this_machine(spec, args.spec, classes)
-    out = args.out.expanduser().resolve() if args.out else spec.default_out()
+    out = out_folder(args.out) if args.out else spec.default_out()
     print(
         f"sweep {spec.name}: {spec.workload}/{spec.case}/{spec.size} -> {out}"
         f"  (results root {results_root()})",

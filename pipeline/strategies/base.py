@@ -56,7 +56,7 @@ class Session:
         if budget < 1:
             raise StrategyError(f"budget must be at least 1 measurement, got {budget}")
         self.workload = workload
-        self.budget = int(budget)
+        self.asked = int(budget)  # what the caller asked; ``budget`` is at most the space (below)
         self.seed = int(seed)
         self.repeats = int(repeats)
         self.prior = list(prior)
@@ -82,6 +82,12 @@ class Session:
         if self.unused is not None:
             _, self._group = np.unique(np.where(self.unused, 0.0, self.X), axis=0, return_inverse=True)
         self._measured_groups: set[int] = set()
+        # Every strategy measures only candidates not yet measured (``unmeasured``), so a budget over the
+        # number of distinct candidates could never be spent: its ``while session.remaining`` loops would
+        # spin forever. The budget is the space at most; the run then measures the whole space and says so
+        # (``capped``).
+        self.space_size = int(len(np.unique(self.X if self._group is None else self._group, axis=0)))
+        self.budget = min(self.asked, self.space_size)
         self.history: list[Measurement] = []
         self.measured: dict[int, float] = {}  # candidate index -> mean of its measurements (inf: failed)
         self._counts: dict[int, int] = {}
@@ -90,6 +96,11 @@ class Session:
     @property
     def used(self) -> int:
         return len(self.history)
+
+    @property
+    def capped(self) -> bool:
+        """True where the budget asked for was more than the space holds (the whole space is measured)."""
+        return self.asked > self.space_size
 
     @property
     def remaining(self) -> int:

@@ -10,6 +10,7 @@ from sklearn.linear_model import RidgeCV
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures, StandardScaler
 
+from kernels.workload import SEED_MAX
 from pipeline.learn.models import seed_mlp_regressor
 
 # Hidden layers of the seed's MLP: the paper (Xue & Roy, Table 2) gives every other hyperparameter but not the
@@ -37,12 +38,22 @@ def additive(n_params: int) -> Pipeline:
     return make_pipeline(*steps, RidgeCV(alphas=np.logspace(-3, 2, 11)))
 
 
+def library_seed(seed: int) -> int:
+    """A strategy's derived seed (its own plus a round number) within scikit-learn's ``random_state`` range:
+    the user's seed is at most ``SEED_MAX`` (checked on the command line), the derived one wraps."""
+    return int(seed) % (SEED_MAX + 1)
+
+
 def forest(seed: int, n_estimators: int = 100, bootstrap: bool = False) -> ExtraTreesRegressor:
     """Randomised trees: the spread of their predictions is the uncertainty an iterative search explores.
     ``bootstrap``: each tree learns from its own resample of the measurements, so trees also disagree on what
     was measured and one tree is a draw from a posterior, not only a smoother (Thompson sampling)."""
     return ExtraTreesRegressor(
-        n_estimators=n_estimators, min_samples_leaf=1, bootstrap=bootstrap, random_state=seed, n_jobs=1
+        n_estimators=n_estimators,
+        min_samples_leaf=1,
+        bootstrap=bootstrap,
+        random_state=library_seed(seed),
+        n_jobs=1,
     )
 
 
@@ -92,7 +103,9 @@ def launch_features(X: np.ndarray, unused: np.ndarray | None = None) -> np.ndarr
 
 def gaussian_process(n_features: int, seed: int) -> Pipeline:
     kernel = ConstantKernel(1.0) * Matern(length_scale=np.ones(n_features), nu=2.5) + WhiteKernel(1e-3)
-    gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, n_restarts_optimizer=0, random_state=seed)
+    gp = GaussianProcessRegressor(
+        kernel=kernel, normalize_y=True, n_restarts_optimizer=0, random_state=library_seed(seed)
+    )
     return make_pipeline(StandardScaler(), gp)
 
 

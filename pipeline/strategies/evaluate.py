@@ -63,6 +63,8 @@ def run_one(
         "time_source": source,
         "optimum_source": optimum_source,
         **({"resolved": DEFAULT} if strategy == "default" else {}),
+        # a budget over the space: the whole space was measured, and the record says how large it is
+        **({"space": session.space_size} if session.capped else {}),
     }
 
 

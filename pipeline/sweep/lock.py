@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import UserError
+from pipeline.paths import make_folder
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +60,7 @@ def _create(path: Path, me: dict[str, Any]) -> bool:
 @contextmanager
 def sweep_lock(folder: Path, log: Callable[[str], Any] = logger.info) -> Iterator[Path]:
     """Hold ``folder``'s lock while the block runs; refuse (UserError) if another live sweep holds it."""
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"{folder}: exists and is not a folder (give --out a folder)")
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder)
     path = folder / LOCK_NAME
     me = {
         "host": socket.gethostname(),

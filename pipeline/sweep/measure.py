@@ -15,7 +15,7 @@ from distributed import wait
 from tqdm import tqdm
 
 from kernels.progress import Progress
-from pipeline.cluster.waits import timed_out, wait_limit
+from pipeline.cluster.waits import ClusterFailure, timed_out, wait_limit
 from pipeline.errors import UserError
 from pipeline.sweep.batching import measure_order
 from pipeline.sweep.folder import SweepFolder
@@ -112,6 +112,41 @@ def _finish_spread(per: dict[str, dict]) -> dict[str, float]:
     for w in per.values():
         ends.setdefault(w["gpu_class"], []).append(w["last_end_s"])
     return {cls: round(max(e) - min(e), 3) for cls, e in ends.items()}
+
+
+# How often the measuring loop looks at the cluster while it waits, and how long a local class may have no
+# worker at all while its batches wait. Dask's Nanny restarts a killed worker in a few seconds; a worker
+# killed while it restarts is not restarted again (distributed 2026.8), and without this look the sweep sat
+# silent until the wait limit (an hour).
+POLL_S = 5.0
+GONE_S = 30.0
+
+
+def _names_by_class(client, classes: Sequence[str]) -> dict[str, set[str]]:
+    names: dict[str, set[str]] = {cls: set() for cls in classes}
+    for w in client.scheduler_info()["workers"].values():
+        for cls in classes:
+            if w.get("resources", {}).get(cls):
+                names[cls].add(str(w.get("name")))
+    return names
+
+
+def _check_workers(
+    client, expected: dict[str, set[str]], in_flight: dict[str, int], gone_since: dict[str, float]
+) -> None:
+    """A class with batches in flight and none of its workers left for ``GONE_S``: one line naming them."""
+    now = time.perf_counter()
+    present = _names_by_class(client, list(expected))
+    for cls, names in expected.items():
+        if not in_flight.get(cls) or present.get(cls):
+            gone_since.pop(cls, None)
+            continue
+        since = gone_since.setdefault(cls, now)
+        if now - since >= GONE_S:
+            raise ClusterFailure(
+                f"measure: worker {', '.join(sorted(names))} of class {cls} died and was not restarted "
+                f"within {GONE_S:.0f} s; what was measured is kept, the same command again goes on"
+            )
 
 
 def workers_by_class(client, classes: Sequence[str]) -> dict[str, int]:
@@ -221,27 +256,35 @@ def measure_batches(
     tty = sys.stderr.isatty()
     step = max(1, total // 10)
     meter = Progress(log)
+    expected = _names_by_class(client, list(plans)) if local else {}
+    gone_since: dict[str, float] = {}
+    last_progress = time.perf_counter()
     with tqdm(total=total, unit="batch", desc="measure", file=sys.stderr, disable=not tty) as bar:
         pending = {f for cls in plans for f in feed(cls)}
         while pending and fatal is None:
-            left = None if deadline is None else deadline - time.perf_counter()
-            try:
-                if left is not None and left <= 0:
-                    raise TimeoutError
-                # the first to finish, waiting at most the limit (or what is left of --max-minutes)
-                finished, pending = wait(
-                    pending, timeout=min(limit, left or limit), return_when="FIRST_COMPLETED"
-                )
-            except TimeoutError:
+            now = time.perf_counter()
+            left = None if deadline is None else deadline - now
+            if left is not None and left <= 0:
                 client.cancel(list(pending))
-                if left is None or left > limit:
-                    raise timed_out(f"measure: no batch finished ({len(pending)} in flight)", limit) from None
                 stopped_early = True
                 log(
                     f"time limit of {max_minutes} min reached: {done} of {total} batches measured; "
                     "the same command again measures the rest"
                 )
                 break
+            if now - last_progress >= limit:
+                client.cancel(list(pending))
+                raise timed_out(f"measure: no batch finished ({len(pending)} in flight)", limit)
+            # the first to finish, waiting in slices so that a worker gone for good is seen between them
+            slice_s = min(POLL_S, limit - (now - last_progress), left if left is not None else POLL_S)
+            try:
+                finished, pending = wait(pending, timeout=max(slice_s, 0.01), return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                if local:
+                    _check_workers(client, expected, in_flight, gone_since)
+                continue
+            last_progress = time.perf_counter()
+            gone_since.clear()
             for future in finished:
                 try:
                     result = future.result()
@@ -269,8 +312,12 @@ def measure_batches(
             f"{fatal}; stopped at the first such batch ({done} of {total} measured before are kept); "
             "fix the folder and rerun to measure the rest"
         )
-    if errors:
-        raise RuntimeError(f"{len(errors)} batch task(s) failed; first: {errors[0]}")
+    if errors:  # measure_batch turns a workload's failure into a row: what is left is the cluster's (a worker
+        # killed more often than Dask's allowed-failures lets a task be retried)
+        raise ClusterFailure(
+            f"measure: {len(errors)} batch task(s) failed on the cluster; first: {errors[0]}"[:600]
+            + "; what was measured is kept, the same command again goes on"
+        )
     per_worker = _per_worker(results, wall0)
     for name, facts_w in workers.items():
         if name in per_worker:

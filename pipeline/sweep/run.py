@@ -15,13 +15,14 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from kernels.atomic import atomic_path
+from kernels.workload import SEED_MAX
 from pipeline.cluster import open_cluster
 from pipeline.cluster.waits import result, wait_limit
 from pipeline.errors import UserError
@@ -141,7 +142,7 @@ def remeasure_picks(
                 spec.validate.pool,
                 spec.validate.top_k,
                 spec.validate.repeats,
-                spec.seed + 1,
+                (spec.seed + 1) % (SEED_MAX + 1),  # within every library's seed range
                 spec.validate.rounds,
                 known_failures(merged, cls, plan["params"]),
                 incumbents(merged, cls, plan["params"], spec.validate.incumbents),
@@ -187,8 +188,29 @@ def performance_report(path: Path, log: Log) -> Iterator[None]:
         log("no Dask performance report: bokeh is not installed")
         yield
         return
-    with atomic_path(path) as tmp, dask_report(filename=str(tmp)):
+    # The report is a by-product: failing to write it (a full or read-only disk) is a note, and it must not
+    # replace the error that stopped the sweep (the shard write's one line) with a traceback of its own.
+    stack = ExitStack()
+    try:
+        tmp = stack.enter_context(atomic_path(path))
+        stack.enter_context(dask_report(filename=str(tmp)))
+    except OSError as exc:
+        stack.close()
+        log(f"no Dask performance report: {path}: {exc.strerror or exc}")
         yield
+        return
+    try:
+        yield
+    except BaseException as exc:
+        try:
+            stack.__exit__(type(exc), exc, exc.__traceback__)
+        except OSError as write:
+            log(f"no Dask performance report: {path}: {write.strerror or write}")
+        raise
+    try:
+        stack.close()
+    except OSError as exc:
+        log(f"no Dask performance report: {path}: {exc.strerror or exc}")
 
 
 def run_sweep(

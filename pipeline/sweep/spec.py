@@ -14,7 +14,7 @@ from typing import Any
 
 from kernels.backend import BACKEND_NAMES
 from kernels.device import GPU_CLASSES
-from kernels.workload import GPU_ONLY, PATH_OPTIONS, WorkloadError, check_arguments
+from kernels.workload import GPU_ONLY, PATH_OPTIONS, SEED_MAX, WorkloadError, check_arguments
 from pipeline.errors import UserError
 from pipeline.paths import check_slug, inside, results_root
 from pipeline.sweep.workloads import PIPELINE_WORKLOADS, builtin_names, entry_point_workloads
@@ -146,7 +146,7 @@ LIMITS = {
     "samples": 1_000_000,
     "batch_size": 100_000,
     "repeats": 10_000,
-    "seed": 2**63 - 1,  # the shards' seed column is int64
+    "seed": SEED_MAX,  # scikit-learn's random_state and numpy's RandomState: 0 .. 2**32 - 1
     "validate.top_k": 1_000,
     "validate.pool": 1_000_000,
     "validate.repeats": 10_000,
@@ -180,7 +180,8 @@ def _str(value: Any, where: str) -> str:
 def _size(value: Any, where: str) -> str:
     text = _str(value, where).lower().replace(" ", "")
     parts = text.split("x")
-    if not all(p.isdigit() and int(p) > 0 for p in parts):
+    # ASCII digits only: str.isdigit() is also true of superscripts and other scripts' digits
+    if not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
         raise UserError(f"{where}: must be a positive size like 208x64 or 100000 (got {value!r})")
     return text
 
@@ -202,6 +203,20 @@ def check_gpu_class(value: Any, where: str, known: Sequence[str] = GPU_CLASSES) 
     until proven otherwise."""
     if value not in known:
         raise UserError(f"{where}: unknown GPU class {value!r} (known: {', '.join(known)})")
+    return value
+
+
+def _mapping(data: dict[str, Any], key: str, where: str, what: str) -> dict[str, Any]:
+    """``data[key]`` as a mapping with string keys: absent or empty (``key:`` alone) is ``{}``; any other
+    value that is not a mapping (``0``, ``[]``, ``false``) is refused, not read as the defaults."""
+    value = data.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: must be a mapping of {what} (got {value!r})"[:300])
+    bad = [k for k in value if not isinstance(k, str)]
+    if bad:
+        raise UserError(f"{where}: {bad[0]!r}: keys must be names (strings)"[:300])
     return value
 
 
@@ -230,7 +245,10 @@ def _resolve_paths(workload: str, options: dict[str, Any], source: str) -> dict[
     for key in PATH_OPTIONS.get(workload, ()):
         value = out.get(key)
         if isinstance(value, str) and value.strip() and not Path(value).is_absolute():
-            out[key] = str((Path(source).parent / value).resolve())
+            try:
+                out[key] = str((Path(source).parent / value).resolve())
+            except (ValueError, OSError) as exc:  # a NUL in the name, a symlink loop
+                raise UserError(f"{source}: options.{key}: {value!r} is not a usable path ({exc})"[:300]) from None
     return out
 
 
@@ -243,9 +261,7 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
     backend = data.get("backend", "auto")
     if backend not in BACKEND_NAMES:
         raise UserError(f"{f}backend: {backend!r} is not one of {', '.join(BACKEND_NAMES)}")
-    options = data.get("options") or {}
-    if not isinstance(options, dict):
-        raise UserError(f"{f}options: must be a mapping of workload options (got {options!r})")
+    options = _mapping(data, "options", f + "options", "workload options")
     options = _resolve_paths(workload, options, source)
     if workload in GPU_ONLY and backend == "numpy":
         raise UserError(f"{f}backend: the {workload} workload runs CUDA only; use backend cupy or auto")
@@ -261,9 +277,7 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
     if not isinstance(check, bool):
         raise UserError(f"{f}check: must be true or false (got {check!r})")
 
-    validate = data.get("validate") or {}
-    if not isinstance(validate, dict):
-        raise UserError(f"{f}validate: must be a mapping with {', '.join(_VALIDATE_KEYS)}")
+    validate = _mapping(data, "validate", f + "validate", ", ".join(_VALIDATE_KEYS))
     check_keys(validate, f + "validate", optional=_VALIDATE_KEYS)
     vdef = ValidateSpec()
     vspec = ValidateSpec(
@@ -275,9 +289,7 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
             validate.get("incumbents", vdef.incumbents), "validate.incumbents", f + "validate.incumbents", 0
         ),
     )
-    train = data.get("train") or {}
-    if not isinstance(train, dict):
-        raise UserError(f"{f}train: must be a mapping with {', '.join(_TRAIN_KEYS)}")
+    train = _mapping(data, "train", f + "train", ", ".join(_TRAIN_KEYS))
     check_keys(train, f + "train", optional=_TRAIN_KEYS)
     layers = train.get("hidden_layers", list(TrainSpec().hidden_layers))
     if not isinstance(layers, list) or not layers or len(layers) > MAX_LAYERS:
@@ -301,7 +313,8 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
     output = data.get("output")
     if output is not None:
         output = _str(output, f + "output")
-        inside(results_root(), output, f + "output")
+        if inside(results_root(), output, f + "output") == results_root():
+            raise UserError(f"{f}output: {output!r} is the results folder itself; name a folder inside it")
 
     case, size = _str(data["case"], f + "case"), _size(data["size"], f + "size")
     _check_workload(workload, case, size, options, source)

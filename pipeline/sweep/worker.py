@@ -9,7 +9,6 @@ with a status and a reason; it never takes the worker down.
 
 from __future__ import annotations
 
-import errno
 import functools
 import importlib
 import json
@@ -34,6 +33,7 @@ from kernels.compare import compare, interleaved
 from kernels.device import describe_device, measure_copy_bandwidth
 from kernels.workload import Workload, WorkloadError, make_workload
 from pipeline import __version__
+from pipeline.errors import PERMANENT_ERRNOS
 from pipeline.learn.pick import MAX_REJECTED_PER_PICK, branch_leaders, ranked
 from pipeline.paths import assert_inside
 from pipeline.sweep.schema import kernel_column, kernel_params, shard_schema
@@ -346,9 +346,8 @@ def measure_batch(
     }
 
 
-# Write errors that no retry fixes: the folder is not writable, read-only or full. Any other OSError (a
-# network file system hiccup) is raised, and Dask retries the batch.
-PERMANENT_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
+# Write errors that no retry fixes (``PERMANENT_ERRNOS``: not writable, read-only, full). Any other OSError
+# (a network file system hiccup) is raised, and Dask retries the batch.
 
 
 def is_permanent(exc: BaseException) -> bool:

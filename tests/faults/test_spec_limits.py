@@ -26,8 +26,8 @@ from tests.pipeline.conftest import base_spec, one_line_error, run_cli
             "train.hidden_layers: must be a list of 1 to 8",
         ),
         ({"train": {"max_epochs": 10**9}}, "spec.yaml: train.max_epochs: at most"),
-        ({"seed": 2**70}, "spec.yaml: seed: at most 9,223,372,036,854,775,807"),
-        ({"seed": 2**63}, "spec.yaml: seed: at most"),
+        ({"seed": 2**70}, "spec.yaml: seed: at most 4,294,967,295"),
+        ({"seed": 2**32}, "spec.yaml: seed: at most"),  # scikit-learn's random_state limit
         ({"batch_size": 10**9}, "spec.yaml: batch_size: at most"),
         ({"repeats": 10**9}, "spec.yaml: repeats: at most"),
     ],
@@ -39,10 +39,10 @@ def test_a_value_past_its_limit_names_file_and_field(overrides, match):
 
 def test_the_limits_themselves_are_accepted():
     spec = parse_spec(
-        base_spec(samples=LIMITS["samples"], seed=2**63 - 1, train={"hidden_layers": [4096] * MAX_LAYERS}),
+        base_spec(samples=LIMITS["samples"], seed=2**32 - 1, train={"hidden_layers": [4096] * MAX_LAYERS}),
         "spec.yaml",
     )
-    assert spec.samples == LIMITS["samples"] and spec.seed == 2**63 - 1
+    assert spec.samples == LIMITS["samples"] and spec.seed == 2**32 - 1
 
 
 @pytest.mark.parametrize(
@@ -52,6 +52,7 @@ def test_the_limits_themselves_are_accepted():
         ({"seed": 2**70}, [], "seed: at most"),
         ({}, ["--samples", str(10**12)], "--samples: at most 1,000,000"),
         ({}, ["--seed", str(2**64)], "--seed: at most"),
+        ({}, ["--seed", str(2**32)], "--seed: at most 4,294,967,295"),
     ],
 )
 def test_the_cli_refuses_before_any_cluster_starts(tmp_path, write_spec, overrides, extra, match):

@@ -1,0 +1,47 @@
+"""Types for command-line flags that take numbers: each value is checked where argparse reads it, so a bad
+one is one line naming the flag (``pipeline.cli``'s parser prints argparse's errors that way), before any
+file or cluster is made.
+
+One rule per kind: an integer in a closed range; a finite real number in a range (NaN and infinities
+refused: ``--max-minutes nan`` would otherwise compare false with every bound and pass).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def integer(minimum: int, maximum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})") from None
+        if not minimum <= value <= maximum:
+            raise argparse.ArgumentTypeError(f"must be from {minimum:,} to {maximum:,} (got {text})")
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its messages
+    return parse
+
+
+def number(minimum: float, maximum: float, open_below: bool = False) -> Callable[[str], float]:
+    """A finite number in ``[minimum, maximum]`` (``(minimum, maximum]`` with ``open_below``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number (got {text!r})") from None
+        low_ok = value > minimum if open_below else value >= minimum
+        if not (math.isfinite(value) and low_ok and value <= maximum):
+            bound = f"more than {minimum:g}" if open_below else f"at least {minimum:g}"
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number {bound} and at most {maximum:g} (got {text})"
+            )
+        return value
+
+    parse.__name__ = "number"
+    return parse

@@ -1,0 +1,222 @@
+"""Every loop that waits or searches is bounded, and every value that sizes work or seeds a library is
+checked against its limit before anything starts: a strategy given a budget over its space measures the
+space and says so; a workload option past its limit, a seed past scikit-learn's, a wait limit of 1e300 are
+one line naming the field; a local worker that stays dead ends the sweep with one line naming it, long before
+the wait limit."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from kernels.workload import SEED_MAX
+from pipeline.errors import UserError
+from pipeline.sweep.spec import parse_spec
+from tests.pipeline.conftest import base_spec, one_line_error, run_cli
+from tests.strategies.conftest import write_cache
+
+CFD = {"workload": "cfd", "case": "inlet", "size": "208x64"}
+
+
+@pytest.mark.parametrize("strategy", ["evolve", "iterative", "bayes", "random", "transfer"])
+def test_a_budget_over_the_space_measures_the_space_and_says_so(tmp_path, strategy):
+    caches = tmp_path / "caches"
+    caches.mkdir()
+    write_cache(caches / "A100.json.gz", "NVIDIA A100-PCIE-40GB")
+    write_cache(caches / "A4000.json.gz", "NVIDIA RTX A4000", gpu_shift=0.5, seed=1)
+    # the cache holds 60 configurations; these strategies spun forever at any budget over it
+    result = run_cli(
+        "strategies",
+        "--dataset",
+        str(caches),
+        "--gpu",
+        "A100",
+        "--strategy",
+        strategy,
+        "--budget",
+        "1000",
+        cwd=tmp_path,
+        timeout=300,  # only a hang takes this long
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = yaml.safe_load(result.stdout.strip().splitlines()[-1])
+    assert record["measured"] == 60 and record["space"] == 60 and record["budget"] == 1000
+    assert "is more than the 60 distinct candidates of A100: the whole space was measured" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"smoothing": 10**9}, "spec.yaml: options.smoothing: must be an integer from 0 to 10,000"),
+        ({"smoothing": 2.5}, "spec.yaml: options.smoothing: must be an integer"),
+        ({"perturb": float("nan")}, "spec.yaml: options.perturb: must be a number from 0 to 0.5 (got nan)"),
+        ({"perturb": "0.1"}, "spec.yaml: options.perturb: must be a number"),
+        ({"seed": 2**32}, "spec.yaml: options.seed: must be an integer from 0 to 4,294,967,295"),
+        ({"seed": True}, "spec.yaml: options.seed: must be an integer"),
+        ({"scheme": {"limiter": "nosuch"}}, "spec.yaml: options.scheme.limiter: must be one of"),
+        ({"scheme": {"stages": 7}}, "spec.yaml: options.scheme.stages: must be an integer from 1 to 6"),
+        ({"scheme": {"cfl": float("inf")}}, "spec.yaml: options.scheme.cfl: must be a number"),
+        ({"scheme": {"bogus": 1}}, "spec.yaml: options.scheme.bogus: unknown field 'bogus'"),
+        ({"scheme": [1]}, "spec.yaml: options.scheme: must be a mapping"),
+        ({"space": ["paper"]}, "spec.yaml: options.space: unknown space preset"),
+    ],
+)
+def test_a_workload_option_past_its_limit_or_of_the_wrong_type_names_the_field(options, match):
+    with pytest.raises(UserError, match=re.escape(match)):
+        parse_spec(base_spec(**CFD, options=options), "spec.yaml")
+
+
+def test_options_within_their_limits_pass_and_a_scheme_mapping_builds():
+    from kernels.cfd.workload import make_workload
+
+    options = {
+        "smoothing": 3,
+        "perturb": 0.5,
+        "seed": SEED_MAX,
+        "scheme": {"limiter": "van_leer", "stages": 2},
+    }
+    assert parse_spec(base_spec(**CFD, options=options), "spec.yaml").options == options
+    work = make_workload("inlet", "16x8", "numpy", **options)
+    assert work.solver.scheme.limiter == "van_leer" and work.solver.scheme.stages == 2
+
+
+@pytest.mark.parametrize(
+    "size, match",
+    [
+        ("inf", "size 'inf' is not a number of unknowns"),
+        ("1e10", "size '1e10': at most 2,147,483,647 unknowns"),
+        ("nan", "size 'nan' is not a number of unknowns"),
+    ],
+)
+def test_the_tridiagonal_cli_refuses_a_size_it_could_not_allocate(size, match):
+    result = subprocess.run(
+        [sys.executable, "-m", "kernels.tridiag", "solve", "--size", size, "--backend", "numpy"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"error: {match}") and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_the_cfd_cli_refuses_an_out_under_a_file_before_simulating(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    cmd = [
+        sys.executable,
+        "-m",
+        "kernels.cfd",
+        "run",
+        "--size",
+        "16x8",
+        "--steps",
+        "10",
+        "--backend",
+        "numpy",
+    ]
+    for extra, match in [
+        (["--out", str(tmp_path / "afile" / "sub")], "cannot make this folder: Not a directory"),
+        (["--out", str(tmp_path / "o"), "--smoothing", str(10**9)], "--smoothing must be from 0 to 10,000"),
+    ]:
+        result = subprocess.run([*cmd, *extra], capture_output=True, text=True, timeout=120, env=env)
+        assert result.returncode == 2 and match in result.stderr and result.stderr.count("\n") == 1, (
+            result.stderr
+        )
+
+
+@pytest.mark.parametrize(
+    "extra, env, match",
+    [
+        (["--seed", str(2**32)], {}, "--seed: at most 4,294,967,295"),
+        (["--max-minutes", "nan"], {}, "argument --max-minutes: must be a finite number more than 0"),
+        (["--max-minutes", "inf"], {}, "argument --max-minutes: must be a finite number"),
+        (["--workers-per-class", "0"], {}, "argument --workers-per-class: must be from 1 to"),
+        (
+            [],
+            {"LAUNCHTUNE_WAIT_S": "1e300"},
+            "$LAUNCHTUNE_WAIT_S: must be a number of seconds > 0 and at most",
+        ),
+    ],
+)
+def test_a_flag_or_environment_value_past_its_limit_is_refused_before_any_folder(
+    tmp_path, write_spec, extra, env, match
+):
+    spec = write_spec()
+    out = tmp_path / "out"
+    line = one_line_error(
+        run_cli("sweep", str(spec), "--out", str(out), *extra, cwd=tmp_path, env=env, timeout=60)
+    )
+    assert match in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--seed", str(2**32)], "argument --seed: must be from 0 to 4,294,967,295"),
+        (["--repeats", "0"], "argument --repeats: must be from 1 to"),
+        (["--seeds", str(10**11)], "argument --seeds: must be from 1 to"),
+        (["--budget", "0"], "argument --budget: must be from 1 to"),
+        (["--compare", "--workers", "0"], "argument --workers: must be from 1 to"),
+        (["--compare", "--budgets", "5,x"], "argument --budgets: must be a whole number"),
+    ],
+)
+def test_the_strategies_flags_are_checked_where_they_are_read(tmp_path, extra, match):
+    cache = write_cache(tmp_path / "A100.json.gz", "NVIDIA A100-PCIE-40GB")
+    line = one_line_error(run_cli("strategies", "--dataset", str(cache), *extra, cwd=tmp_path, timeout=60))
+    assert match in line
+
+
+def test_the_largest_seed_runs_a_whole_sweep(tmp_path, write_spec):
+    """scikit-learn's random_state stops at 2**32 - 1; the sweep's derived seeds (the re-measure's) wrap."""
+    spec = write_spec(seed=SEED_MAX, samples=20)
+    out = tmp_path / "out"
+    result = run_cli("sweep", str(spec), "--out", str(out), cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (out / "report.json").is_file()
+
+
+def test_a_local_worker_that_stays_dead_ends_the_sweep_with_one_line(tmp_path, write_spec):
+    pids = tmp_path / "pids"
+    # slow batches, so the worker is killed while it holds one; the wait limit stays at its hour
+    spec = write_spec(samples=40, options={"delay": 0.5, "pid_dir": str(pids)})
+    out = tmp_path / "out"
+    proc = run_cli(
+        "sweep",
+        str(spec),
+        "--out",
+        str(out),
+        cwd=tmp_path,
+        background=True,
+        new_session=True,
+        env={"PYTHONWARNINGS": "ignore:Port:UserWarning"},
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the first batch is in flight once the measuring starts
+            if line.startswith("worker cpu-0:"):
+                break
+        else:
+            raise AssertionError(proc.stderr.read()[-3000:] if proc.stderr else "no output")
+        time.sleep(2)
+        worker = int(next(pids.glob("*.pid")).read_text())
+        nanny = psutil.Process(worker).parent()
+        os.kill(nanny.pid, signal.SIGKILL)  # the Nanny first: nothing restarts the worker
+        os.kill(worker, signal.SIGKILL)
+        _, err = proc.communicate(timeout=300)  # only a hang (the hour's wait limit) takes this long
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    lines = [x for x in err.splitlines() if x.strip() and not x.startswith("measure")]
+    assert proc.returncode == 1, err[-3000:]
+    assert len(lines) == 1 and "worker cpu-0 of class cpu died and was not restarted" in lines[0], err[-3000:]
