@@ -14,8 +14,8 @@ from pathlib import Path
 
 from kernels.workload import SEED_MAX
 from pipeline.errors import UserError
-from pipeline.paths import results_root
 from pipeline.flags import integer
+from pipeline.paths import results_root
 
 # Bounds of the flags that size work: far above any run we make, far below what would never end.
 MAX_BUDGET = 1_000_000  # a budget over a dataset's space measures the space (``Session.capped``)
