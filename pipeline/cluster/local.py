@@ -174,7 +174,9 @@ def open_local_cluster(
             protocol="tls://",
             security=local_security(),
             dashboard_address=f"{LOOPBACK}:8787",
-            silence_logs=logging.ERROR,
+            # the sweep reports every failure it sees in one line of its own (a task killed past Dask's
+            # retries, a worker gone); Dask's ERROR lines would repeat it with a timestamp above that line
+            silence_logs=logging.CRITICAL,
             local_directory=str(workdir),
         )
         try:

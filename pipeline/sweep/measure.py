@@ -297,7 +297,8 @@ def measure_batches(
                     counts_ok += result["ok"]
                     results.append(result)
                 except Exception as exc:
-                    errors.append(f"{future.key}: {type(exc).__name__}: {exc}")
+                    first = (str(exc).splitlines() or [""])[0]
+                    errors.append(f"{future.key}: {type(exc).__name__}: {first}")
                 cls = class_of[future.key]
                 in_flight[cls] -= 1
                 pending.update(feed(cls))

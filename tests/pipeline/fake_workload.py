@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,6 +39,7 @@ class FakeWorkload:
         slow: Mapping[str, float] | None = None,
         fail_writes: int | None = None,
         attempts: str | None = None,
+        die: bool = False,
     ):
         self.case, self.size, self.backend, self.delay = (
             case,
@@ -49,6 +51,7 @@ class FakeWorkload:
         if fail_writes:
             _fail_parquet_writes(int(fail_writes), attempts)
         self.slow = dict(slow or {})
+        self.die = die  # every run kills its worker process (a card whose driver takes the process down)
         if pid_dir:
             Path(pid_dir).mkdir(parents=True, exist_ok=True)
             (Path(pid_dir) / f"{os.getpid()}.pid").write_text(str(os.getpid()))
@@ -76,6 +79,8 @@ class FakeWorkload:
         return Check(True)
 
     def run(self, config: Mapping[str, int], repeats: int) -> Timing:
+        if self.die:
+            os.kill(os.getpid(), signal.SIGKILL)
         if config["a.blocks"] == 1 and config["b.blocks"] == 1:
             raise RuntimeError("simulated launch failure: too many resources requested")
         if self.delay:
