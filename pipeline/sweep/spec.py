@@ -248,7 +248,9 @@ def _resolve_paths(workload: str, options: dict[str, Any], source: str) -> dict[
             try:
                 out[key] = str((Path(source).parent / value).resolve())
             except (ValueError, OSError) as exc:  # a NUL in the name, a symlink loop
-                raise UserError(f"{source}: options.{key}: {value!r} is not a usable path ({exc})"[:300]) from None
+                raise UserError(
+                    f"{source}: options.{key}: {value!r} is not a usable path ({exc})"[:300]
+                ) from None
     return out
 
 
