@@ -194,13 +194,14 @@ def cmd_run(ns: argparse.Namespace) -> int:
         raise UsageError(f"--autotune {ns.autotune!r}: choose one of {', '.join(AUTOTUNE_MODES)}")
     if ns.tuning_table and not Path(ns.tuning_table).is_file():
         raise UsageError(f"--tuning-table {ns.tuning_table}: no such file")
-    out = Path(ns.out)
-    _out_folder(out)
-    solver = Solver(ns.case, size, ns.backend, scheme=_scheme(ns), smoothing=ns.smoothing)
     if ns.space == "fused" and ns.autotune == "off":
         raise UsageError("--space fused tunes whole configurations: give --autotune scan or seeded")
     if ns.autotune_arith and ns.space != "fused":
         raise UsageError("--autotune-arith chooses the fused kernels' arithmetic: it needs --space fused")
+    scheme = _scheme(ns)
+    solver = Solver(ns.case, size, ns.backend, scheme=scheme, smoothing=ns.smoothing)
+    out = Path(ns.out)
+    _out_folder(out)  # after the solver's own checks (a backend without its GPU), before the steps
     tuners, whole = None, None
     if ns.space == "fused":
         try:
