@@ -29,7 +29,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# SIGHUP too: a closed terminal or ssh session ends the sweep as Ctrl-C does, with its one line
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 _received: list[int] = []  # the signals this process got inside signals_interrupt, in order
 _active: list[bool] = []  # one entry per signals_interrupt block open

@@ -22,6 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from pipeline.errors import UserError
 from pipeline.paths import make_folder
 
@@ -30,14 +32,25 @@ logger = logging.getLogger(__name__)
 LOCK_NAME = ".sweep.lock"
 
 
-def _alive(pid: int) -> bool:
+def _started(pid: int) -> float | None:
+    """When process ``pid`` started (psutil: seconds since the epoch), None where there is no such process."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return round(psutil.Process(pid).create_time(), 2)
+    except psutil.NoSuchProcess:
+        return None
+    except psutil.Error:  # another user's process we may not inspect: alive, start unknown
+        return -1.0
+
+
+def _alive(pid: int, started: Any = None) -> bool:
+    """Whether the lock's holder still runs: a process of that pid that started when the lock says (a pid
+    reused by a later process does not keep the lock); a lock without the start time (older) goes by pid."""
+    now = _started(pid)
+    if now is None:
         return False
-    except PermissionError:  # another user's live process
+    if not isinstance(started, int | float) or now < 0:
         return True
-    return True
+    return abs(now - started) < 0.05
 
 
 def _holder(path: Path) -> dict[str, Any]:
@@ -65,6 +78,7 @@ def sweep_lock(folder: Path, log: Callable[[str], Any] = logger.info) -> Iterato
     me = {
         "host": socket.gethostname(),
         "pid": os.getpid(),
+        "pid_started": _started(os.getpid()),
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(sys.argv),
     }
@@ -74,7 +88,7 @@ def sweep_lock(folder: Path, log: Callable[[str], Any] = logger.info) -> Iterato
         who = f"process {pid} on {host} (since {held.get('started', '?')})"
         if host != me["host"]:
             raise UserError(f"{folder}: in use by {who}; if that sweep is gone, remove {path} and run again")
-        if isinstance(pid, int) and _alive(pid):
+        if isinstance(pid, int) and _alive(pid, held.get("pid_started")):
             raise UserError(f"{folder}: in use by {who}: wait for it, or stop it first")
         log(f"note: {folder}: taking over a stale lock of {who}: that process is gone")
         path.unlink(missing_ok=True)

@@ -178,3 +178,16 @@ def test_event_loop_errors_after_a_signal_are_quiet_until_the_block_ends():
         finally:
             assert not log.isEnabledFor(logging.CRITICAL)
     assert log.level == before and log.isEnabledFor(logging.ERROR)
+
+
+def test_sighup_ends_a_command_like_sigterm_with_one_line():
+    """A closed terminal (SIGHUP) is an interruption: one line naming it, exit 130, every ``with`` unwound."""
+    import pipeline.interrupts as interrupts
+
+    assert signal.SIGHUP in interrupts.SIGNALS
+    with signals_interrupt():
+        with pytest.raises(Interrupted) as info:
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(5)  # the handler raises before this ends
+        assert received() == signal.SIGHUP
+    assert info.value.signum == signal.SIGHUP

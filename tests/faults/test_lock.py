@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -60,3 +61,25 @@ def test_out_pointing_at_a_file_is_one_line(tmp_path, write_spec):
     afile.write_text("x")
     line = one_line_error(run_cli("sweep", str(write_spec()), "--out", str(afile), cwd=tmp_path))
     assert "exists and is not a folder" in line and afile.read_text() == "x"
+
+
+def test_a_lock_whose_pid_now_belongs_to_another_process_is_taken_over(tmp_path):
+    """The lock names its holder by pid and start time: a live process that reuses the pid (here this test's
+    own, with another start time) does not keep it."""
+    _lock(tmp_path, os.getpid())
+    held = json.loads((tmp_path / LOCK_NAME).read_text())
+    held["pid_started"] = 12.0  # a process of that pid that started at boot, long gone
+    (tmp_path / LOCK_NAME).write_text(json.dumps(held))
+    notes = []
+    with sweep_lock(tmp_path, log=notes.append):
+        pass
+    assert len(notes) == 1 and f"stale lock of process {os.getpid()}" in notes[0]
+
+
+def test_the_lock_records_its_holders_start_time_and_a_live_holder_keeps_it(tmp_path):
+    with sweep_lock(tmp_path) as path:
+        held = json.loads(path.read_text())
+        assert held["pid"] == os.getpid() and held["pid_started"] > 0
+        with pytest.raises(UserError, match="in use by process"):
+            with sweep_lock(tmp_path):
+                pass
