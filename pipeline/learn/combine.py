@@ -372,7 +372,7 @@ def combine(out: Path, paths: Sequence[Path], log: Log = logger.info, train: boo
     log(f"combined {merged.num_rows} rows of {', '.join(classes)} from {len(paths)} sources into {out}")
     if train:
         frame = _merged_frame(merged)  # read once, handed down: training and the report read no merged/
-        train_sweep(out, log, merged=frame)
-        build_report(out, log, frame=frame)
+        trained = train_sweep(out, log, merged=frame)
+        build_report(out, log, frame=frame, models=trained["models"])
         log(f"report: {folder.report_md}")
     return block

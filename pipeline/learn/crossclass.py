@@ -70,18 +70,21 @@ def scores(y: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
 
 
 def same_split(
-    frame: pd.DataFrame, spec: SweepSpec, groups: dict[str, Any], trained: dict[str, dict[str, Any]]
+    by_class: dict[str, pd.DataFrame],
+    spec: SweepSpec,
+    groups: dict[str, Any],
+    trained: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    """Per class: the per-class and the combined models' scores on that class's test rows."""
+    """Per class: the per-class and the combined models' scores on that class's test rows (``by_class``:
+    each class's ok rows, ``folder.rows_by_class``)."""
 
     combined = trained.get("combined")
     if not combined:
         return {}
     out = {}
-    for cls in sorted(frame["gpu_class"].unique()):
+    for cls, rows in by_class.items():
         if cls not in trained:
             continue
-        rows = ok_rows(frame, cls)
         _, te = split(rows, spec.test_fraction, spec.seed)
         y = rows["total_ms"].to_numpy(float)[te]
         entry: dict[str, Any] = {"n_test": int(len(te)), "per_class": {}, "combined": {}}
@@ -115,7 +118,7 @@ def _fit_and_score(
 
 
 def leave_one_class_out(
-    frame: pd.DataFrame,
+    rows: pd.DataFrame,
     spec: SweepSpec,
     features: list[str],
     device: list[str],
@@ -124,10 +127,10 @@ def leave_one_class_out(
 ) -> dict[str, Any]:
     """For each class with enough rows: the combined models fitted on the other classes, scored on it.
 
-    The fits are independent, so they run in parallel processes (``parallel.run_fits``); each fit is seeded
-    and single-threaded, so the numbers are those of a serial run."""
+    ``rows``: the ok rows of every class (``folder.ok_rows(frame, None)``). The fits are independent, so they
+    run in parallel processes (``parallel.run_fits``); each fit is seeded and single-threaded, so the numbers
+    are those of a serial run."""
 
-    rows = ok_rows(frame, None)
     counts = rows["gpu_class"].value_counts()
     out: dict[str, Any] = {}
     jobs = []
@@ -186,7 +189,8 @@ def leave_one_class_out(
 
 
 def cross_class(
-    frame: pd.DataFrame,
+    ok: pd.DataFrame,
+    by_class: dict[str, pd.DataFrame],
     spec: SweepSpec,
     groups: dict[str, Any],
     trained: dict[str, dict[str, Any]],
@@ -194,16 +198,17 @@ def cross_class(
     merged: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """``comparison`` and, with two classes or more, ``pairs`` (from ``merged``, every row of the folder,
-    where given; else ``frame``) and ``loco`` for ``models/metrics.json``."""
-    out: dict[str, Any] = {"comparison": same_split(frame, spec, groups, trained)}
+    where given; else ``ok``) and ``loco`` for ``models/metrics.json``. ``ok``: the training rows that
+    measured (``folder.ok_rows(frame, None)``), ``by_class`` the same per class (``folder.rows_by_class``)."""
+    out: dict[str, Any] = {"comparison": same_split(by_class, spec, groups, trained)}
     entry = groups.get("combined", {})
-    classes = [c for c in frame["gpu_class"].unique() if c in trained]
+    classes = [c for c in by_class if c in trained]
     if len(classes) >= 2:
         params = groups[classes[0]]["features"]
-        out["pairs"] = class_pairs(frame if merged is None else merged, params)
+        out["pairs"] = class_pairs(ok if merged is None else merged, params)
     if "combined" in trained and len(classes) >= 2:
         device = [f for f in entry["features"] if f not in groups[classes[0]]["features"]]
-        out["loco"] = leave_one_class_out(frame, spec, entry["features"], device, log, out["pairs"])
+        out["loco"] = leave_one_class_out(ok, spec, entry["features"], device, log, out["pairs"])
     return out
 
 

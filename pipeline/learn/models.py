@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import skops.io as sio
 from sklearn.base import BaseEstimator, RegressorMixin, TransformerMixin
 from sklearn.compose import TransformedTargetRegressor
 from sklearn.ensemble import HistGradientBoostingRegressor
@@ -219,12 +218,16 @@ TRUSTED = [
 
 def save_model(model: Any, path: Path) -> None:
 
+    import skops.io as sio  # here, not at the top: the fit workers import this module and never save
+
     with atomic_path(path) as tmp:  # an interrupted dump leaves no model behind
         sio.dump(model, tmp)
 
 
 def load_model(path: Path) -> Any:
     """Load a skops model file, refusing any type outside ``TRUSTED`` (never a pickle)."""
+
+    import skops.io as sio
 
     if not path.is_file():
         raise UserError(f"{path}: no such model file (run `python -m pipeline train` first)")

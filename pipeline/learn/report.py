@@ -21,7 +21,7 @@ from kernels.compare import Comparison
 from pipeline.errors import UserError
 from pipeline.learn.crossclass import markdown as cross_class_markdown
 from pipeline.results import Sweep, figures, predictions, time_label
-from pipeline.sweep.folder import SweepFolder, ok_rows
+from pipeline.sweep.folder import SweepFolder, ok_rows, rows_by_class
 from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
 
@@ -129,9 +129,11 @@ def class_summary(
     plan: dict[str, Any],
     metrics: dict[str, Any],
     validation: dict[str, Any] | None,
+    ok: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
+    """One class's line of the report; ``ok``: its ok rows where the caller has them (``ok_rows``)."""
     rows = frame[frame["gpu_class"] == cls]
-    ok = ok_rows(frame, cls)
+    ok = ok_rows(frame, cls) if ok is None else ok
     counts = rows["status"].value_counts()
     params = plan["params"]
     out: dict[str, Any] = {
@@ -193,8 +195,16 @@ def class_summary(
     return out
 
 
-def tuning_entry(frame: pd.DataFrame, cls: str, spec, plan: dict[str, Any], validation: dict | None) -> dict:
-    """Best measured configuration and the next few for one class, for the runtime autotuner."""
+def tuning_entry(
+    frame: pd.DataFrame,
+    cls: str,
+    spec,
+    plan: dict[str, Any],
+    validation: dict | None,
+    ok: pd.DataFrame | None = None,
+) -> dict:
+    """Best measured configuration and the next few for one class, for the runtime autotuner (``ok``: its
+    ok rows where the caller has them)."""
     params = plan["params"]
     candidates = []
     v = (validation or {}).get(cls)
@@ -202,7 +212,7 @@ def tuning_entry(frame: pd.DataFrame, cls: str, spec, plan: dict[str, Any], vali
         for c in v["candidates"]:
             if c["status"] == "ok":
                 candidates.append({"config": c["config"], "ms": c["total_ms"], "source": "remeasured"})
-    ok = ok_rows(frame, cls)
+    ok = ok_rows(frame, cls) if ok is None else ok
     for _, row in ok.nsmallest(TOP_CANDIDATES, "total_ms").iterrows():
         candidates.append({"config": _config(row, params), "ms": float(row["total_ms"]), "source": "sampled"})
     seen, unique = set(), []
@@ -250,7 +260,13 @@ def tuning_entry(frame: pd.DataFrame, cls: str, spec, plan: dict[str, Any], vali
 
 
 def _figures(
-    sweep_dir: Path, frame: pd.DataFrame, plan: dict[str, Any], spec, metrics: dict, log
+    sweep_dir: Path,
+    frame: pd.DataFrame,
+    plan: dict[str, Any],
+    spec,
+    metrics: dict,
+    log,
+    models: dict[str, dict[str, Any]] | None = None,
 ) -> list[str]:
     try:
         import matplotlib
@@ -270,7 +286,9 @@ def _figures(
             continue
         drawn = {
             f"{group}-pred-vs-actual.png": figures.pred_vs_actual(
-                predictions(sweep, group, "mlp"), f"{group} mlp", unit=time_label(spec.workload)
+                predictions(sweep, group, "mlp", fitted=(models or {}).get(group, {}).get("mlp")),
+                f"{group} mlp",
+                unit=time_label(spec.workload),
             )
         }
         curve = entry["models"]["mlp"].get("loss_curve") or []
@@ -388,9 +406,13 @@ def _markdown(report: dict[str, Any]) -> str:
 
 
 def build_report(
-    sweep_dir: Path, log: Callable[[str], Any] = logger.info, frame: pd.DataFrame | None = None
+    sweep_dir: Path,
+    log: Callable[[str], Any] = logger.info,
+    frame: pd.DataFrame | None = None,
+    models: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Write the report files; ``frame``: the merged rows where the caller holds them (``combine``)."""
+    """Write the report files. Where the caller holds them (``combine``, which has just written and trained
+    them): ``frame``, the merged rows; ``models``, the fitted models by group (else read from their files)."""
     folder = SweepFolder(sweep_dir)
     spec, plan = folder.read_spec()
     frame = load_merged(sweep_dir) if frame is None else frame
@@ -400,6 +422,7 @@ def build_report(
     validation = folder.read_validation()
     timing = folder.read_timing()
     classes = sorted(frame["gpu_class"].unique())
+    by_class = rows_by_class(ok_rows(frame, None))  # filtered once for every class's lines
     report = {
         "sweep_id": spec.name,
         "workload": spec.workload,
@@ -411,7 +434,7 @@ def build_report(
         "spec": spec.to_dict(),
         "merged_rows": int(len(frame)),
         "throughput": timing,
-        "classes": {c: class_summary(frame, c, plan, metrics, validation) for c in classes},
+        "classes": {c: class_summary(frame, c, plan, metrics, validation, by_class.get(c)) for c in classes},
         "models": {
             g: {
                 n: {k: m[k] for k in ("r2_train", "r2_test", "mse_test", "n_train") if k in m}
@@ -421,9 +444,10 @@ def build_report(
         },
         "comparison": metrics.get("comparison"),
         "loco": metrics.get("loco"),
+        "pairs": metrics.get("pairs"),
         "combined_from": (folder.read_meta() or {}).get("combined", {}).get("sources"),
     }
-    report["figures"] = _figures(sweep_dir, frame, plan, spec, metrics, log)
+    report["figures"] = _figures(sweep_dir, frame, plan, spec, metrics, log, models)
     if folder.performance_report.exists():
         report["performance_report"] = folder.performance_report.name
     table = {
@@ -431,7 +455,7 @@ def build_report(
         "version": 1,
         "created": report["created"],
         "sweep_id": spec.name,
-        "entries": [tuning_entry(frame, c, spec, plan, validation) for c in classes],
+        "entries": [tuning_entry(frame, c, spec, plan, validation, by_class.get(c)) for c in classes],
     }
     markdown = _markdown({**report, "cross_class_md": cross_class_markdown(metrics)})
     folder.write_report(_clean(report), markdown, _clean(table))

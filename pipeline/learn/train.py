@@ -13,13 +13,13 @@ import logging
 import time
 import warnings
 from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import sklearn
-import skops
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import mean_squared_error, r2_score
 
@@ -36,7 +36,7 @@ from pipeline.learn.design import (
 )
 from pipeline.learn.models import AdditiveKernelModel, loss_curve, one_thread, save_model
 from pipeline.learn.parallel import run_fits
-from pipeline.sweep.folder import SweepFolder, data_hash, ok_rows
+from pipeline.sweep.folder import SweepFolder, data_hash, ok_rows, rows_by_class
 from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
 from pipeline.sweep.spec import SweepSpec
@@ -106,11 +106,12 @@ def train_sweep(
     spec, plan = folder.read_spec()
     merged = load_merged(sweep_dir) if merged is None else merged
     frame, used = training_rows(merged, spec.train.max_rows, spec.seed)
-    frame = with_class_facts(frame)
+    ok = ok_rows(with_class_facts(frame), None)  # filtered once: every group and score reads these rows
+    by_class = rows_by_class(ok)
     for cls, n in used["per_class"].items():
         if n["used"] < n["ok_rows"]:
             log(f"train {cls}: {n['used']} of {n['ok_rows']} ok rows, drawn with seed {spec.seed} (max_rows)")
-    classes = sorted(frame["gpu_class"].unique())
+    classes = sorted(by_class)
     groups: dict[str, str | None] = {c: c for c in classes}
     groups["combined"] = None
     metrics: dict[str, Any] = {
@@ -118,15 +119,15 @@ def train_sweep(
         "training_rows": used,
         "seed": spec.seed,
         "test_fraction": spec.test_fraction,
-        "versions": {"sklearn": sklearn.__version__, "skops": skops.__version__, "numpy": np.__version__},
+        "versions": {"sklearn": sklearn.__version__, "skops": version("skops"), "numpy": np.__version__},
         "groups": {},
     }
     trained: dict[str, dict[str, Any]] = {}
     with one_thread():
-        _fit_groups(folder, frame, plan, spec, groups, metrics, trained, log)
+        _fit_groups(folder, ok, by_class, plan, spec, groups, metrics, trained, log)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            metrics.update(cross_class(frame, spec, metrics["groups"], trained, log, merged))
+            metrics.update(cross_class(ok, by_class, spec, metrics["groups"], trained, log, merged))
     folder.write_metrics(_finite(metrics))
     return {"metrics": metrics, "models": trained}
 
@@ -142,7 +143,8 @@ def _fit_in_worker(
 
 def _fit_groups(
     folder: SweepFolder,
-    frame: pd.DataFrame,
+    ok: pd.DataFrame,
+    by_class: dict[str, pd.DataFrame],
     plan: dict[str, Any],
     spec: SweepSpec,
     groups: dict[str, str | None],
@@ -156,7 +158,7 @@ def _fit_groups(
     core, the largest first); each fit is seeded and single-threaded, so the numbers are a serial run's."""
     jobs = []
     for group, cls in groups.items():
-        rows = ok_rows(frame, cls)
+        rows = ok if cls is None else by_class[cls]
         features = features_for(plan, False)
         entry: dict[str, Any] = {"features": features, "rows": int(len(rows)), "target": "ms", "models": {}}
         metrics["groups"][group] = entry

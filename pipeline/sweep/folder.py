@@ -298,6 +298,12 @@ def ok_rows(frame: pd.DataFrame, gpu_class: str | None) -> pd.DataFrame:
     return rows.sort_values(["gpu_class", "sample_id"]).reset_index(drop=True)
 
 
+def rows_by_class(ok: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """``ok_rows(frame, None)`` split by class, each part equal to ``ok_rows(frame, cls)``: one filter of the
+    frame serves every group that reads it."""
+    return {str(c): rows.reset_index(drop=True) for c, rows in ok.groupby("gpu_class", sort=True)}
+
+
 def data_hash(frame: pd.DataFrame) -> str:
     """A hash of the merged rows without timestamps: models and re-measurements are current if it matches."""
     return hashlib.sha256(

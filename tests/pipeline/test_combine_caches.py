@@ -325,8 +325,15 @@ def test_combine_hands_down_the_frame_load_merged_reads(hub_like, monkeypatch):
     from pipeline.sweep.folder import data_hash
 
     handed = {}
-    monkeypatch.setattr(combine_module, "train_sweep", lambda out, log, merged: handed.update(train=merged))
-    monkeypatch.setattr(combine_module, "build_report", lambda out, log, frame: handed.update(report=frame))
+
+    def train(out, log, merged):
+        handed.update(train=merged)
+        return {"models": {}}
+
+    monkeypatch.setattr(combine_module, "train_sweep", train)
+    monkeypatch.setattr(
+        combine_module, "build_report", lambda out, log, frame, models: handed.update(report=frame)
+    )
     tmp, caches, sweep = hub_like
     out = tmp / "handed"
     combine(out, [sweep, caches], log=lambda m: None)
