@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from kernels.atomic import atomic_path
 from kernels.device import CLASS_SPECS, gpu_class_of
 from pipeline.errors import UserError
+from pipeline.jsonio import check_regular, read_json, read_regular_bytes
 
 TIME = "time"  # the objective column of every Dataset frame (ms; NaN where the configuration failed)
 STATUS = "status"  # "ok", "invalid" or "failed"
@@ -149,13 +150,11 @@ def load_kernel_tuner_cache(path: str | Path) -> Dataset:
     number (``RuntimeFailedConfig``, ``CompilationFailedConfig``, ...) is kept with status ``failed``: a
     strategy that tries it spends a measurement, as it would on the device."""
     path = Path(path)
+    data = read_regular_bytes(path, "Kernel Tuner cache")  # a FIFO or a device is one line, not a hang
+    assert data is not None
     try:
-        opener = gzip.open if path.name.endswith(".gz") else open
-        with opener(path, "rt") as f:
-            raw = _cache_json(f.read())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file") from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raw = _cache_json((gzip.decompress(data) if path.name.endswith(".gz") else data).decode())
+    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise UserError(
             f"{path}: not a readable Kernel Tuner cache ({exc.__class__.__name__}: {exc})"
         ) from None
@@ -337,6 +336,10 @@ def _one_row_per_config(work: pd.DataFrame, params: list[str], kernel_cols: list
 def load_parquet(path: str | Path) -> list[Dataset]:
     """Read our sweep Parquet (a file or a directory dataset) as one Dataset per GPU class."""
     path = Path(path)
+    # pyarrow opens the files itself: each is checked to be a regular file first (a FIFO would never answer)
+    for file in sorted(path.rglob("*")) if path.is_dir() else [path] if path.exists() else []:
+        if not file.is_dir():
+            check_regular(file, "Parquet")
     try:
         table = pq.read_table(path)
         df = table.to_pandas()
@@ -367,8 +370,8 @@ def _plan_field(path: Path, field: str) -> Any:
     written by the sweep; the first plan that has it), or None for any other file."""
     for plan in sorted((path.parent / "plan").glob("*.json")) if path.is_dir() else []:
         try:
-            value = json.loads(plan.read_text()).get(field)
-        except (OSError, ValueError, AttributeError):
+            value = read_json(plan, "plan").get(field)
+        except (UserError, AttributeError):
             continue
         if value:
             return value

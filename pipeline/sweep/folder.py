@@ -27,11 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
+import numpy as np
 import pandas as pd
 
 from kernels.atomic import write_text
 from pipeline.errors import UserError
-from pipeline.jsonio import read_json, write_json
+from pipeline.jsonio import read_json, read_regular_bytes, write_json
+from pipeline.sweep.checksums import check_meta, check_plan, meta_checksums, plan_checksums
 from pipeline.sweep.ownership import Kind, require_owned
 from pipeline.sweep.spec import SweepSpec
 
@@ -72,6 +74,13 @@ class Plan(PlanFacts, total=False):
     device: dict[str, Any]
     n_configs: int
     configs_file: str
+    planned_with: dict[str, Any]  # the spec fields that decided the configurations (PLANNED_WITH)
+    checksums: dict[str, str]  # pipeline.sweep.checksums.plan_checksums; absent in older folders
+
+
+# The spec fields that decide a plan's configurations, recorded in it: a plan is reused only by a sweep that
+# agrees on all of them.
+PLANNED_WITH = ("workload", "case", "size", "backend", "options", "samples", "samplers", "seed")
 
 
 class SweepMeta(TypedDict, total=False):
@@ -82,6 +91,7 @@ class SweepMeta(TypedDict, total=False):
     plan: PlanFacts
     updated: str
     combined: dict[str, Any]
+    checksums: dict[str, str]  # pipeline.sweep.checksums.meta_checksums; absent in older folders
 
 
 class Metrics(TypedDict, total=False):
@@ -172,10 +182,18 @@ class SweepFolder:
 
     # -- sweep.json --------------------------------------------------------------------------------------
     def read_meta(self) -> SweepMeta | None:
-        return read_json(self.meta_path, "sweep description")
+        """``sweep.json``, refused with one line where it was edited since it was written."""
+        meta = read_json(self.meta_path, "sweep description")
+        if meta is None:
+            return None
+        if not isinstance(meta, dict):
+            raise UserError(f"{self.meta_path}: not a sweep description (a JSON object)")
+        check_meta(meta, str(self.meta_path))
+        return meta  # type: ignore[return-value]
 
     def write_meta(self, meta: SweepMeta) -> None:
-        write_json(self.meta_path, meta)
+        body = {k: v for k, v in meta.items() if k != "checksums"}
+        write_json(self.meta_path, {**body, "checksums": meta_checksums(body)})
 
     def planning_key(self) -> dict[str, Any] | None:
         """The planning key this folder was made with; None for a folder that holds no sweep yet."""
@@ -201,10 +219,10 @@ class SweepFolder:
     # -- the other JSON files ----------------------------------------------------------------------------
     def read_plan(self, gpu_class: str) -> Plan | None:
         """The plan with its ``configs`` (from the Parquet file beside the JSON, or inside an older JSON)."""
-        plan = read_json(self.plan_path(gpu_class), "plan")
+        plan = self._plan_facts(gpu_class)
         if plan is None or "configs_file" not in plan:
             return plan
-        table = self._plan_configs(plan, None)
+        table = self._plan_configs(gpu_class, plan, None)
         params = [p for p in table.column_names if p != "sampler"]
         values = zip(*(table.column(p).to_pylist() for p in params), strict=True)
         samplers = table.column("sampler").to_pylist()
@@ -215,31 +233,64 @@ class SweepFolder:
 
     def read_plan_samplers(self, gpu_class: str) -> list[str] | None:
         """The sampler of each planned sample id, without building the configurations (the merge's check)."""
-        plan = read_json(self.plan_path(gpu_class), "plan")
+        plan = self._plan_facts(gpu_class)
         if plan is None:
             return None
         if "configs_file" in plan:
-            return self._plan_configs(plan, ["sampler"]).column("sampler").to_pylist()
+            return self._plan_configs(gpu_class, plan, ["sampler"]).column("sampler").to_pylist()
         return [c[0] for c in plan["configs"]] if "configs" in plan else None
 
-    def _plan_configs(self, plan: Plan, columns: list[str] | None) -> Any:
+    def read_plan_matrix(self, gpu_class: str) -> tuple[list[str], np.ndarray] | None:
+        """The planned parameter values as an int64 matrix (row = sample id, columns = ``params``), and the
+        parameters; None where the plan holds no configurations."""
+        plan = self._plan_facts(gpu_class)
+        if plan is None:
+            return None
+        params = list(plan.get("params") or [])
+        if "configs_file" in plan:
+            table = self._plan_configs(gpu_class, plan, params)
+            columns = [table.column(p).to_numpy() for p in params]
+            n = table.num_rows
+        elif "configs" in plan:
+            columns = [np.array([c[1][p] for c in plan["configs"]], dtype=np.int64) for p in params]
+            n = len(plan["configs"])
+        else:
+            return None
+        matrix = np.column_stack(columns).astype(np.int64) if columns else np.zeros((n, 0), np.int64)
+        return params, matrix
+
+    def _plan_facts(self, gpu_class: str) -> Plan | None:
+        plan = read_json(self.plan_path(gpu_class), "plan")
+        if plan is not None and not isinstance(plan, dict):
+            raise UserError(f"{self.plan_path(gpu_class)}: not a plan (a JSON object)")
+        if plan is not None and "configs_file" not in plan:
+            check_plan(plan, None, str(self.plan_path(gpu_class)))
+        return plan  # type: ignore[return-value]
+
+    def _plan_configs(self, gpu_class: str, plan: Plan, columns: list[str] | None) -> Any:
+        """The configurations file's table, its bytes checked against the plan's checksum first."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        path = self.path / "plan" / plan["configs_file"]
+        name = plan["configs_file"]
+        if not isinstance(name, str) or "/" in name or name in {".", ".."}:
+            raise UserError(f"{self.plan_path(gpu_class)}: configs_file {name!r} is not a file name in plan/")
+        path = self.path / "plan" / name
+        data = read_regular_bytes(path, "plan configurations")
+        check_plan(plan, data, str(self.plan_path(gpu_class)))
         try:
-            return pq.read_table(path, columns=columns)
-        except (pa.ArrowException, OSError) as exc:
+            return pq.read_table(pa.BufferReader(data), columns=columns)
+        except (pa.ArrowException, OSError, KeyError) as exc:
             raise UserError(f"{path}: unreadable plan ({str(exc).splitlines()[0]})") from None
 
     def write_plan(self, gpu_class: str, plan: Plan) -> None:
         """The facts as JSON; the configurations, where there are any, as Parquet beside it: a JSON list of
         dicts was 40 MB at 10^5 samples and took the merge's check 1.5 GB of Python objects at 10^6
-        (issue 18); columns of integers take 2 MB and read back in a second."""
+        (issue 18); columns of integers take 2 MB and read back in a second. Each carries its checksums."""
+        facts = {k: v for k, v in plan.items() if k not in ("configs", "checksums")}
         if "configs" not in plan:
-            write_json(self.plan_path(gpu_class), plan)
+            write_json(self.plan_path(gpu_class), {**facts, "checksums": plan_checksums(facts, None)})
             return
-        import numpy as np
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -255,10 +306,13 @@ class SweepFolder:
         name = f"{gpu_class}.configs.parquet"
         path = self.path / "plan" / name
         path.parent.mkdir(parents=True, exist_ok=True)
+        sink = pa.BufferOutputStream()
+        pq.write_table(pa.table(columns), sink, compression="zstd")
+        data = sink.getvalue().to_pybytes()
         with atomic_path(path) as tmp:
-            pq.write_table(pa.table(columns), tmp, compression="zstd")
-        facts = {k: v for k, v in plan.items() if k != "configs"}
-        write_json(self.plan_path(gpu_class), {**facts, "n_configs": len(configs), "configs_file": name})
+            tmp.write_bytes(data)
+        facts.update(n_configs=len(configs), configs_file=name)
+        write_json(self.plan_path(gpu_class), {**facts, "checksums": plan_checksums(facts, data)})
 
     def read_metrics(self) -> Metrics | None:
         return read_json(self.models_dir / "metrics.json", "model metrics")

@@ -20,7 +20,7 @@ from pipeline.errors import UserError
 from pipeline.sweep.batching import measure_order
 from pipeline.sweep.folder import SweepFolder
 from pipeline.sweep.schema import shard_schema
-from pipeline.sweep.shards import pending_batches
+from pipeline.sweep.shards import Planned, pending_batches
 from pipeline.sweep.spec import SweepSpec
 from pipeline.sweep.worker import measure_batch, warm_task
 
@@ -194,7 +194,8 @@ def measure_batches(
         ordered = measure_order(plan["configs"], spec.batch_size)
         rank = {batch: r for r, (batch, _) in enumerate(ordered)}
         schema = shard_schema(plan["params"], plan["kernels"])
-        todo, finished = pending_batches(out, cls, ordered, schema, log)
+        planned = Planned(list(plan["params"]), spec.seed)
+        todo, finished = pending_batches(out, cls, ordered, schema, log, planned)
         skipped += finished
         # Dask does not keep submission order on its own; a time-limited sweep must measure the plan's
         # batches in order (per-kernel grids first, then sample ids): hence the priority.

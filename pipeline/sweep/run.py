@@ -11,6 +11,7 @@ workers.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
@@ -30,7 +31,8 @@ from pipeline.learn.pick import incumbents, known_failures
 from pipeline.learn.report import build_report, remeasure_line
 from pipeline.learn.train import train_sweep
 from pipeline.sweep.batching import auto_batch_size
-from pipeline.sweep.folder import PLAN_FACTS, SweepFolder, data_hash
+from pipeline.sweep.checksums import EditedFile
+from pipeline.sweep.folder import PLAN_FACTS, PLANNED_WITH, SweepFolder, data_hash
 from pipeline.sweep.lock import sweep_lock
 from pipeline.sweep.measure import measure_batches, workers_by_class
 from pipeline.sweep.ownership import claim
@@ -65,6 +67,19 @@ def check_previous(out: Path, spec: SweepSpec, force: bool, classes: Sequence[st
     )
 
 
+def start_afresh_if_edited(out: Path, force: bool, classes: Sequence[str] | None, log: Log) -> None:
+    """A ``sweep.json`` edited since the sweep wrote it is refused (:mod:`pipeline.sweep.checksums`), except
+    with ``--force`` (without ``--gpu-class``), which starts the folder afresh as for another plan."""
+    folder = SweepFolder(out)
+    try:
+        folder.read_meta()
+    except EditedFile as exc:
+        if not force or classes:
+            raise
+        log(f"--force: {str(exc).split(';', 1)[0]}; starting it afresh")
+        folder.clear("sweep")
+
+
 def keep_batch_size(spec: SweepSpec, previous: dict[str, Any] | None, fresh: bool, log: Log) -> SweepSpec:
     """``batch_size: auto`` in a folder planned before: the batch size chosen then (batch and shard names
     must not move between runs); a fresh start (``fresh``) chooses again."""
@@ -84,7 +99,18 @@ def plan_class(
     limit = limit or wait_limit("local")
     folder = SweepFolder(out)
     plan = None if replan else folder.read_plan(cls)
+    # as the plan's JSON holds it (tuples read back as lists)
+    wanted = json.loads(
+        json.dumps({k: v for k, v in spec.to_dict().items() if k in PLANNED_WITH}, default=str)
+    )
     if plan is not None:
+        old = plan.get("planned_with")
+        if old is not None and old != wanted:
+            k = next(k for k in sorted(wanted.keys() | old.keys()) if old.get(k) != wanted.get(k))
+            raise UserError(
+                f"{folder.plan_path(cls)}: planned with {k}={old.get(k)!r}, not {wanted.get(k)!r}; use "
+                "another --out, or --force to plan afresh"
+            )
         if "configs" in plan:  # a committed plan is slimmed to its facts; the seeded draw below redoes it
             return plan
     future = client.submit(
@@ -98,6 +124,7 @@ def plan_class(
         key=f"plan-{cls}-{time.time_ns()}",
     )
     plan = result(future, f"the plan of class {cls}", limit)
+    plan["planned_with"] = wanted
     folder.write_plan(cls, plan)
     return plan
 
@@ -240,6 +267,7 @@ def _run_sweep(
 ) -> dict[str, Any]:
     folder = SweepFolder(out)
     claim(out, "sweep", "--out")  # a new or empty folder, or a sweep's: nothing else is replaced
+    start_afresh_if_edited(out, force, classes, log)
     spec = keep_batch_size(spec, folder.planning_key(), force and not classes, log)
     check_previous(out, spec, force, classes, log)
     wanted = list(classes or spec.gpu_classes or []) or None

@@ -21,33 +21,43 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import UserError
-from pipeline.jsonio import read_json
+from pipeline.jsonio import check_regular, open_regular, read_json, read_regular_bytes
 from pipeline.sweep.batching import measure_order
+from pipeline.sweep.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest, rows_digest
 from pipeline.sweep.folder import SweepFolder
 from pipeline.sweep.schema import shard_schema
 
 logger = logging.getLogger(__name__)
 
 
+def _corrupt(path: Path, why: str) -> UserError:
+    return UserError(
+        f"{path}: corrupt shard ({why}); delete it and rerun the sweep to measure that batch again"
+    )
+
+
+def _shard_file(path: Path) -> pq.ParquetFile:
+    """A shard opened from its bytes (:func:`pipeline.jsonio.read_regular_bytes`: a FIFO or a device named
+    like a shard is one line, never a hang); a shard is one batch, small enough to read whole."""
+    data = read_regular_bytes(path, "shard")
+    assert data is not None
+    return pq.ParquetFile(pa.BufferReader(data))
+
+
 def read_shard(path: Path) -> pa.Table:
     """Read one shard or raise a UserError naming it: a truncated file must not crash the merge unnamed."""
     try:
-        return pq.read_table(path)
+        return _shard_file(path).read()
     except (pa.ArrowException, OSError) as exc:
-        raise UserError(
-            f"{path}: corrupt shard ({str(exc).splitlines()[0]}); delete it and rerun the sweep to measure "
-            "that batch again"
-        ) from None
+        raise _corrupt(path, str(exc).splitlines()[0]) from None
 
 
 def is_finished(path: Path) -> bool:
     """A shard whose footer reads (the quick test, without a plan; :func:`shard_problem` is the full one)."""
-    if not path.is_file():
-        return False
     try:
-        pq.read_metadata(path)
+        _shard_file(path)
         return True
-    except (pa.ArrowException, OSError):
+    except (UserError, pa.ArrowException, OSError):
         return False
 
 
@@ -58,30 +68,84 @@ def _ids(ids: Iterable[int], limit: int = 8) -> str:
     return text + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
 
 
-def shard_problem(path: Path, sample_ids: Iterable[int], schema: pa.Schema | None = None) -> str | None:
+@dataclass(frozen=True)
+class Planned:
+    """What a shard's configurations must match: the plan's parameters and the sweep's seed."""
+
+    params: list[str]
+    seed: int
+
+
+def configs_problem(
+    schema: pa.Schema, read: Callable[[list[str]], pa.Table], ids: np.ndarray, expected: str, planned: Planned
+) -> str | None:
+    """Why a shard's configurations are not the plan's (``expected``: :func:`configs_digest` of the plan's
+    configurations at the shard's sample ids ``ids``), or None. A shard carrying its digest in its metadata
+    (``schema``'s) is judged on it; an older one on its rows (``read`` reads columns: the parameters and
+    ``seed``)."""
+    meta = schema.metadata or {}
+    if SHARD_CONFIGS in meta:
+        seed = meta.get(SHARD_SEED, b"").decode(errors="replace")
+        if seed != str(planned.seed):
+            return f"measured with seed {seed[:20]}, this sweep's is {planned.seed}"
+        if meta[SHARD_CONFIGS].decode(errors="replace") != expected:
+            return "its configurations are not this folder's plan (a shard of another plan)"
+        return None
+    try:
+        table = read(["sample_id", "seed", *planned.params]).sort_by("sample_id")
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        return f"unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+    seeds = set(table.column("seed").drop_null().to_pylist())
+    if seeds - {planned.seed}:
+        return f"measured with seed {sorted(seeds - {planned.seed})[0]}, this sweep's is {planned.seed}"
+    columns = [table.column(p) for p in planned.params]
+    if any(c.null_count for c in columns):
+        return "its configurations are not this folder's plan (a parameter missing)"
+    matrix = np.column_stack([c.to_numpy() for c in columns]) if columns else np.zeros((len(ids), 0))
+    found = configs_digest(table.column("sample_id").to_numpy(), matrix, planned.seed)
+    if found != expected:
+        return "its configurations are not this folder's plan (a shard of another plan)"
+    return None
+
+
+def shard_problem(
+    path: Path,
+    sample_ids: Iterable[int],
+    schema: pa.Schema | None = None,
+    planned: tuple[Planned, str] | None = None,
+) -> str | None:
     """Why the shard at ``path`` is not its batch's, or None when it is finished.
 
-    Finished means: it reads, it has ``schema`` (the plan's; metadata aside) and it holds exactly the batch's
-    planned ``sample_ids``, each once. A valid Parquet file with 2 of a batch's 5 rows is not finished: kept,
-    it would silently drop 3 samples from the merge.
+    Finished means: it reads, it has ``schema`` (the plan's; metadata aside), it holds exactly the batch's
+    planned ``sample_ids``, each once, and (``planned``: the plan's parameters and seed, and the digest of
+    the batch's configurations) their configurations and seed are the plan's. A valid Parquet file with 2 of
+    a batch's 5 rows is not finished: kept, it would silently drop 3 samples from the merge; nor is one of
+    the same ids measured from another seed's plan: kept, it would put another plan's rows in the data.
     """
     try:
-        found_schema = pq.read_schema(path)
-        ids = pq.read_table(path, columns=["sample_id"]).column("sample_id").to_pylist()
+        file = _shard_file(path)
+        found_schema = file.schema_arrow
+        ids = file.read(columns=["sample_id"]).column("sample_id").to_pylist()
+    except UserError as exc:
+        return str(exc).split(": ", 1)[-1]
     except (pa.ArrowException, OSError, KeyError) as exc:
         return f"unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
     if schema is not None and not found_schema.equals(schema, check_metadata=False):
         return "its schema is not the plan's"
     counts = Counter(ids)
-    planned = set(sample_ids)
+    planned_ids = set(sample_ids)
     problems = []
-    if missing := planned - counts.keys():
-        problems.append(f"{len(missing)} of its {len(planned)} planned samples missing ({_ids(missing)})")
+    if missing := planned_ids - counts.keys():
+        problems.append(f"{len(missing)} of its {len(planned_ids)} planned samples missing ({_ids(missing)})")
     if doubled := [i for i, c in counts.items() if c > 1]:
         problems.append(f"samples {_ids(doubled)} twice")
-    if extra := counts.keys() - planned:
+    if extra := counts.keys() - planned_ids:
         problems.append(f"samples {_ids(extra)} not of its batch")
-    return "; ".join(problems) or None
+    if problems or planned is None:
+        return "; ".join(problems) or None
+    key, expected = planned
+    ordered = np.sort(np.array(ids, dtype=np.int64))
+    return configs_problem(found_schema, lambda columns: file.read(columns=columns), ordered, expected, key)
 
 
 def set_aside(path: Path, reason: str, log: Callable[[str], None] = logger.info) -> Path:
@@ -146,7 +210,8 @@ def merged_rows(folder: SweepFolder) -> dict[str, int]:
     for path in sorted(folder.merged_dir.glob("gpu_class=*/*.parquet")):
         cls = path.parent.name.split("=", 1)[1]
         try:
-            counts[cls] = counts.get(cls, 0) + pq.read_metadata(path).num_rows
+            with open_regular(path, "merged data") as file:  # type: ignore[union-attr]
+                counts[cls] = counts.get(cls, 0) + pq.read_metadata(file).num_rows
         except (pa.ArrowException, OSError) as exc:
             raise UserError(f"{path}: unreadable merged data ({str(exc).splitlines()[0]})") from None
     return counts
@@ -182,15 +247,12 @@ def _read_in_order(paths: list[Path], read: Callable[[Path], T]) -> Iterator[T]:
 
 
 def _ids_of_shard(path: Path) -> tuple[pa.Schema, pa.Table]:
-    """A shard's schema and its ``gpu_class`` and ``sample_id`` columns (one open, two columns read)."""
+    """A shard's schema and its ``gpu_class`` and ``sample_id`` columns (one read, two columns decoded)."""
     try:
-        file = pq.ParquetFile(path)
+        file = _shard_file(path)
         return file.schema_arrow, file.read(columns=["gpu_class", "sample_id"])
     except (pa.ArrowException, OSError, KeyError) as exc:
-        raise UserError(
-            f"{path}: corrupt shard ({str(exc).splitlines()[0]}); delete it and rerun the sweep to measure "
-            "that batch again"
-        ) from None
+        raise _corrupt(path, str(exc).splitlines()[0]) from None
 
 
 def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], None] = logger.info) -> Merged:
@@ -215,9 +277,11 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
     ids_of: dict[str, list[np.ndarray]] = defaultdict(list)
     shard_of: dict[str, list[np.ndarray]] = defaultdict(list)
     index_of: dict[str, list[int]] = defaultdict(list)
+    schemas: list[pa.Schema] = []  # each shard's, with its metadata (its configurations' digest)
     for index, (path, (found, table)) in enumerate(
         zip(shards, _read_in_order(shards, _ids_of_shard), strict=True)
     ):
+        schemas.append(found)
         expected = path.parent.name.split("=", 1)[1]
         if expected not in planned:
             planned[expected] = _plan_schema(folder, expected)
@@ -271,10 +335,41 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
                 raise UserError(f"{sweep_dir}: {text}; rerun the sweep to measure them")
             if log is not None:
                 log(f"{text}; merged what is there")
+        _check_configs(
+            folder, cls, [(shards[i], schemas[i], ids_of[cls][k]) for k, i in enumerate(index_of[cls])]
+        )
     assert schema is not None
+    schema = schema.remove_metadata().with_metadata(shard_schema([], []).metadata)
     _check_no_fewer(folder, {cls: sum(len(a) for a in ids_of[cls]) for cls in ids_of}, allow_missing, log)
     parts = {cls: _shards_in_id_order([shards[i] for i in index_of[cls]], ids_of[cls]) for cls in ids_of}
     return _write_streamed(sweep_dir, schema, parts)
+
+
+def _check_configs(folder: SweepFolder, cls: str, shards: list[tuple[Path, pa.Schema, np.ndarray]]) -> None:
+    """Each shard's configurations and seed are its plan's (:func:`configs_problem`), else one line naming
+    the first that is not."""
+    meta = folder.read_meta() or {}
+    seed = (meta.get("spec") or {}).get("seed")
+    planned = folder.read_plan_matrix(cls)
+    if planned is None or isinstance(seed, bool) or not isinstance(seed, int):
+        raise UserError(
+            f"{folder.plan_path(cls)}: no planned configurations or seed to check class {cls}'s shards "
+            "against; rerun the sweep, which plans it again"
+        )
+    params, matrix = planned
+    key = Planned(params, seed)
+    for path, schema, ids in shards:
+        ids = np.sort(ids)
+
+        def read(columns: list[str], path: Path = path) -> pa.Table:  # an older shard's rows, read again
+            return _shard_file(path).read(columns=columns)
+
+        problem = configs_problem(schema, read, ids, configs_digest(ids, matrix[ids], seed), key)
+        if problem is not None:
+            raise UserError(
+                f"{path}: {problem}; move it away, or rerun the sweep, which sets it aside and measures its "
+                "batch again"
+            )
 
 
 def _check_no_fewer(
@@ -394,6 +489,12 @@ def load_merged(sweep_dir: Path) -> pd.DataFrame:
         raise UserError(
             f"{sweep_dir}: no merged data in {target} (run `python -m pipeline merge {sweep_dir}`)"
         )
+    # pyarrow's dataset opens the files itself: each is checked to be a regular file first, so a FIFO in
+    # merged/ is one line rather than a read that never returns (a FIFO swapped in after the check is a race
+    # only someone writing into the folder at that moment could win)
+    for path in target.rglob("*"):
+        if not path.is_dir():
+            check_regular(path, "merged data")
     try:
         frame = pq.read_table(target, partitioning="hive").to_pandas()
     except (pa.ArrowException, OSError) as exc:
@@ -408,25 +509,28 @@ def pending_batches(
     ordered: list[tuple[str, list]],
     schema: pa.Schema | None = None,
     log: Callable[[str], None] = logger.info,
+    planned: Planned | None = None,
 ) -> tuple[list, int]:
     """The batches of ``ordered`` still to measure, and how many are finished already.
 
     A shard is finished only when it holds exactly its batch's planned sample ids, once each, with the plan's
-    ``schema`` (:func:`shard_problem`); any other shard on a batch's name is set aside
-    (renamed ``.incomplete-<n>``, one ``log`` line) and its batch measured again.
+    ``schema`` and (``planned``: the plan's parameters and the sweep's seed) the plan's configurations and
+    seed (:func:`shard_problem`); any other shard on a batch's name is set aside (renamed
+    ``.incomplete-<n>``, one ``log`` line) and its batch measured again.
     A tail part counts as finished also where its whole batch's shard is on disk: a folder measured before
     the tail was cut holds ``shard-00107.parquet``, and measuring ``00107.0`` too would double its samples.
     """
     folder = SweepFolder(out)
-    whole_ids: dict[str, list[int]] = {}
+    whole_rows: dict[str, list] = {}
     for batch, rows in ordered:
-        whole_ids.setdefault(batch.split(".", 1)[0], []).extend(r[0] for r in rows)
+        whole_rows.setdefault(batch.split(".", 1)[0], []).extend(rows)
 
-    def finished(batch: str, ids: list[int]) -> bool:
+    def finished(batch: str, rows: list) -> bool:
         path = folder.shard_path(cls, batch)
-        if not path.is_file():
+        if not path.exists():
             return False
-        problem = shard_problem(path, ids, schema)
+        key = None if planned is None else (planned, rows_digest(rows, planned.params, planned.seed))
+        problem = shard_problem(path, [r[0] for r in rows], schema, key)
         if problem is None:
             return True
         set_aside(path, problem, log)
@@ -435,7 +539,7 @@ def pending_batches(
     todo, done = [], 0
     for batch, rows in ordered:
         whole = batch.split(".", 1)[0]
-        if finished(batch, [r[0] for r in rows]) or (whole != batch and finished(whole, whole_ids[whole])):
+        if finished(batch, rows) or (whole != batch and finished(whole, whole_rows[whole])):
             done += 1
         else:
             todo.append((batch, rows))

@@ -36,8 +36,9 @@ from pipeline import __version__
 from pipeline.errors import PERMANENT_ERRNOS
 from pipeline.learn.pick import MAX_REJECTED_PER_PICK, branch_leaders, ranked
 from pipeline.paths import assert_inside
+from pipeline.sweep.checksums import rows_digest, shard_metadata
 from pipeline.sweep.schema import kernel_column, kernel_params, shard_schema
-from pipeline.sweep.shards import set_aside, shard_problem
+from pipeline.sweep.shards import Planned, read_shard, set_aside, shard_problem
 from pipeline.sweep.workloads import builtin_names, resolve
 
 # One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a
@@ -246,12 +247,13 @@ def measure_batch(
     params, kernels = plan["params"], plan["kernels"]
     schema = shard_schema(params, kernels)
     note = None
-    if path.is_file():
-        problem = shard_problem(path, [r[0] for r in rows], schema)
+    planned = (Planned(list(params), spec["seed"]), rows_digest(rows, params, spec["seed"]))
+    if path.exists():
+        problem = shard_problem(path, [r[0] for r in rows], schema, planned)
         if problem is None:
             # Dask re-runs a finished task whose result lived on a worker that was lost; its shard is already
             # on disk, so report it instead of measuring the batch again.
-            status = pq.read_table(path, columns=["status"]).column("status").to_pylist()
+            status = read_shard(path).column("status").to_pylist()
             counts = {s: status.count(s) for s in ("ok", "invalid", "failed")}
             return {
                 "batch": batch,
@@ -320,7 +322,11 @@ def measure_batch(
         records.append(rec)
     # rows that do not fit the plan's schema fail alike on every retry: reported like a read-only folder
     try:
-        table = pa.Table.from_pylist(records, schema=schema)
+        # the digest of the configurations and the seed, so a rerun can tell this shard from another plan's
+        table = pa.Table.from_pylist(
+            records,
+            schema=schema.with_metadata({**schema.metadata, **shard_metadata(rows, params, spec["seed"])}),
+        )
     except (pa.ArrowException, OverflowError) as exc:
         why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
         fatal = f"cannot write {path}: not the plan's schema ({why})"

@@ -24,7 +24,7 @@ SCHEMA = shard_schema(PARAMS, ["a"])
 
 def _write(path, ids, cls="cpu"):
     rows = [
-        {"sample_id": i, "gpu_class": cls, "status": "ok", "a.blocks": i % 7, "a.threads": 32, "ms.a": i / 3}
+        {"sample_id": i, "gpu_class": cls, "status": "ok", "a.blocks": i, "a.threads": 32, "ms.a": i / 3}
         for i in ids
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +112,12 @@ def test_the_plan_is_stored_as_parquet_and_reads_back_as_planned(tmp_path):
     assert folder.read_plan("h100")["configs"] == [["random", {"a.blocks": 1}]]
     assert folder.read_plan_samplers("h100") == ["random"]
     folder.write_plan("v100", plan)
-    assert folder.read_plan("v100") == plan and folder.read_plan_samplers("v100") is None
+    slim = folder.read_plan("v100")
+    assert slim.pop("checksums") and slim == plan and folder.read_plan_samplers("v100") is None
     (tmp_path / "plan" / "cpu.configs.parquet").write_bytes(b"not parquet")
+    with pytest.raises(UserError, match=r"cpu.json: edited since it was planned \(its configurations file"):
+        folder.read_plan("cpu")
+    facts.pop("checksums")  # a plan written before checksums: its file is read, and refused as unreadable
+    folder.plan_path("cpu").write_text(json.dumps(facts))
     with pytest.raises(UserError, match=r"cpu.configs.parquet: unreadable plan"):
         folder.read_plan("cpu")
