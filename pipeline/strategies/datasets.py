@@ -31,6 +31,7 @@ from kernels.atomic import atomic_path
 from kernels.device import CLASS_SPECS, gpu_class_of
 from pipeline.errors import UserError
 from pipeline.jsonio import check_regular, read_json, read_regular_bytes
+from pipeline.records import check_record
 
 TIME = "time"  # the objective column of every Dataset frame (ms; NaN where the configuration failed)
 STATUS = "status"  # "ok", "invalid" or "failed"
@@ -160,6 +161,7 @@ def load_kernel_tuner_cache(path: str | Path) -> Dataset:
         ) from None
     if not isinstance(raw, dict) or "cache" not in raw or "tune_params_keys" not in raw:
         raise UserError(f"{path}: not a Kernel Tuner cache (expected keys 'tune_params_keys' and 'cache')")
+    check_record(raw, "Kernel Tuner cache", path)
     keys = list(raw["tune_params_keys"])
     objective = raw.get("objective", "time")
     rows, times = [], []

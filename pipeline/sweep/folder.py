@@ -33,6 +33,7 @@ import pandas as pd
 from kernels.atomic import write_text
 from pipeline.errors import UserError
 from pipeline.jsonio import read_json, read_regular_bytes, write_json
+from pipeline.records import checked
 from pipeline.sweep.checksums import check_meta, check_plan, meta_checksums, plan_checksums
 from pipeline.sweep.ownership import Kind, require_owned
 from pipeline.sweep.spec import SweepSpec
@@ -183,13 +184,11 @@ class SweepFolder:
     # -- sweep.json --------------------------------------------------------------------------------------
     def read_meta(self) -> SweepMeta | None:
         """``sweep.json``, refused with one line where it was edited since it was written."""
-        meta = read_json(self.meta_path, "sweep description")
+        meta = checked(read_json(self.meta_path, "sweep description"), "sweep description", self.meta_path)
         if meta is None:
             return None
-        if not isinstance(meta, dict):
-            raise UserError(f"{self.meta_path}: not a sweep description (a JSON object)")
         check_meta(meta, str(self.meta_path))
-        return meta  # type: ignore[return-value]
+        return meta
 
     def write_meta(self, meta: SweepMeta) -> None:
         body = {k: v for k, v in meta.items() if k != "checksums"}
@@ -219,7 +218,7 @@ class SweepFolder:
     # -- the other JSON files ----------------------------------------------------------------------------
     def read_plan(self, gpu_class: str) -> Plan | None:
         """The plan with its ``configs`` (from the Parquet file beside the JSON, or inside an older JSON)."""
-        plan = self._plan_facts(gpu_class)
+        plan = self.read_plan_facts(gpu_class)
         if plan is None or "configs_file" not in plan:
             return plan
         table = self._plan_configs(gpu_class, plan, None)
@@ -233,7 +232,7 @@ class SweepFolder:
 
     def read_plan_samplers(self, gpu_class: str) -> list[str] | None:
         """The sampler of each planned sample id, without building the configurations (the merge's check)."""
-        plan = self._plan_facts(gpu_class)
+        plan = self.read_plan_facts(gpu_class)
         if plan is None:
             return None
         if "configs_file" in plan:
@@ -243,7 +242,7 @@ class SweepFolder:
     def read_plan_matrix(self, gpu_class: str) -> tuple[list[str], np.ndarray] | None:
         """The planned parameter values as an int64 matrix (row = sample id, columns = ``params``), and the
         parameters; None where the plan holds no configurations."""
-        plan = self._plan_facts(gpu_class)
+        plan = self.read_plan_facts(gpu_class)
         if plan is None:
             return None
         params = list(plan.get("params") or [])
@@ -259,13 +258,13 @@ class SweepFolder:
         matrix = np.column_stack(columns).astype(np.int64) if columns else np.zeros((n, 0), np.int64)
         return params, matrix
 
-    def _plan_facts(self, gpu_class: str) -> Plan | None:
-        plan = read_json(self.plan_path(gpu_class), "plan")
-        if plan is not None and not isinstance(plan, dict):
-            raise UserError(f"{self.plan_path(gpu_class)}: not a plan (a JSON object)")
+    def read_plan_facts(self, gpu_class: str) -> Plan | None:
+        """``plan/<class>.json`` as written (its configurations file, where it names one, not read)."""
+        path = self.plan_path(gpu_class)
+        plan = checked(read_json(path, "plan"), "plan", path)
         if plan is not None and "configs_file" not in plan:
             check_plan(plan, None, str(self.plan_path(gpu_class)))
-        return plan  # type: ignore[return-value]
+        return plan
 
     def _plan_configs(self, gpu_class: str, plan: Plan, columns: list[str] | None) -> Any:
         """The configurations file's table, its bytes checked against the plan's checksum first."""
@@ -314,29 +313,34 @@ class SweepFolder:
         facts.update(n_configs=len(configs), configs_file=name)
         write_json(self.plan_path(gpu_class), {**facts, "checksums": plan_checksums(facts, data)})
 
+    @staticmethod
+    def _record(path: Path, kind: str) -> Any:
+        """A JSON file of the folder, its shape checked (:mod:`pipeline.records`); None where missing."""
+        return checked(read_json(path, kind), kind, path)
+
     def read_metrics(self) -> Metrics | None:
-        return read_json(self.models_dir / "metrics.json", "model metrics")
+        return self._record(self.models_dir / "metrics.json", "model metrics")
 
     def write_metrics(self, metrics: Metrics) -> None:
         write_json(self.models_dir / "metrics.json", metrics)
 
     def read_validation(self) -> Validation | None:
-        return read_json(self.path / "validation.json", "validation results")
+        return self._record(self.path / "validation.json", "validation results")
 
     def write_validation(self, validation: Validation) -> None:
         write_json(self.path / "validation.json", validation)
 
     def read_timing(self) -> dict[str, Any] | None:
-        return read_json(self.path / "timing.json", "timing")
+        return self._record(self.path / "timing.json", "timing")
 
     def write_timing(self, timing: dict[str, Any]) -> None:
         write_json(self.path / "timing.json", timing)
 
     def read_report(self) -> dict[str, Any] | None:
-        return read_json(self.path / "report.json", "report")
+        return self._record(self.path / "report.json", "report")
 
     def read_tuning_table(self) -> dict[str, Any] | None:
-        return read_json(self.path / "tuning_table.json", "tuning table")
+        return self._record(self.path / "tuning_table.json", "tuning table")
 
     def write_report(self, report: dict[str, Any], markdown: str, tuning_table: dict[str, Any]) -> None:
         write_json(self.path / "report.json", report)

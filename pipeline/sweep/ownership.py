@@ -18,6 +18,7 @@ from typing import Literal
 
 from pipeline.errors import UserError
 from pipeline.jsonio import read_json, write_json
+from pipeline.records import checked
 
 MARKER = ".launchtune"
 Kind = Literal["sweep", "combined"]
@@ -30,18 +31,18 @@ IGNORED = {MARKER, ".sweep.lock", ".dask"}
 def marker_kind(folder: Path) -> Kind | None:
     """The kind the marker names, or None where there is no marker; a malformed marker is a user error."""
     path = folder / MARKER
-    data = read_json(path, "folder marker")
+    data = checked(read_json(path, "folder marker"), "folder marker", path)
     if data is None:
         return None
-    if not isinstance(data, dict) or data.get("kind") not in KINDS or not isinstance(data.get("id"), str):
-        raise UserError(f"{path}: malformed folder marker (want kind 'sweep' or 'combined' and an id)")
     kind: Kind = data["kind"]
     return kind
 
 
 def legacy_kind(folder: Path) -> Kind | None:
     """The kind of a folder made before markers, read from its ``sweep.json`` (None: not the project's)."""
-    meta = read_json(folder / "sweep.json", "sweep description")
+    meta = checked(
+        read_json(folder / "sweep.json", "sweep description"), "sweep description", folder / "sweep.json"
+    )
     if not isinstance(meta, dict) or not isinstance(meta.get("spec"), dict):
         return None
     if isinstance(meta.get("combined"), dict):

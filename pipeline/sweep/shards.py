@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.errors import UserError
-from pipeline.jsonio import check_regular, open_regular, read_json, read_regular_bytes
+from pipeline.jsonio import check_regular, open_regular, read_regular_bytes
 from pipeline.sweep.batching import measure_order
 from pipeline.sweep.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest, rows_digest
 from pipeline.sweep.folder import SweepFolder
@@ -161,7 +161,7 @@ def set_aside(path: Path, reason: str, log: Callable[[str], None] = logger.info)
 
 def _plan_schema(folder: SweepFolder, cls: str) -> pa.Schema | None:
     """The schema a class's shards must have, from its plan (None where the folder has none)."""
-    plan = read_json(folder.plan_path(cls), "plan")
+    plan = folder.read_plan_facts(cls)
     if not plan or "params" not in plan or "kernels" not in plan:
         return None
     return shard_schema(plan["params"], plan["kernels"])

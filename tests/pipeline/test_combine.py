@@ -112,7 +112,7 @@ def make_sweep(
         device = {"gpu_class": cls, "measured_bandwidth_gbs": BANDWIDTH[cls]}
         (folder / "plan").mkdir()
         (folder / "plan" / f"{cls}.json").write_text(
-            json.dumps({**plan, "device": device, "configs": [[1]] * len(rows)})
+            json.dumps({**plan, "device": device, "configs": [["random", {}]] * len(rows)})
         )
     best = {"a.blocks": 4, "a.threads": 64, "b.blocks": 2, "b.threads": 64}
     validation = {
