@@ -44,7 +44,7 @@ PLAN_FACTS = {
     "properties": {
         "params": STRS,
         "values": {"type": "object", "additionalProperties": {"type": "array", "items": INT}},
-        "default": CONFIG,
+        "default": {"type": ["object", "null"], "additionalProperties": INT},  # null: caches combined
         "kernels": STRS,
         "inactive": {"type": "array"},
     },

@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 
 from pipeline.errors import UserError
+from pipeline.jsonio import read_regular_bytes
 from pipeline.paths import make_folder
 
 logger = logging.getLogger(__name__)
@@ -54,8 +55,8 @@ def _alive(pid: int, started: Any = None) -> bool:
 
 
 def _holder(path: Path) -> dict[str, Any]:
-    try:
-        return dict(json.loads(path.read_text()))
+    try:  # a FIFO or a device named like the lock is one line (read_regular_bytes), not a hang
+        return dict(json.loads(read_regular_bytes(path, "sweep lock", missing_ok=True) or b"{}"))
     except (OSError, ValueError, TypeError):
         return {}  # half-written or foreign: treated as held by an unknown process
 

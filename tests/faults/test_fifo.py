@@ -122,3 +122,11 @@ def test_a_rerun_sets_a_fifo_named_like_a_shard_aside_and_measures_its_batch(tmp
         f"todo ['{order[1][0]}'] done 2" in done.stdout and "a FIFO where a shard file belongs" in done.stdout
     )
     assert fifo.with_name(fifo.name + ".incomplete-1").exists()  # set aside, not deleted
+
+
+def test_a_fifo_named_like_the_sweep_lock_is_one_line(tmp_path, write_spec):
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / ".sweep.lock")
+    line = one_line_error(run_cli("sweep", str(write_spec()), "--out", str(out), cwd=tmp_path, timeout=HANG))
+    assert ".sweep.lock" in line and "a FIFO where a sweep lock file belongs" in line

@@ -67,10 +67,14 @@ def _apply(root: Path, target: str, action: str, picks: list[str], value) -> Non
     path = root / target
     if not path.exists() and not path.is_symlink():
         return
+    regular = path.is_file()
     if action == "edit":
-        if path.suffix != ".json" and path.name != ".launchtune":
+        if not regular or (path.suffix != ".json" and path.name != ".launchtune"):
             return
-        data = json.loads(path.read_text())
+        try:
+            data = json.loads(path.read_text())
+        except ValueError:  # garbage already
+            return
         keys = _keys(data, picks)
         if not keys:
             data = value
@@ -82,9 +86,14 @@ def _apply(root: Path, target: str, action: str, picks: list[str], value) -> Non
         path.write_text(json.dumps(data))
         return
     if action == "truncate":
-        path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])
+        if regular:
+            data = path.read_bytes()
+            path.write_bytes(data[: len(data) // 2])
         return
-    path.unlink()
+    if path.is_dir() and not path.is_symlink():
+        path.rmdir()
+    else:
+        path.unlink()
     if action == "fifo":
         os.mkfifo(path)
     elif action == "dir":

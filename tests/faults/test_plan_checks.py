@@ -16,7 +16,7 @@ from pipeline.sweep.batching import measure_order
 from pipeline.sweep.checksums import EditedFile, shard_metadata
 from pipeline.sweep.folder import PLANNED_WITH, SweepFolder
 from pipeline.sweep.ownership import write_marker
-from pipeline.sweep.run import _plan_class, start_afresh_if_edited
+from pipeline.sweep.run import plan_class, start_afresh_if_edited
 from pipeline.sweep.shards import Planned, merge, pending_batches
 from pipeline.sweep.spec import parse_spec
 from tests.faults.test_shards import KERNELS, PARAMS, SCHEMA
@@ -163,10 +163,10 @@ def test_a_plan_is_reused_only_by_a_sweep_that_planned_it_alike(tmp_path):
         "configs": [("random", CONFIG)],
     }
     SweepFolder(tmp_path).write_plan("cpu", {**plan, "planned_with": {k: as_json[k] for k in PLANNED_WITH}})
-    assert _plan_class(None, spec, "cpu", tmp_path, replan=False, limit=1)["configs"]  # reused: no client
+    assert plan_class(None, spec, "cpu", tmp_path, replan=False, limit=1)["configs"]  # reused: no client
     other = parse_spec(base_spec(seed=SEED + 1), "spec.yaml")
     with pytest.raises(UserError, match=f"cpu.json: planned with seed={SEED}, not {SEED + 1}"):
-        _plan_class(None, other, "cpu", tmp_path, replan=False, limit=1)
+        plan_class(None, other, "cpu", tmp_path, replan=False, limit=1)
 
 
 @pytest.mark.slow
