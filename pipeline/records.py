@@ -36,6 +36,10 @@ COUNT = {"type": "integer", "minimum": 0}
 OBJ = {"type": "object"}
 STRS = {"type": "array", "items": STR}
 CONFIG = {"type": "object", "additionalProperties": INT}  # a launch configuration: parameter -> value
+MAYBE_CONFIG = {
+    "type": ["object", "null"],
+    "additionalProperties": INT,
+}  # null: none (a cache has no default)
 TIME = {"type": ["number", "null"], "minimum": 0}
 SCORES = {"type": "object"}  # a model's scores: NaN is a value there (a rank correlation left undefined)
 
@@ -44,7 +48,7 @@ PLAN_FACTS = {
     "properties": {
         "params": STRS,
         "values": {"type": "object", "additionalProperties": {"type": "array", "items": INT}},
-        "default": {"type": ["object", "null"], "additionalProperties": INT},  # null: caches combined
+        "default": MAYBE_CONFIG,
         "kernels": STRS,
         "inactive": {"type": "array"},
     },
@@ -144,7 +148,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                     "type": "array",
                     "items": {"type": "object", "properties": {"config": CONFIG, "total_ms": TIME}},
                 },
-                "default": {"type": "object", "properties": {"config": CONFIG, "total_ms": TIME}},
+                "default": {"type": ["object", "null"], "properties": {"config": CONFIG, "total_ms": TIME}},
                 "rejected": {"type": "array"},
                 "model": STR,
                 "repeats": COUNT,
@@ -184,8 +188,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                     "type": "object",
                     "properties": {
                         "gpu_class": STR,
-                        "best": CONFIG,
-                        "default": CONFIG,
+                        "best": MAYBE_CONFIG,
+                        "default": MAYBE_CONFIG,
                         "best_ms": TIME,
                         "default_ms": TIME,
                         "per_kernel": OBJ,
