@@ -13,8 +13,8 @@ Three things would otherwise swallow or garble it:
 - Ctrl-C in a terminal reaches every process of the foreground group: the Dask workers and the training pool
   would each print their own traceback. They ignore SIGINT (:func:`ignore_sigint`, installed by
   ``pipeline.cluster.worker_signals`` and the pool's initializer; the pool's processes from their start,
-  :func:`children_ignore_sigint`); the command that owns them stops them. (A Dask worker still starting,
-  before its preload ran, is the one place left where Ctrl-C prints a traceback of its own.)
+  :func:`children_ignore_sigint`; the local cluster's workers from theirs, :func:`spawned_ignore_sigint`);
+  the command that owns them stops them.
 - an interrupted wait inside distributed's ``sync`` can fail on the event loop as it unwinds, and tornado logs
   that with a traceback: the loggers of ``QUIET_AFTER_SIGNAL`` are quiet from the first signal to the block's
   end.
@@ -23,10 +23,13 @@ Three things would otherwise swallow or garble it:
 from __future__ import annotations
 
 import logging
+import os
+import shlex
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 
 # SIGHUP too: a closed terminal or ssh session ends the sweep as Ctrl-C does, with its one line
@@ -142,6 +145,30 @@ def children_ignore_sigint() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+@contextmanager
+def spawned_ignore_sigint(folder: Path) -> Iterator[None]:
+    """Processes that multiprocessing spawns inside the block (the local cluster's Dask workers, restarts
+    included) ignore Ctrl-C from their first instruction, without this process ignoring it meanwhile.
+
+    A terminal's Ctrl-C reaches every process of its group; a worker still importing Dask, before its
+    preload ignores SIGINT, printed a traceback of its own. The workers are started on Dask's event loop
+    thread, where no signal disposition can be set, so the spawn goes through a two-line ``sh`` script in
+    ``folder`` that ignores SIGINT (``trap '' INT``: an ignored signal stays ignored across ``exec``) and
+    runs this Python (multiprocessing's ``set_executable``)."""
+    from multiprocessing import spawn
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wrapper = folder / "python-ignoring-sigint"
+    python = spawn.get_executable()
+    wrapper.write_text(f"#!/bin/sh\ntrap '' INT\nexec {shlex.quote(os.fsdecode(python))} \"$@\"\n")
+    wrapper.chmod(0o700)
+    spawn.set_executable(str(wrapper))
+    try:
+        yield
+    finally:
+        spawn.set_executable(python)
 
 
 def ignore_sigint() -> None:

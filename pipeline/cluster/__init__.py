@@ -18,7 +18,7 @@ from typing import Any
 
 from kernels.device import GPU_CLASSES
 from pipeline.errors import UserError
-from pipeline.interrupts import deferred_signals
+from pipeline.interrupts import deferred_signals, spawned_ignore_sigint
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +94,7 @@ def open_cluster(
             stack.enter_context(
                 preloaded()
             )  # the workers leave Ctrl-C to the sweep (they share its terminal)
+            stack.enter_context(spawned_ignore_sigint(workdir))  # ... from their first instruction
             opened = open_local_cluster(
                 gpu_classes=gpu_classes, workdir=workdir, log=log, workers_per_class=workers_per_class
             )

@@ -16,7 +16,7 @@ import os
 import re
 import socket
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from kernels.device import gpu_class_of, visible_gpu_names
 from pipeline.cluster import ClusterHandle
 from pipeline.cluster.security import local_security
 from pipeline.errors import UserError
+from pipeline.interrupts import deferred_signals
 
 logger = logging.getLogger(__name__)
 
@@ -165,41 +166,42 @@ def open_local_cluster(
                 f"{', '.join(served)}); use --cluster slurm or CONFIG.yaml for other classes"
             )
     workdir.mkdir(parents=True, exist_ok=True)
-    with dask.config.set(config):
-        cluster = LocalCluster(
-            n_workers=0,
-            processes=True,
-            threads_per_worker=1,
-            host=LOOPBACK,
-            protocol="tls://",
-            security=local_security(),
-            dashboard_address=f"{LOOPBACK}:8787",
-            # the sweep reports every failure it sees in one line of its own (a task killed past Dask's
-            # retries, a worker gone); Dask's ERROR lines would repeat it with a timestamp above that line
-            silence_logs=logging.CRITICAL,
-            local_directory=str(workdir),
-        )
-        try:
-            template = cluster.new_spec
-            for w in workers:
-                options = {
-                    **template["options"],
-                    "name": w["name"],
-                    "env": w["env"],
-                    "resources": {w["gpu_class"]: 1},
-                }
-                cluster.worker_spec[w["name"]] = {"cls": template["cls"], "options": options}
-            cluster.scale(len(cluster.worker_spec))
+    # Built and connected whole or not at all: a Ctrl-C while the scheduler starts or the client connects is
+    # held until that step is done (seconds, under Dask's own timeouts), then raised with the cluster in hand
+    # to close; cut short, a half-built cluster was closed only at the interpreter's exit, after Dask's waits.
+    with dask.config.set(config), ExitStack() as stack:
+        with deferred_signals():
+            cluster = LocalCluster(
+                n_workers=0,
+                processes=True,
+                threads_per_worker=1,
+                host=LOOPBACK,
+                protocol="tls://",
+                security=local_security(),
+                dashboard_address=f"{LOOPBACK}:8787",
+                # the sweep reports every failure it sees in one line of its own (a task killed past Dask's
+                # retries, a worker gone); Dask's ERROR lines would repeat it with a timestamp above that line
+                silence_logs=logging.CRITICAL,
+                local_directory=str(workdir),
+            )
+            stack.callback(cluster.close)
+        template = cluster.new_spec
+        for w in workers:
+            options = {
+                **template["options"],
+                "name": w["name"],
+                "env": w["env"],
+                "resources": {w["gpu_class"]: 1},
+            }
+            cluster.worker_spec[w["name"]] = {"cls": template["cls"], "options": options}
+        cluster.scale(len(cluster.worker_spec))
+        with deferred_signals():
             client = Client(cluster)
-            try:
-                client.wait_for_workers(len(workers), timeout=180)
-                dashboard = cluster.dashboard_link or "(no dashboard: install bokeh>=3.1)"
-                hint = tunnel_hint(dashboard)
-                log(f"dashboard: {dashboard}   (loopback only; from another machine: {hint})")
-                names = ", ".join(w["name"] for w in workers)
-                log(f"local cluster: {names}; scheduler {cluster.scheduler_address} (TLS, key in memory)")
-                yield ClusterHandle(client=client, kind="local", gpu_classes=served, dashboard=dashboard)
-            finally:
-                client.close()
-        finally:
-            cluster.close()
+            stack.callback(client.close)
+        client.wait_for_workers(len(workers), timeout=180)
+        dashboard = cluster.dashboard_link or "(no dashboard: install bokeh>=3.1)"
+        hint = tunnel_hint(dashboard)
+        log(f"dashboard: {dashboard}   (loopback only; from another machine: {hint})")
+        names = ", ".join(w["name"] for w in workers)
+        log(f"local cluster: {names}; scheduler {cluster.scheduler_address} (TLS, key in memory)")
+        yield ClusterHandle(client=client, kind="local", gpu_classes=served, dashboard=dashboard)

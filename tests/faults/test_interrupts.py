@@ -191,3 +191,28 @@ def test_sighup_ends_a_command_like_sigterm_with_one_line():
             time.sleep(5)  # the handler raises before this ends
         assert received() == signal.SIGHUP
     assert info.value.signum == signal.SIGHUP
+
+
+@pytest.mark.parametrize("after", [0.3, 1.5])
+def test_ctrl_c_while_the_local_cluster_starts_ends_with_one_line_and_no_worker_tracebacks(
+    tmp_path, write_spec, after
+):
+    """Ctrl-C reaches the workers still importing Dask (one process group): they ignore it from their first
+    instruction; the scheduler half-started is built whole, then closed at once."""
+    spec = write_spec(samples=20)
+    proc = run_cli(
+        "sweep",
+        str(spec),
+        "--out",
+        str(tmp_path / "out"),
+        "--workers-per-class",
+        "2",
+        cwd=tmp_path,
+        env=QUIET,
+        background=True,
+        new_session=True,
+    )
+    _interrupt_when(proc, "sweep fake:", signal.SIGINT, group=True, after=after)
+    line = _ends_with_one_line(proc, within=120)  # only a hang takes this long
+    assert "SIGINT" in line
+    _no_process_left(proc.pid)
