@@ -1,7 +1,8 @@
 """Write errors after the measuring (a full or read-only disk while the models, figures, report or the
 performance report are written): one line naming the path, exit 2, what was written kept; the same command
 on a writable disk then finishes. The disk is made to fail in this process (``os.replace``, the last step of
-every atomic write, ``kernels.atomic``), since the tests run as root, where a read-only mode forbids nothing."""
+every atomic write, ``kernels.atomic``), since the tests run as root, where a read-only mode forbids
+nothing."""
 
 from __future__ import annotations
 
