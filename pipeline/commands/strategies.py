@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -128,6 +129,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def json_line(record: dict) -> str:
+    """One JSON line: a number that is not finite (a ratio overflowed, a time missing) is ``null``, since
+    ``Infinity`` and ``NaN`` are not JSON and a reader of the line would choke on them."""
+
+    def clean(value):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if isinstance(value, dict):
+            return {k: clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [clean(v) for v in value]
+        return value
+
+    return json.dumps(clean(record), allow_nan=False)
+
+
 def _load(paths: list[str]) -> list:
     """Every dataset of every ``--dataset`` path, in order; two datasets of one name are refused (which one
     would ``--gpu`` or transfer mean?)."""
@@ -183,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
                     f"{d.name}: the whole space was measured",
                     file=sys.stderr,
                 )
-            print(json.dumps(record), flush=True)
+            print(json_line(record), flush=True)
     return 0
 
 

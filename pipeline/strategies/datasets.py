@@ -155,7 +155,7 @@ def load_kernel_tuner_cache(path: str | Path) -> Dataset:
     assert data is not None
     try:
         raw = _cache_json((gzip.decompress(data) if path.name.endswith(".gz") else data).decode())
-    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise UserError(
             f"{path}: not a readable Kernel Tuner cache ({exc.__class__.__name__}: {exc})"
         ) from None
@@ -400,9 +400,37 @@ def _is_cache(p: Path) -> bool:
     return p.name.endswith((".json", ".json.gz"))
 
 
+# A recorded time above this (ms: 11 days a launch) is not a measurement; as the failures' stand-in it would
+# overflow the ratios a strategy is scored by (1e308 / the optimum) into infinities.
+MAX_TIME_MS = 1e9
+
+
+def usable(dataset: Dataset) -> Dataset:
+    """A dataset a strategy can search: a parameter that takes two values or more, and a configuration that
+    ran with a time in (0, ``MAX_TIME_MS``]; a time outside it counts as a failed configuration. Else one
+    line naming the source (a cache of one entry, or whose every time is NaN, gave numpy's tracebacks)."""
+    frame = dataset.frame
+    bad = (frame[STATUS] == "ok") & ~((frame[TIME] > 0) & (frame[TIME] <= MAX_TIME_MS))
+    if bad.any():
+        frame.loc[bad, [TIME, STATUS]] = [np.nan, "failed"]
+    if not dataset.params:
+        raise UserError(f"{dataset.source}: no parameter takes two values or more: nothing to tune")
+    if not (frame[STATUS] == "ok").any():
+        raise UserError(
+            f"{dataset.source}: no configuration ran (every time is missing, not a number, or outside "
+            f"(0, {MAX_TIME_MS:g}] ms)"
+        )
+    return dataset
+
+
 def load_datasets(path: str | Path) -> list[Dataset]:
     """Every dataset under ``path``: a cache file, a Parquet file, a folder of either (one per device), or a
-    sweep folder (its ``merged/`` rows; the folder's own JSON files are records, not caches)."""
+    sweep folder (its ``merged/`` rows; the folder's own JSON files are records, not caches); each checked
+    by ``usable``."""
+    return [usable(d) for d in _load_datasets(path)]
+
+
+def _load_datasets(path: str | Path) -> list[Dataset]:
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: no such file or directory")
