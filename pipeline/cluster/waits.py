@@ -57,9 +57,22 @@ def timed_out(what: str, limit: float) -> ClusterTimeout:
 
 
 def result(future: Any, what: str, limit: float) -> Any:
-    """``future.result()``, waiting at most ``limit`` seconds; past it, one line naming ``what``."""
+    """``future.result()``, waiting at most ``limit`` seconds; past it, one line naming ``what``. A task that
+    failed on its worker is one line too, naming ``what`` and the error: exit 2 where the workload could not
+    be built as the spec asks (a ``WorkloadError``, a size that does not fit the worker's memory), else exit 1
+    (a worker killed past Dask's retries). The worker's traceback is its own log's."""
     try:
         return future.result(timeout=limit)
     except TimeoutError:
         future.cancel()
         raise timed_out(what, limit) from None
+    except (KeyboardInterrupt, UserError):
+        raise
+    except Exception as exc:
+        from kernels.workload import WorkloadError
+
+        first = (str(exc).splitlines() or [""])[0][:400]
+        line = f"{what} failed on the cluster: {type(exc).__name__}: {first}"
+        if isinstance(exc, WorkloadError | MemoryError):
+            raise UserError(line) from None
+        raise ClusterFailure(line + "; what was measured is kept, the same command again goes on") from None

@@ -29,7 +29,52 @@ from pathlib import Path
 from typing import Any
 
 from kernels.space import Space
-from kernels.workload import Check, Timing, WorkloadError
+from kernels.workload import SEED_MAX, Check, Timing, WorkloadError, integer_option, number_option
+
+OPTIONS = (
+    "dataset",
+    "device",
+    "time_scale",
+    "fail_fraction",
+    "straggler_fraction",
+    "straggler_factor",
+    "kill_workers",
+    "kill_after",
+    "kill_dir",
+    "seed",
+)
+MAX_SCALE = 1e6  # time_scale and straggler_factor: a million times the recorded time is already days
+
+
+def check_arguments(case: str, size: str, **options: Any) -> None:
+    """The replay options' names, types and ranges and the dataset's path, checked without loading it
+    (``WorkloadError`` naming ``options.<name>``): the sweep checks them with the spec, before the cluster
+    starts, instead of the first worker failing to build."""
+    unknown = [k for k in options if k not in OPTIONS]
+    if unknown:
+        raise WorkloadError(
+            f"unknown replay option {unknown[0]!r} (known: {', '.join(OPTIONS)})", f"options.{unknown[0]}"
+        )
+    dataset = options.get("dataset")
+    if not isinstance(dataset, str) or not dataset.strip():
+        raise WorkloadError(f"a recorded dataset's path is required (got {dataset!r})", "options.dataset")
+    if not Path(dataset).exists():
+        raise WorkloadError(f"{dataset}: no such file or folder", "options.dataset")
+    for name in ("device", "kill_dir"):
+        value = options.get(name)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise WorkloadError(f"must be a name (got {value!r})"[:300], f"options.{name}")
+    number_option(options, "time_scale", 1.0, 0.0, MAX_SCALE)
+    number_option(options, "fail_fraction", 0.0, 0.0, 1.0)
+    number_option(options, "straggler_fraction", 0.0, 0.0, 1.0)
+    number_option(options, "straggler_factor", 10.0, 1.0, MAX_SCALE)
+    integer_option(options, "kill_after", 0, 0, 10**9)
+    integer_option(options, "seed", 0, 0, SEED_MAX)
+    kill = options.get("kill_workers", [])
+    if not isinstance(kill, list) or not all(isinstance(w, str) for w in kill):
+        raise WorkloadError(f"must be a list of worker names (got {kill!r})"[:300], "options.kill_workers")
+    if kill and (not options.get("kill_dir") or options.get("kill_after", 0) < 1):
+        raise WorkloadError("needs kill_dir and kill_after >= 1", "options.kill_workers")
 
 
 def _unit(key: Sequence[int], salt: str) -> float:

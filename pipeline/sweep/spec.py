@@ -224,11 +224,16 @@ def _check_workload(workload: str, case: str, size: str, options: dict[str, Any]
     """A registered workload's case, size and options, checked here, before any cluster starts (issue 14:
     they failed on the first worker, after the cluster had started). ``module:factory`` is one's own code,
     checked where it is imported, as are installed entry points' (whether one may run at all is
-    ``workloads.check_workload``'s decision); the pipeline's own workloads check theirs when built."""
-    if ":" in workload or workload in PIPELINE_WORKLOADS or workload in entry_point_workloads():
+    ``workloads.check_workload``'s decision); ``replay``'s through ``rehearsal.check_arguments``."""
+    if ":" in workload or workload in entry_point_workloads():
         return
     try:
-        check_arguments(workload, case, size, options)
+        if workload in PIPELINE_WORKLOADS:  # replay, the one of ours
+            from pipeline.sweep.rehearsal import check_arguments as check_replay
+
+            check_replay(case, size, **options)
+        else:
+            check_arguments(workload, case, size, options)
     except WorkloadError as exc:
         if exc.field == "workload":
             known = ", ".join(builtin_names() + sorted(entry_point_workloads()))

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernels.workload import SEED_MAX
-from pipeline.cluster.waits import ClusterFailure
+from kernels.workload import SEED_MAX, WorkloadError
+from pipeline.cluster.waits import ClusterFailure, result
 from pipeline.errors import UserError
 from pipeline.sweep.measure import GONE_S, _check_workers
 from pipeline.sweep.spec import parse_spec
@@ -220,3 +220,56 @@ def test_a_batch_that_kills_its_worker_every_time_ends_the_sweep_with_one_line(t
         result.stderr
     )
     assert "KilledWorker" in lines[-1] and len(lines) == 1, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"dataset": "nosuch.parquet"}, "spec.yaml: options.dataset: nosuch.parquet: no such file or folder"),
+        ({}, "spec.yaml: options.dataset: a recorded dataset's path is required"),
+        ({"dataset": "{cache}", "time_scale": -1}, "spec.yaml: options.time_scale: must be a number from 0"),
+        (
+            {"dataset": "{cache}", "fail_fraction": 2},
+            "spec.yaml: options.fail_fraction: must be a number from 0 to 1",
+        ),
+        ({"dataset": "{cache}", "kill_after": "3"}, "spec.yaml: options.kill_after: must be an integer"),
+        (
+            {"dataset": "{cache}", "kill_workers": ["cpu-0"]},
+            "spec.yaml: options.kill_workers: needs kill_dir",
+        ),
+        ({"dataset": "{cache}", "colour": 1}, "spec.yaml: options.colour: unknown replay option 'colour'"),
+    ],
+)
+def test_replay_options_are_checked_with_the_spec(tmp_path, options, match):
+    cache = write_cache(tmp_path / "A100.json.gz", "NVIDIA A100-PCIE-40GB")
+    options = {k: str(cache) if v == "{cache}" else v for k, v in options.items()}
+    with pytest.raises(UserError, match=re.escape(match)):
+        parse_spec(base_spec(workload="replay", case="replay", size="1", options=options), "spec.yaml")
+
+
+class _Failed:
+    """A Dask future whose task raised on its worker."""
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+    def result(self, timeout=None):
+        raise self.exc
+
+
+@pytest.mark.parametrize(
+    "exc, kind, code",
+    [
+        (MemoryError("Unable to allocate 59.6 GiB for an array"), UserError, 2),  # a size over the memory
+        (WorkloadError("unknown option 'x'", "options.x"), UserError, 2),
+        (RuntimeError("Attempted to run task on 4 different workers\nsecond line"), ClusterFailure, 1),
+    ],
+)
+def test_a_task_that_failed_on_its_worker_is_one_line_naming_what(exc, kind, code):
+    """A plan or re-measurement that fails on its worker (a tridiagonal size over the worker's memory was
+    the worker's traceback, after the cluster started) is one line naming what and why."""
+    with pytest.raises(kind) as info:
+        result(_Failed(exc), "the plan of class cpu", 10.0)
+    message = str(info.value)
+    assert message.startswith(f"the plan of class cpu failed on the cluster: {type(exc).__name__}: ")
+    assert "\n" not in message and info.value.exit_code == code
