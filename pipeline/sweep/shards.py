@@ -499,6 +499,13 @@ def load_merged(sweep_dir: Path) -> pd.DataFrame:
         frame = pq.read_table(target, partitioning="hive").to_pandas()
     except (pa.ArrowException, OSError) as exc:
         raise UserError(f"{target}: unreadable merged data ({str(exc).splitlines()[0]})") from None
+    # the columns every step after the merge reads: one missing (a part written by hand) is one line here,
+    # not a KeyError in training or the report
+    for column, numeric in (("sample_id", True), ("gpu_class", False), ("status", False), ("total_ms", True)):
+        if column not in frame.columns:
+            raise UserError(f"{target}: the merged data has no column {column!r}; rerun the merge")
+        if numeric and not pd.api.types.is_numeric_dtype(frame[column]):
+            raise UserError(f"{target}: the merged data's column {column!r} is not numeric; rerun the merge")
     frame["gpu_class"] = frame["gpu_class"].astype(str)
     return frame.sort_values(["gpu_class", "sample_id"]).reset_index(drop=True)
 

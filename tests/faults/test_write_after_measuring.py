@@ -91,3 +91,16 @@ def test_the_performance_report_failing_never_replaces_the_error_that_stopped_th
     with performance_report(path, notes.append):  # a sweep that measured everything: a note, not an error
         pass
     assert len(notes) == 1 and not path.exists() and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command", ["train", "report"])
+def test_a_merged_part_without_total_ms_is_one_line(measured, tmp_path, capsys, command):
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "copy"
+    shutil.copytree(measured, folder)
+    (part,) = (folder / "merged").rglob("*.parquet")
+    pq.write_table(pq.read_table(part).drop(["total_ms"]), part)
+    assert main([command, str(folder)]) == 2
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert len(lines) == 1 and "the merged data has no column 'total_ms'" in lines[0], lines
