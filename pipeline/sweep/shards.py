@@ -5,6 +5,7 @@ Paths come from :mod:`pipeline.sweep.folder`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import uuid
@@ -441,14 +442,28 @@ def _write_streamed(sweep_dir: Path, schema: pa.Schema, parts: dict[str, list[Pa
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    _swap_in(tmp, target, sweep_dir)
+    return Merged(target, rows)
+
+
+def _swap_in(tmp: Path, target: Path, sweep_dir: Path) -> None:
+    """``tmp`` renamed over ``target`` (the old merge moved aside first, removed after). Where a rename fails
+    (a read-only or full disk), the old merge is put back and ``tmp`` removed: ``merged/`` is the old one or
+    the new one, whole, and nothing half-written is left beside it."""
     old = None
-    if target.exists():
-        old = sweep_dir / f".merged-old-{uuid.uuid4().hex[:8]}.tmp"
-        target.rename(old)
-    tmp.rename(target)
+    try:
+        if target.exists():
+            old = sweep_dir / f".merged-old-{uuid.uuid4().hex[:8]}.tmp"
+            target.rename(old)
+        tmp.rename(target)
+    except BaseException:
+        if old is not None and not target.exists():
+            with contextlib.suppress(OSError):
+                old.rename(target)
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-    return Merged(target, rows)
 
 
 def _ids_names(names: list[str], limit: int = 4) -> str:
@@ -467,18 +482,16 @@ def write_merged(sweep_dir: Path, merged: pa.Table) -> pa.Table:
     classes = merged.column("gpu_class").to_numpy(zero_copy_only=False)
     starts = np.flatnonzero(np.r_[True, classes[1:] != classes[:-1]]) if len(classes) else np.array([], int)
     bounds = list(starts) + [len(classes)]
-    tmp.mkdir(parents=True)
-    for k, start in enumerate(starts):
-        part = merged.slice(int(start), int(bounds[k + 1] - start)).drop_columns(["gpu_class"])
-        (tmp / f"gpu_class={classes[start]}").mkdir()
-        pq.write_table(part, tmp / f"gpu_class={classes[start]}" / "part-0.parquet", compression="zstd")
-    old = None
-    if target.exists():
-        old = sweep_dir / f".merged-old-{uuid.uuid4().hex[:8]}.tmp"
-        target.rename(old)
-    tmp.rename(target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    try:
+        tmp.mkdir(parents=True)
+        for k, start in enumerate(starts):
+            part = merged.slice(int(start), int(bounds[k + 1] - start)).drop_columns(["gpu_class"])
+            (tmp / f"gpu_class={classes[start]}").mkdir()
+            pq.write_table(part, tmp / f"gpu_class={classes[start]}" / "part-0.parquet", compression="zstd")
+    except BaseException:  # a full disk: no half-written folder left beside the old merge
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _swap_in(tmp, target, sweep_dir)
     return merged
 
 

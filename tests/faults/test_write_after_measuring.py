@@ -1,8 +1,8 @@
 """Write errors after the measuring (a full or read-only disk while the models, figures, report or the
 performance report are written): one line naming the path, exit 2, what was written kept; the same command
-on a writable disk then finishes. The disk is made to fail in this process (``os.replace``, the last step of
-every atomic write, ``kernels.atomic``), since the tests run as root, where a read-only mode forbids
-nothing."""
+on a writable disk then finishes. The disk is made to fail in this process (``os.replace``, the last step
+of every atomic write, ``kernels.atomic``, and ``os.rename``, the merge's), since the tests run as root,
+where a read-only mode forbids nothing."""
 
 from __future__ import annotations
 
@@ -37,12 +37,13 @@ def _failing_disk(monkeypatch, code: int) -> list[str]:
         raise OSError(code, os.strerror(code), str(dst))
 
     monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "rename", replace)  # Path.rename: the merge renames its new folder into place
     assert real is not replace
     return tried
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
-@pytest.mark.parametrize("command", ["train", "report"])
+@pytest.mark.parametrize("command", ["merge", "train", "report"])
 def test_a_write_error_after_measuring_is_one_line_and_a_rerun_finishes(
     measured, tmp_path, monkeypatch, capsys, command, code
 ):
