@@ -13,9 +13,21 @@ import math
 from collections.abc import Callable
 
 
+def whole(text: str) -> int:
+    """An integer of ASCII digits, any size (the caller checks its range and names the limit)."""
+    if not text.isascii():
+        raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})")
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})") from None
+
+
 def integer(minimum: int, maximum: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
+            if not text.isascii():  # int() reads other scripts' digits too ("５")
+                raise ValueError(text)
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})") from None
@@ -32,6 +44,8 @@ def number(minimum: float, maximum: float, open_below: bool = False) -> Callable
 
     def parse(text: str) -> float:
         try:
+            if not text.isascii():
+                raise ValueError(text)
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be a number (got {text!r})") from None

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from pipeline.flags import integer, number
+from pipeline.flags import integer, number, whole
 from pipeline.paths import out_folder, results_root
 from pipeline.sweep.spec import SweepSpec, check_gpu_class, limited, load_spec
 from pipeline.sweep.workloads import check_allow_flag, check_workload, workload_code
@@ -44,14 +44,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(cluster_configs/slurm.yaml) or a cluster config YAML",
     )
     p.add_argument("--out", type=Path, help="sweep folder (default: results/<spec name>)")
-    p.add_argument("--samples", type=int, help="random samples per GPU class (overrides the spec)")
+    p.add_argument("--samples", type=whole, help="random samples per GPU class (overrides the spec)")
     p.add_argument("--gpu-class", help="only these classes, comma-separated (e.g. v100,h100)")
     p.add_argument(
         "--force",
         action="store_true",
         help="re-measure: with --gpu-class only those partitions, else the whole folder afresh",
     )
-    p.add_argument("--seed", type=int, help="sampling and training seed (overrides the spec)")
+    p.add_argument("--seed", type=whole, help="sampling and training seed (overrides the spec)")
     p.add_argument(
         "--max-minutes",
         type=number(0, 10**7, open_below=True),
