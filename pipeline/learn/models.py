@@ -30,6 +30,7 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from kernels.atomic import atomic_path
 from pipeline.errors import UserError
+from pipeline.jsonio import read_regular_bytes
 
 
 def one_thread() -> Any:
@@ -229,13 +230,15 @@ def load_model(path: Path) -> Any:
 
     import skops.io as sio
 
-    if not path.is_file():
+    if not path.exists():
         raise UserError(f"{path}: no such model file (run `python -m pipeline train` first)")
+    data = read_regular_bytes(path, "model")  # a FIFO or a device there is one line, never a hang
+    assert data is not None
     try:
-        untrusted = sio.get_untrusted_types(file=path)
+        untrusted = sio.get_untrusted_types(data=data)
     except Exception as exc:
         raise UserError(f"{path}: not a readable skops model file ({exc})") from None
     refused = [t for t in untrusted if t not in TRUSTED]
     if refused:
         raise UserError(f"{path}: refused to load a model file with untrusted types: {', '.join(refused)}")
-    return sio.load(path, trusted=[t for t in untrusted if t in TRUSTED])
+    return sio.loads(data, trusted=[t for t in untrusted if t in TRUSTED])

@@ -130,3 +130,11 @@ def test_a_fifo_named_like_the_sweep_lock_is_one_line(tmp_path, write_spec):
     os.mkfifo(out / ".sweep.lock")
     line = one_line_error(run_cli("sweep", str(write_spec()), "--out", str(out), cwd=tmp_path, timeout=HANG))
     assert ".sweep.lock" in line and "a FIFO where a sweep lock file belongs" in line
+
+
+def test_a_fifo_where_a_model_file_belongs_is_one_line(tmp_path):
+    model = tmp_path / "models" / "cpu" / "mlp.skops"
+    model.parent.mkdir(parents=True)
+    os.mkfifo(model)
+    said = _python(f"from pipeline.learn.models import load_model\nload_model(Path({str(model)!r}))")
+    assert "mlp.skops" in said and "a FIFO where a model file belongs" in said
