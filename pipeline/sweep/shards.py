@@ -12,6 +12,7 @@ import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -279,32 +280,35 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
     shard_of: dict[str, list[np.ndarray]] = defaultdict(list)
     index_of: dict[str, list[int]] = defaultdict(list)
     schemas: list[pa.Schema] = []  # each shard's, with its metadata (its configurations' digest)
-    for index, (path, (found, table)) in enumerate(
-        zip(shards, _read_in_order(shards, _ids_of_shard), strict=True)
-    ):
-        schemas.append(found)
-        expected = path.parent.name.split("=", 1)[1]
-        if expected not in planned:
-            planned[expected] = _plan_schema(folder, expected)
-        wanted = planned[expected]
-        if wanted is not None and not found.equals(wanted, check_metadata=False):
-            raise UserError(
-                f"{path}: its schema is not the plan's (a shard of another sweep?); move it away, or rerun "
-                "the sweep, which sets it aside and measures its batch again"
-            )
-        if schema is None:
-            schema = found
-        elif not found.equals(schema, check_metadata=False):
-            raise UserError(
-                f"{path}: schema differs from {shards[0]} (shards of two different sweeps in one folder?)"
-            )
-        classes = set(table.column("gpu_class").unique().to_pylist())
-        if classes - {expected}:
-            raise UserError(f"{path}: rows of class {sorted(classes)} in the folder of class {expected!r}")
-        sample_ids = table.column("sample_id").to_numpy()
-        ids_of[expected].append(sample_ids)
-        shard_of[expected].append(np.full(len(sample_ids), index))
-        index_of[expected].append(index)
+    # closed before any error leaves: its reader threads must not outlive the merge (a refused merge that
+    # exits with reads in flight aborted in pyarrow at interpreter exit)
+    with closing(_read_in_order(shards, _ids_of_shard)) as reading:
+        for index, (path, (found, table)) in enumerate(zip(shards, reading, strict=True)):
+            schemas.append(found)
+            expected = path.parent.name.split("=", 1)[1]
+            if expected not in planned:
+                planned[expected] = _plan_schema(folder, expected)
+            wanted = planned[expected]
+            if wanted is not None and not found.equals(wanted, check_metadata=False):
+                raise UserError(
+                    f"{path}: its schema is not the plan's (a shard of another sweep?); move it away, or "
+                    "rerun the sweep, which sets it aside and measures its batch again"
+                )
+            if schema is None:
+                schema = found
+            elif not found.equals(schema, check_metadata=False):
+                raise UserError(
+                    f"{path}: schema differs from {shards[0]} (shards of two different sweeps in one folder?)"
+                )
+            classes = set(table.column("gpu_class").unique().to_pylist())
+            if classes - {expected}:
+                raise UserError(
+                    f"{path}: rows of class {sorted(classes)} in the folder of class {expected!r}"
+                )
+            sample_ids = table.column("sample_id").to_numpy()
+            ids_of[expected].append(sample_ids)
+            shard_of[expected].append(np.full(len(sample_ids), index))
+            index_of[expected].append(index)
     for cls in ids_of:
         ids_cls, shard_cls = np.concatenate(ids_of[cls]), np.concatenate(shard_of[cls])
         order = np.argsort(ids_cls, kind="stable")
@@ -425,10 +429,11 @@ def _write_streamed(sweep_dir: Path, schema: pa.Schema, parts: dict[str, list[Pa
                 rows[cls] = whole.num_rows
                 continue
             n = 0
-            with pq.ParquetWriter(file, out_schema, compression="zstd") as writer:
+            reading = closing(_read_in_order(ordered, read_shard))
+            with pq.ParquetWriter(file, out_schema, compression="zstd") as writer, reading as tables:
                 pending: list[pa.Table] = []
                 held = 0
-                for table in _read_in_order(ordered, read_shard):
+                for table in tables:
                     pending.append(table.drop_columns(["gpu_class"]))
                     held += table.num_rows
                     if held >= ROW_GROUP_ROWS:
