@@ -229,6 +229,8 @@ _TYPE_WORDS = {
 def _where(error: jsonschema.ValidationError) -> str:
     text = ""
     for part in error.absolute_path:
+        if not isinstance(part, int) and not (part.isprintable() and part.strip() == part and part):
+            part = repr(part)  # a key with a newline (or empty) must not break the one line
         text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text or "(top level)"
 

@@ -273,21 +273,26 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
             f"{sweep_dir}: no shards under {folder.shards_dir} (run `python -m pipeline sweep` first)"
         )
     schema: pa.Schema | None = None
-    planned: dict[str, pa.Schema | None] = {}  # per class, the plan's schema (None: the folder has no plan)
+    # sweep.json and the plans read (and checked) before any shard is: a broken one is refused before reader
+    # threads start (an error leaving with pyarrow reads in flight could abort at interpreter exit)
+    folder.read_meta()
+    for path in shards:  # a FIFO or a device among them: refused before any thread opens anything
+        check_regular(path, "shard")
+    # per class, the plan's schema (None: the folder has no plan)
+    planned = {
+        cls: _plan_schema(folder, cls) for cls in sorted({p.parent.name.split("=", 1)[1] for p in shards})
+    }
     # Per class: each shard's sample ids and the shard's index, as arrays; duplicates found once at the end
     # with numpy (a dict of lists per sample cost ~200 MB of Python objects at 10^6 rows, issue 18).
     ids_of: dict[str, list[np.ndarray]] = defaultdict(list)
     shard_of: dict[str, list[np.ndarray]] = defaultdict(list)
     index_of: dict[str, list[int]] = defaultdict(list)
     schemas: list[pa.Schema] = []  # each shard's, with its metadata (its configurations' digest)
-    # closed before any error leaves: its reader threads must not outlive the merge (a refused merge that
-    # exits with reads in flight aborted in pyarrow at interpreter exit)
+    # closed before any error leaves: its reader threads must not outlive the merge
     with closing(_read_in_order(shards, _ids_of_shard)) as reading:
         for index, (path, (found, table)) in enumerate(zip(shards, reading, strict=True)):
             schemas.append(found)
             expected = path.parent.name.split("=", 1)[1]
-            if expected not in planned:
-                planned[expected] = _plan_schema(folder, expected)
             wanted = planned[expected]
             if wanted is not None and not found.equals(wanted, check_metadata=False):
                 raise UserError(
