@@ -47,7 +47,7 @@ from pipeline.sweep.folder import PLAN_FACTS, SweepFolder, data_hash
 from pipeline.sweep.ownership import claim
 from pipeline.sweep.schema import shard_schema
 from pipeline.sweep.shards import load_merged, write_merged
-from pipeline.sweep.spec import SweepSpec
+from pipeline.sweep.spec import SweepSpec, TrainSpec
 
 logger = logging.getLogger(__name__)
 
@@ -118,9 +118,12 @@ def check_sources(sources: Sequence[Source], caches: Sequence[CacheClass] = ()) 
 def cache_params(sources: Sequence[Source], caches: Sequence[CacheClass]) -> list[str]:
     """The launch space's parameters (the sweeps', else those that vary in some cache, in the first cache's
     order), after refusing a cache that lacks one or varies another, and caches of different problems."""
+    fixed: dict[str, Any] = {}  # the sweeps' single-valued parameters: constants of their problem
     if sources:
         params = list(sources[0].meta["plan"]["params"])
         where = f"the sweep {sources[0].path}"
+        values = sources[0].meta["plan"].get("values") or {}
+        fixed = {p: v[0] for p, v in values.items() if isinstance(v, list) and len(v) == 1}
     else:
         first = caches[0]
         params = [p for p in first.params if any(len(c.params.get(p, [])) > 1 for c in caches)]
@@ -129,6 +132,12 @@ def cache_params(sources: Sequence[Source], caches: Sequence[CacheClass]) -> lis
         missing = [p for p in params if p not in c.params]
         if missing:
             raise UserError(f"{c.path}: no parameter {missing[0]!r}, which {where} tunes")
+        other = [p for p in params if p in fixed and c.params[p] != [fixed[p]]]
+        if other:
+            raise UserError(
+                f"{c.path}: parameter {other[0]!r} is {c.params[other[0]]} here but {fixed[other[0]]} in "
+                f"{where}: another problem"
+            )
         extra = [p for p, values in c.params.items() if p not in params and len(values) > 1]
         if extra:
             raise UserError(
@@ -162,6 +171,10 @@ def _cache_notes(sources: Sequence[Source], caches: Sequence[CacheClass]) -> lis
     return notes
 
 
+# How a folder of caches alone trains (a sweep brings its own spec's): the sweep spec's defaults.
+CACHE_TRAIN = TrainSpec()
+
+
 def _cache_spec(caches: Sequence[CacheClass], name: str) -> SweepSpec:
     """The made-up spec of a folder of caches alone (the module docstring)."""
     c = caches[0]
@@ -173,6 +186,7 @@ def _cache_spec(caches: Sequence[CacheClass], name: str) -> SweepSpec:
         backend=SAMPLER,
         samples=max(len(x.frame) for x in caches),
         samplers=(SAMPLER,),
+        train=CACHE_TRAIN,
         source="python -m pipeline combine",
     )
 

@@ -95,7 +95,7 @@ def write_conv_cache(path: Path, device: str, best_x: int, scale: float, fail: i
 def write_conv_sweep(folder: Path, gpu_class: str = "h100", best_x: int = 32, scale: float = 0.5) -> Path:
     """A sweep folder as ``python -m pipeline sweep cluster_configs/sweeps/kernel_convolution.yaml`` leaves
     it (its merged Parquet: a column per parameter, ``total_ms``, ``status``), every configuration once."""
-    params = [*PARAMS, "use_cmem"]
+    params = [*PARAMS, *CONSTANTS]  # the kernel workload's space holds every tune_params entry
     kernels = ["convolution_kernel"]
     spec = SweepSpec(
         name="kernel_convolution",
@@ -131,13 +131,13 @@ def write_conv_sweep(folder: Path, gpu_class: str = "h100", best_x: int = 32, sc
                 "ms.convolution_kernel": None if bad else ms,
                 "timestamp": pd.Timestamp("2026-11-26", tz="UTC"),
                 **c,
-                "use_cmem": 1,
+                **CONSTANTS,
             }
         )
     folder.mkdir(parents=True)
     write_merged(folder, pa.Table.from_pylist(rows, schema=shard_schema(params, kernels)))
     values = {p: sorted({r[p] for r in rows}) for p in params}
-    plan = {"params": params, "values": values, "default": configs()[0] | {"use_cmem": 1}, "kernels": kernels}
+    plan = {"params": params, "values": values, "default": configs()[0] | CONSTANTS, "kernels": kernels}
     (folder / "sweep.json").write_text(
         json.dumps({"spec": spec.to_dict(), "planning_key": spec.planning_key(), "plan": plan})
     )
@@ -267,7 +267,7 @@ def test_combine_takes_a_sweep_folder_and_caches_and_scores_leave_one_gpu_out(hu
     combine(out, [sweep, caches], log=logged.append)
     meta = json.loads((out / "sweep.json").read_text())
     assert meta["spec"]["gpu_classes"] == ["a100", "a4000", "h100", "w6600"]
-    assert meta["plan"]["params"] == [*PARAMS, "use_cmem"] and meta["spec"]["train"]["max_epochs"] == 30
+    assert meta["plan"]["params"] == [*PARAMS, *CONSTANTS] and meta["spec"]["train"]["max_epochs"] == 30
     notes = meta["combined"]["notes"]  # the same size and kernel: nothing to say of the problem
     assert not any(n.startswith(("size", "kernel")) for n in notes) and len(notes) == 1
     assert notes[0] == f"h100: no re-measurement in {sweep}/validation.json"
@@ -313,6 +313,14 @@ def test_combine_refuses_a_cache_of_another_space_or_problem(hub_like, tmp_path)
         json.dump(raw, f)
     with pytest.raises(UserError, match="no parameter 'use_shmem'"):
         combine(tmp_path / "out", [sweep, path], log=lambda m: None, train=False)
+    path = write_conv_cache(other / "A6000.json.gz", "NVIDIA RTX A6000", 32, 1.0)
+    raw = json.load(gzip.open(path))
+    for entry in raw["cache"].values():
+        entry["filter_height"] = 7
+    with gzip.open(path, "wt") as f:
+        json.dump(raw, f)
+    with pytest.raises(UserError, match="'filter_height' is \\[7\\] here but 15 in the sweep"):
+        combine(tmp_path / "out", [sweep, path], log=lambda m: None, train=False)
     with pytest.raises(UserError, match="also in"):
         combine(tmp_path / "out", [caches, caches / "A100.json.gz"], log=lambda m: None, train=False)
 
@@ -343,9 +351,13 @@ def test_combine_hands_down_the_frame_load_merged_reads(hub_like, monkeypatch):
     assert data_hash(handed["train"]) == data_hash(reread)
 
 
-def test_combine_of_the_benchmark_hub_caches_subsampled(shared_dir, tmp_path):
-    """The real hub caches (every sixth configuration of each, the same ones on every GPU) as six classes of
-    two vendors."""
+@pytest.mark.slow
+def test_combine_of_the_benchmark_hub_caches_subsampled(shared_dir, tmp_path, monkeypatch):
+    """The real hub caches (every twelfth configuration of each, the same ones on every GPU) as six classes of
+    two vendors, trained with a small MLP (the default's fits cost minutes on these rows)."""
+    import pipeline.learn.combine as combine_module
+
+    monkeypatch.setattr(combine_module, "CACHE_TRAIN", SMALL_TRAIN)
     hub = shared_dir / "data" / "benchmark_hub" / "convolution"
     if not hub.is_dir():
         pytest.skip(f"{hub} absent")
@@ -353,13 +365,16 @@ def test_combine_of_the_benchmark_hub_caches_subsampled(shared_dir, tmp_path):
     small.mkdir()
     for path in sorted(hub.glob("*.json.gz")):
         raw = json.load(gzip.open(path))
-        keys = sorted(raw["cache"])[::6]
+        keys = sorted(raw["cache"])[::12]
         raw["cache"] = {k: raw["cache"][k] for k in keys}
         with gzip.open(small / path.name, "wt") as f:
             json.dump(raw, f)
     out = tmp_path / "combined"
     combine(out, [small], log=lambda m: None)
     metrics = json.loads((out / "models/metrics.json").read_text())
+    assert (
+        json.loads((out / "sweep.json").read_text())["spec"]["train"]["max_epochs"] == SMALL_TRAIN.max_epochs
+    )
     assert set(metrics["loco"]) == set(HUB_GPUS.values())
     assert metrics["groups"]["combined"]["dropped_features"] == {
         "measured_bandwidth_gbs": "not measured for a100, a4000, a6000, mi250x, w6600, w7800"
