@@ -12,7 +12,8 @@ their values to the time scale), so the rank scores are what to read: Spearman's
 measured time, and what the prediction would buy, the measured time of the held-out class's predicted-best
 sampled configuration against that class's measured best. A pick within ``WITHIN`` (10%) of that best counts
 as found; where a model's pick is not, ``why_not`` gives the reasons this data can show (a vendor or device
-facts the training classes do not span, an optimum no training class shares, a poor ranking).
+facts the training classes do not span, no training class whose best configuration comes within 10% on the
+held-out one, a poor ranking).
 
 **Pairs** (no model): for each two classes, Spearman's rho of their measured times on the configurations
 both measured, and what one class's best configuration costs on the other (its time there over the other's
@@ -253,8 +254,8 @@ def class_pairs(frame: pd.DataFrame, params: list[str]) -> dict[str, Any]:
 
 def why_not(rows: pd.DataFrame, held: str, entry: dict[str, Any], pairs: dict[str, Any] | None) -> str:
     """Why a model fitted on the other classes may miss the held-out class's optimum, from what the data
-    shows: a vendor no training class has, device facts outside the training classes' range, an optimum
-    that is no training class's (its best configuration more than 10% off on every one), a poor ranking."""
+    shows: a vendor no training class has, device facts outside the training classes' range, no training
+    class whose best configuration is within 10% of the held-out class's optimum there, a poor ranking."""
     reasons = []
     trained_on = entry["trained_on"]
     facts = rows.drop_duplicates("gpu_class").set_index("gpu_class")
@@ -271,13 +272,15 @@ def why_not(rows: pd.DataFrame, held: str, entry: dict[str, Any], pairs: dict[st
             outside.append(f"{f} {v:g} outside [{lo:g}, {hi:g}]")
     if outside:
         reasons.append("device facts outside training: " + ", ".join(outside))
-    costs = {c: (pairs or {}).get(c, {}).get(held, {}).get("best_of_other_ratio") for c in trained_on}
+    # what each training class's best configuration costs on the held-out class: where none comes within
+    # 10%, a model that learned the training classes well still has no good configuration to point at
+    costs = {c: (pairs or {}).get(held, {}).get(c, {}).get("best_of_other_ratio") for c in trained_on}
     known = {c: r for c, r in costs.items() if r is not None}
     if known and min(known.values()) > WITHIN:
         c = min(known, key=lambda k: known[k])
         reasons.append(
-            f"its optimum is no training GPU's (its best configuration costs >= {known[c]:.2f}x on {c}, "
-            "the closest)"
+            f"no training GPU's best configuration is within 10% on it (the closest, {c}'s, costs "
+            f"{known[c]:.2f}x)"
         )
     rhos = [m["spearman"] for m in entry["models"].values() if not m["within_10pct"]]
     if not reasons:
