@@ -18,10 +18,11 @@ import argparse
 from pathlib import Path
 
 EPILOG = """\
-example:
-  python -m pipeline combine data/cfd/combined/sweep_paper \
+examples:
+  python -m pipeline combine results/combined \
       data/cfd/h100/sweep_paper data/cfd/h200/sweep_paper data/cfd/cpu/sweep_paper
-  python -m pipeline combine results/convolution_gpus ../shared/data/benchmark_hub/convolution
+  python -m pipeline combine results/convolution_7 \
+      data/convolution/h100/sweep ../shared/data/benchmark_hub/convolution
 """
 
 
