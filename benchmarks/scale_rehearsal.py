@@ -328,9 +328,11 @@ def idle_cost(workers: int, seconds: float, work: Path) -> list[dict[str, Any]]:
 
 def rows_only(n: int, source: Path, work: Path, args) -> dict[str, Any]:
     """A folder of ``n`` rows from ``source``'s shards (sample ids offset per copy), merged and trained."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from pipeline.sweep.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest
     from pipeline.sweep.folder import SweepFolder
 
     src = SweepFolder(source)
@@ -346,12 +348,24 @@ def rows_only(n: int, source: Path, work: Path, args) -> dict[str, Any]:
     meta["spec"]["train"]["max_rows"] = args.max_rows
     meta["spec"]["train"]["max_epochs"] = args.max_epochs
     dst.write_meta(meta)
+    # the copies' plan: the source's configurations once per copy (copy c's sample c * per + i is sample i),
+    # so the merge checks the copied shards against a plan as it checks a sweep's
+    plan = src.read_plan("cpu")
+    facts = {k: v for k, v in plan.items() if k not in ("configs", "configs_file", "n_configs", "checksums")}
+    dst.write_plan("cpu", {**facts, "configs": list(plan["configs"]) * copies})
+    params, seed = list(plan["params"]), meta["spec"]["seed"]
     t0 = time.perf_counter()
     for c in range(copies):
         for p in shards:
-            t = pq.read_table(p)
+            t = pq.read_table(p).sort_by("sample_id")
             ids = pa.compute.add(t.column("sample_id"), c * per)
             t = t.set_column(t.schema.get_field_index("sample_id"), "sample_id", ids)
+            # the digest of the copy's configurations at its new sample ids, as a worker would write it
+            matrix = np.column_stack([t.column(q).to_numpy() for q in params])
+            digest = configs_digest(ids.to_numpy(), matrix, seed)
+            t = t.replace_schema_metadata(
+                {**t.schema.metadata, SHARD_CONFIGS: digest.encode(), SHARD_SEED: str(seed).encode()}
+            )
             out = dst.shard_path("cpu", f"c{c:03d}-{p.stem.removeprefix('shard-')}")
             out.parent.mkdir(parents=True, exist_ok=True)
             pq.write_table(t, out, compression="zstd")
