@@ -376,6 +376,45 @@ class KernelWorkload:
             },
         )
 
+    def kernel_tuner_arguments(self) -> dict[str, Any]:
+        """Keyword arguments of Kernel Tuner's ``tune_kernel`` that tune this kernel as this workload does:
+        the same source, problem size, host arguments, constant memory, parameters, grid divisors (as
+        functions of a configuration, so expressions over the problem size work too), block size names,
+        compiler options, and the outputs every configuration must compute (``answer``, with ``atol``: the
+        spec's ``reference`` or the default configuration's outputs). The restrictions are this workload's
+        ``space()`` (the caller states them in Kernel Tuner's terms)."""
+        expected = self.reference_outputs()
+
+        def divisor(dim: int) -> Any:
+            def div(params: Mapping[str, Any]) -> int:  # the divisor of KernelSpec.grid
+                config = {n: int(params[n]) for n in self.spec.names}
+                divs = self.spec.grid_div[dim]
+                if divs is None:
+                    return int(config.get(self.spec.block_size_names[dim], 1))
+                product, values = 1, self.spec.values(self.problem, config)
+                for d in divs:
+                    product *= d.integer(values)
+                return product
+
+            return div
+
+        return {
+            "kernel_name": self.spec.kernel_name,
+            "kernel_source": self.spec.code,
+            "problem_size": tuple(self.problem),
+            "arguments": list(self._host),
+            "cmem_args": {k: v.get() for k, v in self._constants.items()} or None,
+            "tune_params": {p.name: [int(v) for v in p.values] for p in self.spec.params},
+            "grid_div_x": divisor(0),
+            "grid_div_y": divisor(1),
+            "grid_div_z": divisor(2),
+            "block_size_names": list(self.spec.block_size_names),
+            "compiler_options": list(self.spec.compiler_options),
+            "answer": [expected[i].get() if i in expected else None for i in range(len(self._host))],
+            "atol": self.spec.atol,
+            "lang": "cupy",
+        }
+
     def describe(self) -> dict[str, Any]:
         return {
             "workload": self.name,

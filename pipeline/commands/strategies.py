@@ -121,6 +121,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="processes for --compare (default: CPU count)",
     )
     p.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        metavar="K",
+        help="measurements in flight at once, as a live search over K workers: answers arrive out of order, "
+        "each after its recorded time (default: %(default)s, one at a time)",
+    )
+    p.add_argument(
         "--export",
         default=None,
         metavar="PARQUET",
@@ -175,6 +183,10 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.strategies import NEEDS_PRIOR
     from pipeline.strategies.datasets import write_parquet
 
+    if args.parallel < 1:
+        raise UserError("--parallel: must be at least 1")
+    if args.parallel > 1 and args.compare:
+        raise UserError("--parallel: runs one strategy (--strategy), not --compare")
     datasets = _load(args.dataset)
     where = ", ".join(args.dataset)
     if args.export:
@@ -193,7 +205,9 @@ def run(args: argparse.Namespace) -> int:
     for d in targets:
         prior = [o for o in datasets if o is not d] if resolved in NEEDS_PRIOR else []
         for seed in seeds:
-            record = run_one(d, args.strategy, args.budget, seed, prior, repeats=args.repeats)
+            record = run_one(
+                d, args.strategy, args.budget, seed, prior, repeats=args.repeats, parallel=args.parallel
+            )
             if "space" in record and seed == seeds[0]:
                 print(
                     f"note: --budget {args.budget} is more than the {record['space']} distinct candidates of "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pipeline.flags import integer, number, whole
 from pipeline.paths import out_folder, results_root
-from pipeline.sweep.spec import SweepSpec, check_gpu_class, limited, load_spec
+from pipeline.sweep.spec import SearchSpec, SweepSpec, check_gpu_class, limited, load_spec
 from pipeline.sweep.workloads import check_allow_flag, check_workload, workload_code
 
 EPILOG = """\
@@ -18,8 +18,12 @@ examples:
   python -m pipeline sweep SPEC.yaml --cluster slurm                      # one SLURM job per GPU class
   python -m pipeline sweep SPEC.yaml --gpu-class v100 --force             # redo only the v100 partition
   python -m pipeline sweep SPEC.yaml --allow-workload mypkg.wl:make       # a spec naming your own code
+  python -m pipeline sweep SPEC.yaml --strategy evolve --budget 100       # a search: 100 measurements
+  python -m pipeline sweep SPEC.yaml --gpu-class h200 --strategy transfer --budget 20 \
+      --prior results/h100_sweep --out results/h200_transfer             # start from another class's data
 
-A rerun of the same command skips finished shards (resume after a crash). Output folder layout:
+A rerun of the same command skips finished shards (resume after a crash); a search's rerun replays what its
+strategy was answered and measures only the rest of its budget. Output folder layout:
 shards/gpu_class=<C>/shard-<batch>.parquet, merged/, models/, figures/, report.json, report.md,
 tuning_table.json. Without --out, results go to results/<spec name>/ ($LAUNCHTUNE_RESULTS overrides results/).
 """
@@ -72,7 +76,109 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="let the spec's workload be this module:factory, code the workers import and run (repeatable; "
         "installed 'launchtune.workloads' entry points and the registered names need no flag)",
     )
+    p.add_argument(
+        "--strategy",
+        help="search instead of a random sample: this strategy (python -m pipeline strategies --list; "
+        "default: evolve) chooses what each GPU class measures, within --budget (spec key search.strategy)",
+    )
+    p.add_argument(
+        "--budget", type=int, help="measurements per GPU class of a search (spec key search.budget)"
+    )
+    p.add_argument(
+        "--prior",
+        action="append",
+        metavar="PATH",
+        help="recorded data for the search to start from (transfer): a sweep folder of other classes, a "
+        "Kernel Tuner cache, or a folder of them (repeatable; spec key search.prior)",
+    )
     p.set_defaults(func=run)
+
+
+def _search_spec(args: argparse.Namespace, spec: SweepSpec) -> SweepSpec:
+    """The spec's ``search`` block with the command line's --strategy, --budget and --prior over it,
+    checked (strategy name, budget, Kernel Tuner only on a workload it can run) before anything starts."""
+    from pipeline.errors import UserError
+    from pipeline.sweep.spec import check_strategy
+
+    old = spec.search
+    if args.strategy is None and args.budget is None and args.prior is None:
+        if old is None:
+            return spec
+        strategy, budget, prior = old.strategy, old.budget, list(old.prior)
+        where = f"{args.spec}: search"
+        where_strategy, where_budget = where + ".strategy", where + ".budget"
+    else:
+        if args.strategy is None and old is None:
+            flag = "--budget" if args.budget is not None else "--prior"
+            raise UserError(f"{flag}: needs --strategy (a search), or a search block in {args.spec}")
+        if args.budget is None and old is None:
+            raise UserError("--budget: a search needs a budget (--budget N measurements per GPU class)")
+        strategy = check_strategy(args.strategy, "--strategy") if args.strategy else _old(old).strategy
+        budget = args.budget if args.budget is not None else _old(old).budget
+        prior = args.prior if args.prior is not None else list(old.prior if old else [])
+        where_strategy = "--strategy" if args.strategy else f"{args.spec}: search.strategy"
+        where_budget = "--budget" if args.budget is not None else f"{args.spec}: search.budget"
+    budget = limited(budget, "search.budget", where_budget, 1)
+    _check_kernel_tuner(strategy, spec, where_strategy)
+    return dataclasses.replace(spec, search=SearchSpec(strategy, budget, tuple(prior)))
+
+
+def _old(search: SearchSpec | None) -> SearchSpec:
+    assert search is not None  # the caller's checks: the flag it falls back from is set, or this is
+    return search
+
+
+def _check_kernel_tuner(strategy: str, spec: SweepSpec, where: str) -> None:
+    """``kt:<name>`` runs Kernel Tuner's ``tune_kernel`` live: only on a ``kernel`` workload, whose CUDA
+    source Kernel Tuner compiles itself, and only with one of its strategies."""
+    from pipeline.errors import UserError
+    from pipeline.strategies.kernel_tuner_baseline import PREFIX, kt_strategy_names
+
+    if not strategy.startswith(PREFIX):
+        return
+    if spec.workload != "kernel":
+        raise UserError(
+            f"{where}: {strategy} runs Kernel Tuner on a kernel workload's own source; workload "
+            f"{spec.workload!r} is not one Kernel Tuner can run (use one of our strategies)"
+        )
+    names = kt_strategy_names()
+    if strategy[len(PREFIX) :] not in names:
+        raise UserError(
+            f"{where}: unknown Kernel Tuner strategy {strategy!r} (choose kt: and one of {', '.join(names)})"
+        )
+
+
+def _check_search(spec: SweepSpec, source: Path, prior_from_flag: bool) -> list:
+    """A search's budget against the space where it is known here (a replayed dataset), and its prior, all
+    read and checked before any cluster starts."""
+    from pipeline.errors import UserError
+    from pipeline.strategies import NEEDS_PRIOR
+    from pipeline.sweep.priors import check_params, constants_of, load_priors
+
+    assert spec.search is not None
+    where_prior = "--prior" if prior_from_flag else f"{source}: search.prior"
+    prior = load_priors(spec.search.prior, spec, where_prior)
+    if spec.search.strategy in NEEDS_PRIOR and not prior:
+        raise UserError(
+            f"{where_prior}: {spec.search.strategy} starts from other classes' or devices' data; name some "
+            "(--prior SWEEP_FOLDER or Kernel Tuner caches)"
+        )
+    if spec.workload == "replay":
+        from pipeline.sweep.rehearsal import make_workload
+
+        try:
+            replay = make_workload(spec.case, spec.size, **(spec.options or {}))
+        except Exception:  # noqa: BLE001  (the workload's own errors are reported where it is built)
+            return prior
+        size = len(replay.candidates())
+        if spec.search.budget > size:
+            raise UserError(
+                f"--budget: {spec.search.budget} measurements is more than the space holds ({size} "
+                "configurations)"
+            )
+        values = {p.name: p.values for p in replay.space().params}
+        check_params(prior, replay.space().names, where_prior, constants_of(values))
+    return prior
 
 
 def _check_this_machine(spec: SweepSpec, source: Path, classes: list[str] | None) -> None:
@@ -110,6 +216,10 @@ def _check_this_machine(spec: SweepSpec, source: Path, classes: list[str] | None
             )
 
 
+def _searching(args: argparse.Namespace, spec: SweepSpec) -> bool:
+    return spec.search is not None or args.strategy is not None
+
+
 def run(args: argparse.Namespace) -> int:
     from pipeline.cluster import known_gpu_classes
     from pipeline.cluster.waits import wait_limit
@@ -123,11 +233,21 @@ def run(args: argparse.Namespace) -> int:
         check_workload(target, allowed, where)
     if args.samples is not None:
         spec = dataclasses.replace(spec, samples=limited(args.samples, "samples", "--samples", 0))
-    if spec.samples == 0 and not {"per_kernel_exhaustive", "exhaustive"} & set(spec.samplers):
+    if (
+        spec.samples == 0
+        and not {"per_kernel_exhaustive", "exhaustive"} & set(spec.samplers)
+        and not _searching(args, spec)
+    ):
         where = "--samples" if args.samples is not None else f"{args.spec}: samples"
         raise UserError(f"{where}: 0 random samples and no exhaustive sampler: nothing to measure")
     if args.seed is not None:
         spec = dataclasses.replace(spec, seed=limited(args.seed, "seed", "--seed", 0))
+    spec = _search_spec(args, spec)
+    prior = []
+    if spec.search is not None:
+        if args.max_minutes is not None:
+            raise UserError("--max-minutes: a search stops at its budget (--budget), not at a time limit")
+        prior = _check_search(spec, args.spec, args.prior is not None)
     wait_limit(args.cluster)  # a bad $LAUNCHTUNE_WAIT_S is one line before anything starts
     known = known_gpu_classes(args.cluster)  # before any folder is made or cluster started
     for c in spec.gpu_classes or ():
@@ -151,5 +271,6 @@ def run(args: argparse.Namespace) -> int:
         args.force,
         args.workers_per_class,
         max_minutes=args.max_minutes,
+        prior=prior,
     )
     return 0

@@ -20,7 +20,7 @@ from kernels.autotune.table import FORMAT as TABLE_FORMAT  # one format, read by
 from kernels.compare import Comparison
 from pipeline.errors import UserError
 from pipeline.learn.crossclass import markdown as cross_class_markdown
-from pipeline.results import Sweep, figures, predictions, time_label
+from pipeline.results import Sweep, figures, predictions, search_traces, time_label
 from pipeline.sweep.folder import SweepFolder, ok_rows, rows_by_class
 from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
@@ -179,6 +179,8 @@ def class_summary(
         out["comparison"] = v.get("comparison")
         out["pick_is_default"] = top["config"] == default["config"]
         out["speedup_text"] = speedup_text(out["comparison"], out["backend"], out["pick_is_default"])
+        if v.get("search"):
+            out["search"] = v["search"]
     else:
         out.update(
             predicted_best_config=None,
@@ -300,6 +302,13 @@ def _figures(
             fig.savefig(folder.figure_path(name), dpi=110)
             plt.close(fig)
             made.append(name)
+    traces = search_traces(sweep_dir, frame)
+    if traces:
+        strategy = spec.search.strategy if spec.search else "search"
+        fig = figures.search_trace(traces, f"{strategy}: best so far", unit=time_label(spec.workload))
+        fig.savefig(folder.figure_path("search_trace.png"), dpi=110)
+        plt.close(fig)
+        made.append("search_trace.png")
     return made
 
 
@@ -382,6 +391,15 @@ def _markdown(report: dict[str, Any]) -> str:
                     f"Better-ranked candidates that could not run were skipped "
                     f"({len(c['predicted_best_skipped'])}): {why}",
                 ]
+        if c.get("search"):
+            se = c["search"]
+            lines += [
+                "",
+                f"**{cls}** searched by `{se['strategy']}`: {se['measured']} of a budget of {se['budget']} "
+                f"measurements on {se['workers']} worker(s), seed {se['seed']}; its pick (the fastest it "
+                f"measured, {_fmt(se['best_ms'])} ms then) re-measured with the runners-up above; the trace: "
+                "figures/search_trace.png.",
+            ]
         if c.get("speedup_text"):
             lines += ["", f"**{cls}** predicted best against the default: {c['speedup_text']}."]
     if report.get("combined_from"):

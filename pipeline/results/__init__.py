@@ -40,6 +40,7 @@ from pipeline.results.learning import (  # noqa: F401
     r2_table,
     surrogate_sweeps,
 )
+from pipeline.results.search import answer_order, search_traces  # noqa: F401
 from pipeline.results.sweeps import (  # noqa: F401
     Sweep,
     best_config_table,

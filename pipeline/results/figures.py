@@ -368,3 +368,20 @@ def step_times(per_step: pd.DataFrame, title: str = "", max_step: int | None = N
     ax.legend(title="autotune mode")
     fig.tight_layout()
     return fig
+
+
+def search_trace(traces: Mapping[str, pd.DataFrame], title: str = "", unit: str = "ms") -> Figure:
+    """Each class's measurements in the order the strategy got them, and the best so far (a step line)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for cls, t in traces.items():
+        ok = np.isfinite(t["ms"])
+        (line,) = ax.step(t["measurement"], t["best_ms"], where="post", label=f"{cls}: best so far")
+        ax.scatter(t["measurement"][ok], t["ms"][ok], s=8, alpha=0.35, color=line.get_color())
+    ax.set_xlabel("measurements (in the order their answers came)")
+    ax.set_ylabel(unit)
+    if any(_wide_range(t["ms"][np.isfinite(t["ms"])].to_numpy()) for t in traces.values()):
+        ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    ax.set_title(title or "search trace")
+    fig.tight_layout()
+    return fig

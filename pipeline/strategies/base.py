@@ -8,9 +8,9 @@ past the budget, which makes "budgets are respected exactly" a property of the s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -36,11 +36,69 @@ class Measurement:
     kernels: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass
+class Answer:
+    """The answer to proposal ``order``: its time (ms; inf where the configuration failed) and kernels'."""
+
+    order: int
+    time: float
+    kernels: dict[str, float] = field(default_factory=dict)
+
+
+class Answers(Protocol):
+    """Where a session's measurements come from. ``width``: how many may be in flight at once."""
+
+    width: int
+
+    def submit(self, order: int, config: Config, round: int) -> None:
+        """Start measuring proposal ``order`` (``round``: its proposal round, ``Session.rounds``)."""
+
+    def collect(self, event: int, block: bool) -> list[Answer]:
+        """The answers that are in at delivery point ``event``, in arrival order; ``block``: wait for one."""
+
+    def recorded(self, event: int) -> bool:
+        """Whether the answers of delivery point ``event`` are a recording (then the session never waits)."""
+
+
+class WorkloadAnswers:
+    """The workload measures each proposal at once, one at a time: the sequential session."""
+
+    width = 1
+
+    def __init__(self, workload: Workload, repeats: int) -> None:
+        self.workload, self.repeats = workload, repeats
+        self._ready: list[Answer] = []
+
+    def submit(self, order: int, config: Config, round: int) -> None:
+        timing = self.workload.run(config, self.repeats)
+        ok = timing.extra.get("status", "ok") == "ok"
+        t = float(timing.total) if ok else float("inf")
+        self._ready.append(Answer(order, t, dict(timing.kernels)))
+
+    def collect(self, event: int, block: bool) -> list[Answer]:
+        ready, self._ready = self._ready, []
+        return ready
+
+    def recorded(self, event: int) -> bool:
+        return False
+
+
 class Session:
     """Candidates, features and a budgeted ``measure`` over one workload.
 
     ``prior`` holds datasets of other devices for transfer strategies; ``rng`` is the strategy's only source
     of randomness, seeded by ``seed``.
+
+    **Answers.** Where measurements come from is ``answers`` (:class:`Answers`): by default the workload
+    itself, one measurement at a time (replay, ``python -m pipeline strategies``); a live sweep passes its
+    Dask workers (``pipeline.sweep.search``), several measurements in flight at once. A strategy cannot tell
+    them apart; it sees one rule: ``measure`` *proposes* a configuration, which is then ``proposed`` (never
+    offered again) and spends a unit of budget, and returns once fewer than ``answers.width`` proposals are
+    waiting for their answer. Answers reach ``measured`` and ``history`` only inside ``measure``,
+    ``training_data`` and ``settle`` (the *delivery points*, numbered in order), so a run is a function of its
+    seed and of which answers reached it at which delivery point: ``deliveries`` records that, and a resumed
+    sweep replays it (``pipeline.sweep.search``). With one measurement in flight (``width`` 1) every answer
+    arrives inside its own ``measure``: the run is exactly the sequential one.
     """
 
     def __init__(
@@ -52,6 +110,7 @@ class Session:
         prior: Sequence[Any] = (),
         kernels: Mapping[str, Sequence[str]] | None = None,
         device: Mapping[str, Any] | None = None,
+        answers: Answers | None = None,
     ) -> None:
         if budget < 1:
             raise StrategyError(f"budget must be at least 1 measurement, got {budget}")
@@ -65,6 +124,7 @@ class Session:
         self.rng = np.random.default_rng(seed)
         self.space = workload.space()
         self.names = self.space.names
+        self.answers: Answers = answers if answers is not None else WorkloadAnswers(workload, repeats)
         if hasattr(workload, "candidates"):
             configs = workload.candidates()
         elif self.space.cardinality <= POOL_LIMIT:
@@ -77,7 +137,7 @@ class Session:
         # rules: the seven kernels' launches under a fused level); None where the space has no such rules
         self.unused = self.space.unused_mask(self.X) if self.space.inactive else None
         # Candidates that differ only in parameters they do not use run the same code (a fused level under
-        # different seven-kernel launches): one group each, and a measured group is not offered again.
+        # different seven-kernel launches): one group each, and a proposed group is not offered again.
         self._group: np.ndarray | None = None
         if self.unused is not None:
             _, self._group = np.unique(np.where(self.unused, 0.0, self.X), axis=0, return_inverse=True)
@@ -88,14 +148,25 @@ class Session:
         # (``capped``).
         self.space_size = int(len(np.unique(self.X if self._group is None else self._group, axis=0)))
         self.budget = min(self.asked, self.space_size)
-        self.history: list[Measurement] = []
+        self.history: list[Measurement] = []  # answers in the order they reached the strategy
         self.measured: dict[int, float] = {}  # candidate index -> mean of its measurements (inf: failed)
         self._counts: dict[int, int] = {}
+        self.proposals: list[Config] = []  # every proposal, in order (its index: the proposal order)
+        # per proposal, its round: how many delivery points had brought answers before it (proposals of one
+        # round were chosen on the same answers)
+        self.rounds: list[int] = []
+        self.proposed: dict[int, int] = {}  # candidate index -> order of its first proposal (measured or not)
+        self._pending: dict[int, Config] = {}  # proposal order -> configuration, not answered yet
+        self._answered: dict[int, float] = {}  # proposal order -> its answer
+        self.events = 0  # delivery points passed
+        self.informed = 0  # delivery points that brought answers: a proposal's round
+        self.deliveries: list[tuple[int, int]] = []  # (delivery point, proposal order), in arrival order
 
     # ---------------------------------------------------------------------------------------------- measuring
     @property
     def used(self) -> int:
-        return len(self.history)
+        """Measurements spent: answered or still in flight."""
+        return len(self.proposals)
 
     @property
     def capped(self) -> bool:
@@ -105,6 +176,11 @@ class Session:
     @property
     def remaining(self) -> int:
         return self.budget - self.used
+
+    @property
+    def pending(self) -> int:
+        """Proposals whose answer has not reached the strategy yet."""
+        return len(self._pending)
 
     def config(self, i: int) -> Config:
         return dict(zip(self.names, (int(v) for v in self.X[i]), strict=True))
@@ -117,43 +193,77 @@ class Session:
         return self.space.is_valid(config) if answerable is None else bool(answerable(config))
 
     def measure(self, config: Mapping[str, int]) -> float:
-        """Measure ``config`` once (``repeats`` runs, median) and spend one unit of budget."""
+        """Propose ``config`` for one measurement (``repeats`` runs) and spend one unit of budget.
+
+        Returns its time where the answer is already in (always with ``answers.width`` 1), else NaN: its
+        answer reaches ``measured`` at a later delivery point. Returns once fewer than ``answers.width``
+        proposals wait for their answers."""
         if self.used >= self.budget:
             raise BudgetExhausted(f"budget of {self.budget} measurements is spent")
-        timing = self.workload.run(config, self.repeats)
-        status = timing.extra.get("status", "ok")
-        t = float(timing.total) if status == "ok" else float("inf")
         cfg = {n: int(config[n]) for n in self.names}
-        self.history.append(Measurement(cfg, t, dict(timing.kernels)))
+        order = len(self.proposals)
+        self.proposals.append(cfg)
+        self.rounds.append(self.informed)
         i = self.index_of(cfg)
-        if i is not None and self._group is not None:
-            self._measured_groups.add(int(self._group[i]))
-        if i is not None:  # a re-measured configuration: the mean of its measurements, the better estimate
-            n = self._counts.get(i, 0)
-            self.measured[i] = t if n == 0 else (self.measured[i] * n + t) / (n + 1)
-            self._counts[i] = n + 1
-        return t
+        if i is not None:
+            self.proposed.setdefault(i, order)
+            if self._group is not None:
+                self._measured_groups.add(int(self._group[i]))
+        self._pending[order] = cfg
+        self.answers.submit(order, cfg, self.informed)
+        self._deliver(block=lambda: len(self._pending) >= max(1, self.answers.width))
+        return self._answered.get(order, float("nan"))
 
     def measure_index(self, i: int) -> float:
         return self.measure(self.config(int(i)))
 
+    def settle(self) -> None:
+        """Wait for every proposal's answer (a delivery point): what a strategy calls where it needs all of
+        its measurements before it goes on (the end of a search; a model fitted once on a random phase)."""
+        self._deliver(block=lambda: bool(self._pending))
+
+    def _deliver(self, block: Callable[[], bool]) -> None:
+        """One delivery point: the answers that are in join the measurements, waiting for more while
+        ``block()`` (unless the answers of this point are a recording: a resumed search replays them)."""
+        event = self.events
+        self.events += 1
+        before = len(self.history)
+        for answer in self.answers.collect(event, block=False):
+            self._apply(event, answer)
+        while self._pending and block() and not self.answers.recorded(event):
+            for answer in self.answers.collect(event, block=True):
+                self._apply(event, answer)
+        self.informed += len(self.history) > before
+
+    def _apply(self, event: int, answer: Answer) -> None:
+        cfg = self._pending.pop(answer.order)
+        t = float(answer.time)
+        self._answered[answer.order] = t
+        self.deliveries.append((event, answer.order))
+        self.history.append(Measurement(cfg, t, dict(answer.kernels)))
+        i = self.index_of(cfg)
+        if i is not None:  # a re-measured configuration: the mean of its measurements, the better estimate
+            n = self._counts.get(i, 0)
+            self.measured[i] = t if n == 0 else (self.measured[i] * n + t) / (n + 1)
+            self._counts[i] = n + 1
+
     def unmeasured(self) -> np.ndarray:
-        """Candidates not measured, nor the same code as one measured (see ``_group``)."""
+        """Candidates not proposed yet, nor the same code as one proposed (see ``_group``)."""
         mask = np.ones(len(self.X), dtype=bool)
-        mask[list(self.measured)] = False
+        mask[list(self.proposed)] = False
         if self._group is not None and self._measured_groups:
             mask &= ~np.isin(self._group, list(self._measured_groups))
         return np.flatnonzero(mask)
 
     def measure_random(self, n: int) -> None:
-        """Measure ``n`` distinct, not yet measured candidates drawn uniformly."""
+        """Measure ``n`` distinct, not yet proposed candidates drawn uniformly."""
         pool = self.unmeasured()
         n = min(n, len(pool), self.remaining)
         for i in self.rng.choice(pool, size=n, replace=False):
             self.measure_index(int(i))
 
     def measure_ranked(self, scores: np.ndarray, n: int) -> None:
-        """Measure the ``n`` not yet measured candidates with the lowest ``scores`` (one per candidate)."""
+        """Measure the ``n`` not yet proposed candidates with the lowest ``scores`` (one per candidate)."""
         pool = self.unmeasured()
         n = min(n, len(pool), self.remaining)
         if n <= 0:
@@ -171,6 +281,7 @@ class Session:
         search only needs to rank the good configurations, and a model that spends its capacity explaining a
         70x slow-down (a wavefront-misaligned block on an AMD GPU) ranks the good ones worse.
         """
+        self._deliver(block=lambda: not self.measured)
         idx = np.array(list(self.measured), dtype=int)
         t = np.array([self.measured[i] for i in idx])
         finite = np.isfinite(t)

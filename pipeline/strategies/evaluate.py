@@ -28,9 +28,19 @@ _NOISE_OFFSET = 1_000_003
 
 
 def run_one(
-    dataset: Dataset, strategy: str, budget: int, seed: int, prior: Sequence[Dataset] = (), repeats: int = 7
+    dataset: Dataset,
+    strategy: str,
+    budget: int,
+    seed: int,
+    prior: Sequence[Dataset] = (),
+    repeats: int = 7,
+    parallel: int = 1,
 ) -> dict[str, Any]:
-    """Run ``strategy`` once on a replay of ``dataset``; the record the CLI prints as one JSON line."""
+    """Run ``strategy`` once on a replay of ``dataset``; the record the CLI prints as one JSON line.
+    ``parallel``: measurements in flight at once, as a live search over that many workers
+    (:mod:`pipeline.strategies.parallel`; 1: the sequential run)."""
+    from pipeline.strategies.parallel import SimulatedAnswers
+
     workload = ReplayWorkload(dataset, seed=seed + _NOISE_OFFSET)
     session = Session(
         workload,
@@ -40,9 +50,11 @@ def run_one(
         prior=prior,
         kernels=dataset.kernels,
         device={"dataset": dataset},
+        answers=SimulatedAnswers(workload, repeats, parallel) if parallel > 1 else None,
     )
     with one_thread():  # the estimators' numbers must not depend on the machine's thread count
         get_strategy(strategy)(session)
+        session.settle()
     pick = session.best()
     time, source = workload.recorded_time(pick.config)
     best_config, optimum = workload.optimum()
@@ -62,6 +74,7 @@ def run_one(
         "gpu": dataset.name,
         "time_source": source,
         "optimum_source": optimum_source,
+        **({"parallel": parallel} if parallel > 1 else {}),
         **({"resolved": DEFAULT} if strategy == "default" else {}),
         # a budget over the space: the whole space was measured, and the record says how large it is
         **({"space": session.space_size} if session.capped else {}),

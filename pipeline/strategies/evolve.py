@@ -147,7 +147,7 @@ def _thompson(session: Session, per_tree: np.ndarray, kids: np.ndarray, n: int) 
     """Measure ``n`` of ``kids``: each the best not yet measured by one tree drawn at random (a draw from the
     forest's posterior), so a batch spreads over what different trees believe instead of ``n`` near-copies."""
     for _ in range(n):
-        free = np.array([c for c in kids if c not in session.measured], dtype=int)
+        free = np.array([c for c in kids if c not in session.proposed], dtype=int)
         if not len(free) or not session.remaining:
             return
         tree = per_tree[int(session.rng.integers(len(per_tree)))]
@@ -168,7 +168,7 @@ def _flip_flags(session: Session, ranked: np.ndarray, n: int) -> None:
             a, b = lo_hi[j]
             c[j] = b if c[j] == a else a
             k = session.index_of(dict(zip(session.names, c, strict=True)))
-            if k is not None and k not in session.measured:
+            if k is not None and k not in session.proposed:
                 session.measure_index(k)
                 done += 1
 
@@ -194,7 +194,7 @@ def search(
     n0 = session.used
     breeder = _Breeder(session.X, session.rng)
     batch = max(1, -(-session.remaining // generations))
-    island = {int(i): k % islands for k, i in enumerate(session.measured)}
+    island = {int(i): k % islands for k, i in enumerate(session.proposed)}
     g, best, stale = 0, np.inf, 0
     while session.remaining:
         _, y = session.training_data(clip=clip)
@@ -207,24 +207,24 @@ def search(
         score = mean - (0.0 if last else KAPPA) * std
         ranked = idx[np.argsort(y, kind="stable")]
         ranked = ranked[np.isfinite([session.measured[i] for i in ranked])]
-        seen = set(session.measured)
+        seen = set(session.proposed)
         if patience and stale >= patience and not last and n >= 2 and len(ranked):
             # stuck: half of this generation goes to the model's best far from the incumbent
             far = (session.X != session.X[ranked[0]]).sum(axis=1) >= 3
-            before = set(session.measured)
+            before = set(session.proposed)
             session.measure_ranked(np.where(far, score, np.inf), n // 2)
-            for i in set(session.measured) - before:
+            for i in set(session.proposed) - before:
                 island[int(i)] = min(range(islands), key=lambda k: sum(v == k for v in island.values()))
             n, stale = n - n // 2, 0
         k = round(explore * n)
         if k and not last:
             # the model's most promising candidates anywhere, not only among this generation's children
-            before = set(session.measured)
+            before = set(session.proposed)
             session.measure_ranked(mean - 2 * KAPPA * std, k)
-            for i in set(session.measured) - before:
+            for i in set(session.proposed) - before:
                 island[int(i)] = int(session.rng.integers(islands))
             n -= k
-            seen = set(session.measured)
+            seen = set(session.proposed)
         if session.remaining <= polish * session.budget and len(ranked):
             # the end: the incumbents' neighbours (one parameter changed), so the pick is a local optimum
             if flips:
@@ -241,20 +241,20 @@ def search(
                     local = np.full(len(score), np.inf)
                     kid = np.array(sorted(kids))
                     local[kid] = score[kid]
-                    before = set(session.measured)
+                    before = set(session.proposed)
                     if thompson and not last and share >= 2:  # one slot: no batch to spread
                         _thompson(session, per_tree, kid, min(share, len(kid)))
                     else:
                         session.measure_ranked(local, min(share, len(kid)))
-                    for i in set(session.measured) - before:
+                    for i in set(session.proposed) - before:
                         island[int(i)] = k
-                    seen |= set(session.measured)
+                    seen |= set(session.proposed)
         current = min(session.measured.values(), default=np.inf)
         stale = stale + 1 if current >= best else 0
         best = min(best, current)
         if session.remaining and session.used < n0 + batch * (g + 1):  # too few children: the model's best
-            before = set(session.measured)
+            before = set(session.proposed)
             session.measure_ranked(score, min(session.remaining, n0 + batch * (g + 1) - session.used))
-            for i in set(session.measured) - before:
+            for i in set(session.proposed) - before:
                 island[int(i)] = g % islands
         g += 1

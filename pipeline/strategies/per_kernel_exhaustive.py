@@ -51,7 +51,9 @@ def tune(session: Session) -> None:
     best: dict[str, tuple[float, dict[str, int]]] = {}
     for config in configs:
         session.measure(config)
-        m = session.history[-1]
+    session.settle()  # the whole grid is one batch: every answer is needed before composing
+    for m in session.history:
+        config = m.config
         for kernel, names in session.kernels.items():
             t = m.kernels.get(kernel, np.inf)
             if t < best.get(kernel, (np.inf, {}))[0]:

@@ -43,6 +43,7 @@ def _per_kernel(session: Session) -> tuple[np.ndarray, list[dict[str, int]]] | N
 def tune(session: Session) -> None:
     verify = max(1, session.budget // 10)
     session.measure_random(session.budget - verify)
+    session.settle()  # the random phase is one batch: the model learns from all of it
     if session.kernels:
         fitted = _per_kernel(session)
         if fitted is not None:

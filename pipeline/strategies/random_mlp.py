@@ -19,6 +19,7 @@ from pipeline.strategies.estimators import seed_mlp
 def tune(session: Session) -> None:
     verify = max(1, session.budget // 10)
     session.measure_random(session.budget - verify)
+    session.settle()  # the random phase is one batch: the model learns from all of it
     X, logy = session.training_data()
     finite = np.array([np.isfinite(session.measured[i]) for i in session.measured])
     if finite.sum() >= 2:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.strategies.base import Session, StrategyError
+from pipeline.strategies.datasets import HUB_DEVICE_FEATURES
 from pipeline.strategies.estimators import forest, launch_features, product_features
 
 _CACHE: dict[tuple, object] = {}
@@ -42,6 +43,19 @@ def combined_model(prior: list, names: list[str]):
     return model
 
 
+def target_vector(session: Session) -> np.ndarray:
+    """The new GPU's facts: its recorded dataset's (replay) or, live, the spec-sheet figures of the card the
+    sweep runs on (``session.device["features"]``, from ``strategies.datasets.EXTRA_DEVICE_FACTS``)."""
+    target = session.device.get("dataset")
+    if target is not None:
+        return _device_vector(target)
+    facts = session.device.get("features")
+    if not facts:
+        name = session.device.get("device_name", "this device")
+        raise StrategyError(f"transfer needs the target device's facts, and none are known for {name}")
+    return np.log(np.array([float(facts[k]) for k in HUB_DEVICE_FEATURES]) + 1.0)
+
+
 def prior_scores(session: Session, target_device: np.ndarray) -> np.ndarray:
     if not session.prior:
         raise StrategyError("transfer needs recorded data of other GPUs (--dataset: a directory of several)")
@@ -64,10 +78,7 @@ def tune(session: Session, trust: int = 20, share: float = 0.25) -> None:
     reached 1.034 at 200 over 20 seeds (1.055 before), the other five GPUs unchanged."""
     from pipeline.strategies.evolve import OPTIONS, search
 
-    target = session.device.get("dataset")
-    if target is None:
-        raise StrategyError("transfer needs the target device's facts (run it on a recorded dataset)")
-    prior = prior_scores(session, _device_vector(target))
+    prior = prior_scores(session, target_vector(session))
     session.measure_ranked(prior, max(min(trust, session.budget), round(share * session.budget)))
     if session.remaining:
         search(session, product_features(session.X), **OPTIONS)

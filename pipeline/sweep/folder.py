@@ -10,6 +10,7 @@ No other module builds a path inside a sweep folder or parses one of its JSON fi
     shards/gpu_class=<C>/shard-<b>.parquet one file per (class, batch), written atomically by a worker
     merged/gpu_class=<C>/part-0.parquet    every shard's rows, partitioned by class (hive style)
     models/<group>/<model>.skops           fitted surrogates; models/metrics.json: Metrics
+    search/<class>.jsonl                   a search's journal: which answer reached its strategy when
     validation.json                        Validation: per class, the re-measured picks and the default
     timing.json                            samples per minute, per worker
     report.json, report.md, figures/, tuning_table.json    the report
@@ -40,7 +41,7 @@ from pipeline.sweep.spec import SweepSpec
 
 # What a fresh start (``--force`` with another plan, or ``combine`` into an old folder) removes, in a folder
 # the project made (:mod:`pipeline.sweep.ownership`); anything else in it (PROVENANCE.md, logs) is kept.
-MANAGED_DIRS = ("shards", "merged", "models", "plan", "figures")
+MANAGED_DIRS = ("shards", "merged", "models", "plan", "figures", "search")
 MANAGED_FILES = (
     "sweep.json",
     "validation.json",
@@ -155,6 +156,10 @@ class SweepFolder:
 
     def shard_dir(self, gpu_class: str) -> Path:
         return self.shards_dir / f"gpu_class={gpu_class}"
+
+    def search_journal(self, gpu_class: str) -> Path:
+        """A search's answers in the order they reached its strategy (``pipeline.sweep.search``)."""
+        return self.path / "search" / f"{gpu_class}.jsonl"
 
     def shard_path(self, gpu_class: str, batch: str) -> Path:
         return self.shard_dir(gpu_class) / f"shard-{batch}.parquet"

@@ -152,6 +152,10 @@ class RehearsalWorkload:
     def check(self, config: Mapping[str, int]) -> Check:
         return self.replay.check(config)
 
+    def candidates(self) -> list[dict[str, int]]:
+        """The recorded configurations, in the dataset's order: a search's pool, as in a replay of it."""
+        return self.replay.candidates()
+
     def sleep_ms(self, config: Mapping[str, int], total_ms: float) -> float:
         """How long ``run`` sleeps for a configuration whose replayed time is ``total_ms``."""
         ms = total_ms * self.time_scale

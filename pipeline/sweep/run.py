@@ -34,7 +34,7 @@ from pipeline.sweep.batching import auto_batch_size
 from pipeline.sweep.checksums import EditedFile
 from pipeline.sweep.folder import PLAN_FACTS, PLANNED_WITH, SweepFolder, data_hash
 from pipeline.sweep.lock import sweep_lock
-from pipeline.sweep.measure import measure_batches, workers_by_class
+from pipeline.sweep.measure import measure_batches, warm_workers, workers_by_class
 from pipeline.sweep.ownership import claim
 from pipeline.sweep.shards import load_merged, merge
 from pipeline.sweep.spec import SweepSpec
@@ -249,10 +249,102 @@ def run_sweep(
     workers_per_class: int = 1,
     log: Log = logger.info,
     max_minutes: float | None = None,
+    prior: Sequence[Any] = (),
 ) -> dict[str, Any]:
-    """Everything ``python -m pipeline sweep`` does, in order, under the folder's lock; returns the report."""
+    """Everything ``python -m pipeline sweep`` does, in order, under the folder's lock; returns the report.
+    With ``spec.search`` a strategy chooses what is measured (``pipeline.sweep.search``; ``prior``: the
+    datasets of ``pipeline.sweep.priors.load_priors``)."""
     with sweep_lock(out, log):
-        return _run_sweep(spec, out, cluster, classes, force, workers_per_class, log, max_minutes)
+        return _run_sweep(spec, out, cluster, classes, force, workers_per_class, log, max_minutes, prior)
+
+
+def _search(
+    handle: Any,
+    spec: SweepSpec,
+    chosen: list[str],
+    out: Path,
+    classes: Sequence[str] | None,
+    force: bool,
+    prior: Sequence[Any],
+    log: Log,
+    limit: float,
+) -> None:
+    """A search sweep's measuring, merge, training and re-measured picks (the report follows as for any)."""
+    from pipeline.sweep.priors import check_params, constants_of
+    from pipeline.sweep.search import remeasure_search_pick, run_searches, search_pool_plan
+
+    assert spec.search is not None
+    folder = SweepFolder(out)
+    plans = {}
+    for cls in chosen:
+        if force and classes and cls in classes:
+            shutil.rmtree(folder.shard_dir(cls), ignore_errors=True)
+            folder.search_journal(cls).unlink(missing_ok=True)
+        plan = search_pool_plan(handle.client, spec, cls, limit)
+        check_params(prior, plan["params"], "--prior", constants_of(plan["values"]))
+        plans[cls] = plan
+        facts = {k: v for k, v in plan.items() if k != "pool"}
+        folder.write_plan(cls, {**facts, "n_configs": len(plan["pool"]), "search": spec.to_dict()["search"]})
+        log(
+            f"search {cls}: {spec.search.strategy}, {spec.search.budget} measurements among "
+            f"{len(plan['pool'])} configurations on {plan['device']['device_name']}"
+        )
+    first = next(iter(plans.values()))
+    folder.write_meta(
+        {
+            "spec": spec.to_dict(),
+            "planning_key": spec.planning_key(),
+            "plan": {k: first[k] for k in PLAN_FACTS if k in first},
+            "updated": datetime.now(UTC).isoformat(timespec="seconds"),
+        },
+    )
+    widths = workers_by_class(handle.client, chosen)
+    if handle.kind == "local":
+        warm_workers(handle.client, spec.to_dict(), chosen, log, timeout=min(300.0, limit))
+    t0 = time.perf_counter()
+    found = run_searches(handle.client, spec, plans, out, widths, prior, log, limit)
+    seconds = time.perf_counter() - t0
+    measured = sum(f.measured for f in found.values())
+    if measured:  # a rerun with nothing left keeps the last run's timing
+        folder.write_timing(
+            {
+                "rows": measured,
+                "seconds": round(seconds, 2),
+                "workers": sum(widths.values()),
+                "samples_per_minute": round(60 * measured / seconds, 2) if seconds > 0 else None,
+                "search": {
+                    c: {
+                        "workers": f.width,
+                        "measured": f.measured,
+                        "replayed": f.replayed,
+                        "seconds": round(f.seconds, 2),
+                    }
+                    for c, f in found.items()
+                },
+                "at": datetime.now(UTC).isoformat(timespec="seconds"),
+            }
+        )
+    merged = merge(out, log=log)
+    log(f"merged {merged.num_rows} rows from {len(folder.shards())} shards into {folder.merged_dir}")
+    if _up_to_date(out, plans):
+        log("nothing new since the last training: models and re-measurements kept")
+        return
+    train_sweep(out, log)
+    validation = folder.read_validation() or {}
+    for cls, f in found.items():
+        answer = remeasure_search_pick(handle.client, spec, f, limit)
+        validation[cls] = answer
+        if answer["candidates"]:
+            line = remeasure_line(
+                answer["candidates"][0], answer["default"], answer.get("comparison"), answer["backend"]
+            )
+            log(f"re-measured {cls}'s search pick: {line}")
+        else:
+            log(
+                f"re-measured {cls}: none of the search's {len(answer['rejected'])} best configurations "
+                "ran again"
+            )
+    folder.write_validation(validation)
 
 
 def _run_sweep(
@@ -264,6 +356,7 @@ def _run_sweep(
     workers_per_class: int,
     log: Log,
     max_minutes: float | None,
+    prior: Sequence[Any] = (),
 ) -> dict[str, Any]:
     folder = SweepFolder(out)
     claim(out, "sweep", "--out")  # a new or empty folder, or a sweep's: nothing else is replaced
@@ -280,6 +373,11 @@ def _run_sweep(
                     f"GPU class {cls!r} is not served by this cluster (it serves: "
                     f"{', '.join(handle.gpu_classes)})"
                 )
+        if spec.search is not None:
+            _search(handle, spec, chosen, out, classes, force, prior, log, limit)
+            report = build_report(out, log)
+            log(f"report: {folder.report_md}")
+            return report
         plans = {}
         for cls in chosen:
             redo = force and (not classes or cls in classes)

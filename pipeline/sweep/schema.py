@@ -52,15 +52,28 @@ FIXED_FIELDS: list[pa.Field] = [
 ]
 
 
+# A search's shards (``python -m pipeline sweep --strategy``) carry three more columns: the strategy that
+# chose the row, the delivery point its proposal followed (proposals of one round were chosen on the same
+# answers) and its proposal order (also its sample id). The order answers reached the strategy is the
+# folder's search journal (``pipeline.sweep.search``), since a worker writes its shard before that.
+SEARCH_FIELDS: list[pa.Field] = [
+    pa.field("strategy", pa.string()),
+    pa.field("proposal_round", pa.int64()),
+    pa.field("proposal_order", pa.int64()),
+]
+
+
 def kernel_column(kernel: str) -> str:
     return KERNEL_PREFIX + kernel
 
 
-def shard_schema(params: Sequence[str], kernels: Sequence[str]) -> pa.Schema:
-    """The schema of each shard of a sweep whose space has ``params``, whose workload times ``kernels``."""
+def shard_schema(params: Sequence[str], kernels: Sequence[str], search: bool = False) -> pa.Schema:
+    """The schema of each shard of a sweep whose space has ``params``, whose workload times ``kernels``
+    (``search``: a search's shards, with ``SEARCH_FIELDS`` last)."""
     fields = list(FIXED_FIELDS)
     fields += [pa.field(p, pa.int64()) for p in params]
     fields += [pa.field(kernel_column(k), pa.float64()) for k in kernels]
+    fields += SEARCH_FIELDS if search else []
     return pa.schema(fields, metadata={b"launchtune.schema": b"shard/1"})
 
 

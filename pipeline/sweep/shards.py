@@ -27,6 +27,7 @@ from pipeline.jsonio import check_regular, open_regular, read_regular_bytes
 from pipeline.sweep.batching import measure_order
 from pipeline.sweep.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest, rows_digest
 from pipeline.sweep.folder import SweepFolder
+from pipeline.sweep.journal import Journal
 from pipeline.sweep.schema import shard_schema
 
 logger = logging.getLogger(__name__)
@@ -166,7 +167,7 @@ def _plan_schema(folder: SweepFolder, cls: str) -> pa.Schema | None:
     plan = folder.read_plan_facts(cls)
     if not plan or "params" not in plan or "kernels" not in plan:
         return None
-    return shard_schema(plan["params"], plan["kernels"])
+    return shard_schema(plan["params"], plan["kernels"], search="search" in plan)
 
 
 def _planned_ids(folder: SweepFolder, cls: str) -> tuple[int, Callable[[int], str]]:
@@ -179,6 +180,9 @@ def _planned_ids(folder: SweepFolder, cls: str) -> tuple[int, Callable[[int], st
             f"{folder.path}: no sweep.json, so no plan to check the shards against; rerun the sweep, which "
             "writes it again"
         )
+    plan = folder.read_plan_facts(cls)
+    if plan and "search" in plan:
+        return _search_ids(folder, cls, plan["search"])
     batch_size = (meta.get("spec") or {}).get("batch_size")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise UserError(
@@ -204,6 +208,20 @@ def _planned_ids(folder: SweepFolder, cls: str) -> tuple[int, Callable[[int], st
     starts: list[int] = []
     names: list[str] = []
     return len(samplers), home
+
+
+def _search_ids(folder: SweepFolder, cls: str, search: dict) -> tuple[int, Callable[[int], str]]:
+    """A search's samples are its proposals ``0 .. n-1``: as many as its journal has answers (each line one
+    answer, ``pipeline.sweep.search.Journal``), else its budget; one shard each (Kernel Tuner's: one in
+    all)."""
+    path = folder.search_journal(cls)
+    n = len(Journal(path).read()) if path.is_file() else int(search.get("budget", 0))
+    kt = str(search.get("strategy", "")).startswith("kt:")
+
+    def home(sample_id: int) -> str:
+        return folder.shard_path(cls, "search-kt" if kt else f"search-{sample_id:05d}").name
+
+    return n, home
 
 
 def merged_rows(folder: SweepFolder) -> dict[str, int]:
@@ -345,14 +363,20 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
                 raise UserError(f"{sweep_dir}: {text}; rerun the sweep to measure them")
             if log is not None:
                 log(f"{text}; merged what is there")
-        _check_configs(
-            folder, cls, [(shards[i], schemas[i], ids_of[cls][k]) for k, i in enumerate(index_of[cls])]
-        )
+        if not _is_search(folder, cls):  # a search plans no configurations: its journal and shards agree
+            _check_configs(
+                folder, cls, [(shards[i], schemas[i], ids_of[cls][k]) for k, i in enumerate(index_of[cls])]
+            )
     assert schema is not None
     schema = schema.remove_metadata().with_metadata(shard_schema([], []).metadata)
     _check_no_fewer(folder, {cls: sum(len(a) for a in ids_of[cls]) for cls in ids_of}, allow_missing, log)
     parts = {cls: _shards_in_id_order([shards[i] for i in index_of[cls]], ids_of[cls]) for cls in ids_of}
     return _write_streamed(sweep_dir, schema, parts)
+
+
+def _is_search(folder: SweepFolder, cls: str) -> bool:
+    plan = folder.read_plan_facts(cls)
+    return bool(plan) and "search" in plan
 
 
 def _check_configs(folder: SweepFolder, cls: str, shards: list[tuple[Path, pa.Schema, np.ndarray]]) -> None:

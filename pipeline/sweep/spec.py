@@ -41,8 +41,10 @@ _TOP = {
         "validate",
         "train",
         "output",
+        "search",
     ],
 }
+_SEARCH_KEYS = {"required": ["strategy", "budget"], "optional": ["prior"]}
 _VALIDATE_KEYS = ["top_k", "pool", "repeats", "rounds", "incumbents"]
 _TRAIN_KEYS = ["hidden_layers", "max_epochs", "max_rows", "loco_rows"]
 
@@ -77,6 +79,18 @@ class TrainSpec:
 
 
 @dataclass(frozen=True)
+class SearchSpec:
+    """A budgeted search instead of a random sample (``python -m pipeline sweep --strategy``): per GPU class,
+    ``strategy`` (a name of ``pipeline.strategies``, or ``kt:<name>``) chooses the ``budget``
+    configurations measured; ``prior``: recorded data of other classes or devices (sweep folders, Kernel
+    Tuner caches, folders of them) for the strategies that use it (``transfer``)."""
+
+    strategy: str
+    budget: int
+    prior: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class SweepSpec:
     name: str
     workload: str
@@ -97,12 +111,15 @@ class SweepSpec:
     output: str | None = None
     description: str = ""
     source: str = ""  # the file it came from
+    search: SearchSpec | None = None  # None: the random sample of ``samples`` configurations
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["gpu_classes"] = list(self.gpu_classes) if self.gpu_classes else None
         d["samplers"] = list(self.samplers)
         d["train"]["hidden_layers"] = list(self.train.hidden_layers)
+        if self.search is not None:
+            d["search"]["prior"] = list(self.search.prior)
         return d
 
     @classmethod
@@ -114,6 +131,10 @@ class SweepSpec:
         train = dict(d["train"])
         train["hidden_layers"] = tuple(train["hidden_layers"])
         d["train"] = TrainSpec(**train)
+        search = d.get("search")
+        d["search"] = (
+            None if not search else SearchSpec(search["strategy"], search["budget"], tuple(search["prior"]))
+        )
         return cls(**d)
 
     def planning_key(self) -> dict[str, Any]:
@@ -132,7 +153,10 @@ class SweepSpec:
             "seed",
         )
         d = self.to_dict()
-        return {k: d[k] for k in keys}
+        key = {k: d[k] for k in keys}
+        if self.search is not None:  # a search measures what its strategy chooses: another plan
+            key["search"] = d["search"]
+        return key
 
     def default_out(self) -> Path:
         """The sweep folder without ``--out``: ``results/<output or name>``, never outside results/."""
@@ -154,6 +178,7 @@ LIMITS = {
     "validate.incumbents": 1_000,
     "train.hidden_layers": 4096,  # per layer
     "train.max_epochs": 100_000,
+    "search.budget": 50_000,  # a search's candidate pool holds at most this many (strategies.base.POOL_LIMIT)
 }
 MAX_LAYERS = 8
 
@@ -323,6 +348,7 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
         if inside(results_root(), output, f + "output") == results_root():
             raise UserError(f"{f}output: {output!r} is the results folder itself; name a folder inside it")
 
+    search = parse_search(data.get("search"), f + "search")
     case, size = _str(data["case"], f + "case"), _size(data["size"], f + "size")
     _check_workload(workload, case, size, options, source)
     return SweepSpec(
@@ -347,7 +373,41 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
         output=output,
         description=str(data.get("description", "")),
         source=source,
+        search=search,
     )
+
+
+def check_strategy(name: Any, where: str) -> str:
+    """A strategy name a search can run: one of ``pipeline.strategies``, ``default``, or ``kt:<name>``
+    (Kernel Tuner's; whether the workload lets it run is the command's check)."""
+    from pipeline.strategies import STRATEGIES
+    from pipeline.strategies.kernel_tuner_baseline import PREFIX
+
+    if isinstance(name, str) and (name in STRATEGIES or name == "default"):
+        return name
+    if isinstance(name, str) and name.startswith(PREFIX) and len(name) > len(PREFIX):
+        return name
+    ours = ", ".join(["default", *STRATEGIES])
+    raise UserError(
+        f"{where}: unknown strategy {name!r} (choose one of {ours}, or kt:<Kernel Tuner strategy>)"
+    )
+
+
+def parse_search(value: Any, where: str) -> SearchSpec | None:
+    """The spec's ``search: {strategy, budget, prior}`` block (None where there is none)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise UserError(f"{where}: must be a mapping with strategy, budget and optionally prior")
+    check_keys(value, where, **_SEARCH_KEYS)
+    strategy = check_strategy(value["strategy"], f"{where}.strategy")
+    budget = limited(value["budget"], "search.budget", f"{where}.budget", 1)
+    prior = value.get("prior") or []
+    if isinstance(prior, str):
+        prior = [prior]
+    if not isinstance(prior, list) or not all(isinstance(p, str) and p.strip() for p in prior):
+        raise UserError(f"{where}.prior: must be a path or a list of paths (got {prior!r})")
+    return SearchSpec(strategy, budget, tuple(prior))
 
 
 def load_spec(path: str | Path) -> SweepSpec:

@@ -144,6 +144,75 @@ def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: 
 # The product of the value lists the exhaustive sampler walks at most (it tests each against the constraints).
 EXHAUSTIVE_LIMIT = 10_000_000
 
+
+def search_plan_task(spec: Mapping[str, Any], seed: int, pool_limit: int) -> dict[str, Any]:
+    """A search's plan, on a worker of the class: the space's facts and the candidate pool its strategy
+    chooses from, as a ``strategies.base.Session`` draws it (the workload's own ``candidates()`` where it
+    has them, a recorded dataset's rows; else every valid configuration up to ``pool_limit``, else a seeded
+    sample of that many), since the constraints are the device's."""
+    workload, facts = get_workload(spec)
+    space = workload.space()
+    params = space.names
+    if hasattr(workload, "candidates"):
+        configs = workload.candidates()
+    elif space.cardinality <= pool_limit:
+        configs = list(space.grid())
+    else:
+        configs = space.sample(pool_limit, seed)
+    out: dict[str, Any] = {
+        "params": params,
+        "values": {p.name: list(p.values) for p in space.params},
+        "default": space.default,
+        "kernels": _kernels_of(workload, params),
+        "device": facts,
+        "pool": np.array([[c[n] for n in params] for c in configs], dtype=np.int64).reshape(-1, len(params)),
+    }
+    if space.inactive:
+        out["inactive"] = [rule.as_list() for rule in space.inactive]
+    return out
+
+
+def pick_task(
+    spec: Mapping[str, Any], picks: list[dict[str, int]], repeats: int, seed: int, rounds: int = 21
+) -> dict[str, Any]:
+    """A search's pick re-measured against the default on a worker of the class, in ``validation.json``'s
+    shape (``remeasure_task``'s): ``picks`` are the search's best measured configurations, best first; each
+    is checked and measured again, the fastest that ran is the pick, and it is timed against the default in
+    ``rounds`` interleaved rounds (``kernels.compare``: the ratio's 95% interval)."""
+    workload, facts = get_workload(spec)
+    space = workload.space()
+    measured: list[dict[str, Any]] = []
+    rejected: list[dict[str, Any]] = []
+    for rank, config in enumerate(picks):
+        m = measure_one(spec, config, repeats, True)
+        entry = {"config": dict(config), "predicted_ms": None, "predicted_rank": rank, **m, "recorded": True}
+        (measured if m["status"] == "ok" else rejected).append(entry)
+    measured.sort(key=lambda m: m["total_ms"])
+    default = measure_one(spec, space.default, repeats, True)
+    comparison = None
+    if facts["backend"] != "numpy" and measured and default["status"] == "ok":
+        pick = space.validate(measured[0]["config"])
+
+        def time_of(config: Mapping[str, int]) -> Callable[[], float]:
+            return lambda: float(workload.run(config, repeats).total)
+
+        a, b = interleaved(time_of(space.default), time_of(pick), rounds)
+        comparison = {**compare(a, b, seed=seed).as_dict(), "default_ms": a, "pick_ms": b}
+    return {
+        "comparison": comparison,
+        "backend": facts["backend"],
+        "device": facts,
+        "host": socket.gethostname(),
+        "worker": _worker_name(),
+        "pool": len(picks),
+        "candidates": measured,
+        "rejected": rejected,
+        "excluded_known_failures": 0,
+        "default": {"config": space.default, **default},
+        "python": sys.version.split()[0],
+    }
+
+
 # Samples the planning worker times for ``batch_size: auto`` (their rows are not kept: they are measured
 # again in their batches).
 PROBE_SAMPLES = 3
@@ -231,52 +300,11 @@ def _compile_ms(workload: Workload, reported: float | None = None) -> float | No
     return float(take()) if take is not None else None
 
 
-def measure_batch(
-    spec: Mapping[str, Any],
-    plan: Mapping[str, Any],
-    gpu_class: str,
-    batch: str,
-    rows: list[tuple[int, str, dict[str, int]]],
-    shard_path: str,
-    sweep_dir: str,
+def fixed_columns(
+    spec: Mapping[str, Any], gpu_class: str, batch: str, facts: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Measure ``rows`` (sample id, sampler, config) and write them as one shard, atomically."""
-    # wall clock, comparable across workers (which card was busy when); not a kernel time
-    started = time.time()
-    path = assert_inside(Path(sweep_dir), Path(shard_path))
-    params, kernels = plan["params"], plan["kernels"]
-    schema = shard_schema(params, kernels)
-    note = None
-    planned = (Planned(list(params), spec["seed"]), rows_digest(rows, params, spec["seed"]))
-    if path.exists():
-        problem = shard_problem(path, [r[0] for r in rows], schema, planned)
-        if problem is None:
-            # Dask re-runs a finished task whose result lived on a worker that was lost; its shard is already
-            # on disk, so report it instead of measuring the batch again.
-            status = read_shard(path).column("status").to_pylist()
-            counts = {s: status.count(s) for s in ("ok", "invalid", "failed")}
-            return {
-                "batch": batch,
-                "gpu_class": gpu_class,
-                "rows": len(status),
-                **counts,
-                "worker": _worker_name(),
-                "started": started,
-                "finished": started,
-                "measured": False,
-            }
-        try:
-            set_aside(path, problem)
-        except OSError as exc:
-            if is_permanent(exc):
-                return _fatal(batch, gpu_class, path, exc)
-            raise
-        note = f"{path}: {problem}; set aside, its batch measured again"
-    workload, facts = get_workload(spec)
-    ahead = getattr(workload, "compile_ahead", None)
-    if callable(ahead):  # a workload that compiles per configuration starts on the batch's ones now
-        ahead([config for _, _, config in rows])
-    fixed = {
+    """The columns every row of a shard shares: the sweep, the batch, the card and where it ran."""
+    return {
         "sweep_id": spec["name"],
         "batch": batch,
         "workload": spec["workload"],
@@ -301,6 +329,60 @@ def measure_batch(
         "seed": spec["seed"],
         "versions": _versions(facts),
     }
+
+
+def measure_batch(
+    spec: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    gpu_class: str,
+    batch: str,
+    rows: list[tuple[int, str, dict[str, int]]],
+    shard_path: str,
+    sweep_dir: str,
+    extra: Mapping[int, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Measure ``rows`` (sample id, sampler, config) and write them as one shard, atomically.
+
+    A search's batch (``plan["search"]``) writes the search's columns (``extra``, per sample id) and answers
+    each row's status and times too (``answers``), for the strategy waiting for them."""
+    # wall clock, comparable across workers (which card was busy when); not a kernel time
+    started = time.time()
+    path = assert_inside(Path(sweep_dir), Path(shard_path))
+    params, kernels = plan["params"], plan["kernels"]
+    search = bool(plan.get("search"))
+    schema = shard_schema(params, kernels, search=search)
+    note = None
+    planned = (Planned(list(params), spec["seed"]), rows_digest(rows, params, spec["seed"]))
+    if path.exists():
+        problem = shard_problem(path, [r[0] for r in rows], schema, planned)
+        if problem is None:
+            # Dask re-runs a finished task whose result lived on a worker that was lost; its shard is already
+            # on disk, so report it instead of measuring the batch again.
+            status = read_shard(path).column("status").to_pylist()
+            counts = {s: status.count(s) for s in ("ok", "invalid", "failed")}
+            return {
+                **({"answers": shard_answers(path, kernels)} if search else {}),
+                "batch": batch,
+                "gpu_class": gpu_class,
+                "rows": len(status),
+                **counts,
+                "worker": _worker_name(),
+                "started": started,
+                "finished": started,
+                "measured": False,
+            }
+        try:
+            set_aside(path, problem)
+        except OSError as exc:
+            if is_permanent(exc):
+                return _fatal(batch, gpu_class, path, exc)
+            raise
+        note = f"{path}: {problem}; set aside, its batch measured again"
+    workload, facts = get_workload(spec)
+    ahead = getattr(workload, "compile_ahead", None)
+    if callable(ahead):  # a workload that compiles per configuration starts on the batch's ones now
+        ahead([config for _, _, config in rows])
+    fixed = fixed_columns(spec, gpu_class, batch, facts)
     records = []
     for sample_id, sampler, config in rows:
         m = measure_one(spec, config, spec["repeats"], spec["check"])
@@ -319,6 +401,8 @@ def measure_batch(
         rec.update({p: int(config[p]) if p in config else None for p in params})
         times = m.get("kernels", {})
         rec.update({kernel_column(k): times.get(k) for k in kernels})
+        if search:
+            rec.update((extra or {}).get(sample_id, {}))
         records.append(rec)
     # rows that do not fit the plan's schema fail alike on every retry: reported like a read-only folder
     try:
@@ -340,6 +424,7 @@ def measure_batch(
         raise
     counts = {s: sum(r["status"] == s for r in records) for s in ("ok", "invalid", "failed")}
     return {
+        **({"answers": [_answer(r, kernels) for r in records]} if search else {}),
         "batch": batch,
         "gpu_class": gpu_class,
         "rows": len(records),
@@ -350,6 +435,23 @@ def measure_batch(
         "measured": True,
         **({"note": note} if note else {}),
     }
+
+
+def _answer(row: Mapping[str, Any], kernels: list[str]) -> dict[str, Any]:
+    """A measured row as a search's strategy sees it: its time (None unless it ran) and its kernels'."""
+    ok = row["status"] == "ok" and row["total_ms"] is not None
+    return {
+        "sample_id": int(row["sample_id"]),
+        "total_ms": float(row["total_ms"]) if ok else None,
+        "kernels": {k: row[kernel_column(k)] for k in kernels if ok and row[kernel_column(k)] is not None},
+    }
+
+
+def shard_answers(path: Path, kernels: list[str]) -> list[dict[str, Any]]:
+    """The answers a search's shard holds (:func:`_answer` of each row): a shard already on disk answers
+    its proposal again without measuring it (a resumed search, a task Dask ran twice)."""
+    table = pq.read_table(path, columns=["sample_id", "status", "total_ms", *map(kernel_column, kernels)])
+    return [_answer(row, kernels) for row in table.to_pylist()]
 
 
 # Write errors that no retry fixes (``PERMANENT_ERRNOS``: not writable, read-only, full). Any other OSError

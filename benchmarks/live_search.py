@@ -1,0 +1,274 @@
+"""Live searches on this machine's GPU against a committed sweep, in one process and one local cluster.
+
+    python -m benchmarks.live_search --reference data/cfd/h100/sweep_fused_arith \\
+        --strategies evolve,iterative --budgets 100,200 --seeds 0,1,2,3,4 --out DIR
+
+Each (strategy, budget, seed) is the live path of ``python -m pipeline sweep --strategy`` (``search_class``:
+the strategy's proposals measured by the cluster's worker, one shard each, the journal) on the reference
+sweep's spec, in its own sweep folder ``DIR/<strategy>-<budget>-seed<seed>`` (merged; not trained), with
+its wall time from the first proposal to the last answer. One cluster serves them all, so the workload is
+built and its kernels compiled once. Then, on the same worker, every pick and the reference sweep's fastest
+recorded rows (``--top-rows``, one per configuration that runs alike) are re-measured in ``--rounds``
+interleaved rounds (each round times every configuration once, in a rotated order), and each pick is
+compared with the fastest of those rows: the median of the per-round ratios with its 95% bootstrap interval
+(``kernels.compare``).
+
+Writes ``DIR/searches.jsonl`` (one line per search, as it ends), ``DIR/remeasure.json`` and ``DIR/summary.md``
+(per strategy and budget: mean over seeds of pick / best row, mean wall time, against the reference sweep's
+measuring time from its ``timing.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernels.compare import compare
+from pipeline.cluster import open_cluster
+from pipeline.cluster.waits import result, wait_limit
+from pipeline.sweep.folder import PLAN_FACTS, SweepFolder
+from pipeline.sweep.measure import warm_workers, workers_by_class
+from pipeline.sweep.priors import check_params, constants_of, load_priors
+from pipeline.sweep.search import run_searches, search_pool_plan, top_picks
+from pipeline.sweep.shards import load_merged, merge
+from pipeline.sweep.spec import SearchSpec, SweepSpec, load_spec
+from pipeline.sweep.worker import get_workload
+
+
+def rounds_task(spec: dict[str, Any], configs: list[dict[str, int]], repeats: int, rounds: int) -> dict:
+    """On the worker: one warm-up run of each configuration, then ``rounds`` rounds timing each once (total
+    ms of ``repeats`` steps, median), in an order rotated every round so no configuration always follows
+    the same one."""
+    workload, facts = get_workload(spec)
+    space = workload.space()
+    valid = [space.validate(c) for c in configs]
+    for c in valid:
+        workload.run(c, repeats)
+    times = np.zeros((rounds, len(valid)))
+    for r in range(rounds):
+        for k in range(len(valid)):
+            j = (k + r) % len(valid)
+            times[r, j] = float(workload.run(valid[j], repeats).total)
+    return {"times": times.tolist(), "device": facts}
+
+
+def reference_rows(reference: Path, gpu_class: str, params: list[str], n: int, spec: SweepSpec) -> list[dict]:
+    """The reference sweep's ``n`` fastest ok rows of ``gpu_class``, one per configuration that runs alike."""
+    from kernels.space import Inactive, Param, Space
+
+    merged = load_merged(reference)
+    rows = merged[(merged["gpu_class"] == gpu_class) & (merged["status"] == "ok")].sort_values("total_ms")
+    _, facts = SweepFolder(reference).read_spec()
+    space = Space(
+        tuple(Param(p, tuple(facts["values"][p])) for p in params),
+        {p: int(facts["default"][p]) for p in params},
+        inactive=tuple(Inactive(w, tuple(v), tuple(u)) for w, v, u in facts.get("inactive") or []),
+    )
+    seen, out = set(), []
+    for _, row in rows.iterrows():
+        config = {p: int(row[p]) for p in params}
+        key = space.active_key(config)
+        if key not in seen:
+            seen.add(key)
+            out.append({"config": config, "recorded_ms": float(row["total_ms"])})
+        if len(out) >= n:
+            break
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--reference", type=Path, help="a committed sweep folder: its fastest rows (and its spec)")
+    p.add_argument(
+        "--spec", type=Path, help="the sweep spec (default: the reference's); alone: picks against picks"
+    )
+    p.add_argument("--prior", action="append", default=[], help="recorded data for transfer (repeatable)")
+    p.add_argument("--strategies", default="evolve,iterative")
+    p.add_argument("--budgets", default="100,200")
+    p.add_argument("--seeds", default="0,1,2,3,4")
+    p.add_argument(
+        "--extra",
+        default="",
+        help="more searches as STRATEGY@BUDGET, comma-separated (each seed): transfer@20",
+    )
+    p.add_argument("--gpu-class", default=None, help="the class to compare against (default: this GPU's)")
+    p.add_argument("--top-rows", type=int, default=5, help="reference rows re-measured (default 5)")
+    p.add_argument("--rounds", type=int, default=11, help="interleaved rounds of the re-measure (default 11)")
+    p.add_argument("--pool", type=int, default=None, help="candidate pool per search (default: the CLI's)")
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    log_file = open(args.out / "run.log", "a")  # noqa: SIM115  (the whole run)
+
+    def log(msg: str) -> None:
+        line = f"{datetime.now(UTC).strftime('%H:%M:%S')} {msg}"
+        print(line, flush=True)
+        log_file.write(line + "\n")
+        log_file.flush()
+
+    if args.spec is None and args.reference is None:
+        p.error("--reference or --spec is needed")
+    if args.spec is not None:  # a folder's spec may name files by paths of the machine that made it
+        base = load_spec(args.spec)
+    else:
+        base, _ = SweepFolder(args.reference).read_spec()
+    base = replace(base, name="live_search", gpu_classes=None, output=None)
+    prior = load_priors(args.prior, base) if args.prior else []
+    runs = [
+        (s, int(b), int(seed))
+        for s in args.strategies.split(",")
+        for b in args.budgets.split(",")
+        for seed in args.seeds.split(",")
+    ]
+    for item in filter(None, args.extra.split(",")):
+        strategy, _, budget = item.rpartition("@")
+        runs += [(strategy, int(budget), int(seed)) for seed in args.seeds.split(",")]
+    searches_path = args.out / "searches.jsonl"
+    with open_cluster("local", None, 1, args.out / ".dask", log) as handle:
+        limit = wait_limit(handle.kind)
+        cls = args.gpu_class or handle.gpu_classes[0]
+        t = time.perf_counter()
+        warm_workers(handle.client, base.to_dict(), [cls], log, timeout=600)
+        widths = workers_by_class(handle.client, [cls])  # every visible card of the class searches
+        log(f"workload built on the worker in {time.perf_counter() - t:.1f} s")
+        picks = []
+        for strategy, budget, seed in runs:
+            spec = replace(base, seed=seed, search=SearchSpec(strategy, budget, tuple(args.prior)))
+            out = args.out / f"{strategy}-{budget}-seed{seed}"
+            plan = search_pool_plan(handle.client, spec, cls, limit, args.pool)
+            check_params(prior, plan["params"], "--prior", constants_of(plan["values"]))
+            folder = SweepFolder(out)
+            facts = {k: v for k, v in plan.items() if k != "pool"}
+            folder.write_plan(
+                cls, {**facts, "n_configs": len(plan["pool"]), "search": spec.to_dict()["search"]}
+            )
+            folder.write_meta(
+                {
+                    "spec": spec.to_dict(),
+                    "planning_key": spec.planning_key(),
+                    "plan": {k: plan[k] for k in PLAN_FACTS if k in plan},
+                    "updated": datetime.now(UTC).isoformat(timespec="seconds"),
+                }
+            )
+            t = time.perf_counter()
+            found = run_searches(handle.client, spec, {cls: plan}, out, widths, prior, log, limit)[cls]
+            wall = time.perf_counter() - t
+            merge(out, log=log)
+            (config, ms), *_ = top_picks(found.session, 1)
+            record = {
+                "strategy": strategy,
+                "budget": budget,
+                "seed": seed,
+                "gpu_class": cls,
+                "pool": len(plan["pool"]),
+                "measured": found.session.used,
+                "measured_now": found.measured,
+                "workers": found.width,
+                "wall_s": round(wall, 2),
+                "pick": config,
+                "pick_search_ms": ms,
+            }
+            picks.append(record)
+            with open(searches_path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+            log(f"{strategy} {budget} seed {seed}: pick {ms:.4f} ms in {wall:.1f} s")
+        rows = []
+        if args.reference is not None:
+            rows = reference_rows(args.reference, cls, list(plan["params"]), args.top_rows, base)
+        configs = [r["config"] for r in rows] + [r["pick"] for r in picks]
+        future = handle.client.submit(
+            rounds_task,
+            base.to_dict(),
+            configs,
+            base.validate.repeats,
+            args.rounds,
+            resources={cls: 1},
+            pure=False,
+            key=f"rounds-{time.time_ns()}",
+        )
+        answer = result(future, "the re-measure of picks and reference rows", limit)
+    times = np.array(answer["times"])
+    medians = np.median(times, axis=0)
+    # the fastest reference row; without a reference, the fastest pick (each pick against the best found)
+    ref = int(np.argmin(medians[: len(rows)] if rows else medians))
+    for k, r in enumerate(rows):
+        r["remeasured_ms"] = float(medians[k])
+    for k, r in enumerate(picks):
+        j = len(rows) + k
+        c = compare(times[:, ref].tolist(), times[:, j].tolist(), seed=k).as_dict()
+        r["remeasured_ms"] = float(medians[j])
+        r["against_best_row"] = {k2: c[k2] for k2 in ("ratio", "low", "high", "verdict")}
+    timing = (SweepFolder(args.reference).read_timing() if args.reference else None) or {}
+    summary = {
+        "reference": str(args.reference or args.spec),
+        "spec": str(args.spec) if args.spec else None,
+        "best_is_pick": not rows,
+        "reference_rows": rows,
+        "best_row": ref,
+        "reference_sweep_seconds": timing.get("seconds"),
+        "reference_sweep_rows": timing.get("rows"),
+        "rounds": args.rounds,
+        "repeats": base.validate.repeats,
+        "device": answer["device"],
+        "searches": picks,
+    }
+    (args.out / "remeasure.json").write_text(json.dumps(summary, indent=1, default=str))
+    text = markdown(summary)
+    (args.out / "summary.md").write_text(text)
+    log("\n" + text)
+    log_file.close()
+    return 0
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    """Per strategy and budget: pick / best row (mean over seeds, and each seed's), and the wall time."""
+    searches = summary["searches"]
+    if summary["best_is_pick"]:
+        best = searches[summary["best_row"]]
+        head = (
+            f"Spec: {summary['reference']}; no reference rows: each pick against the fastest re-measured "
+            "pick "
+            f"({best['strategy']} {best['budget']} seed {best['seed']}: {best['remeasured_ms']:.4f} ms)."
+        )
+    else:
+        best = summary["reference_rows"][summary["best_row"]]
+        head = (
+            f"Reference: {summary['reference']}, its fastest recorded rows re-measured; the fastest of them: "
+            f"{best['remeasured_ms']:.4f} ms (recorded {best['recorded_ms']:.4f}). The reference sweep "
+            f"measured {summary['reference_sweep_rows']} configurations in "
+            f"{summary['reference_sweep_seconds']} s."
+        )
+    lines = [
+        head,
+        "",
+        "| strategy | budget | cards | seeds | pick / best row, mean | per seed [95%] | wall s, mean "
+        "| wall / sweep's |",
+        "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: |",
+    ]
+    groups: dict[tuple[str, int, int], list[dict]] = {}
+    for r in searches:
+        groups.setdefault((r["strategy"], r["budget"], r["workers"]), []).append(r)
+    for (strategy, budget, workers), g in groups.items():
+        ratios = [r["against_best_row"]["ratio"] for r in g]
+        each = "; ".join(
+            f"{r['against_best_row']['ratio']:.3f} [{r['against_best_row']['low']:.3f}, "
+            f"{r['against_best_row']['high']:.3f}]"
+            for r in g
+        )
+        wall = float(np.mean([r["wall_s"] for r in g]))
+        sweep = summary["reference_sweep_seconds"]
+        against = f"{wall / sweep:.3f}" if sweep else "n/a"
+        head = f"| {strategy} | {budget} | {workers} | {len(g)} | {np.mean(ratios):.3f} "
+        lines.append(head + f"| {each} | {wall:.1f} | {against} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

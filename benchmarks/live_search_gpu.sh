@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Live searches on one lent GPU against the committed fused CFD sweep of that card (issue "tune live with a
+# budget"): benchmarks/live_search.py runs each (strategy, budget, seed) through the live path of
+# `python -m pipeline sweep --strategy` on one local cluster (the workload built and compiled once), then
+# re-measures every pick and the reference sweep's fastest rows in interleaved rounds in the same call.
+# Run from the repository root with the dask/distributed/skops wheels in .whl. Everything lands in $OUT:
+# live.log, summary.md, remeasure.json, searches.jsonl, nvidia-smi.txt, device.json, searches.tar.gz (the
+# search folders: shards merged, journals).
+#   STRATEGIES (evolve,iterative) BUDGETS (100,200) SEEDS (0,1,2,3,4) REFERENCE (data/cfd/h100/sweep_fused_arith)
+#   ROUNDS (11) TOP_ROWS (5) POOL (the CLI's 50,000 candidates) LIMIT_S (560: the python part's time limit)
+# Estimate on an H100: about 30 ms a measurement (the reference sweep: 6,000 in 161 s) plus a task's ~10 ms,
+# plus the strategies' own model fits on the host (evolve more than iterative), plus compiling the fused
+# variants met the first time (about 150 s for all of them, cold). If the defaults do not fit one call,
+# split by strategy (STRATEGIES=evolve, then STRATEGIES=iterative): each call re-measures its own picks
+# against the same reference rows. On a host of several cards every visible card of the class searches
+# (one worker each): CUDA_VISIBLE_DEVICES=0 against 0,1,2,3 gives the same search on 1 and on 4 cards.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
+  > "$OUT/nvidia-smi.txt" 2>&1
+python3 - > "$OUT/device.json" <<'PY'
+import json, platform, cupy
+from kernels.backend import get_backend
+from kernels.device import describe_device
+facts = describe_device(get_backend("cupy"))
+facts.update(python=platform.python_version(), cupy=cupy.__version__)
+print(json.dumps(facts, indent=1))
+PY
+DIR=/tmp/live_search
+rm -rf "$DIR"
+{ date -u +"start %Y-%m-%dT%H:%M:%SZ"; git rev-parse HEAD 2>/dev/null || true; } > "$OUT/live.log"
+timeout "${LIMIT_S:-560}" python3 -m benchmarks.live_search \
+  --reference "${REFERENCE:-data/cfd/h100/sweep_fused_arith}" \
+  --strategies "${STRATEGIES:-evolve,iterative}" --budgets "${BUDGETS:-100,200}" --seeds "${SEEDS:-0,1,2,3,4}" \
+  --rounds "${ROUNDS:-11}" --top-rows "${TOP_ROWS:-5}" ${POOL:+--pool "$POOL"} --out "$DIR" >> "$OUT/live.log" 2>&1
+status=$?
+date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" >> "$OUT/live.log"
+cp "$DIR"/summary.md "$DIR"/remeasure.json "$DIR"/searches.jsonl "$OUT"/ 2>/dev/null
+tar -C "$(dirname $DIR)" --exclude .dask --exclude shards -czf "$OUT/searches.tar.gz" "$(basename $DIR)"
+tail -30 "$OUT/live.log"

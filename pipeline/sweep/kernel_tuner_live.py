@@ -1,0 +1,216 @@
+"""``--strategy kt:<name>`` on a ``kernel`` workload: Kernel Tuner 1.5's ``tune_kernel`` on the same source,
+space, budget and card as our strategies, as a live baseline.
+
+It runs on one worker of the class (Kernel Tuner's loop measures one configuration at a time), with the
+kernel workload's own description (``KernelWorkload.kernel_tuner_arguments``: source, problem size,
+arguments, constant memory, grid divisors, expected outputs) and the workload's space as its restriction;
+``strategy_options={"max_fevals": budget}``; Python's and numpy's generators seeded with the sweep's seed;
+its timing is its own (``iterations`` = the spec's ``repeats``). Every configuration it evaluated lands as a
+row of one search shard (``shard-search-kt.parquet``: status ok, or failed with Kernel Tuner's reason), in
+its order, so merge, train and the report read it like ours; the pick is then re-measured against the
+default by our code (``search.remeasure_search_pick``), as ours is.
+
+Resume is Kernel Tuner's own cache (``search/<class>.kt-cache.json``): the same command again replays what it
+measured, and since its strategy draws from the same seed and sees the same values, measures only the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import warnings
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kernels.atomic import atomic_path
+from kernels.workload import WorkloadError
+from pipeline.paths import assert_inside
+from pipeline.strategies.base import Answer, Session
+from pipeline.strategies.kernel_tuner_baseline import PREFIX
+from pipeline.sweep.checksums import shard_metadata
+from pipeline.sweep.folder import SweepFolder
+from pipeline.sweep.journal import Journal
+from pipeline.sweep.schema import kernel_column, shard_schema
+from pipeline.sweep.worker import fixed_columns, get_workload
+
+SHARD = "search-kt"  # the one shard of a Kernel Tuner search
+
+
+def kernel_tuner_task(
+    spec: Mapping[str, Any],
+    plan: Mapping[str, Any],
+    gpu_class: str,
+    strategy: str,
+    budget: int,
+    shard_path: str,
+    cache_path: str,
+    sweep_dir: str,
+) -> dict[str, Any]:
+    """On a worker of the class: ``tune_kernel`` with Kernel Tuner's ``strategy``, then its evaluations as
+    one shard; returns them in its order (``answers``) and how many its cache held before."""
+    import kernel_tuner
+    from constraint import FunctionConstraint
+
+    workload, facts = get_workload(spec)
+    if not hasattr(workload, "kernel_tuner_arguments"):
+        raise WorkloadError(f"{PREFIX}{strategy}: Kernel Tuner runs a kernel workload's source only")
+    arguments = workload.kernel_tuner_arguments()
+    space = workload.space()
+    names = space.names
+
+    def in_space(*values: int) -> bool:
+        return space.is_valid(dict(zip(names, values, strict=True)))
+
+    cache = Path(cache_path)
+    assert_inside(Path(sweep_dir), cache)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cached = _cached_entries(cache)
+    random.seed(spec["seed"])
+    np.random.seed(spec["seed"] % 2**32)  # Kernel Tuner's strategies draw from numpy's global generator
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results, _ = kernel_tuner.tune_kernel(
+            **arguments,
+            restrictions=[FunctionConstraint(in_space)],
+            strategy=strategy,
+            strategy_options={"max_fevals": int(budget)},
+            iterations=int(spec["repeats"]),
+            cache=str(cache),
+            quiet=True,
+            verbose=False,
+        )
+    seconds = time.perf_counter() - t0
+    order, seen = [], set()
+    for r in results:
+        config = {n: int(r[n]) for n in names}
+        key = tuple(config.values())
+        if key in seen:
+            continue
+        seen.add(key)
+        t = r.get("time")
+        ok = isinstance(t, int | float) and np.isfinite(t)
+        order.append((config, float(t) if ok else None, "" if ok else str(t)))
+    order = order[:budget]
+    kernel = str(plan["kernels"][0]) if plan.get("kernels") else ""
+    fixed = fixed_columns(spec, gpu_class, SHARD, facts)
+    records = []
+    for k, (config, t, reason) in enumerate(order):
+        rec = {
+            **fixed,
+            "sample_id": k,
+            "sampler": "search",
+            "status": "ok" if t is not None else "failed",
+            "reason": reason,
+            "verified": t is not None,  # Kernel Tuner compared its outputs with the answer
+            "total_ms": t,
+            "compile_ms": None,
+            "timestamp": datetime.now(UTC),
+            "strategy": PREFIX + strategy,
+            "proposal_round": k,
+            "proposal_order": k,
+            **{n: config[n] for n in names},
+        }
+        for kk in plan["kernels"]:
+            rec[kernel_column(kk)] = t if kk == kernel else None
+        records.append(rec)
+    schema = shard_schema(plan["params"], plan["kernels"], search=True)
+    rows = [(k, "search", config) for k, (config, _, _) in enumerate(order)]
+    schema = schema.with_metadata({**schema.metadata, **shard_metadata(rows, names, spec["seed"])})
+    path = assert_inside(Path(sweep_dir), Path(shard_path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.Table.from_pylist(records, schema=schema), tmp, compression="zstd")
+    return {
+        "answers": [{"config": c, "total_ms": t} for c, t, _ in order],
+        "cached": min(cached, len(order)),
+        "seconds": seconds,
+        "kernel": kernel,
+    }
+
+
+def _cached_entries(cache: Path) -> int:
+    """Configurations a Kernel Tuner cache file already holds (0 where there is none or it is unreadable)."""
+    try:
+        text = cache.read_text().rstrip().rstrip(",")
+        if not text.endswith("}"):
+            text += "}}"  # Kernel Tuner leaves its cache open while it appends
+        return len(json.loads(text).get("cache", {}))
+    except (OSError, ValueError):
+        return 0
+
+
+class RecordedAnswers:
+    """Answers known before they are asked (Kernel Tuner measured them): one at a time, in its order."""
+
+    width = 1
+
+    def __init__(self, answers: list[Answer]) -> None:
+        self.answers = answers
+        self._ready: list[Answer] = []
+
+    def submit(self, order: int, config: Any, round: int) -> None:
+        self._ready.append(self.answers[order])
+
+    def collect(self, event: int, block: bool) -> list[Answer]:
+        ready, self._ready = self._ready, []
+        return ready
+
+    def recorded(self, event: int) -> bool:
+        return False
+
+
+def kernel_tuner_search(
+    client: Any,
+    spec: Any,
+    cls: str,
+    plan: Mapping[str, Any],
+    out: Path,
+    session_of: Any,
+    log: Any,
+    limit: float,
+) -> tuple[Session, int, int, float]:
+    """Kernel Tuner's search of class ``cls`` on one of its workers; the session its evaluations make (for
+    the pick and its re-measure), how many its cache answered, how many it measured, and its seconds."""
+    from pipeline.cluster.waits import result
+
+    folder = SweepFolder(out)
+    name = spec.search.strategy[len(PREFIX) :]
+    plan_min = {"params": plan["params"], "kernels": plan["kernels"]}
+    future = client.submit(
+        kernel_tuner_task,
+        spec.to_dict(),
+        plan_min,
+        cls,
+        name,
+        spec.search.budget,
+        str(folder.shard_path(cls, SHARD)),
+        str(folder.search_journal(cls).with_suffix(".kt-cache.json")),
+        str(out),
+        resources={cls: 1},
+        pure=False,
+        key=f"search-kt-{cls}-{time.time_ns()}",
+    )
+    done = result(future, f"Kernel Tuner's search of class {cls}", limit)
+    kernel = done["kernel"]
+    answers = [
+        Answer(k, float("inf") if a["total_ms"] is None else float(a["total_ms"]), {kernel: a["total_ms"]})
+        for k, a in enumerate(done["answers"])
+    ]
+    session = session_of(RecordedAnswers(answers))
+    for a in done["answers"]:
+        session.measure(a["config"])
+    session.settle()
+    Journal(folder.search_journal(cls)).rewrite([(k, k) for k in range(len(answers))])
+    log(
+        f"search {cls}: Kernel Tuner's {name} evaluated {len(answers)} configurations "
+        f"({done['cached']} from its cache)"
+    )
+    return session, int(done["cached"]), len(answers) - int(done["cached"]), float(done["seconds"])
