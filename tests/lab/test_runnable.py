@@ -55,3 +55,16 @@ def test_strategies_cfd_summary_reproduces_the_committed_table():
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout == (REPO / "data" / "cfd" / "combined" / "strategies_table.md").read_text()
+
+
+def test_combined_variants_reproduces_its_committed_tables_from_its_committed_results():
+    folder = REPO / "data" / "convolution" / "combined" / "variants"
+    r = subprocess.run(
+        [sys.executable, "-m", "lab.combined_variants", "--show", folder / "gbr.json", folder / "mlp.json"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (folder / "results.md").read_text()
