@@ -273,3 +273,38 @@ def test_a_task_that_failed_on_its_worker_is_one_line_naming_what(exc, kind, cod
     message = str(info.value)
     assert message.startswith(f"the plan of class cpu failed on the cluster: {type(exc).__name__}: ")
     assert "\n" not in message and info.value.exit_code == code
+
+
+@pytest.mark.parametrize(
+    "out, env, spec_overrides, match",
+    [
+        ("{tmp}/afile/sub", {}, {}, "afile/sub: cannot make this folder: Not a directory"),
+        ("/proc/launchtune-test", {}, {}, "/proc/launchtune-test: cannot make this folder"),
+        ("{tmp}/" + "a" * 300, {}, {}, "cannot make this folder: File name too long"),
+        (
+            None,
+            {"LAUNCHTUNE_RESULTS": "{tmp}/afile"},
+            {},
+            "$LAUNCHTUNE_RESULTS: {tmp}/afile exists and is not a folder",
+        ),
+        (None, {}, {"output": "."}, "spec.yaml: output: '.' is the results folder itself"),
+        (None, {}, {"output": "a\x00b"}, "spec.yaml: output: 'a\\x00b' is not a usable path"),
+        (None, {}, {"size": "²x64"}, "spec.yaml: size: must be a positive size"),
+        (None, {}, {"size": "２０８x64"}, "spec.yaml: size: must be a positive size"),
+        (None, {}, {"options": {1: 2}}, "spec.yaml: options: 1: keys must be names"),
+        (None, {}, {"options": []}, "spec.yaml: options: must be a mapping of workload options (got [])"),
+        (None, {}, {"validate": 0}, "spec.yaml: validate: must be a mapping"),
+        (None, {}, {"train": False}, "spec.yaml: train: must be a mapping"),
+    ],
+)
+def test_paths_and_values_of_the_wrong_kind_are_one_line_before_anything_is_made(
+    tmp_path, out, env, spec_overrides, match
+):
+    (tmp_path / "afile").write_text("x")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(base_spec(**spec_overrides), allow_unicode=True))
+    env = {k: v.replace("{tmp}", str(tmp_path)) for k, v in env.items()}
+    args = ["--out", out.replace("{tmp}", str(tmp_path))] if out else []
+    line = one_line_error(run_cli("sweep", str(spec), *args, cwd=tmp_path, env=env, timeout=60))
+    assert match.replace("{tmp}", str(tmp_path)) in line
+    assert (tmp_path / "afile").read_text() == "x" and not (tmp_path / "results").exists()
