@@ -82,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "default: evolve) chooses what each GPU class measures, within --budget (spec key search.strategy)",
     )
     p.add_argument(
-        "--budget", type=int, help="measurements per GPU class of a search (spec key search.budget)"
+        "--budget", type=whole, help="measurements per GPU class of a search (spec key search.budget)"
     )
     p.add_argument(
         "--prior",

@@ -90,6 +90,7 @@ NUMERIC_FLAGS = [
     ["sweep", "spec.yaml", "--workers-per-class"],
     ["sweep", "spec.yaml", "--samples"],
     ["sweep", "spec.yaml", "--seed"],
+    ["sweep", "spec.yaml", "--budget"],
     ["strategies", "--dataset", "x", "--budget"],
     ["strategies", "--dataset", "x", "--seeds"],
     ["strategies", "--dataset", "x", "--seed"],
@@ -121,7 +122,7 @@ def test_a_numeric_flag_is_a_bounded_value_or_one_line(capsys, flag, text):
         return
     assert text.strip().isascii(), text  # other scripts' digits are refused
     value = vars(args)[flag[-1].lstrip("-").replace("-", "_")]
-    if flag[0] == "sweep" and flag[-1] in ("--samples", "--seed"):
+    if flag[0] == "sweep" and flag[-1] in ("--samples", "--seed", "--budget"):
         return  # any whole number here; its range is checked with the spec's (test_spec_limits)
     for v in value if isinstance(value, list) else [value]:
         assert math.isfinite(v) and v > 0 or (flag[-1] == "--seed" and v == 0), (flag, text, v)
