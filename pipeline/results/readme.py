@@ -729,6 +729,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "cfd_arith_strategies_kt_h200": _file_block("data/cfd/h200/strategies_fused_arith/table.md"),
     "cfd_strategies_transfer": _file_block("data/cfd/combined/strategies_transfer/table.md"),
     "cfd_arith_strategies_kt_h200_intervals": _intervals_block("data/cfd/h200/strategies_fused_arith"),
+    "search_batching_conv": _file_block("data/convolution/hub/search_batching/table.md"),
 }
 
 

@@ -46,7 +46,14 @@ def _recorded(path: Path, ms: float = 1.0) -> Path:
     return path
 
 
-def _spec(tmp_path: Path, dataset: Path, time_scale: float = 1.0, seed: int = 0, **search) -> Path:
+def _spec(
+    tmp_path: Path,
+    dataset: Path,
+    time_scale: float = 1.0,
+    seed: int = 0,
+    options: dict | None = None,
+    **search,
+) -> Path:
     spec = {
         "name": "live",
         "workload": "replay",
@@ -56,7 +63,12 @@ def _spec(tmp_path: Path, dataset: Path, time_scale: float = 1.0, seed: int = 0,
         "gpu_classes": ["cpu"],
         "repeats": 7,
         "seed": seed,
-        "options": {"dataset": str(dataset), "seed": seed + NOISE, "time_scale": time_scale},
+        "options": {
+            "dataset": str(dataset),
+            "seed": seed + NOISE,
+            "time_scale": time_scale,
+            **(options or {}),
+        },
         "validate": {"pool": 50, "top_k": 2, "repeats": 2},
         "train": {"hidden_layers": [8], "max_epochs": 20},
     }
@@ -77,7 +89,10 @@ def _journal(out: Path) -> list[dict]:
 
 def test_four_workers_spend_the_budget_exactly_into_search_shards(tmp_path):
     data = _recorded(tmp_path / "rec.parquet")
-    spec = _spec(tmp_path, data, time_scale=20.0)  # 40 ms a measurement
+    # 40 ms a measurement; workers cpu-1..3 kill themselves in their second measurement, once each (cards lost
+    # mid-search): each lost proposal is measured again on another worker, nothing else is lost or doubled
+    kill = {"kill_workers": ["cpu-1", "cpu-2", "cpu-3"], "kill_after": 2, "kill_dir": str(tmp_path)}
+    spec = _spec(tmp_path, data, time_scale=20.0, options=kill)
     out = tmp_path / "out"
     done = run_cli(
         "sweep", str(spec), "--strategy", "iterative", "--budget", "30", "--workers-per-class", "4",
@@ -91,6 +106,7 @@ def test_four_workers_spend_the_budget_exactly_into_search_shards(tmp_path):
     assert (rows["proposal_order"] == rows["sample_id"]).all()
     assert rows["proposal_round"].is_monotonic_increasing  # rounds only move on
     assert rows["worker"].nunique() >= 2  # the proposals were spread over the workers
+    assert list(tmp_path.glob("cpu-*.killed"))  # workers did die mid-search (which ones: Dask's placement)
     journal = _journal(out)
     assert sorted(e["order"] for e in journal) == list(range(30))
     assert [e["event"] for e in journal] == sorted(e["event"] for e in journal)
