@@ -5,6 +5,9 @@ parameters are discrete, and scoring all candidates is exact and cheap at these 
 the dependency list short (Optuna's TPE would propose configurations outside the recorded pool). The kernel's
 hyperparameters are re-optimised only when the number of measurements has grown by half since the last time;
 in between the GP is refitted with them fixed, which keeps a 200-measurement run to seconds.
+
+Batching (a live search over several workers): the candidates of highest expected improvement, in order;
+a proposal still in flight is left out of the candidates rather than imputed (no constant liar).
 """
 
 from __future__ import annotations

@@ -38,6 +38,11 @@ seeds per variant, issue 17; the variants tried and what each gave: ``docs/strat
     (64, 1, 2, 4, 0, 0, 1) measured at 1.34x; its ``use_shmem=0`` neighbour is 1.06x and was never tried);
 
 * the model learns log time capped at ``CLIP`` times the best seen (100x slow tells no more than 10x).
+
+Batching (a live search over several workers, ``Session``): a generation is the batch; its children are
+proposed by Thompson sampling over the trees, so a wide batch spreads instead of repeating one parent pair,
+and the next generation's forest learns from whatever answers are back (proposals still in flight are never
+bred or offered again). Replayed with 4 and 8 in flight: no measurable cost (``docs/strategies.md``).
 """
 
 from __future__ import annotations

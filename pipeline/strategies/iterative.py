@@ -41,6 +41,10 @@ candidate of a measured group (``Session._group``): 1.023 (seeds 100-109: 1.013)
 groups alone leave it at 1.111. The cost, on the Benchmark Hub's convolution (6 GPUs, 20 seeds): 2.387 /
 1.337 / 1.132 / 1.035 at 20 / 50 / 100 / 200 against 1.733 / 1.238 / 1.120 / 1.059 with the row-order
 tie-break; the forest's mean sends a small budget's ties to one region (the MI250X at 20: 5.4).
+
+Batching (a live search over several workers, ``Session``): a round's Thompson batch is the batch, one tree
+per slot; the next round's forest learns from whatever answers are back, and candidates in flight are left
+out. Replayed with 4 and 8 in flight: no measurable cost (``docs/strategies.md``).
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ all-default launch belongs to every kernel's sweep but costs one measurement (on
 default setting, as the paper's blocks 100..1000 lack "one thread per cell", it is the one extra measurement
 that tells how far the default is from the per-kernel optima). The composed configuration is measured only
 when the sweep did not already measure it.
+
+Batching: every kernel's grid is one batch (``Session.settle``), then the composed configuration.
 """
 
 from __future__ import annotations

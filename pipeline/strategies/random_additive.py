@@ -4,6 +4,8 @@ Where the dataset is separable (per-kernel times, each kernel launched by its ow
 one small additive model per kernel predicts that kernel's time from its own parameters and the step is their
 sum; the best settings of every kernel are then composed into configurations, even ones never sampled.
 Elsewhere one additive model (parameter effects plus pair effects) predicts the total.
+
+Batching: the random phase is one batch (``Session.settle`` before the fit), the model's ranking another.
 """
 
 from __future__ import annotations

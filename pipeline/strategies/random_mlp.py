@@ -2,7 +2,10 @@
 
 The seed trains on raw run time (not log time) and we keep that, so this is its recipe and not an improved
 one. A tenth of the budget (at least one measurement) checks the model's top predictions; the pick is the best
-measured configuration, so the model can only help."""
+measured configuration, so the model can only help.
+
+Batching: the random phase is one batch (``Session.settle`` before the fit), the model's ranking another.
+"""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ measurements on the new GPU then correct that ranking.
 Leave-one-GPU-out is this strategy run on one device's dataset with the other devices as ``session.prior``.
 Measure the prior's best configurations, then search with ``evolve`` (a genetic algorithm whose children a
 forest on the new GPU's own measurements ranks), starting from them.
+
+Batching (a live search over several workers): the prior's best are one batch, then ``evolve``'s
+generations.
 """
 
 from __future__ import annotations

@@ -51,4 +51,5 @@ def test_a_live_search_spends_its_budget_and_re_measures_its_pick(tmp_path, stra
     assert entry["candidates"] and entry["comparison"] is not None  # pick against the default, interleaved
     again = run_cli(*args, cwd=tmp_path, timeout=900)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "0 measured now" in again.stdout or "12 from its cache" in again.stdout, again.stdout[-2000:]
+    said = again.stdout + again.stderr
+    assert "0 measured now" in said or "12 from its cache" in said, said[-2000:]
