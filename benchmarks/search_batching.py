@@ -51,8 +51,8 @@ def table(runs: pd.DataFrame) -> str:
             r = ratio_interval(
                 runs.assign(strategy=runs["label"]), f"{strategy}@{parallel}", f"{strategy}@1", int(budget)
             )
-            cell = f"{r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}] {r['verdict'].replace('ours', 'K')}"
-            cell = cell.replace("theirs", "1 in flight")
+            words = str(r["verdict"]).replace("ours", f"{parallel} in flight").replace("theirs", "1 in flight")
+            cell = f"{r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}] {words}"
         lines.append(
             f"| {strategy} | {budget} | {parallel} | "
             + " | ".join(f"{per.get(gpu, float('nan')):.3f}" for gpu in gpus)

@@ -730,6 +730,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "cfd_strategies_transfer": _file_block("data/cfd/combined/strategies_transfer/table.md"),
     "cfd_arith_strategies_kt_h200_intervals": _intervals_block("data/cfd/h200/strategies_fused_arith"),
     "search_batching_conv": _file_block("data/convolution/hub/search_batching/table.md"),
+    "search_batching_cfd_h100": _file_block("data/cfd/h100/search_batching/table.md"),
 }
 
 

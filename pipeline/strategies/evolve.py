@@ -42,7 +42,8 @@ seeds per variant, issue 17; the variants tried and what each gave: ``docs/strat
 Batching (a live search over several workers, ``Session``): a generation is the batch; its children are
 proposed by Thompson sampling over the trees, so a wide batch spreads instead of repeating one parent pair,
 and the next generation's forest learns from whatever answers are back (proposals still in flight are never
-bred or offered again). Replayed with 4 and 8 in flight: no measurable cost (``docs/strategies.md``).
+bred or offered again). Replayed with 4 and 8 in flight: no measurable cost on the convolution or the fused
+CFD sweep (``docs/strategies.md``).
 """
 
 from __future__ import annotations
