@@ -51,7 +51,9 @@ def table(runs: pd.DataFrame) -> str:
             r = ratio_interval(
                 runs.assign(strategy=runs["label"]), f"{strategy}@{parallel}", f"{strategy}@1", int(budget)
             )
-            words = str(r["verdict"]).replace("ours", f"{parallel} in flight").replace("theirs", "1 in flight")
+            words = (
+                str(r["verdict"]).replace("ours", f"{parallel} in flight").replace("theirs", "1 in flight")
+            )
             cell = f"{r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}] {words}"
         lines.append(
             f"| {strategy} | {budget} | {parallel} | "
