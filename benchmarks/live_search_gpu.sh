@@ -9,10 +9,11 @@
 #   STRATEGIES (evolve,iterative) BUDGETS (100,200) SEEDS (0,1,2,3,4) REFERENCE (data/cfd/h100/sweep_fused_arith)
 #   ROUNDS (11) TOP_ROWS (5) POOL (the CLI's 50,000 candidates) LIMIT_S (560: the python part's time limit)
 # Estimate on an H100: about 30 ms a measurement (the reference sweep: 6,000 in 161 s) plus a task's ~10 ms,
-# plus the strategies' own model fits on the host (evolve more than iterative), plus compiling the fused
-# variants met the first time (about 150 s for all of them, cold). If the defaults do not fit one call,
-# split by strategy (STRATEGIES=evolve, then STRATEGIES=iterative): each call re-measures its own picks
-# against the same reference rows. On a host of several cards every visible card of the class searches
+# plus the strategies' own model fits on the host over the 50,000-candidate pool (measured on the 2-core dev
+# VM, one core: iterative 25 s a search at 100 or 200; evolve 36 s at 100, 56 s at 200), plus compiling the
+# fused variants met the first time (about 150 s for all of them, cold). The defaults (2 x 2 x 5 searches) do
+# not fit one call: split, e.g. STRATEGIES=iterative; then STRATEGIES=evolve BUDGETS=100; then
+# STRATEGIES=evolve BUDGETS=200. Each call re-measures its own picks against the same reference rows. On a host of several cards every visible card of the class searches
 # (one worker each): CUDA_VISIBLE_DEVICES=0 against 0,1,2,3 gives the same search on 1 and on 4 cards.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
