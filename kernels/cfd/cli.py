@@ -200,8 +200,6 @@ def cmd_run(ns: argparse.Namespace) -> int:
         raise UsageError("--autotune-arith chooses the fused kernels' arithmetic: it needs --space fused")
     scheme = _scheme(ns)
     solver = Solver(ns.case, size, ns.backend, scheme=scheme, smoothing=ns.smoothing)
-    out = Path(ns.out)
-    _out_folder(out)  # after the solver's own checks (a backend without its GPU), before the steps
     tuners, whole = None, None
     if ns.space == "fused":
         try:
@@ -214,6 +212,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
         )
     elif ns.autotune != "off":
         tuners = attach_tuners(solver, ns.autotune, ns.tuning_table)
+    out = Path(ns.out)
+    _out_folder(out)  # after the solver's and the tuning table's checks, before the steps
     step = whole.step if whole is not None else solver.step
     every = ns.residual_every or max(1, ns.steps // 200)
     rows: list[list[float]] = []

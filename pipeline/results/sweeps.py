@@ -112,8 +112,15 @@ def sweep_overview(sweeps: list[Sweep]) -> pd.DataFrame:
 
 
 def launch_space(sweep: Sweep) -> str:
-    """The launch space a sweep measured: its workload's ``space`` option (``paper``, ``wide``, ``fused``)."""
-    return str((sweep.spec.options or {}).get("space", "default"))
+    """The launch space a sweep measured: its workload's ``space`` option (``paper``, ``wide``, ``fused``); a
+    ``kernel`` sweep's space is its kernel spec's, named ``kernel/<case>``; ``default`` for a workload with one
+    launch space (``tridiag``)."""
+    options = sweep.spec.options or {}
+    if "space" in options:
+        return str(options["space"])
+    if sweep.spec.workload == "kernel":
+        return f"kernel/{sweep.spec.case}"
+    return "default"
 
 
 def of_space(sweeps: list[Sweep], space: str | None = None) -> list[Sweep]:

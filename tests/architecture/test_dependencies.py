@@ -33,6 +33,7 @@ NOT_IMPORTED = {
     "cryptography": "distributed's Security.temporary() needs it for the per-sweep TLS keys",
     "ipykernel": "the kernel the notebooks run in (pipeline notebooks, tests/notebooks)",
     "pytest": "the test runner",
+    "hypothesis": "the property-based tests under tests/faults (tests are not scanned for imports)",
     "ruff": "the linter",
     "mypy": "the type checker",
     "pre-commit": "the commit hooks",

@@ -252,10 +252,12 @@ def test_sweeps_are_drawn_one_launch_space_at_a_time():
     sweeps = results.load_sweeps(results.DEFAULT_RESULTS)  # the committed data: CFD paper and fused, tridiag
     paper, fused = results.of_space(sweeps), results.of_space(sweeps, "fused")
     tridiag = results.of_space(sweeps, "default")  # its workload has one launch space, named by no option
+    kernel = results.of_space(sweeps, "kernel/convolution")  # a kernel spec's space, named by its case
     assert {results.launch_space(s) for s in paper} == {"paper"} and len(paper) >= 3
     assert {s.spec.name for s in fused} == {"cfd_inlet_fused"}
     assert {s.spec.workload for s in tridiag} == {"tridiag"}
-    assert len(paper) + len(fused) + len(tridiag) == len(sweeps)
+    assert {s.spec.name for s in kernel} == {"kernel_convolution"}
+    assert len(paper) + len(fused) + len(tridiag) + len(kernel) == len(sweeps)
     assert set(results.class_rows(fused)) == {"h100", "h200"}
     with pytest.raises(UserError, match="no sweep of launch space 'nonsense'"):
         results.of_space(sweeps, "nonsense")
