@@ -112,9 +112,9 @@ def sweep_overview(sweeps: list[Sweep]) -> pd.DataFrame:
 
 
 def launch_space(sweep: Sweep) -> str:
-    """The launch space a sweep measured: its workload's ``space`` option (``paper``, ``wide``, ``fused``); a
-    ``kernel`` sweep's space is its kernel spec's, named ``kernel/<case>``; ``default`` for a workload with one
-    launch space (``tridiag``)."""
+    """The launch space a sweep measured: its workload's ``space`` option (``paper``, ``wide``, ``fused``);
+    a ``kernel`` sweep's space is its kernel spec's, named ``kernel/<case>``; ``default`` for a workload with
+    one launch space (``tridiag``)."""
     options = sweep.spec.options or {}
     if "space" in options:
         return str(options["space"])
