@@ -119,6 +119,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "model metrics": {
         "type": "object",
+        "required": ["groups"],
         "properties": {
             "data_hash": STR,
             "seed": INT,
@@ -146,9 +147,17 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "properties": {
                 "candidates": {
                     "type": "array",
-                    "items": {"type": "object", "properties": {"config": CONFIG, "total_ms": TIME}},
+                    "items": {
+                        "type": "object",
+                        "required": ["config"],
+                        "properties": {"config": CONFIG, "total_ms": TIME},
+                    },
                 },
-                "default": {"type": ["object", "null"], "properties": {"config": CONFIG, "total_ms": TIME}},
+                "default": {
+                    "type": ["object", "null"],
+                    "required": ["config"],
+                    "properties": {"config": CONFIG, "total_ms": TIME},
+                },
                 "rejected": {"type": "array"},
                 "model": STR,
                 "repeats": COUNT,

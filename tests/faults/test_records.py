@@ -101,6 +101,12 @@ def test_a_broken_sweep_json_or_plan_is_one_line_naming_file_and_key(tmp_path, f
             "'models' is a required property",
         ),
         ("models/metrics.json", lambda m: m.update(groups=[]), "groups: must be a mapping, not []"),
+        ("models/metrics.json", lambda m: m.pop("groups"), "'groups' is a required property"),
+        (
+            "validation.json",
+            lambda v: v["cpu"].update(default={}),
+            "'config' is a required property",
+        ),
         (
             "validation.json",
             lambda v: v["cpu"]["candidates"][0].update(total_ms=NAN),
