@@ -191,13 +191,7 @@ def pick_task(
     default = measure_one(spec, space.default, repeats, True)
     comparison = None
     if facts["backend"] != "numpy" and measured and default["status"] == "ok":
-        pick = space.validate(measured[0]["config"])
-
-        def time_of(config: Mapping[str, int]) -> Callable[[], float]:
-            return lambda: float(workload.run(config, repeats).total)
-
-        a, b = interleaved(time_of(space.default), time_of(pick), rounds)
-        comparison = {**compare(a, b, seed=seed).as_dict(), "default_ms": a, "pick_ms": b}
+        comparison = _pick_against_default(workload, space, measured[0]["config"], repeats, rounds, seed)
     return {
         "comparison": comparison,
         "backend": facts["backend"],
@@ -583,13 +577,7 @@ def remeasure_task(
         and measured[0]["status"] == "ok"
         and default["status"] == "ok"
     ):
-        pick = space.validate(measured[0]["config"])
-
-        def time_of(config: Mapping[str, int]) -> Callable[[], float]:
-            return lambda: float(workload.run(config, repeats).total)
-
-        a, b = interleaved(time_of(space.default), time_of(pick), rounds)
-        comparison = {**compare(a, b, seed=seed).as_dict(), "default_ms": a, "pick_ms": b}
+        comparison = _pick_against_default(workload, space, measured[0]["config"], repeats, rounds, seed)
     return {
         "comparison": comparison,
         "backend": facts["backend"],
@@ -603,3 +591,17 @@ def remeasure_task(
         "default": {"config": space.default, **default},
         "python": sys.version.split()[0],
     }
+
+
+def _pick_against_default(
+    workload: Any, space: Any, pick: Mapping[str, int], repeats: int, rounds: int, seed: int
+) -> dict[str, Any]:
+    """The pick timed against the default configuration in interleaved rounds (``kernels.compare``): the
+    ratio, its interval and verdict, and every round's times."""
+    chosen = space.validate(pick)
+
+    def time_of(config: Mapping[str, int]) -> Callable[[], float]:
+        return lambda: float(workload.run(config, repeats).total)
+
+    a, b = interleaved(time_of(space.default), time_of(chosen), rounds)
+    return {**compare(a, b, seed=seed).as_dict(), "default_ms": a, "pick_ms": b}
