@@ -96,7 +96,7 @@ def check_keys(
 ) -> None:
     """Reject unknown and missing keys; ``where`` is ``"file.yaml: field"`` for the message."""
     required, optional = set(required), set(optional)
-    unknown = sorted(set(mapping) - required - optional)
+    unknown = sorted(set(mapping) - required - optional, key=repr)  # a YAML key may be a number or null
     if unknown:
         allowed = ", ".join(sorted(required | optional))
         raise UserError(f"{where}: unknown key {unknown[0]!r} (allowed: {allowed})")

@@ -44,6 +44,8 @@ _TOP = {
         "search",
     ],
 }
+# every top-level key a sweep spec may hold (the hostile-spec tests draw from it)
+SPEC_KEYS = (*_TOP["required"], *_TOP["optional"])
 _SEARCH_KEYS = {"required": ["strategy", "budget"], "optional": ["prior"]}
 _VALIDATE_KEYS = ["top_k", "pool", "repeats", "rounds", "incumbents"]
 _TRAIN_KEYS = ["hidden_layers", "max_epochs", "max_rows", "loco_rows"]

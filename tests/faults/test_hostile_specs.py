@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.errors import UserError
-from pipeline.sweep.spec import parse_spec
+from pipeline.sweep.spec import SPEC_KEYS, parse_spec
 from tests.pipeline.conftest import base_spec
 
 SCALARS = st.one_of(
@@ -32,26 +32,7 @@ VALUES = st.recursive(
     ),
     max_leaves=8,
 )
-KEYS = [
-    "name",
-    "workload",
-    "case",
-    "size",
-    "backend",
-    "options",
-    "gpu_classes",
-    "samples",
-    "test_fraction",
-    "samplers",
-    "repeats",
-    "batch_size",
-    "check",
-    "seed",
-    "validate",
-    "train",
-    "output",
-    "description",
-]
+KEYS = list(SPEC_KEYS)  # every key the spec parser knows, so a new key is attacked too
 CFD = {"workload": "cfd", "case": "inlet", "size": "208x64", "options": {"space": "paper"}}
 OPTION_KEYS = ["smoothing", "perturb", "seed", "scheme", "space"]
 
