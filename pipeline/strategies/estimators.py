@@ -9,6 +9,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 from sklearn.linear_model import RidgeCV
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures, StandardScaler
+from sklearn.utils import check_array
 
 from kernels.workload import SEED_MAX
 from pipeline.learn.models import seed_mlp_regressor
@@ -59,8 +60,13 @@ def forest(seed: int, n_estimators: int = 100, bootstrap: bool = False) -> Extra
 
 def forest_predictions(model: ExtraTreesRegressor, X: np.ndarray) -> np.ndarray:
     """Every tree's prediction for every row of ``X`` (trees x rows): their mean is the forest's, their spread
-    its uncertainty, and one tree's row is a draw for Thompson sampling."""
-    return np.stack([t.predict(X) for t in model.estimators_])
+    its uncertainty, and one tree's row is a draw for Thompson sampling.
+
+    ``X`` is checked and converted to the trees' float32 once, then each tree predicts without checking again,
+    as the forest's own ``predict`` does: checking a 50,000-candidate pool per tree was nine tenths of a live
+    search's host time (the same numbers either way)."""
+    X32 = check_array(X, dtype=np.float32, order="C")
+    return np.stack([t.predict(X32, check_input=False) for t in model.estimators_])
 
 
 def _wide_positive_int(col: np.ndarray) -> bool:
