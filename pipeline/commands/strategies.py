@@ -156,7 +156,7 @@ def json_line(record: dict) -> str:
 def _load(paths: list[str]) -> list:
     """Every dataset of every ``--dataset`` path, in order; two datasets of one name are refused (which one
     would ``--gpu`` or transfer mean?)."""
-    from pipeline.strategies.datasets import load_datasets
+    from pipeline.strategies.datasets import align_params, load_datasets
 
     datasets, where = [], {}
     for path in paths:
@@ -167,7 +167,7 @@ def _load(paths: list[str]) -> list:
                 )
             where[d.name] = path
             datasets.append(d)
-    return datasets
+    return align_params(datasets)
 
 
 def _select(datasets: list, gpu: str | None, path: str) -> list:

@@ -18,7 +18,7 @@ import gzip
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -421,6 +421,43 @@ def usable(dataset: Dataset) -> Dataset:
             f"(0, {MAX_TIME_MS:g}] ms)"
         )
     return dataset
+
+
+def align_params(datasets: Sequence[Dataset]) -> list[Dataset]:
+    """Datasets of one space over the same parameters: a parameter some of them lack is dropped from the
+    others where it takes one value in all of them (a Kernel Tuner cache leaves out a parameter of one
+    value, such as the convolution's ``filter_height``, which a sweep of the ``kernel`` workload records).
+    A parameter that varies in one dataset and is missing from another means two different spaces: one
+    line naming both."""
+    if not datasets:
+        return []
+    shared = set.intersection(*(set(d.params) for d in datasets))
+    extra = {p for d in datasets for p in d.params} - shared
+    for p in sorted(extra):
+        values = {v for d in datasets if p in d.params for v in d.values(p)}
+        if len(values) > 1:
+            has = next(d for d in datasets if p in d.params)
+            lacks = next(d for d in datasets if p not in d.params)
+            raise UserError(
+                f"{has.source or has.name}: parameter {p!r} takes {len(values)} values there and is missing "
+                f"from {lacks.source or lacks.name}: data of two different spaces"
+            )
+    out = []
+    for d in datasets:
+        drop = [p for p in d.params if p in extra]
+        if drop:
+            default = (
+                {k: v for k, v in (d.default or {}).items() if k not in drop} if d.default else d.default
+            )
+            d = replace(
+                d,
+                params=[p for p in d.params if p not in drop],
+                frame=d.frame.drop(columns=drop),
+                default=default,
+                kernels={k: [p for p in v if p not in drop] for k, v in d.kernels.items()},
+            )
+        out.append(d)
+    return out
 
 
 def load_datasets(path: str | Path) -> list[Dataset]:

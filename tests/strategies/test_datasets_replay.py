@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from pipeline.errors import UserError
-from pipeline.strategies.datasets import load_datasets, write_parquet
+from pipeline.strategies.datasets import Dataset, align_params, load_datasets, write_parquet
 from pipeline.strategies.replay import ReplayError, ReplayWorkload
 from tests.strategies.conftest import DEFAULT, KERNEL_BEST, cache_time, kernel_ms
 
@@ -300,3 +300,26 @@ def test_a_sweep_folders_plan_names_its_parameters(tmp_path):
     assert got.optimum == pytest.approx(1.0)
     (bare,) = load_datasets(merged / "part-0.parquet")  # a lone file: the patterns, so knob.level is not seen
     assert bare.params == ["k.blocks", "k.threads"] and len(bare.frame) == 2
+
+
+def _toy(name: str, columns: dict[str, list[int]]) -> Dataset:
+    frame = pd.DataFrame({**columns, "time": [1.0, 2.0], "status": ["ok", "ok"]})
+    return Dataset(name=name, params=list(columns), frame=frame, source=f"{name}.json")
+
+
+def test_align_params_drops_a_constant_parameter_that_another_dataset_left_out():
+    # a sweep of the kernel workload records use_cmem (one value); a Kernel Tuner cache leaves it out
+    sweep = _toy("h100", {"block_size_x": [16, 32], "use_cmem": [1, 1]})
+    cache = _toy("A100", {"block_size_x": [16, 32]})
+    aligned = align_params([sweep, cache])
+    assert [d.params for d in aligned] == [["block_size_x"], ["block_size_x"]]
+    assert "use_cmem" not in aligned[0].frame.columns and list(aligned[1].frame.columns) == list(cache.frame)
+
+
+def test_align_params_refuses_a_varying_parameter_missing_elsewhere():
+    sweep = _toy("h100", {"block_size_x": [16, 32], "tile": [1, 2]})
+    cache = _toy("A100", {"block_size_x": [16, 32]})
+    with pytest.raises(
+        UserError, match=r"h100.json: parameter 'tile' takes 2 values there and is missing from A100"
+    ):
+        align_params([sweep, cache])
