@@ -8,6 +8,10 @@
 # search folders: shards merged, journals).
 #   STRATEGIES (evolve,iterative) BUDGETS (100,200) SEEDS (0,1,2,3,4) REFERENCE (data/cfd/h100/sweep_fused_arith)
 #   ROUNDS (11) TOP_ROWS (5) POOL (the CLI's 50,000 candidates) LIMIT_S (560: the python part's time limit)
+#   EXTRA (more searches, e.g. transfer@20) PRIOR (recorded data for transfer)
+#   PER_CARD=1: one process per visible card, each running every N-th search of the list on its own card
+#   (--shard), in parallel; each pick is re-measured against the reference rows on its own card; the
+#   per-card logs are live-card<k>.log
 # Estimate on an H100: about 30 ms a measurement (the reference sweep: 6,000 in 161 s) plus a task's ~10 ms,
 # plus the strategies' own model fits on the host over the 50,000-candidate pool (measured on the 2-core dev
 # VM, one core: iterative 25 s a search at 100 or 200; evolve 36 s at 100, 56 s at 200), plus compiling the
@@ -33,11 +37,27 @@ PY
 DIR=/tmp/live_search
 rm -rf "$DIR"
 { date -u +"start %Y-%m-%dT%H:%M:%SZ"; git rev-parse HEAD 2>/dev/null || true; } > "$OUT/live.log"
-timeout "${LIMIT_S:-560}" python3 -m benchmarks.live_search \
-  --reference "${REFERENCE:-data/cfd/h100/sweep_fused_arith}" \
+ARGS=(--reference "${REFERENCE:-data/cfd/h100/sweep_fused_arith}" \
   --strategies "${STRATEGIES:-evolve,iterative}" --budgets "${BUDGETS:-100,200}" --seeds "${SEEDS:-0,1,2,3,4}" \
-  --rounds "${ROUNDS:-11}" --top-rows "${TOP_ROWS:-5}" ${POOL:+--pool "$POOL"} --out "$DIR" >> "$OUT/live.log" 2>&1
-status=$?
+  ${EXTRA:+--extra "$EXTRA"} ${PRIOR:+--prior "$PRIOR"} \
+  --rounds "${ROUNDS:-11}" --top-rows "${TOP_ROWS:-5}" ${POOL:+--pool "$POOL"})
+if [ "${PER_CARD:-0}" = 1 ]; then
+  # one process per visible card, each with every N-th search of the list, in parallel; then one summary
+  IFS=, read -ra CARDS <<< "${CUDA_VISIBLE_DEVICES:-$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd,)}"
+  N=${#CARDS[@]}; DIRS=()
+  for k in "${!CARDS[@]}"; do
+    DIRS+=("$DIR/card$k")
+    CUDA_VISIBLE_DEVICES=${CARDS[$k]} timeout "${LIMIT_S:-560}" python3 -m benchmarks.live_search "${ARGS[@]}" \
+      --shard "$k/$N" --out "$DIR/card$k" > "$OUT/live-card$k.log" 2>&1 &
+  done
+  wait
+  python3 -m benchmarks.live_search --join "${DIRS[@]}" --out "$DIR" >> "$OUT/live.log" 2>&1
+  status=$?
+  cat "$DIR"/card*/searches.jsonl > "$DIR/searches.jsonl" 2>/dev/null
+else
+  timeout "${LIMIT_S:-560}" python3 -m benchmarks.live_search "${ARGS[@]}" --out "$DIR" >> "$OUT/live.log" 2>&1
+  status=$?
+fi
 date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" >> "$OUT/live.log"
 cp "$DIR"/summary.md "$DIR"/remeasure.json "$DIR"/searches.jsonl "$OUT"/ 2>/dev/null
 tar -C "$(dirname $DIR)" --exclude .dask --exclude shards -czf "$OUT/searches.tar.gz" "$(basename $DIR)"

@@ -118,3 +118,42 @@ def test_autotune_runtime_on_numpy_at_a_tiny_size(tmp_path):
     result = json.loads((out / "results.json").read_text())
     assert set(result["runs"]) == {"off", "scan", "seeded", "restored"}
     assert all(result["bitwise_equal_to_off"].values())
+
+
+def test_live_search_joins_runs_made_one_per_card(tmp_path):
+    """``--join``: runs of ``--shard k/N`` (one process per card) become one summary, each pick against the
+    fastest reference row of its own card."""
+    from benchmarks.live_search import join
+
+    def part(k: int, best_ms: float, ratio: float) -> Path:
+        row = {"config": {"a": 1}, "recorded_ms": 1.0, "remeasured_ms": best_ms}
+        search = {
+            "strategy": "evolve",
+            "budget": 100,
+            "seed": k,
+            "workers": 1,
+            "wall_s": 10.0 + k,
+            "against_best_row": {"ratio": ratio, "low": ratio - 0.01, "high": ratio + 0.01, "verdict": "x"},
+        }
+        summary = {
+            "reference": "ref",
+            "best_is_pick": False,
+            "reference_rows": [row],
+            "best_row": 0,
+            "reference_sweep_seconds": 100.0,
+            "reference_sweep_rows": 6000,
+            "device": {"gpu_class": "h100"},
+            "searches": [search],
+        }
+        folder = tmp_path / f"card{k}"
+        folder.mkdir()
+        (folder / "remeasure.json").write_text(json.dumps(summary))
+        return folder
+
+    assert join([part(0, 1.10, 1.02), part(1, 1.12, 1.04)], tmp_path / "out") == 0
+    text = (tmp_path / "out" / "summary.md").read_text()
+    assert "each of 2 cards" in text and "1.1000, 1.1200 ms" in text
+    (row,) = [line for line in text.splitlines() if line.startswith("| evolve |")]
+    assert "| 2 | 1.030 |" in row and "1.020 [1.010, 1.030]; 1.040 [1.030, 1.050]" in row
+    joined = json.loads((tmp_path / "out" / "remeasure.json").read_text())
+    assert [s["card"] for s in joined["searches"]] == [0, 1]
