@@ -245,8 +245,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def join(dirs: list[Path], out: Path) -> int:
-    """One summary of runs made in parallel, one process per card (``--shard``): each search's pick was
-    re-measured against the reference rows on its own card, so its ratio is against that card's fastest."""
+    """One summary of several runs (one process per card with ``--shard``; or one card against all): each
+    run re-measured its picks against the reference rows on its own card, so a pick's ratio is against its
+    run's fastest row."""
     parts = [json.loads((d / "remeasure.json").read_text()) for d in dirs]
     summary = dict(parts[0])
     summary["cards"] = [
@@ -290,9 +291,9 @@ def markdown(summary: dict[str, Any]) -> str:
     if len(cards) > 1 and not summary["best_is_pick"]:
         fastest = ", ".join(f"{c['best']['remeasured_ms']:.4f}" for c in cards)
         head = (
-            f"Reference: {summary['reference']}, its fastest recorded rows re-measured on each of "
-            f"{len(cards)} cards of one host (one process per card, in parallel; each search ran on one "
-            f"card and its pick is against that card's fastest row): {fastest} ms (recorded "
+            f"Reference: {summary['reference']}, its fastest recorded rows re-measured in each of "
+            f"{len(cards)} runs joined here, each on its own card or cards (each pick against its run's "
+            f"fastest row): {fastest} ms (recorded "
             f"{cards[0]['best']['recorded_ms']:.4f}). The reference sweep measured "
             f"{summary['reference_sweep_rows']} configurations in {summary['reference_sweep_seconds']} s."
         )

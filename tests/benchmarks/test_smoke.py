@@ -152,7 +152,7 @@ def test_live_search_joins_runs_made_one_per_card(tmp_path):
 
     assert join([part(0, 1.10, 1.02), part(1, 1.12, 1.04)], tmp_path / "out") == 0
     text = (tmp_path / "out" / "summary.md").read_text()
-    assert "each of 2 cards" in text and "1.1000, 1.1200 ms" in text
+    assert "in each of 2 runs" in text and "1.1000, 1.1200 ms" in text
     (row,) = [line for line in text.splitlines() if line.startswith("| evolve |")]
     assert "| 2 | 1.030 |" in row and "1.020 [1.010, 1.030]; 1.040 [1.030, 1.050]" in row
     joined = json.loads((tmp_path / "out" / "remeasure.json").read_text())
