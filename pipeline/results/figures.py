@@ -98,7 +98,8 @@ def runtime_distributions(
 
 def kernel_heatmaps(grids: Mapping[str, pd.DataFrame], title: str = "", cols: int = 4) -> Figure:
     """Each kernel's median time over its (blocks, threads) grid, the fastest cell starred: Fig. 2 of the CFD
-    seed, once per kernel."""
+    seed, once per kernel. Axes are labelled by the grids' index and column names (a ``kernel`` spec's grid
+    spans its thread block, ``block_size_x`` by ``block_size_y``)."""
     fig, axes = _grid(len(grids), cols, 3.9, 3.9)
     for ax, (kernel, grid) in zip(axes, grids.items(), strict=True):
         z = grid.to_numpy(dtype=float)
@@ -108,8 +109,8 @@ def kernel_heatmaps(grids: Mapping[str, pd.DataFrame], title: str = "", cols: in
         im = ax.imshow(z, origin="lower", aspect="auto", cmap="viridis_r", norm=norm)
         ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns], rotation=90, fontsize=7)
         ax.set_yticks(range(len(grid.index)), [str(i) for i in grid.index], fontsize=7)
-        ax.set_xlabel("blocks")
-        ax.set_ylabel("threads per block")
+        ax.set_xlabel(grid.columns.name or "blocks")
+        ax.set_ylabel("threads per block" if grid.index.name in (None, "threads") else grid.index.name)
         if np.isfinite(z).any():
             i, j = np.unravel_index(np.nanargmin(z), z.shape)
             ax.plot(

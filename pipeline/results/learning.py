@@ -1,5 +1,6 @@
 """The surrogate models of a sweep folder: R2 tables, loss curves, predictions (refitted as ``train`` does
-when no model file is there), the combined-vs-per-class comparison and leave-one-class-out.
+when no model file is there), the combined-vs-per-class comparison, leave-one-class-out and each class's
+measured times against every other's.
 """
 
 from __future__ import annotations
@@ -72,7 +73,10 @@ def surrogate_sweeps(sweeps: list[Sweep]) -> list[Sweep]:
 
 def prediction_groups(sweep: Sweep) -> list[str]:
     """Groups whose predictions are worth drawing: each class, and ``combined`` only where it combines more
-    than one class (in a one-class folder it is the same rows with constant device columns)."""
+    than one class (in a one-class folder it is the same rows with constant device columns); none where the
+    folder's rows are not here (no ``merged/``)."""
+    if not sweep.has_rows:
+        return []
     groups = [g for g, e in (sweep.metrics or {}).get("groups", {}).items() if e.get("models")]
     return [g for g in groups if g in sweep.classes or (g == "combined" and sweep.combined)]
 
@@ -104,6 +108,8 @@ def _group_design(sweep: Sweep, group: str):
     entry = (sweep.metrics or {}).get("groups", {}).get(group)
     if entry is None:
         raise UserError(f"{sweep.path}: models/metrics.json has no group {group!r}")
+    if not sweep.has_rows:
+        raise UserError(f"{sweep.path}: no merged/ here, so no rows to predict")
     if group != "combined" and group not in sweep.classes:
         raise UserError(f"{sweep.path}: group {group!r} is neither a GPU class of the data nor 'combined'")
     rows = with_class_facts(sweep.ok(None if group == "combined" else group))
@@ -179,11 +185,15 @@ def comparison_table(metrics: dict[str, Any]) -> pd.DataFrame:
 
 def loco_table(metrics: dict[str, Any]) -> pd.DataFrame:
     """Leave-one-class-out (the ``loco`` block of a combined folder's metrics): per held-out class and model,
-    R2, rank correlation and what the prediction would pick (its measured time over the class's best);
-    empty without one."""
+    R2, rank correlation and what the prediction would pick (its measured time over the class's best); where
+    ``combine`` recorded them, also whether that pick is within 10% of the optimum and why a miss is likely
+    (``within_10pct``, ``why_not``). Empty without a ``loco`` block."""
+    loco = (metrics or {}).get("loco") or {}
+    extra = [k for k in ("within_10pct", "why_not") if any(k in e or _in_models(e, k) for e in loco.values())]
     rows = []
-    for held, entry in ((metrics or {}).get("loco") or {}).items():
+    for held, entry in loco.items():
         for name, m in (entry.get("models") or {}).items():
+            more = {k: m.get(k, entry.get(k)) for k in extra}
             rows.append(
                 {
                     "held_out": held,
@@ -194,6 +204,7 @@ def loco_table(metrics: dict[str, Any]) -> pd.DataFrame:
                     "spearman": m.get("spearman"),
                     "picked_over_best": m.get("picked_over_best"),
                     "median_over_best": m.get("median_over_best"),
+                    **more,
                 }
             )
     return pd.DataFrame(
@@ -207,5 +218,32 @@ def loco_table(metrics: dict[str, Any]) -> pd.DataFrame:
             "spearman",
             "picked_over_best",
             "median_over_best",
+            *extra,
         ],
+    )
+
+
+def _in_models(entry: dict[str, Any], key: str) -> bool:
+    return any(key in m for m in (entry.get("models") or {}).values())
+
+
+def pairs_table(metrics: dict[str, Any]) -> pd.DataFrame:
+    """Each class against every other on their measured times, no model (the ``pairs`` block of a folder of
+    several classes): Spearman's rho on the configurations both measured (``shared``), and what the other
+    class's best configuration costs on this one (its time there over this class's best; empty where it has
+    no ok row of it, ``note`` says why). One row per (gpu_class, other); empty without a ``pairs`` block."""
+    rows = [
+        {
+            "gpu_class": cls,
+            "other": other,
+            "shared": p.get("shared"),
+            "spearman": p.get("spearman"),
+            "other_best_here_over_best": p.get("best_of_other_ratio"),
+            "note": p.get("best_of_other_note", ""),
+        }
+        for cls, others in sorted(((metrics or {}).get("pairs") or {}).items())
+        for other, p in sorted(others.items())
+    ]
+    return pd.DataFrame(
+        rows, columns=["gpu_class", "other", "shared", "spearman", "other_best_here_over_best", "note"]
     )

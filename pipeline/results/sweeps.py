@@ -1,5 +1,7 @@
 """Sweep folders (``sweep.json`` + ``merged/``): loading, runtime overview, per-kernel grids, best
-configurations.
+configurations. A folder with ``sweep.json`` and ``models/metrics.json`` but no ``merged/`` (a combined
+folder whose sources' rows are not committed, such as one over Kernel Tuner caches) is read on request, for
+its models' scores only.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from pipeline.sweep.schema import kernel_column, kernel_params
 from pipeline.sweep.shards import load_merged
 from pipeline.sweep.spec import SweepSpec
 
+NO_ROWS = ["sample_id", "gpu_class", "status", "total_ms"]  # the columns of a folder without merged/
+
 
 @dataclass
 class Sweep:
@@ -30,14 +34,25 @@ class Sweep:
     report: dict[str, Any] | None = None
     validation: dict[str, Any] | None = None
     tuning_table: dict[str, Any] | None = None
+    label: str | None = None  # set by load_sweeps: the folder's path under the results folder
 
     @property
     def name(self) -> str:
-        return self.path.name
+        """How tables and titles name the folder: its path under the results folder it was found in
+        (``cfd/h100/sweep_paper``; two folders named ``combined`` stay apart), else the folder's own name."""
+        return self.label or self.path.name
+
+    @property
+    def has_rows(self) -> bool:
+        """Whether the folder's measured rows are here (``merged/``); without them only its models' scores."""
+        return not self.frame.empty
 
     @property
     def classes(self) -> list[str]:
-        return sorted(self.frame["gpu_class"].unique())
+        if self.has_rows:
+            return sorted(self.frame["gpu_class"].unique())
+        groups = (self.metrics or {}).get("groups", {})
+        return sorted(self.spec.gpu_classes or [g for g in groups if g != "combined"])
 
     @property
     def combined(self) -> bool:
@@ -53,10 +68,15 @@ class Sweep:
         return ok_rows(self.frame, gpu_class)
 
 
-def sweep_folders(results: str | Path) -> list[Path]:
-    """Every folder under ``results`` (itself included) holding ``sweep.json`` and ``merged/``, sorted."""
+def sweep_folders(results: str | Path, without_rows: bool = False) -> list[Path]:
+    """Every folder under ``results`` (itself included) holding ``sweep.json`` and ``merged/``, sorted; with
+    ``without_rows`` also those holding ``sweep.json`` and ``models/metrics.json`` only."""
     results = Path(results)
-    found = {p.parent for p in results.rglob("sweep.json") if SweepFolder(p.parent).is_sweep()}
+
+    def readable(folder: SweepFolder) -> bool:
+        return folder.is_sweep() or (without_rows and (folder.models_dir / "metrics.json").is_file())
+
+    found = {p.parent for p in results.rglob("sweep.json") if readable(SweepFolder(p.parent))}
     return sorted(p for p in found if not any(part.startswith(".") for part in p.relative_to(results).parts))
 
 
@@ -67,7 +87,8 @@ def load_sweep(path: str | Path) -> Sweep:
         path=folder.path,
         spec=spec,
         plan=plan,
-        frame=load_merged(folder.path),
+        # no merged/: an empty frame, so a notebook can still show the folder's model scores
+        frame=load_merged(folder.path) if folder.merged_dir.is_dir() else pd.DataFrame(columns=NO_ROWS),
         metrics=folder.read_metrics(),
         report=folder.read_report(),
         validation=folder.read_validation(),
@@ -75,17 +96,26 @@ def load_sweep(path: str | Path) -> Sweep:
     )
 
 
-def load_sweeps(results: str | Path) -> list[Sweep]:
-    """Every sweep of a results folder; an error when there is none, since every notebook needs one."""
-    folders = sweep_folders(results)
+def load_sweeps(results: str | Path, without_rows: bool = False) -> list[Sweep]:
+    """Every sweep of a results folder (with ``without_rows``, also the folders holding only the models'
+    scores, as ``sweep_folders``); an error when there is none, since every notebook needs one."""
+    folders = sweep_folders(results, without_rows)
     if not folders:
-        raise UserError(f"{results}: no sweep folder (a folder holding sweep.json and merged/)")
-    return [load_sweep(p) for p in folders]
+        what = "sweep.json and merged/ or models/metrics.json" if without_rows else "sweep.json and merged/"
+        raise UserError(f"{results}: no sweep folder (a folder holding {what})")
+    sweeps = [load_sweep(p) for p in folders]
+    root = Path(results).resolve()
+    for s in sweeps:
+        under = s.path.resolve().relative_to(root).as_posix()
+        s.label = None if under == "." else under
+    return sweeps
 
 
 def time_label(workload: str) -> str:
-    """Axis label of a sweep's ``total_ms``: a CFD sample is one time step, other workloads one solve."""
-    return "time per step (ms)" if workload == "cfd" else "total time (ms)"
+    """Axis label of a sweep's ``total_ms``: a CFD sample is one time step, a ``kernel`` sample one launch of
+    the user's kernel, other workloads one solve."""
+    labels = {"cfd": "time per step (ms)", "kernel": "kernel time per launch (ms)"}
+    return labels.get(workload, "total time (ms)")
 
 
 def sweep_overview(sweeps: list[Sweep]) -> pd.DataFrame:
@@ -147,7 +177,7 @@ def class_rows(sweeps: list[Sweep]) -> dict[str, tuple[Sweep, pd.DataFrame]]:
     """Each GPU class once, with its ok rows: from its own folder where there is one, else from a combined
     folder (which holds copies of the same rows), so no class is drawn twice."""
     out: dict[str, tuple[Sweep, pd.DataFrame]] = {}
-    for s in sorted(sweeps, key=lambda s: (s.combined, s.name)):
+    for s in sorted((s for s in sweeps if s.has_rows), key=lambda s: (s.combined, s.name)):
         for cls in s.classes:
             if cls not in out:
                 out[cls] = (s, s.ok(cls))
@@ -170,32 +200,62 @@ def reference_times(sweep: Sweep, gpu_class: str) -> dict[str, float]:
     return out
 
 
-def kernel_grid(rows: pd.DataFrame, plan: dict[str, Any], kernel: str) -> pd.DataFrame:
-    """Median time of one kernel per (threads, blocks) of its own launch (Fig. 2 of the CFD seed).
+THREAD_BLOCK = ("block_size_x", "block_size_y")  # a kernel spec's thread block, in Kernel Tuner's names
+
+
+def kernel_grid(
+    rows: pd.DataFrame, plan: dict[str, Any], kernel: str, axes: tuple[str, str] | None = None
+) -> pd.DataFrame:
+    """Median time of one kernel per launch shape (Fig. 2 of the CFD seed): by default per (threads, blocks)
+    of its own launch (rows index threads per block, columns blocks); with ``axes`` (column parameter, row
+    parameter) over those two, named as the parameters (a ``kernel`` spec's thread block, the median over
+    every other parameter).
 
     Every sample times every kernel, so each kernel's grid fills from all rows; only the plan's value lists
-    are kept (the default launch, one thread per cell, lies outside them and is marked separately). Rows
-    index threads per block, columns blocks; a cell with no sample is NaN.
+    are kept (the default launch, one thread per cell, lies outside them and is marked separately). A cell
+    with no sample is NaN.
     """
-    names = kernel_params(plan["params"]).get(kernel, [])
-    blocks = next((n for n in names if n.endswith(".blocks")), None)
-    threads = next((n for n in names if n.endswith(".threads")), None)
     col = kernel_column(kernel)
-    if blocks is None or threads is None or col not in rows:
-        raise UserError(f"kernel {kernel!r}: the sweep has no {kernel}.blocks/.threads or {col} column")
+    if axes is None:
+        names = kernel_params(plan["params"]).get(kernel, [])
+        blocks = next((n for n in names if n.endswith(".blocks")), None)
+        threads = next((n for n in names if n.endswith(".threads")), None)
+        if blocks is None or threads is None or col not in rows:
+            raise UserError(f"kernel {kernel!r}: the sweep has no {kernel}.blocks/.threads or {col} column")
+        x, y, labels = blocks, threads, ("blocks", "threads")
+    else:
+        x, y = axes
+        if not {x, y} <= set(plan["params"]) or col not in rows:
+            raise UserError(f"kernel {kernel!r}: the sweep has no {x}/{y} parameters or {col} column")
+        labels = axes
     values = plan.get("values", {})
-    grid = rows.dropna(subset=[col]).pivot_table(index=threads, columns=blocks, values=col, aggfunc="median")
-    if values.get(blocks) and values.get(threads):
-        grid = grid.reindex(index=values[threads], columns=values[blocks])
-    grid.index.name, grid.columns.name = "threads", "blocks"
+    grid = rows.dropna(subset=[col]).pivot_table(index=y, columns=x, values=col, aggfunc="median")
+    if values.get(x) and values.get(y):
+        grid = grid.reindex(index=values[y], columns=values[x])
+    grid.columns.name, grid.index.name = labels
     return grid
 
 
+def grid_axes(sweep: Sweep) -> tuple[str, str] | None:
+    """The two parameters a ``kernel`` sweep's heat maps span: its thread block, where both of
+    ``block_size_x`` and ``block_size_y`` are tuned over more than one value; None for any other sweep (a
+    CFD kernel's grid is its own blocks and threads) or a spec with another thread block."""
+    values = sweep.plan.get("values", {})
+    if sweep.spec.workload == "kernel" and all(len(values.get(p) or []) > 1 for p in THREAD_BLOCK):
+        return THREAD_BLOCK
+    return None
+
+
 def kernel_grids(sweep: Sweep, gpu_class: str) -> dict[str, pd.DataFrame]:
-    """``kernel_grid`` for every kernel with (blocks, threads) parameters, in the plan's kernel order."""
+    """``kernel_grid`` for every kernel with launch-shape parameters, in the plan's kernel order: a CFD
+    kernel's (blocks, threads), a ``kernel`` spec's thread block (``grid_axes``); empty where there are none
+    (the tridiagonal solver)."""
     rows = sweep.ok(gpu_class)
     if "fusion" in rows:  # the seven kernels' launches only: a fused row times other kernels
         rows = rows[rows["fusion"] == 0]
+    axes = grid_axes(sweep)
+    if axes is not None:
+        return {k: kernel_grid(rows, sweep.plan, k, axes) for k in sweep.kernels if kernel_column(k) in rows}
     groups = kernel_params(sweep.plan["params"])
     return {
         k: kernel_grid(rows, sweep.plan, k)
@@ -205,7 +265,7 @@ def kernel_grids(sweep: Sweep, gpu_class: str) -> dict[str, pd.DataFrame]:
 
 
 def grid_best(grid: pd.DataFrame) -> tuple[int, int, float]:
-    """(blocks, threads, ms) of a grid's fastest cell."""
+    """(column value, row value, ms) of a grid's fastest cell: (blocks, threads, ms) of a CFD kernel's."""
     stacked = grid.stack().dropna()
     if stacked.empty:
         raise UserError("empty grid: no sample timed this kernel")
@@ -214,7 +274,8 @@ def grid_best(grid: pd.DataFrame) -> tuple[int, int, float]:
 
 
 def kernel_bests(grids: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per kernel: the fastest (blocks, threads) of its grid, its median time, and the slowest cell's."""
+    """Per kernel: the fastest cell of its grid (columns named as the grid's axes: ``blocks`` and
+    ``threads`` for a CFD kernel), its median time, and the slowest cell's."""
     rows = []
     for kernel, grid in grids.items():
         b, t, ms = grid_best(grid)
@@ -222,8 +283,8 @@ def kernel_bests(grids: dict[str, pd.DataFrame]) -> pd.DataFrame:
         rows.append(
             {
                 "kernel": kernel,
-                "blocks": b,
-                "threads": t,
+                grid.columns.name or "blocks": b,
+                grid.index.name or "threads": t,
                 "median_ms": ms,
                 "worst_ms": worst,
                 "worst_over_best": worst / ms,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
+from pipeline import results
 from pipeline.commands.notebooks import NOTEBOOK_DIR, NotebookError, execute_notebook, notebook_paths
 from pipeline.errors import UserError
 from pipeline.results import DEFAULT_RESULTS, RESULTS_ENV
@@ -65,6 +66,67 @@ def test_sweep_overview_draws_the_tridiagonal_sweep(tmp_path, monkeypatch):
     assert not [o for o in outputs if o.output_type == "error"]
     text = "".join(o.get("text", "") for o in outputs)
     assert "tridiag/h100/sweep_1e7" in text and "no per-kernel (blocks, threads) launch parameters" in text
+
+
+CONVOLUTION = DEFAULT_RESULTS / "convolution"
+
+
+def run_on(name: str, folder, out) -> tuple[str, dict[str, list]]:
+    """Execute a notebook on ``folder``; its text output (printed and displayed) and each code cell's outputs
+    by the cell's source.
+    The stored notebook and the results folder are left as they were: the run writes only ``out``."""
+    stored = (NOTEBOOK_DIR / f"{name}.ipynb").read_bytes()
+    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+    nb, _ = execute_notebook(NOTEBOOK_DIR / f"{name}.ipynb", folder, out)
+    assert (NOTEBOOK_DIR / f"{name}.ipynb").read_bytes() == stored
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before, "nothing written into data/"
+    outputs = {c.source: c.outputs for c in nb.cells if c.cell_type == "code"}
+    flat = [o for cell in outputs.values() for o in cell]
+    assert not [o for o in flat if o.output_type == "error"]
+    return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in flat), outputs
+
+
+def images(outputs: dict[str, list]) -> int:
+    return sum("image/png" in o.get("data", {}) for cell in outputs.values() for o in cell)
+
+
+@pytest.mark.slow
+def test_sweep_overview_on_a_kernel_spec_sweep(tmp_path):
+    """Notebook 01 on the H100 sweep of the shipped convolution spec (the `kernel` workload): its launch space
+    is `kernel/convolution`, its heat map spans the thread block and its tables name the spec's parameters."""
+    text, outputs = run_on("01_sweep_overview", CONVOLUTION / "h100" / "sweep", tmp_path)
+    assert "launch space 'kernel/convolution': sweep; classes: h100" in text
+    assert "4362" in text and "no per-kernel" not in text  # every configuration counted, a grid drawn
+    heat = {src: out for src, out in outputs.items() if "kernel_heatmaps" in src}  # and the fastest cell
+    best = "".join(o.get("data", {}).get("text/plain", "") for cell in heat.values() for o in cell)
+    assert images(heat) == 1 and "convolution_kernel" in best and "block_size_x  block_size_y" in best
+    assert all(p in text for p in ("tile_size_x", "use_shmem", "read_only"))  # the best configurations
+
+
+@pytest.mark.slow
+def test_surrogates_on_a_kernel_sweep_and_its_seven_gpu_combination(tmp_path):
+    """Notebook 02 on data/convolution: the seven-GPU combined folder (its models' scores only: its rows, six
+    GPUs' of them the Benchmark Hub's, are not committed) is shown in place of the H100's own folder, with
+    leave one GPU out, whether each pick is within 10%, and each GPU against every other."""
+    text, outputs = run_on("02_surrogates", CONVOLUTION, tmp_path)
+    gpus = "a100, a4000, a6000, h100, mi250x, w6600, w7800"
+    assert f"models of: combined ({gpus}), hub/combined (" in text and "h100/sweep" not in text
+    assert "combined: no merged/ here, so no rows to predict\nhub/combined: no merged/ here" in text
+    assert "within_10pct" in text and "why_not" in text
+    assert "combined: other_best_here_over_best" in text and "mi250x" in text.split("spearman")[-1]
+    assert images(outputs) >= 2 * 4  # R2, loss, comparison and leave-one-out of each combined folder
+
+
+@pytest.mark.slow
+def test_surrogates_predict_a_kernel_sweep(tmp_path):
+    """Notebook 02 on the H100 convolution sweep alone: its models predict its rows with the recorded R2."""
+    text, outputs = run_on("02_surrogates", CONVOLUTION / "h100" / "sweep", tmp_path)
+    assert "models of: sweep (h100)" in text
+    recorded = results.r2_table(results.load_sweep(CONVOLUTION / "h100" / "sweep").metrics)
+    r2 = recorded.set_index(["group", "model"]).loc[("h100", "mlp"), "r2_test"]
+    assert f"sweep h100 mlp: R2 test {r2:.4f} (recorded {r2:.4f})" in text
+    assert "sweep: no class-against-class results" in text  # one class: nothing to pair
+    assert images(outputs) >= 4
 
 
 def test_a_failing_cell_is_named_with_its_notebook(tmp_path):

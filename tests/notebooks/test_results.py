@@ -261,3 +261,80 @@ def test_sweeps_are_drawn_one_launch_space_at_a_time():
     assert set(results.class_rows(fused)) == {"h100", "h200"}
     with pytest.raises(UserError, match="no sweep of launch space 'nonsense'"):
         results.of_space(sweeps, "nonsense")
+
+
+def test_a_folder_without_merged_rows_is_read_for_its_model_scores_only(results_dir, tmp_path):
+    """A combined folder whose rows are not committed (sweep.json and models/metrics.json, no merged/): found
+    only on request, its classes from its spec, no rows to predict, never a class's rows in notebook 01."""
+    import shutil
+
+    scores = tmp_path / "scores"
+    shutil.copytree(results_dir / "sweep_both", scores, ignore=shutil.ignore_patterns("merged"))
+    assert results.sweep_folders(tmp_path) == []
+    assert results.sweep_folders(tmp_path, without_rows=True) == [scores]
+    with pytest.raises(UserError, match="no sweep folder"):
+        results.load_sweeps(tmp_path)
+    (s,) = results.load_sweeps(tmp_path, without_rows=True)
+    assert not s.has_rows and s.classes == ["cpu", "h100"] and s.combined  # groups of metrics.json
+    assert results.surrogate_sweeps([s]) == [s] and results.prediction_groups(s) == []
+    with pytest.raises(UserError, match="no merged/ here"):
+        results.predictions(s, "h100")
+    assert results.class_rows([s]) == {}
+    with_rows = results.load_sweep(results_dir / "sweep_both")
+    assert results.r2_table(s.metrics).equals(results.r2_table(with_rows.metrics))
+
+
+def test_kernel_spec_grid_spans_the_thread_block():
+    """A `kernel` sweep's heat map: its kernel's median time over block_size_x by block_size_y, the median
+    over every other parameter; the best cell and the bests table named as those parameters."""
+    rng = np.random.default_rng(0)
+    rows = pd.DataFrame(
+        {
+            "block_size_x": rng.choice([16, 32, 64], 300),
+            "block_size_y": rng.choice([1, 2, 4], 300),
+            "tile": rng.choice([1, 2], 300),
+        }
+    )
+    rows["ms.conv"] = 1 + 16 / rows["block_size_x"] + rows["block_size_y"] / 4 + 0.01 * rows["tile"]
+    plan = {"params": ["block_size_x", "block_size_y", "tile"], "values": {"block_size_x": [16, 32, 64, 128]}}
+    grid = results.kernel_grid(rows, plan, "conv", results.sweeps.THREAD_BLOCK)
+    assert grid.columns.name == "block_size_x" and grid.index.name == "block_size_y"
+    cell = rows[(rows["block_size_x"] == 32) & (rows["block_size_y"] == 2)]["ms.conv"].median()
+    assert grid.loc[2, 32] == pytest.approx(cell) and list(grid.index) == [1, 2, 4]
+    assert results.grid_best(grid)[:2] == (64, 1)
+    bests = results.kernel_bests({"conv": grid})
+    assert bests[["block_size_x", "block_size_y"]].values.tolist() == [[64, 1]]
+    with pytest.raises(UserError, match="no block_size_x/block_size_z"):
+        results.kernel_grid(rows, plan, "conv", ("block_size_x", "block_size_z"))
+
+
+def test_grid_axes_of_each_workload():
+    sweeps = results.load_sweeps(results.DEFAULT_RESULTS)
+    axes = {results.launch_space(s): results.grid_axes(s) for s in sweeps}
+    assert axes["kernel/convolution"] == ("block_size_x", "block_size_y")
+    assert axes["paper"] is None and axes["default"] is None  # CFD: per-kernel blocks/threads; tridiag: none
+    (conv,) = results.of_space(sweeps, "kernel/convolution")
+    (grid,) = results.kernel_grids(conv, "h100").values()
+    values = conv.plan["values"]
+    assert list(grid.columns) == values["block_size_x"] and list(grid.index) == values["block_size_y"]
+    fits = np.outer(grid.index, grid.columns) <= 1024  # the spec's restriction: at most 1024 threads a block
+    assert (grid.notna().to_numpy() == fits).all()
+
+
+def test_pairs_and_loco_tables_of_a_seven_gpu_combination():
+    """The committed seven-GPU convolution folder: each GPU against every other, and leave one GPU out with
+    whether the pick is within 10% and why not."""
+    metrics = results.load_sweep(results.DEFAULT_RESULTS / "convolution" / "combined").metrics
+    pairs = results.pairs_table(metrics)
+    assert len(pairs) == 7 * 6 and set(pairs["gpu_class"]) == set(pairs["other"])
+    h100 = pairs.set_index(["gpu_class", "other"]).loc[("h100", "a100")]
+    assert h100["spearman"] == metrics["pairs"]["h100"]["a100"]["spearman"]
+    assert h100["other_best_here_over_best"] > 1
+    loco = results.loco_table(metrics)
+    assert {"within_10pct", "why_not"} <= set(loco.columns) and len(loco) == 7 * 2
+    within = loco[loco["within_10pct"].astype(bool)]
+    missed = loco.drop(within.index)
+    assert (within["picked_over_best"] <= 1.1).all() and (missed["picked_over_best"] > 1.1).all()
+    assert (missed["why_not"].str.len() > 0).all()
+    assert results.pairs_table(None).empty
+    assert "within_10pct" not in results.loco_table({"loco": {"a": {"models": {"mlp": {"r2_test": 0.5}}}}})
