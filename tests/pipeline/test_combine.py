@@ -252,6 +252,11 @@ def test_scores_rank_and_pick():
     assert wrong["spearman"] == -1 and wrong["picked_ms"] == 4 and wrong["picked_percentile"] == 75
     flat = scores(y, np.ones(4))
     assert np.isnan(flat["spearman"])
+    # the fastest of the TOP_K (10) rows predicted fastest: here the ranking puts the best row 11th
+    many = np.arange(1.0, 13.0)
+    pred = many.copy()
+    pred[0] = 20.0  # the best row (1.0) ranked last
+    assert scores(many, pred)["top_k_over_best"] == 2.0 and scores(many, many)["top_k_over_best"] == 1.0
     overflow = scores(y, np.array([np.inf, 1.0, 2.0, 3.0]))  # exp() of an extrapolated log prediction
     assert overflow["non_finite_predictions"] == 1 and np.isnan(overflow["r2"]) and overflow["picked_ms"] == 1
 

@@ -288,6 +288,8 @@ def test_combine_takes_a_sweep_folder_and_caches_and_scores_leave_one_gpu_out(hu
     for e in loco.values():
         for m in e["models"].values():
             assert m["within_10pct"] == (m["picked_over_best"] <= WITHIN)
+            assert m["top_k_within_10pct"] == (m["top_k_over_best"] <= WITHIN)
+            assert 1.0 <= m["top_k_over_best"] <= m["picked_over_best"]
         assert ("why_not" in e) == (not all(m["within_10pct"] for m in e["models"].values()))
     # known answers: the h100's times are the a100's and a4000's scaled, so a model of theirs finds its
     # optimum; the w6600 is the only AMD card and the optimum it has is no other card's
@@ -296,6 +298,7 @@ def test_combine_takes_a_sweep_folder_and_caches_and_scores_leave_one_gpu_out(hu
     assert "no training GPU's best configuration is within 10% on it" in loco["w6600"]["why_not"]
     report = (out / "report.md").read_text()
     assert "within 10%" in report and "## GPU against GPU" in report
+    assert "With the model's 10 best-ranked configurations measured on the held-out GPU" in report
     assert any("h100" in line and "leave out" in line for line in logged)
 
 
