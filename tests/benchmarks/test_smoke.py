@@ -154,6 +154,6 @@ def test_live_search_joins_runs_made_one_per_card(tmp_path):
     text = (tmp_path / "out" / "summary.md").read_text()
     assert "in each of 2 runs" in text and "1.1000, 1.1200 ms" in text
     (row,) = [line for line in text.splitlines() if line.startswith("| evolve |")]
-    assert "| 2 | 1.030 |" in row and "1.020 [1.010, 1.030]; 1.040 [1.030, 1.050]" in row
+    assert "| 2 | 1.030 [1.020, 1.040] |" in row and "1.020 [1.010, 1.030]; 1.040 [1.030, 1.050]" in row
     joined = json.loads((tmp_path / "out" / "remeasure.json").read_text())
     assert [s["card"] for s in joined["searches"]] == [0, 1]
