@@ -3,11 +3,12 @@
 # live on one lent GPU: ours against Kernel Tuner 1.5's own tune_kernel (kt:genetic_algorithm, kt:random_sample)
 # at the same budgets, seeds and card, in one call, every pick re-measured in interleaved rounds in the same
 # call (benchmarks/live_search.py). With HUB (a folder holding the Benchmark Hub's six convolution caches,
-# carried to the machine) `transfer` from them with 20 measurements joins. REFERENCE (default
+# carried to the machine) `transfer` from them joins (TRANSFER: transfer@20,transfer@50). REFERENCE (default
 # data/convolution/h100/sweep, the whole space measured on an H100: its brute force) gives the rows every pick is
 # compared with, re-measured in the same call; REFERENCE= (empty) compares with the fastest pick instead.
 # Run from the repository root with the wheels in .whl (dask, distributed,
-# skops, kernel_tuner). Everything lands in $OUT: live.log, summary.md, remeasure.json, searches.jsonl.
+# skops, kernel_tuner). Everything lands in $OUT: live.log, summary.md, remeasure.json, searches.jsonl,
+# searches.tar.gz (each search's folder without its shards: journal, plan).
 #   STRATEGIES (evolve,kt:genetic_algorithm,kt:random_sample) BUDGETS (20,50,100) SEEDS (0,1,2,3,4)
 #   ROUNDS (11) LIMIT_S (560)
 # Compiling is the slow part here (NVRTC, about 0.5-1 s a configuration, each once per machine:
@@ -25,7 +26,7 @@ rm -rf "$DIR"
 REFERENCE=${REFERENCE-data/convolution/h100/sweep}
 WHAT=(--spec cluster_configs/sweeps/kernel_convolution.yaml)
 if [ -n "$REFERENCE" ]; then WHAT+=(--reference "$REFERENCE"); fi
-if [ -n "${HUB:-}" ]; then EXTRA=(--extra transfer@20 --prior "$HUB"); else EXTRA=(); fi
+if [ -n "${HUB:-}" ]; then EXTRA=(--extra "${TRANSFER:-transfer@20,transfer@50}" --prior "$HUB"); else EXTRA=(); fi
 { date -u +"start %Y-%m-%dT%H:%M:%SZ"; git rev-parse HEAD 2>/dev/null || true; } > "$OUT/live.log"
 timeout "${LIMIT_S:-560}" python3 -m benchmarks.live_search "${WHAT[@]}" "${EXTRA[@]}" \
   --strategies "${STRATEGIES:-evolve,kt:genetic_algorithm,kt:random_sample}" --budgets "${BUDGETS:-20,50,100}" \
@@ -33,4 +34,5 @@ timeout "${LIMIT_S:-560}" python3 -m benchmarks.live_search "${WHAT[@]}" "${EXTR
 status=$?
 date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" >> "$OUT/live.log"
 cp "$DIR"/summary.md "$DIR"/remeasure.json "$DIR"/searches.jsonl "$OUT"/ 2>/dev/null
+tar -C "$(dirname $DIR)" --exclude .dask --exclude shards --exclude merged -czf "$OUT/searches.tar.gz" "$(basename $DIR)"
 tail -30 "$OUT/live.log"
