@@ -763,6 +763,8 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "cfd_arith_strategies_kt_h200": _file_block("data/cfd/h200/strategies_fused_arith/table.md"),
     "cfd_strategies_transfer": _file_block("data/cfd/combined/strategies_transfer/table.md"),
     "cfd_arith_strategies_kt_h200_intervals": _intervals_block("data/cfd/h200/strategies_fused_arith"),
+    "strategies_kt_h100_convolution": _file_block("data/convolution/h100/strategies_kt/table.md"),
+    "strategies_kt_h100_convolution_intervals": _intervals_block("data/convolution/h100/strategies_kt"),
     "search_batching_conv": _file_block("data/convolution/hub/search_batching/table.md"),
     "search_batching_cfd_h100": _file_block("data/cfd/h100/search_batching/table.md"),
     "live_search_cfd_h100": _file_block("data/cfd/h100/live_search/summary.md"),
