@@ -340,7 +340,50 @@ def markdown(summary: dict[str, Any]) -> str:
             f"| {strategy} | {budget} | {workers} | {len(g)} | {np.mean(ratios):.3f} [{low:.3f}, {high:.3f}] "
         )
         lines.append(head + f"| {each} | {wall:.1f} | {against} |")
+    lines += head_to_head(searches)
     return "\n".join(lines) + "\n"
+
+
+def head_to_head(searches: list[dict[str, Any]]) -> list[str]:
+    """Where ours and Kernel Tuner's strategies ran at the same budget: each pair's ratio of mean pick / best
+    row over seeds, with its 95% bootstrap interval and verdict (``strategies.uncertainty.ratio_interval``,
+    as for the replayed tables). ``transfer`` is left out: it starts from other GPUs' data."""
+    import pandas as pd
+
+    from pipeline.strategies.uncertainty import ratio_interval
+
+    runs = pd.DataFrame(
+        [
+            {
+                "strategy": r["strategy"],
+                "budget": r["budget"],
+                "gpu": "live",
+                "ratio": r["against_best_row"]["ratio"],
+            }
+            for r in searches
+            if r["workers"] == 1
+        ]
+    )
+    if runs.empty:
+        return []
+    kt = sorted(s for s in runs["strategy"].unique() if s.startswith("kt:"))
+    ours = sorted(s for s in runs["strategy"].unique() if not s.startswith("kt:") and s != "transfer")
+    rows = []
+    for budget in sorted(runs["budget"].unique()):
+        at = set(runs.loc[runs["budget"] == budget, "strategy"])
+        for a in (s for s in ours if s in at):
+            for b in (s for s in kt if s in at):
+                r = ratio_interval(runs, a, b, int(budget))
+                interval = f"{r['ratio']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
+                rows.append(f"| {budget} | {a} | {b} | {interval} | {r['verdict']} |")
+    if not rows:
+        return []
+    return [
+        "",
+        "| budget | ours | Kernel Tuner | ours / Kernel Tuner, mean pick / best row [95%] | verdict |",
+        "| ---: | --- | --- | --- | --- |",
+        *rows,
+    ]
 
 
 if __name__ == "__main__":

@@ -157,3 +157,27 @@ def test_live_search_joins_runs_made_one_per_card(tmp_path):
     assert "| 2 | 1.030 [1.020, 1.040] |" in row and "1.020 [1.010, 1.030]; 1.040 [1.030, 1.050]" in row
     joined = json.loads((tmp_path / "out" / "remeasure.json").read_text())
     assert [s["card"] for s in joined["searches"]] == [0, 1]
+
+
+def test_live_search_head_to_head_compares_ours_with_each_kernel_tuner_strategy():
+    from benchmarks.live_search import head_to_head
+
+    def search(strategy: str, seed: int, ratio: float) -> dict:
+        return {
+            "strategy": strategy,
+            "budget": 20,
+            "seed": seed,
+            "workers": 1,
+            "against_best_row": {"ratio": ratio},
+        }
+
+    ours = [search("evolve", s, r) for s, r in enumerate([1.00, 1.01, 1.02])]
+    theirs = [search("kt:random_sample", s, r) for s, r in enumerate([1.50, 1.52, 1.49])]
+    transfer = [search("transfer", s, 1.0) for s in range(3)]
+    lines = head_to_head(ours + theirs + transfer)
+    (row,) = [line for line in lines if line.startswith("| 20 |")]
+    expected = f"{(1.00 + 1.01 + 1.02) / (1.50 + 1.52 + 1.49):.3f}"  # ratio of the means over seeds
+    assert f"| evolve | kt:random_sample | {expected} [" in row and row.endswith(
+        "| ours closer to the optimum |"
+    )
+    assert head_to_head(ours + transfer) == []  # no Kernel Tuner strategy: no table
