@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.compare import compare
+from kernels.compare import bootstrap_interval, compare
 from pipeline.cluster import open_cluster
 from pipeline.cluster.waits import result, wait_limit
 from pipeline.sweep.folder import PLAN_FACTS, SweepFolder
@@ -275,16 +275,7 @@ def seed_interval(ratios: list[float], seed: int = 0) -> tuple[float, float]:
     r = np.asarray(ratios, dtype=float)
     if r.size < 2 or np.ptp(r) == 0.0:
         return float(r.min()), float(r.max())
-    import inspect
-
-    from scipy.stats import bootstrap
-
-    # scipy >= 1.15 names the generator ``rng``, older ones ``random_state`` (as kernels.compare does)
-    gen_key = "rng" if "rng" in inspect.signature(bootstrap).parameters else "random_state"
-    res = bootstrap(
-        (r,), np.mean, n_resamples=2000, method="percentile", **{gen_key: np.random.default_rng(seed)}
-    )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return bootstrap_interval(r, np.mean, seed=seed)
 
 
 def markdown(summary: dict[str, Any]) -> str:

@@ -73,23 +73,30 @@ def compare(
         # too few rounds to resample, or every round agrees: the interval is the spread of the rounds
         low, high = float(r.min()), float(r.max())
     else:
-        import inspect
-
-        from scipy.stats import bootstrap
-
-        # scipy >= 1.15 names the generator ``rng``; older ones (a cluster's module stack) ``random_state``
-        gen_key = "rng" if "rng" in inspect.signature(bootstrap).parameters else "random_state"
-        res = bootstrap(
-            (r,),
-            np.median,
-            confidence_level=confidence,
-            n_resamples=RESAMPLES,
-            method="percentile",
-            **{gen_key: np.random.default_rng(seed)},
-        )
-        low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        low, high = bootstrap_interval(r, np.median, confidence, seed)
         low, high = min(low, mid), max(high, mid)
     return Comparison(mid, low, high, verdict(low, high), int(r.size), confidence)
+
+
+def bootstrap_interval(
+    sample: np.ndarray, statistic: Callable[..., Any], confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
+    """The seeded percentile-bootstrap interval of ``statistic`` over one sample (scipy.stats.bootstrap)."""
+    import inspect
+
+    from scipy.stats import bootstrap
+
+    # scipy >= 1.15 names the generator ``rng``; older ones (a cluster's module stack) ``random_state``
+    gen_key = "rng" if "rng" in inspect.signature(bootstrap).parameters else "random_state"
+    res = bootstrap(
+        (np.asarray(sample, dtype=float),),
+        statistic,
+        confidence_level=confidence,
+        n_resamples=RESAMPLES,
+        method="percentile",
+        **{gen_key: np.random.default_rng(seed)},
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def interleaved(
