@@ -639,8 +639,27 @@ def _summary(root: Path) -> str:
         "| your own kernel: the example 2-D convolution, its whole space "
         f"({conv['rows']} configurations) on an H100 | measured in {conv['seconds']} s, compiles included; "
         f"the pick takes {conv['pick']} the default's time | [docs/kernel.md](docs/kernel.md) |",
+        _live_search_row(root),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _live_search_row(root: Path) -> str:
+    """The summary's live-search row: the fused CFD space at 200 measurements, each strategy's mean pick over
+    the sweep's fastest row (re-measured) and its wall time against the 6,000-sample sweep's."""
+    summary = _load(root / "data/cfd/h100/live_search/cards4/remeasure.json")
+    cells = []
+    for strategy in ("iterative", "evolve"):
+        runs = [r for r in summary["searches"] if r["strategy"] == strategy and r["budget"] == 200]
+        ratio = sum(r["against_best_row"]["ratio"] for r in runs) / len(runs)
+        wall = sum(r["wall_s"] for r in runs) / len(runs) / summary["reference_sweep_seconds"]
+        cells.append(f"`{strategy}`'s pick {ratio:.3f}x the sweep's best, in {wall:.2f}x its time")
+    return (
+        "| a live search with a budget of 200 measurements, the fused CFD space on H100s "
+        f"({len(runs)} seeds) | against a 6,000-sample sweep (its best rows re-measured): "
+        + "; ".join(cells)
+        + " | [docs/strategies.md](docs/strategies.md) |"
+    )
 
 
 def _kernel_convolution_figures(root: Path) -> dict[str, str]:
