@@ -11,14 +11,14 @@
 #   EXTRA (more searches, e.g. transfer@20) PRIOR (recorded data for transfer)
 #   PER_CARD=1: one process per visible card, each running every N-th search of the list on its own card
 #   (--shard), in parallel; each pick is re-measured against the reference rows on its own card; the
-#   per-card logs are live-card<k>.log
-# Estimate on an H100: about 30 ms a measurement (the reference sweep: 6,000 in 161 s) plus a task's ~10 ms,
-# plus the strategies' own model fits on the host over the 50,000-candidate pool (measured on the 2-core dev
-# VM, one core: iterative 25 s a search at 100 or 200; evolve 36 s at 100, 56 s at 200), plus compiling the
-# fused variants met the first time (about 150 s for all of them, cold). The defaults (2 x 2 x 5 searches) do
-# not fit one call: split, e.g. STRATEGIES=iterative; then STRATEGIES=evolve BUDGETS=100; then
-# STRATEGIES=evolve BUDGETS=200. Each call re-measures its own picks against the same reference rows. On a host of several cards every visible card of the class searches
-# (one worker each): CUDA_VISIBLE_DEVICES=0 against 0,1,2,3 gives the same search on 1 and on 4 cards.
+#   per-card logs (live-card<k>.log) travel in searches.tar.gz, so $OUT keeps to 7 files
+# Measured (data/cfd/h100/live_search/cards4): on an H100 a search of iterative takes 12-14 s at 100 or 200,
+# evolve 33 s at 100 and 45 s at 200 (about 30 ms a measurement; the rest is the strategy's model fits on the
+# host over the 50,000-candidate pool), plus about 70 s once per process to compile the fused variants
+# (cold). The defaults (2 x 2 x 5 searches) take about 260 s with PER_CARD=1 on four cards; on one card split
+# them over calls, e.g. STRATEGIES=iterative, then STRATEGIES=evolve (each call re-measures its own picks
+# against the same reference rows). Without PER_CARD, every visible card of the class serves each search (one
+# worker each): CUDA_VISIBLE_DEVICES=0 against 0,1,2,3 gives the same search on 1 and on 4 cards.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -35,7 +35,7 @@ facts.update(python=platform.python_version(), cupy=cupy.__version__)
 print(json.dumps(facts, indent=1))
 PY
 DIR=/tmp/live_search
-rm -rf "$DIR"
+rm -rf "$DIR"; mkdir -p "$DIR"
 { date -u +"start %Y-%m-%dT%H:%M:%SZ"; git rev-parse HEAD 2>/dev/null || true; } > "$OUT/live.log"
 ARGS=(--reference "${REFERENCE:-data/cfd/h100/sweep_fused_arith}" \
   --strategies "${STRATEGIES:-evolve,iterative}" --budgets "${BUDGETS:-100,200}" --seeds "${SEEDS:-0,1,2,3,4}" \
@@ -48,7 +48,7 @@ if [ "${PER_CARD:-0}" = 1 ]; then
   for k in "${!CARDS[@]}"; do
     DIRS+=("$DIR/card$k")
     CUDA_VISIBLE_DEVICES=${CARDS[$k]} timeout "${LIMIT_S:-560}" python3 -m benchmarks.live_search "${ARGS[@]}" \
-      --shard "$k/$N" --out "$DIR/card$k" > "$OUT/live-card$k.log" 2>&1 &
+      --shard "$k/$N" --out "$DIR/card$k" > "$DIR/live-card$k.log" 2>&1 &
   done
   wait
   python3 -m benchmarks.live_search --join "${DIRS[@]}" --out "$DIR" >> "$OUT/live.log" 2>&1

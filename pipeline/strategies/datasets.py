@@ -446,14 +446,11 @@ def align_params(datasets: Sequence[Dataset]) -> list[Dataset]:
     for d in datasets:
         drop = [p for p in d.params if p in extra]
         if drop:
-            default = (
-                {k: v for k, v in (d.default or {}).items() if k not in drop} if d.default else d.default
-            )
             d = replace(
                 d,
                 params=[p for p in d.params if p not in drop],
                 frame=d.frame.drop(columns=drop),
-                default=default,
+                default={k: v for k, v in d.default.items() if k not in drop} if d.default else d.default,
                 kernels={k: [p for p in v if p not in drop] for k, v in d.kernels.items()},
             )
         out.append(d)

@@ -79,7 +79,7 @@ class _Breeder:
         self.index = {tuple(r): i for i, r in enumerate(self.X.tolist())}
         # Each column's values as their position in ``values`` (uint8 where they fit), one row per parameter:
         # ``repair``'s Hamming distance over a 50,000-candidate pool is then one byte compare per value,
-        # summed down the columns (a sum along 23-long rows was most of an evolve search's host time).
+        # summed down the columns (a sum along 23-long rows was nearly half of an evolve search's host time).
         codes = np.stack([np.searchsorted(v, self.X[:, j]) for j, v in enumerate(self.values)])
         self._codes = codes.astype(np.uint8 if codes.max(initial=0) < 256 else np.int64)
 
