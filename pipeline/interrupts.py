@@ -17,16 +17,23 @@ Three things would otherwise swallow or garble it:
   the command that owns them stops them.
 - an interrupted wait inside distributed's ``sync`` can fail on the event loop as it unwinds, and tornado logs
   that with a traceback: the loggers of ``QUIET_AFTER_SIGNAL`` are quiet from the first signal to the block's
-  end.
+  end, and so are Python warnings (joblib warns of the tasks an interrupted fit left unused).
+- a signal whose handler runs inside a finalizer (a Dask future's ``__del__``, a gc callback) raises where
+  Python ignores the exception and prints "Exception ignored in ..." with a traceback; the command would go
+  on. Inside the block, :func:`_resend_lost` takes such an ``Interrupted`` and sends the signal again, so it
+  is raised at the main thread's next step, outside the finalizer.
 """
 
 from __future__ import annotations
 
+import _thread
 import logging
 import os
 import shlex
 import signal
+import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,6 +61,7 @@ class Interrupted(KeyboardInterrupt):
 # command's one line would be eleven. Quieted from the first signal to the end of the block.
 QUIET_AFTER_SIGNAL = ("tornado.application",)
 _levels: dict[str, int] = {}  # their levels before, while quieted
+_warnings: list[warnings.catch_warnings] = []  # the warning filters to restore, while quieted (one at most)
 
 
 def _quiet() -> None:
@@ -61,12 +69,30 @@ def _quiet() -> None:
         log = logging.getLogger(name)
         _levels.setdefault(name, log.level)
         log.setLevel(logging.CRITICAL + 1)
+    if not _warnings:
+        _warnings.append(warnings.catch_warnings())
+        _warnings[0].__enter__()
+        warnings.simplefilter("ignore")
 
 
 def _unquiet() -> None:
     for name, level in _levels.items():
         logging.getLogger(name).setLevel(level)
     _levels.clear()
+    if _warnings:
+        _warnings.pop().__exit__(None, None, None)
+
+
+def _resend_lost(unraisable) -> None:
+    """``sys.unraisablehook`` inside :func:`signals_interrupt`: an ``Interrupted`` raised inside a finalizer
+    is not lost but sent again, to be raised where the main thread can unwind; anything else is reported as
+    Python reports it. A bare thread marks the signal pending for the main thread: sent from the main thread
+    itself (``signal.raise_signal``, ``_thread.interrupt_main``), or while it waits for a ``threading.Thread``
+    to start, the handler runs at once, inside this hook, and is lost again."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        _thread.start_new_thread(_thread.interrupt_main, (signal.Signals(unraisable.exc_value.signum),))
+    else:
+        sys.__unraisablehook__(unraisable)
 
 
 def _raise(signum: int, frame: FrameType | None) -> None:
@@ -96,11 +122,13 @@ def signals_interrupt() -> Iterator[None]:
         return
     _received.clear()  # a fresh command (the tests run several in one process)
     old = {s: signal.signal(s, _raise) for s in SIGNALS}
+    old_hook, sys.unraisablehook = sys.unraisablehook, _resend_lost
     _active.append(True)
     try:
         yield
     finally:
         _active.pop()
+        sys.unraisablehook = old_hook
         for s, handler in old.items():
             signal.signal(s, handler)
         _received.clear()

@@ -180,6 +180,47 @@ def test_event_loop_errors_after_a_signal_are_quiet_until_the_block_ends():
     assert log.level == before and log.isEnabledFor(logging.ERROR)
 
 
+class _SignalledWhileFinalized:
+    """An object whose finalizer is where the signal's handler runs, as a Dask future's ``__del__`` was
+    (CI, 2026-11-26: "Exception ignored in: <function Future.__del__ ...> ... Interrupted: SIGTERM")."""
+
+    def __del__(self) -> None:
+        signal.raise_signal(signal.SIGTERM)  # runs the handler here, inside __del__
+
+
+def test_a_signal_whose_handler_runs_in_a_finalizer_is_raised_after_it_and_prints_nothing(capfd):
+    import warnings
+
+    steps = [0]
+    with pytest.raises(Interrupted) as info, signals_interrupt():
+        obj = _SignalledWhileFinalized()
+        del obj  # the handler raises inside __del__, where Python would ignore it
+        while steps[0] < 10**7:  # the command's next steps: the signal is raised in them
+            steps[0] += 1
+    assert info.value.signum == signal.SIGTERM and steps[0] < 10**7
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err and "Traceback" not in err, err
+    with warnings.catch_warnings(record=True) as caught:  # warnings quieted after the signal come back
+        warnings.simplefilter("always")
+        warnings.warn("after the block", UserWarning, stacklevel=1)
+    assert len(caught) == 1
+
+
+def test_warnings_after_a_signal_are_quiet_until_the_block_ends(recwarn):
+    """joblib warns of the tasks an interrupted fit left unused: not printed over the command's one line."""
+    import warnings
+
+    with pytest.raises(Interrupted), signals_interrupt():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        finally:
+            warnings.warn("1 tasks have been successfully executed but not used", UserWarning, stacklevel=1)
+    assert not [w for w in recwarn if "not used" in str(w.message)]
+    warnings.warn("after the block", UserWarning, stacklevel=1)
+    assert [w for w in recwarn if "after the block" in str(w.message)]
+
+
 def test_sighup_ends_a_command_like_sigterm_with_one_line():
     """A closed terminal (SIGHUP) is an interruption: one line naming it, exit 130, every ``with`` unwound."""
     import pipeline.interrupts as interrupts
