@@ -142,6 +142,12 @@ class Session:
         if self.unused is not None:
             _, self._group = np.unique(np.where(self.unused, 0.0, self.X), axis=0, return_inverse=True)
         self._measured_groups: set[int] = set()
+        # per candidate, its level: which parameters it uses (one level per pattern of ``unused``: the fused
+        # CFD space's ``fusion`` values); None without inactive rules
+        self.levels: np.ndarray | None = None
+        if self.unused is not None:
+            _, levels = np.unique(self.unused, axis=0, return_inverse=True)
+            self.levels = levels.ravel()
         # Every strategy measures only candidates not yet measured (``unmeasured``), so a budget over the
         # number of distinct candidates could never be spent: its ``while session.remaining`` loops would
         # spin forever. The budget is the space at most; the run then measures the whole space and says so

@@ -242,3 +242,35 @@ def test_a_thompson_draws_ties_go_to_the_forests_mean_whatever_the_row_order():
             measure_thompson(session, per_tree, 1, np.random.default_rng(seed))
             picks.append(session.history[-1].config)
         assert picks[0] == picks[1] == {"level": 1, "size": 3, "knob": 0}, (seed, picks)
+
+
+def test_thompson_slots_take_turns_over_the_levels_still_in_reach(monkeypatch):
+    """A level whose typical configuration is slow can hold the fastest (the fused CFD space's stage level):
+    while two levels' best measurements are within ``LIVE`` of each other, the slots of a Thompson batch take
+    turns between them even where every tree prefers one; once one level falls behind, the trees decide."""
+    import numpy as np
+
+    import pipeline.strategies.iterative as iterative
+    from pipeline.strategies.iterative import live_levels, measure_thompson
+
+    monkeypatch.setattr(iterative, "LIVE", 1.5)  # the toy's levels are 1.33x apart
+    session = _twin_session(list(range(12)))
+    assert session.levels is not None
+    level0 = [session.index_of({"level": 0, "size": z, "knob": 0}) for z in (1, 2, 3)]
+    level1 = [session.index_of({"level": 1, "size": z, "knob": k}) for z in (1, 2, 3) for k in (0, 1)]
+    session.measure_index(level0[0])  # 2.0
+    session.measure_index(level1[0])  # 1.5: level 0 within LIVE of it
+    assert len(live_levels(session, session.unmeasured())) == 2
+    per_tree = np.full((4, 12), 5.0)
+    per_tree[:, level1] = 1.0  # every tree prefers level 1
+    before = len(session.history)
+    measure_thompson(session, per_tree, 2, np.random.default_rng(0))
+    levels = sorted(m.config["level"] for m in session.history[before:])
+    assert levels == [0, 1]  # one slot each, not both in level 1
+
+    session = _twin_session(list(range(12)))
+    session.measure_index(level0[2])  # 4.0: more than LIVE times level 1's best
+    session.measure_index(level1[0])  # 1.5
+    assert len(live_levels(session, session.unmeasured())) == 1
+    measure_thompson(session, per_tree, 2, np.random.default_rng(0))
+    assert [m.config["level"] for m in session.history[2:]] == [1, 1]
