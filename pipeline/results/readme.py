@@ -790,6 +790,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "live_search_cfd_h100_cards4": _file_block("data/cfd/h100/live_search/cards4/summary.md"),
     "live_search_one_card_against_four": _file_block("data/convolution/h200x4/live_search_cards/summary.md"),
     "live_search_cfd_h100_evolve": _file_block("data/cfd/h100/live_search/evolve/summary.md"),
+    "live_search_cfd_h100_levels": _file_block("data/cfd/h100/live_search/levels/summary.md"),
     "live_search_convolution_h100": _file_block("data/convolution/h100/live_search/eight_seeds/summary.md"),
     "kernel_convolution_h100": _kernel_convolution,
 }
