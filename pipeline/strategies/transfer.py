@@ -84,4 +84,4 @@ def tune(session: Session, trust: int = 20, share: float = 0.25) -> None:
     prior = prior_scores(session, target_vector(session))
     session.measure_ranked(prior, max(min(trust, session.budget), round(share * session.budget)))
     if session.remaining:
-        search(session, product_features(session.X), **OPTIONS)
+        search(session, product_features(session.X, session.unused), **OPTIONS)  # as evolve
