@@ -124,7 +124,8 @@ def measure_thompson(
         scores = per_tree[t][pool].copy()
         scores[np.isin(pool, chosen)] = np.inf
         if pool_levels is not None and len(live) > 1:
-            scores[pool_levels != live[turn % len(live)]] = np.inf
+            inside = np.where(pool_levels == live[turn % len(live)], scores, np.inf)
+            scores = inside if np.isfinite(inside).any() else scores  # a level this batch has used up
             turn += 1
         chosen.append(int(pool[np.lexsort((mean, scores))[0]]))
     for i in chosen:

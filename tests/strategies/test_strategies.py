@@ -268,6 +268,17 @@ def test_thompson_slots_take_turns_over_the_levels_still_in_reach(monkeypatch):
     levels = sorted(m.config["level"] for m in session.history[before:])
     assert levels == [0, 1]  # one slot each, not both in level 1
 
+    # a level with fewer unmeasured candidates than its turns: the slot goes elsewhere, never to one chosen
+    session = _twin_session(list(range(12)))
+    for i in level0[:2] + level1[:1]:
+        session.measure_index(i)  # level 0 keeps one size unmeasured (two twin rows), level 1 five rows
+    assert len(live_levels(session, session.unmeasured())) == 2
+    wide = np.full((8, 12), 5.0)
+    wide[:, level1] = 1.0
+    measure_thompson(session, wide, 6, np.random.default_rng(0))  # three turns for level 0's two rows
+    new = [tuple(m.config.values()) for m in session.history[3:]]
+    assert len(new) == len(set(new)) == 6
+
     session = _twin_session(list(range(12)))
     session.measure_index(level0[2])  # 4.0: more than LIVE times level 1's best
     session.measure_index(level1[0])  # 1.5
