@@ -9,23 +9,9 @@
 # Wheels of dask/distributed/skops in .whl are installed to /tmp/site where present (the device image lacks them).
 set -uo pipefail
 OUT=${1:-${OUT:-/tmp/out}}; mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || exit 1
-fi
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+source benchmarks/gpu_setup.sh  # wheels, PYTHONPATH, nvidia-smi.txt, device.json
 export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-kernel-convolution}
 SWEEP=${SWEEP_DIR:-/tmp/kernel_convolution}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
-  > "$OUT/nvidia-smi.txt" 2>&1
-python3 - > "$OUT/device.json" <<'PY'
-import json, os, platform, cupy
-from kernels.backend import get_backend
-from kernels.device import describe_device
-facts = describe_device(get_backend("cupy"))
-facts.update(python=platform.python_version(), cupy=cupy.__version__, cpus=len(os.sched_getaffinity(0)))
-print(json.dumps(facts, indent=1))
-PY
 date -u +"start %Y-%m-%dT%H:%M:%SZ" | tee "$OUT/run.log"
 timeout "${SWEEP_LIMIT_S:-420}" python3 -m pipeline sweep cluster_configs/sweeps/kernel_convolution.yaml \
   --out "$SWEEP" --max-minutes "${MINUTES:-5}" 2>&1 | tee -a "$OUT/run.log"

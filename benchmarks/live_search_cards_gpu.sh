@@ -7,14 +7,12 @@
 # summary joins both (a row per number of cards). Run from the repository root with the wheels in .whl.
 #   SPEC (cluster_configs/sweeps/kernel_convolution.yaml) REFERENCE (data/convolution/h100/sweep)
 #   STRATEGY (evolve) BUDGET (200) SEEDS (0,1,2) ROUNDS (11) LIMIT_S (270: each run's time limit)
-# Everything lands in $OUT: live.log, live-1.log, live-all.log, summary.md, remeasure.json, searches.jsonl.
+# Everything lands in $OUT: live.log, live-1.log, live-all.log, summary.md, remeasure.json, searches.jsonl,
+# nvidia-smi.txt, device.json.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
-  > "$OUT/nvidia-smi.txt" 2>&1
+source benchmarks/gpu_setup.sh  # wheels, PYTHONPATH, nvidia-smi.txt, device.json
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # the strategies' model fits on one BLAS thread
 ALL=${CUDA_VISIBLE_DEVICES:-$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd,)}
 DIR=/tmp/live_search_cards
 rm -rf "$DIR" /tmp/cupy-cache-1 /tmp/cupy-cache-all

@@ -8,19 +8,16 @@
 # compared with, re-measured in the same call; REFERENCE= (empty) compares with the fastest pick instead.
 # Run from the repository root with the wheels in .whl (dask, distributed,
 # skops, kernel_tuner). Everything lands in $OUT: live.log, summary.md, remeasure.json, searches.jsonl,
-# searches.tar.gz (each search's folder without its shards: journal, plan).
+# nvidia-smi.txt, device.json, searches.tar.gz (each search's folder without its shards: journal, plan).
 #   STRATEGIES (evolve,kt:genetic_algorithm,kt:random_sample) BUDGETS (20,50,100) SEEDS (0,1,2,3,4)
 #   ROUNDS (11) LIMIT_S (560)
 # Compiling is the slow part here (NVRTC, about 0.5-1 s a configuration, each once per machine:
 # CUPY_CACHE_DIR); split the seeds or strategies over calls where one call is not enough.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+source benchmarks/gpu_setup.sh  # wheels, PYTHONPATH, nvidia-smi.txt, device.json
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # the strategies' model fits on one BLAS thread
 export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-kernel-convolution}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
-  > "$OUT/nvidia-smi.txt" 2>&1
 DIR=/tmp/live_search_convolution
 rm -rf "$DIR"
 REFERENCE=${REFERENCE-data/convolution/h100/sweep}

@@ -21,19 +21,8 @@
 # worker each): CUDA_VISIBLE_DEVICES=0 against 0,1,2,3 gives the same search on 1 and on 4 cards.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv \
-  > "$OUT/nvidia-smi.txt" 2>&1
-python3 - > "$OUT/device.json" <<'PY'
-import json, platform, cupy
-from kernels.backend import get_backend
-from kernels.device import describe_device
-facts = describe_device(get_backend("cupy"))
-facts.update(python=platform.python_version(), cupy=cupy.__version__)
-print(json.dumps(facts, indent=1))
-PY
+source benchmarks/gpu_setup.sh  # wheels, PYTHONPATH, nvidia-smi.txt, device.json
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # the strategies' model fits on one BLAS thread
 DIR=/tmp/live_search
 rm -rf "$DIR"; mkdir -p "$DIR"
 { date -u +"start %Y-%m-%dT%H:%M:%SZ"; git rev-parse HEAD 2>/dev/null || true; } > "$OUT/live.log"
