@@ -17,7 +17,8 @@ from tests.conftest import REPO
 
 BENCH = REPO / "benchmarks"
 MODULES = sorted(p.stem for p in BENCH.glob("*.py") if p.stem != "__init__")
-SCRIPTS = sorted(p.name for p in BENCH.glob("*.sh"))
+SOURCED = ("gpu_setup.sh",)  # sourced by the scripts, not run on its own
+SCRIPTS = sorted(p.name for p in BENCH.glob("*.sh") if p.name not in SOURCED)
 PROJECT = ("pipeline", "kernels")
 
 
@@ -43,6 +44,15 @@ def test_every_shell_benchmark_parses_and_names_modules_that_exist(name):
     assert called, f"{name} runs no python -m benchmarks.<name>"
     for package, module in called:
         assert (REPO / package / f"{module}.py").is_file(), f"{name}: {package}.{module} does not exist"
+    for sourced in re.findall(r"^source (\S+)", text, flags=re.M):
+        assert (REPO / sourced).is_file(), f"{name}: sources {sourced}, which does not exist"
+
+
+@pytest.mark.parametrize("name", SOURCED)
+def test_every_sourced_helper_parses_and_is_sourced(name):
+    assert subprocess.run(["bash", "-n", str(BENCH / name)], capture_output=True).returncode == 0
+    users = [s for s in SCRIPTS if f"source benchmarks/{name}" in (BENCH / s).read_text()]
+    assert users, f"{name}: no script sources it"
 
 
 def _private_uses(path: Path) -> list[str]:
