@@ -38,7 +38,7 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 sweep: $(VENV)/.installed
-	$(PY) -m pipeline sweep $(SPEC) --cluster $(CLUSTER) \
+	$(VENV)/bin/launchtune sweep $(SPEC) --cluster $(CLUSTER) \
 		$(if $(OUT),--out $(OUT)) $(if $(GPU_CLASSES),--gpu-class $(GPU_CLASSES)) $(if $(SEED),--seed $(SEED)) \
 		$(if $(SAMPLES),--samples $(SAMPLES)) $(if $(MAX_MINUTES),--max-minutes $(MAX_MINUTES)) $(if $(FORCE),--force)
 
@@ -49,9 +49,9 @@ pytest: $(VENV)/.installed
 	$(PY) -m pytest -q
 
 notebooks: $(VENV)/.installed
-	$(PY) -m pipeline notebooks
+	$(VENV)/bin/launchtune notebooks
 
-LINTED := kernels pipeline tests benchmarks lab
+LINTED := launchtune kernels pipeline tests benchmarks lab
 lint: $(VENV)/.installed
 	$(PY) -m ruff check $(LINTED)
 	$(PY) -m ruff format --check $(LINTED)

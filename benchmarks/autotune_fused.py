@@ -10,7 +10,7 @@
    configurations drawn from the fused space). One CUDA event per step gives every step's time; the final
    states must be bitwise equal (the tuner keeps the seven kernels' arithmetic, ``tile.arith`` 0, by default).
 3. Each run's chosen configuration against the default, and the seeded pick against the sweep's best row, in
-   interleaved rounds of 5 steps (ratio, 95% interval, verdict: ``kernels.compare``).
+   interleaved rounds of 5 steps (ratio, 95% interval, verdict: ``launchtune.kernels.compare``).
 
 Writes results.json and the runs' tuning tables under --out and prints a short table last.
 """
@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from kernels.autotune.whole import attach_whole_tuner, table_configurations
-from kernels.cfd.solver import Solver
-from kernels.compare import Comparison, compare, interleaved
-from kernels.device import describe_device
+from launchtune.kernels.autotune.whole import attach_whole_tuner, table_configurations
+from launchtune.kernels.cfd.solver import Solver
+from launchtune.kernels.compare import Comparison, compare, interleaved
+from launchtune.kernels.device import describe_device
 
 STEPS_PER_ROUND = 5
 

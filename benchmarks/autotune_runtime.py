@@ -13,7 +13,7 @@
    changes the answer).
 3. Per kernel: the tuned parameters' time alone against the exhaustive best and the default; whole-step times
    of the default, exhaustive-best and tuned configurations re-measured with more repeats, and each against
-   the default in interleaved rounds (ratio, 95% interval, verdict: ``kernels.compare``).
+   the default in interleaved rounds (ratio, 95% interval, verdict: ``launchtune.kernels.compare``).
 
 Writes results.json, exhaustive.csv, launches_scan.csv.gz, launches_seeded.csv.gz, tuning_table.json and
 seed_table.json under --out, and prints a short table last.
@@ -32,13 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
-from kernels.autotune import TuningTable, attach_tuners, save_tuning, tuning_summary
-from kernels.autotune.attach import space_candidates
-from kernels.autotune.table import Entry
-from kernels.cfd.solver import Solver
-from kernels.cfd.workload import CfdWorkload
-from kernels.compare import Comparison, compare, interleaved
-from kernels.device import describe_device
+from launchtune.kernels.autotune import TuningTable, attach_tuners, save_tuning, tuning_summary
+from launchtune.kernels.autotune.attach import space_candidates
+from launchtune.kernels.autotune.table import Entry
+from launchtune.kernels.cfd.solver import Solver
+from launchtune.kernels.cfd.workload import CfdWorkload
+from launchtune.kernels.compare import Comparison, compare, interleaved
+from launchtune.kernels.device import describe_device
 
 
 def exhaustive(wl: CfdWorkload, repeats: int) -> tuple[list[dict], list[tuple[int, int]]]:
@@ -228,7 +228,7 @@ def measure(args: argparse.Namespace, out: Path, partial: dict) -> int:
         t = wl.run(config, 21)
         step_times[name] = {"total_ms": t.total, "kernels_ms": t.kernels}
     # Each tuned whole step against the default in interleaved rounds: the speed-up with its 95% interval and
-    # the verdict it decides (kernels.compare), never two medians taken apart
+    # the verdict it decides (launchtune.kernels.compare), never two medians taken apart
     step_vs_default = {}
     for name, config in configs.items():
         if name == "default":

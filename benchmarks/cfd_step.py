@@ -20,12 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from kernels.backend import get_backend
-from kernels.cfd.fused_kernels import FusedKernels
-from kernels.cfd.launch_space import PAPER_BLOCKS, PAPER_THREADS, WIDE_THREADS, wide_blocks
-from kernels.cfd.physics import KERNEL_NAMES
-from kernels.cfd.workload import make_workload
-from kernels.device import describe_device, measure_copy_bandwidth
+from launchtune.kernels.backend import get_backend
+from launchtune.kernels.cfd.fused_kernels import FusedKernels
+from launchtune.kernels.cfd.launch_space import PAPER_BLOCKS, PAPER_THREADS, WIDE_THREADS, wide_blocks
+from launchtune.kernels.cfd.physics import KERNEL_NAMES
+from launchtune.kernels.cfd.workload import make_workload
+from launchtune.kernels.device import describe_device, measure_copy_bandwidth
 
 D = 8  # bytes per double
 
@@ -79,7 +79,7 @@ def fused_section(ns, copy_gbs: float) -> dict:
     workload's ``check``) and timed; then the best of each level re-timed in
     interleaved rounds against the seven-kernel default (the ratio's spread over rounds is its uncertainty).
     Compile time is the workload's own account, outside every timed step."""
-    from kernels.cfd.fused_space import FUSION_LEVELS, TILE_DEFAULT
+    from launchtune.kernels.cfd.fused_space import FUSION_LEVELS, TILE_DEFAULT
 
     w = make_workload(ns.case, ns.size, ns.backend, space="fused")
     s = w.solver

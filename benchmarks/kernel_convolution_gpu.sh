@@ -13,7 +13,7 @@ source benchmarks/gpu_setup.sh  # wheels, PYTHONPATH, nvidia-smi.txt, device.jso
 export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-kernel-convolution}
 SWEEP=${SWEEP_DIR:-/tmp/kernel_convolution}
 date -u +"start %Y-%m-%dT%H:%M:%SZ" | tee "$OUT/run.log"
-timeout "${SWEEP_LIMIT_S:-420}" python3 -m pipeline sweep cluster_configs/sweeps/kernel_convolution.yaml \
+timeout "${SWEEP_LIMIT_S:-420}" python3 -m launchtune sweep cluster_configs/sweeps/kernel_convolution.yaml \
   --out "$SWEEP" --max-minutes "${MINUTES:-5}" 2>&1 | tee -a "$OUT/run.log"
 status=${PIPESTATUS[0]}
 date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" | tee -a "$OUT/run.log"
@@ -44,5 +44,5 @@ for cls, c in r["classes"].items():
 PY
 [ "${AHEAD:-1}" = 0 ] || timeout "${AHEAD_LIMIT_S:-140}" python3 -m benchmarks.kernel_compile_ahead --samples "${AHEAD_SAMPLES:-30,300}" \
   --out "$OUT/compile_ahead.json" 2>&1 | tee "$OUT/compile_ahead.log"
-python3 -m pipeline export --format c-header "$SWEEP" "$OUT/convolution_tuned.h" 2>&1 | tail -2
+python3 -m launchtune export --format c-header "$SWEEP" "$OUT/convolution_tuned.h" 2>&1 | tail -2
 exit $status

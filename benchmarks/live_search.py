@@ -3,7 +3,7 @@
     python -m benchmarks.live_search --reference data/cfd/h100/sweep_fused_arith \\
         --strategies evolve,iterative --budgets 100,200 --seeds 0,1,2,3,4 --out DIR
 
-Each (strategy, budget, seed) is the live path of ``python -m pipeline sweep --strategy`` (``search_class``:
+Each (strategy, budget, seed) is the live path of ``launchtune sweep --strategy`` (``search_class``:
 the strategy's proposals measured by the cluster's worker, one shard each, the journal) on the reference
 sweep's spec, in its own sweep folder ``DIR/<strategy>-<budget>-seed<seed>`` (merged; not trained), with
 its wall time from the first proposal to the last answer. One cluster serves them all, so the workload is
@@ -11,7 +11,7 @@ built and its kernels compiled once. Then, on the same worker, every pick and th
 recorded rows (``--top-rows``, one per configuration that runs alike) are re-measured in ``--rounds``
 interleaved rounds (each round times every configuration once, in a rotated order), and each pick is
 compared with the fastest of those rows: the median of the per-round ratios with its 95% bootstrap interval
-(``kernels.compare``).
+(``launchtune.kernels.compare``).
 
 Writes ``DIR/searches.jsonl`` (one line per search, as it ends), ``DIR/remeasure.json`` and ``DIR/summary.md``
 (per strategy and budget: mean over seeds of pick / best row, mean wall time, against the reference sweep's
@@ -30,16 +30,16 @@ from typing import Any
 
 import numpy as np
 
-from kernels.compare import bootstrap_interval, compare
-from pipeline.cluster import open_cluster
-from pipeline.cluster.waits import result, wait_limit
-from pipeline.sweep.folder import PLAN_FACTS, SweepFolder
-from pipeline.sweep.measure import warm_workers, workers_by_class
-from pipeline.sweep.priors import check_params, constants_of, load_priors
-from pipeline.sweep.search import run_searches, search_pool_plan, top_picks
-from pipeline.sweep.shards import load_merged, merge
-from pipeline.sweep.spec import SearchSpec, SweepSpec, load_spec
-from pipeline.sweep.worker import get_workload
+from launchtune.kernels.compare import bootstrap_interval, compare
+from launchtune.pipeline.cluster import open_cluster
+from launchtune.pipeline.cluster.waits import result, wait_limit
+from launchtune.pipeline.sweep.folder import PLAN_FACTS, SweepFolder
+from launchtune.pipeline.sweep.measure import warm_workers, workers_by_class
+from launchtune.pipeline.sweep.priors import check_params, constants_of, load_priors
+from launchtune.pipeline.sweep.search import run_searches, search_pool_plan, top_picks
+from launchtune.pipeline.sweep.shards import load_merged, merge
+from launchtune.pipeline.sweep.spec import SearchSpec, SweepSpec, load_spec
+from launchtune.pipeline.sweep.worker import get_workload
 
 
 def rounds_task(spec: dict[str, Any], configs: list[dict[str, int]], repeats: int, rounds: int) -> dict:
@@ -61,7 +61,7 @@ def rounds_task(spec: dict[str, Any], configs: list[dict[str, int]], repeats: in
 
 def reference_rows(reference: Path, gpu_class: str, params: list[str], n: int, spec: SweepSpec) -> list[dict]:
     """The reference sweep's ``n`` fastest ok rows of ``gpu_class``, one per configuration that runs alike."""
-    from kernels.space import Inactive, Param, Space
+    from launchtune.kernels.space import Inactive, Param, Space
 
     merged = load_merged(reference)
     rows = merged[(merged["gpu_class"] == gpu_class) & (merged["status"] == "ok")].sort_values("total_ms")
@@ -341,7 +341,7 @@ def head_to_head(searches: list[dict[str, Any]]) -> list[str]:
     as for the replayed tables). ``transfer`` is left out: it starts from other GPUs' data."""
     import pandas as pd
 
-    from pipeline.strategies.uncertainty import ratio_interval
+    from launchtune.pipeline.strategies.uncertainty import ratio_interval
 
     runs = pd.DataFrame(
         [

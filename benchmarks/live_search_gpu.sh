@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Live searches on one lent GPU against the committed fused CFD sweep of that card (issue "tune live with a
 # budget"): benchmarks/live_search.py runs each (strategy, budget, seed) through the live path of
-# `python -m pipeline sweep --strategy` on one local cluster (the workload built and compiled once), then
+# `launchtune sweep --strategy` on one local cluster (the workload built and compiled once), then
 # re-measures every pick and the reference sweep's fastest rows in interleaved rounds in the same call.
 # Run from the repository root with the dask/distributed/skops wheels in .whl. Everything lands in $OUT:
 # live.log, summary.md, remeasure.json, searches.jsonl, nvidia-smi.txt, device.json, searches.tar.gz (the

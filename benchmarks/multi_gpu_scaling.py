@@ -6,7 +6,7 @@ efficiency, each card's throughput, and whether the cards time the same configur
     python3 -m benchmarks.multi_gpu_scaling --cpu --out DIR  # the same steps, CPU workers as the cards
     python3 -m benchmarks.multi_gpu_scaling --table data/cfd/h200x2/multi_gpu_scaling/scaling.json  # reprint
 
-1. ``python -m pipeline sweep SPEC`` with the first card only (``CUDA_VISIBLE_DEVICES=<first>``), then
+1. ``launchtune sweep SPEC`` with the first card only (``CUDA_VISIBLE_DEVICES=<first>``), then
 2. the same spec on the first N cards, each into a folder of its own. Samples per second are the sweep's own
    (``timing.json``: rows over the measuring phase, which starts once every worker has built its workload);
    per card: its rows over its busy time, and the seconds between the first and the last card to finish.
@@ -65,7 +65,8 @@ def cards(n: int, cpu: bool) -> list[str]:
     # asked in a child process: CUDA fixes the visible devices when it starts, and this process sets
     # CUDA_VISIBLE_DEVICES for the card comparison later
     probe = (
-        "import json; from kernels.device import visible_gpu_names; print(json.dumps(visible_gpu_names()))"
+        "import json; from launchtune.kernels.device import visible_gpu_names;"
+        " print(json.dumps(visible_gpu_names()))"
     )
     names = json.loads(
         subprocess.check_output([sys.executable, "-c", probe], cwd=REPO, text=True).splitlines()[-1]
@@ -84,7 +85,7 @@ def run_sweep(label: str, spec: Path, out: Path, n: int, ids: list[str], cpu: bo
     cmd = [
         sys.executable,
         "-m",
-        "pipeline",
+        "launchtune",
         "sweep",
         str(spec),
         "--out",
@@ -154,9 +155,9 @@ def agreement(
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids)
     from distributed import wait
 
-    from pipeline.cluster.local import open_local_cluster
-    from pipeline.sweep.spec import load_spec
-    from pipeline.sweep.worker import measure_batch, plan_task
+    from launchtune.pipeline.cluster.local import open_local_cluster
+    from launchtune.pipeline.sweep.spec import load_spec
+    from launchtune.pipeline.sweep.worker import measure_batch, plan_task
 
     spec_d = load_spec(spec).to_dict()
     sweep = work / "agree"

@@ -3,7 +3,7 @@
     python -m benchmarks.remeasure_pick DIR [--gpu-class h100]
 
 For a committed folder whose models or features changed after its GPU session (the fused sweeps after the
-plan learnt which parameters a level leaves unused): trains the folder's models anew, as ``python -m pipeline
+plan learnt which parameters a level leaves unused): trains the folder's models anew, as ``launchtune
 train`` does, then runs the sweep's own re-measure step (``pipeline.sweep.run.remeasure_picks``: the search
 model ranks a fresh pool, the best that run are measured, the pick is timed against the default in interleaved
 rounds) in this process instead of on a Dask worker, and writes the report. Only the named class is
@@ -16,16 +16,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from kernels.compare import compare, interleaved
-from pipeline.errors import UserError
-from pipeline.jsonio import write_json
-from pipeline.learn.report import build_report, first_runnable
-from pipeline.learn.train import train_sweep
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.run import remeasure_picks
-from pipeline.sweep.shards import load_merged
-from pipeline.sweep.worker import get_workload
-from pipeline.sweep.workloads import check_allow_flag, check_workload
+from launchtune.kernels.compare import compare, interleaved
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.jsonio import write_json
+from launchtune.pipeline.learn.report import build_report, first_runnable
+from launchtune.pipeline.learn.train import train_sweep
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.run import remeasure_picks
+from launchtune.pipeline.sweep.shards import load_merged
+from launchtune.pipeline.sweep.worker import get_workload
+from launchtune.pipeline.sweep.workloads import check_allow_flag, check_workload
 
 
 class _Done:
@@ -48,7 +48,7 @@ def main() -> int:
     p.add_argument("dir", type=Path, help="a sweep folder (sweep.json, merged/, plan/)")
     p.add_argument("--gpu-class", required=True, help="the class to re-measure: the GPU this runs on")
     p.add_argument("--rounds", type=int, default=21, help="interleaved rounds of pick vs best row (21)")
-    p.add_argument("--allow-workload", action="append", default=[], help="as for python -m pipeline sweep")
+    p.add_argument("--allow-workload", action="append", default=[], help="as for launchtune sweep")
     args = p.parse_args()
     folder = SweepFolder(args.dir)
     spec, _ = folder.read_spec()

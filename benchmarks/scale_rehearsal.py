@@ -87,7 +87,7 @@ def commit() -> str:
 
 
 def make_spec(samples: int, workers: int, args, kill_dir: Path, batch_size: int):
-    from pipeline.sweep.spec import parse_spec
+    from launchtune.pipeline.sweep.spec import parse_spec
 
     kills = max(1, round(workers * args.kill_fraction))
     data = {
@@ -130,8 +130,8 @@ def child_merge(folder: Path) -> None:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from pipeline.sweep.folder import SweepFolder
-    from pipeline.sweep.shards import merge
+    from launchtune.pipeline.sweep.folder import SweepFolder
+    from launchtune.pipeline.sweep.shards import merge
 
     t0 = time.perf_counter()
     merged = merge(folder)
@@ -156,7 +156,7 @@ def child_merge(folder: Path) -> None:
 
 
 def child_train(folder: Path) -> None:
-    from pipeline.learn.train import train_sweep
+    from launchtune.pipeline.learn.train import train_sweep
 
     t0 = time.perf_counter()
     out = train_sweep(folder, log=lambda m: print(m, file=sys.stderr))
@@ -185,7 +185,7 @@ def sleeps_s(folder: Path, args) -> tuple[float, int]:
     """Seconds of sleep the merged rows asked for (the workers' real work), and the failed rows."""
     import pyarrow.parquet as pq
 
-    from pipeline.sweep.rehearsal import RehearsalWorkload
+    from launchtune.pipeline.sweep.rehearsal import RehearsalWorkload
 
     if not args.straggler_fraction:  # every sleep is its row's time x the scale: summed in numpy
         t = pq.read_table(folder / "merged", columns=["status", "total_ms"]).to_pandas()
@@ -210,17 +210,17 @@ def sleeps_s(folder: Path, args) -> tuple[float, int]:
 
 
 def one(samples: int, workers: int, args, work: Path) -> dict[str, Any]:
-    from pipeline.cluster import open_cluster
-    from pipeline.sweep.folder import SweepFolder
-    from pipeline.sweep.measure import measure_batches, warm_workers
-    from pipeline.sweep.run import plan_class
+    from launchtune.pipeline.cluster import open_cluster
+    from launchtune.pipeline.sweep.folder import SweepFolder
+    from launchtune.pipeline.sweep.measure import measure_batches, warm_workers
+    from launchtune.pipeline.sweep.run import plan_class
 
     folder = work / f"s{samples}-w{workers}"
     shutil.rmtree(folder, ignore_errors=True)
     kill_dir = folder / "kills"
     kill_dir.mkdir(parents=True)
     if args.batch_size == "auto":
-        from pipeline.sweep.batching import suggest_batch_size
+        from launchtune.pipeline.sweep.batching import suggest_batch_size
 
         batch_size = suggest_batch_size(samples, workers, 5.46e-3 * args.time_scale)  # the dataset's mean
     else:
@@ -295,7 +295,7 @@ def idle_cost(workers: int, seconds: float, work: Path) -> list[dict[str, Any]]:
     and the worker processes, over ``seconds`` after a 3 s settle."""
     import psutil
 
-    import pipeline.cluster.local as local
+    import launchtune.pipeline.cluster.local as local
 
     out = []
     for quiet in (False, True):
@@ -332,8 +332,8 @@ def rows_only(n: int, source: Path, work: Path, args) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipeline.sweep.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest
-    from pipeline.sweep.folder import SweepFolder
+    from launchtune.pipeline.sweep.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest
+    from launchtune.pipeline.sweep.folder import SweepFolder
 
     src = SweepFolder(source)
     shards = src.shards()

@@ -1,6 +1,6 @@
 """What batching costs a search's quality, replayed on recorded spaces (no GPU).
 
-A live search over K workers (``python -m pipeline sweep --strategy``) keeps K measurements in flight: its
+A live search over K workers (``launchtune sweep --strategy``) keeps K measurements in flight: its
 strategy proposes before the last K-1 answers are back, and answers come out of order. This replays that on
 recorded data (``pipeline.strategies.parallel``: each answer arrives after its recorded time) and scores
 mean picked/optimum per strategy and K against K = 1 (the sequential run), with the ratio's 95% stratified
@@ -25,7 +25,7 @@ import pandas as pd
 
 
 def _one(args: tuple) -> dict[str, Any]:
-    from pipeline.strategies.evaluate import run_one
+    from launchtune.pipeline.strategies.evaluate import run_one
 
     dataset, strategy, budget, seed, parallel, prior = args
     record = run_one(dataset, strategy, budget, seed, prior, parallel=parallel)
@@ -36,7 +36,7 @@ def _one(args: tuple) -> dict[str, Any]:
 
 def table(runs: pd.DataFrame) -> str:
     """Mean picked/optimum per strategy, budget and K (mean over GPUs of per-GPU means), and K against 1."""
-    from pipeline.strategies.uncertainty import ratio_interval
+    from launchtune.pipeline.strategies.uncertainty import ratio_interval
 
     runs = runs.assign(label=runs["strategy"] + "@" + runs["parallel"].astype(str))
     gpus = sorted(runs["gpu"].unique())
@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     runs_path = args.out / "runs.jsonl"
     if not args.table_only:
-        from pipeline.strategies import NEEDS_PRIOR
-        from pipeline.strategies.datasets import load_datasets
+        from launchtune.pipeline.strategies import NEEDS_PRIOR
+        from launchtune.pipeline.strategies.datasets import load_datasets
 
         datasets = [d for path in args.dataset for d in load_datasets(path)]
         targets = [d for d in datasets if args.gpu in (None, d.name)]

@@ -10,7 +10,7 @@
    type: two GPU classes (``<class>a`` on the first card, ``<class>b`` on the second), as a node with two
    different card models would be declared.
 2. The CFD sweep of ``cluster_configs/sweeps/multi_gpu_scaling.yaml`` (paper size, fewer samples) for both
-   classes through the real CLI, ``python -m pipeline sweep SPEC --cluster <generated yaml>``: one job per
+   classes through the real CLI, ``launchtune sweep SPEC --cluster <generated yaml>``: one job per
    class, each job ``--gres=gpu:<type>:1``, ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` in its set-up lines. While it
    runs, every job's GPU index is read from ``scontrol show job -d`` (SLURM's own record) and the first
    class's job is cancelled with ``scancel`` once a quarter of its batches are written.
@@ -195,7 +195,7 @@ def run_slurm_sweep(
     cmd = [
         sys.executable,
         "-m",
-        "pipeline",
+        "launchtune",
         "sweep",
         str(spec),
         "--cluster",
@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
         base = "cpu"
         facts = {"peak_fp64_gflops": 1.0, "bandwidth_gbs": 1.0, "memory_gb": 1.0, "source": "CPU rehearsal"}
     else:
-        from kernels.device import gpu_class_of, spec_dict
+        from launchtune.kernels.device import gpu_class_of, spec_dict
 
         cards = gpus_of_host(2)
         for c in cards:

@@ -51,9 +51,9 @@ import numpy as np
 
 from benchmarks.tridiag_ratio_tables import table
 from benchmarks.tridiag_streams import bandwidths, run_meta, timed, write_csv
-from kernels.backend import get_backend
-from kernels.compare import compare
-from kernels.tridiag.system import random_system, residual
+from launchtune.kernels.backend import get_backend
+from launchtune.kernels.compare import compare
+from launchtune.kernels.tridiag.system import random_system, residual
 
 SIZES = [1_000_000, 2_500_000, 4_000_000, 10_000_000, 25_000_000, 50_000_000]
 PLAIN_K = (4, 8)
@@ -81,7 +81,7 @@ class RateProbe:
     a size in that round is its 32 B/unknown at that round's H2D rate, then 8 B/unknown at its D2H rate."""
 
     def __init__(self, cp) -> None:
-        from kernels.tridiag.cuda_solver import empty_pinned
+        from launchtune.kernels.tridiag.cuda_solver import empty_pinned
 
         self.cp, self.rt = cp, cp.cuda.runtime
         self.host = empty_pinned(cp, (PROBE_BYTES // 8,))
@@ -104,8 +104,8 @@ class RateProbe:
 def measure(
     cp, n: int, rounds: int, probe: RateProbe, slices: tuple[int, ...] = (), ends: tuple[float, ...] = ()
 ) -> tuple[list, list, list]:
-    from kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
-    from kernels.tridiag.gtsv2 import GtsvBaseline
+    from launchtune.kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
+    from launchtune.kernels.tridiag.gtsv2 import GtsvBaseline
 
     abcd = random_system(n, seed=n % 100_003, out=empty_pinned(cp, (4, n)))
     plain = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu", staged=False)

@@ -16,7 +16,7 @@ One run does everything the stream models and the device pipelines need:
 SPIKE pipeline: uploads and downloads in order on one stream, the reductions and ways back beside them; equal
 chunks, its ``ends`` stays 1). Stage 2 on the host has only ``streams``. The ``copies`` column says which ran;
 a SPIKE row's seven one-stream stage times are the seed's stages mapped onto its traced chain
-(``kernels.tridiag.workload.spike_stage_times``: t1_d2h = t3_h2d = 0).
+(``launchtune.kernels.tridiag.workload.spike_stage_times``: t1_d2h = t3_h2d = 0).
 Per-round times let every ratio carry an interval: the median of the per-round ratios and a bootstrap 95%
 interval of that median (paired, since one round times both sides within a few milliseconds).
 
@@ -43,12 +43,12 @@ from typing import Any
 
 import numpy as np
 
-from kernels.backend import get_backend
-from kernels.compare import CONFIDENCE, compare
-from kernels.device import describe_device
-from kernels.tridiag import reference
-from kernels.tridiag.system import STAGE2_CHOICES, STREAM_CHOICES
-from kernels.tridiag.workload import STAGES, make_workload
+from launchtune.kernels.backend import get_backend
+from launchtune.kernels.compare import CONFIDENCE, compare
+from launchtune.kernels.device import describe_device
+from launchtune.kernels.tridiag import reference
+from launchtune.kernels.tridiag.system import STAGE2_CHOICES, STREAM_CHOICES
+from launchtune.kernels.tridiag.workload import STAGES, make_workload
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -87,7 +87,7 @@ def run_meta(backend: Any, **extra: Any) -> dict:
 
 def bandwidths(cp) -> dict:
     """Pinned 1 GiB copies on a non-blocking stream, GB/s (median of 5 after a warm-up)."""
-    from kernels.tridiag.cuda_solver import empty_pinned
+    from launchtune.kernels.tridiag.cuda_solver import empty_pinned
 
     nbytes = 1 << 30
     host = empty_pinned(cp, (nbytes // 8,))
@@ -143,7 +143,7 @@ def stream_tau(cp, count: int = 32, rounds: int = 20) -> float:
 
 def overlap_diagnostic(cp) -> list[dict]:
     """256 MiB in, x*2+1, 256 MiB out, chunked over k streams, three ways of copying."""
-    from kernels.tridiag.cuda_solver import empty_pinned
+    from launchtune.kernels.tridiag.cuda_solver import empty_pinned
 
     n = (256 << 20) // 8
     hin = empty_pinned(cp, (n,))
@@ -244,8 +244,8 @@ def timed(cp, stream, fn) -> float:
 def measure_size(
     cp, n: int, repeats: int, bw: dict, log_rows: list[dict], copies: str = "streams"
 ) -> tuple[list[dict], dict]:
-    from kernels.tridiag.device_solver import DevicePartition
-    from kernels.tridiag.gtsv2 import DeviceGtsv, GtsvBaseline, GtsvLimitError
+    from launchtune.kernels.tridiag.device_solver import DevicePartition
+    from launchtune.kernels.tridiag.gtsv2 import DeviceGtsv, GtsvBaseline, GtsvLimitError
 
     t0 = time.perf_counter()
     work = make_workload("random", n, "cupy", seed=n % 100_003)
@@ -422,7 +422,7 @@ def measure_size(
 def tune_size(cp, n: int, repeats: int, copies: str = "streams") -> list[dict]:
     """m x streams and threads per block, stage 2 on the device, pipeline ``copies``; a failing point is
     recorded, not fatal."""
-    from kernels.tridiag.cuda_solver import max_threads
+    from launchtune.kernels.tridiag.cuda_solver import max_threads
 
     out = []
     work = make_workload("random", n, "cupy", seed=n % 100_003)
@@ -447,8 +447,8 @@ def tune_size(cp, n: int, repeats: int, copies: str = "streams") -> list[dict]:
 
 def stage2_alternatives(cp, n: int, repeats: int) -> dict:
     """Stage 2 alone on the interface system of n unknowns (m = 10): ours and gtsv2_nopivot, interleaved."""
-    from kernels.tridiag.device_solver import DevicePartition
-    from kernels.tridiag.gtsv2 import DeviceGtsv
+    from launchtune.kernels.tridiag.device_solver import DevicePartition
+    from launchtune.kernels.tridiag.gtsv2 import DeviceGtsv
 
     abcd = cp.asarray(partition_rows(n))
     dp = DevicePartition(cp, n, 10)
@@ -494,7 +494,7 @@ def stage2_alternatives(cp, n: int, repeats: int) -> dict:
 
 
 def partition_rows(n: int) -> np.ndarray:
-    from kernels.tridiag.system import random_system
+    from launchtune.kernels.tridiag.system import random_system
 
     return random_system(n, seed=n % 100_003)
 
@@ -586,8 +586,8 @@ def main() -> int:
     bw = bandwidths(cp)
     meta["bandwidth"] = bw
     meta["tau_ms"] = stream_tau(cp)
-    from kernels.tridiag.host_solver import default_threads, name
-    from kernels.tridiag.reduced import MR, PCR_MAX, max_unknowns
+    from launchtune.kernels.tridiag.host_solver import default_threads, name
+    from launchtune.kernels.tridiag.reduced import MR, PCR_MAX, max_unknowns
 
     meta["host_solver"] = {"name": name(), "threads": default_threads()}
     free, total = cp.cuda.runtime.memGetInfo()

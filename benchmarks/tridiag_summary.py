@@ -10,7 +10,7 @@ and a slow host stage in the one-stream run inflates the raw figure:
   * raw:       median end-to-end T(1) / min_k median T(k) (what the benchmark prints);
   * fastest:   the fastest of the repeats at k = 1 over the fastest at any k (the host jumps only upwards);
   * denoised:  stage1_span + stage3_span at each k plus the size's one-stream host time, the same for every k
-               (``python -m pipeline streams --denoise-host``): streams only act on stages 1 and 3.
+               (``launchtune streams --denoise-host``): streams only act on stages 1 and 3.
 ``saved ms`` is what the streams take off the device stages (spans at k = 1 minus at the best k), which does
 not depend on the host stage at all. A size is flagged (``*``) where the raw speed-up and the denoised one
 differ by more than ``FLAG`` (0.10): there the host stage's jumps, not the streams, decide the raw figure.

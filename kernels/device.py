@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.backend import Backend, _import_cupy, gpu_count
+from launchtune.kernels.backend import Backend, _import_cupy, gpu_count
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from kernels.space import Space
+from launchtune.kernels.space import Space
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,9 @@ def number_option(
 # Lazy "module:factory" strings keep this module import-light: a workload's CuPy or numpy code loads only when
 # that workload is asked for.
 _FACTORIES = {
-    "cfd": "kernels.cfd.workload:make_workload",
-    "tridiag": "kernels.tridiag.workload:make_workload",
-    "kernel": "kernels.custom.workload:make_workload",
+    "cfd": "launchtune.kernels.cfd.workload:make_workload",
+    "tridiag": "launchtune.kernels.tridiag.workload:make_workload",
+    "kernel": "launchtune.kernels.custom.workload:make_workload",
 }
 
 # Options that name a file: a sweep spec gives them relative to itself (pipeline resolves them).

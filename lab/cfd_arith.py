@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kernels.backend import get_backend
-from kernels.compare import compare
-from kernels.device import describe_device
+from launchtune.kernels.backend import get_backend
+from launchtune.kernels.compare import compare
+from launchtune.kernels.device import describe_device
 
 # The best configuration of both fused sweeps (H100 and H200, data/cfd/*/sweep_fused) and the best directional
 # configuration of the H200 sweep.
@@ -132,9 +132,9 @@ def state_after(solver, config: dict, steps: int = CHECK_STEPS) -> np.ndarray:
 
 def main() -> int:
     from benchmarks.cfd_step import fused_min_bytes, min_bytes
-    from kernels.cfd.fused_space import FUSION_LEVELS
-    from kernels.cfd.solver import Solver
-    from kernels.device import measure_copy_bandwidth
+    from launchtune.kernels.cfd.fused_space import FUSION_LEVELS
+    from launchtune.kernels.cfd.solver import Solver
+    from launchtune.kernels.device import measure_copy_bandwidth
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder for results.json")

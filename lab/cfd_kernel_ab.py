@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kernels.backend import get_backend
-from kernels.compare import compare
-from kernels.device import describe_device
 from lab.cfd_arith import CONFIGS, agreement, ms_per_step, state_after
+from launchtune.kernels.backend import get_backend
+from launchtune.kernels.compare import compare
+from launchtune.kernels.device import describe_device
 
 FUSED_PATH = "kernels/cfd/fused.cu"
 
@@ -61,8 +61,8 @@ def parse_versions(items: list[str], tree_code: str) -> dict[str, str]:
 
 def main() -> int:
     from benchmarks.cfd_step import fused_min_bytes, min_bytes
-    from kernels.cfd.solver import Solver
-    from kernels.device import measure_copy_bandwidth
+    from launchtune.kernels.cfd.solver import Solver
+    from launchtune.kernels.device import measure_copy_bandwidth
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="folder for results.json")

@@ -14,8 +14,8 @@ import json
 
 import numpy as np
 
-from kernels.cfd.physics import KERNEL_NAMES
-from kernels.cfd.solver import Solver
+from launchtune.kernels.cfd.physics import KERNEL_NAMES
+from launchtune.kernels.cfd.solver import Solver
 
 
 def step(size: str) -> None:

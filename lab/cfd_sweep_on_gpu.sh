@@ -12,8 +12,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
   > "$OUT/nvidia-smi.txt" 2>&1
 python3 - > "$OUT/device.json" <<'PY'
 import json, platform, cupy
-from kernels.backend import get_backend
-from kernels.device import describe_device
+from launchtune.kernels.backend import get_backend
+from launchtune.kernels.device import describe_device
 facts = describe_device(get_backend("cupy"))
 facts.update(python=platform.python_version(), cupy=cupy.__version__)
 print(json.dumps(facts, indent=1))
@@ -21,7 +21,7 @@ PY
 # Pre-flight (seconds): the CUDA path must agree with the default configuration before minutes are spent.
 python3 - <<'PY' 2>&1 | tee "$OUT/preflight.log" || exit 3
 import time
-from kernels.workload import make_workload
+from launchtune.kernels.workload import make_workload
 t = time.perf_counter()
 w = make_workload("cfd", "inlet", "3328x1024", "cupy", space="paper")
 print(f"build {time.perf_counter() - t:.1f} s")
@@ -34,7 +34,7 @@ PY
 SPEC=${SPEC:-cluster_configs/sweeps/cfd_inlet_paper.yaml}
 SWEEP=/tmp/$(basename "$SPEC" .yaml)
 date -u +"start %Y-%m-%dT%H:%M:%SZ" | tee "$OUT/run.log"
-timeout "${SWEEP_LIMIT_S:-500}" python3 -m pipeline sweep "$SPEC" \
+timeout "${SWEEP_LIMIT_S:-500}" python3 -m launchtune sweep "$SPEC" \
   --out "$SWEEP" --max-minutes "${MINUTES:-5}" 2>&1 | tee -a "$OUT/run.log"
 status=${PIPESTATUS[0]}
 date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" | tee -a "$OUT/run.log"

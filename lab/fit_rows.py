@@ -5,7 +5,7 @@ is fitted on, over several seeds, on a combined folder (issue 20: combine spent 
         --out data/cfd/combined/sweep_paper/fit_rows
 
 Per cap and seed, the MLP of each class, the combined MLP (scored per class on the same test rows as
-``python -m pipeline train``: split seed fixed at the spec's) and the leave-one-class-out MLPs (trained on the
+``launchtune train``: split seed fixed at the spec's) and the leave-one-class-out MLPs (trained on the
 other classes, scored on every row of the held-out one), fitted as train fits them (``design.model_makers``,
 one BLAS thread) but on at most ``cap`` training rows of each class (``design.capped``, drawn with the seed)
 and with the MLP's random state = the seed. The seed-to-seed spread at ``all`` is what "measurable" means:
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.learn.crossclass import scores
-from pipeline.learn.design import (
+from launchtune.pipeline.learn.crossclass import scores
+from launchtune.pipeline.learn.design import (
     capped,
     design,
     device_features,
@@ -34,9 +34,9 @@ from pipeline.learn.design import (
     model_makers,
     training_rows,
 )
-from pipeline.learn.models import one_thread
-from pipeline.sweep.folder import SweepFolder, ok_rows
-from pipeline.sweep.shards import load_merged
+from launchtune.pipeline.learn.models import one_thread
+from launchtune.pipeline.sweep.folder import SweepFolder, ok_rows
+from launchtune.pipeline.sweep.shards import load_merged
 
 SCORES = ("r2", "spearman", "picked_over_best")
 

@@ -4,7 +4,7 @@
     python -m lab.pick_replay data/cfd/h100/sweep_fused data/cfd/h200/sweep_fused \
         --out data/cfd/combined/pick_replay
 
-Per class: the search model (``metrics.json``'s ``search_model``, refitted as ``python -m pipeline train``
+Per class: the search model (``metrics.json``'s ``search_model``, refitted as ``launchtune train``
 fits it: same rows, same seeded split, one BLAS thread) predicts every recorded row of the class; the pick is
 ``pipeline.learn.pick.predicted_pick`` over (a) all rows and (b) the held-out rows only (the test split of the
 ok rows plus every invalid or failed row, none of which the model was fitted on). The sweep's own re-measure
@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.learn.design import design, group_split, model_makers, training_rows
-from pipeline.learn.models import one_thread
-from pipeline.learn.pick import predicted_pick
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.shards import load_merged
+from launchtune.pipeline.learn.design import design, group_split, model_makers, training_rows
+from launchtune.pipeline.learn.models import one_thread
+from launchtune.pipeline.learn.pick import predicted_pick
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.shards import load_merged
 
 
 def inactive_zeroed(rows: pd.DataFrame, params: list[str]) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Summarise CFD replay records (the JSON lines of ``python -m pipeline strategies``) as a markdown table.
+"""Summarise CFD replay records (the JSON lines of ``launchtune strategies``) as a markdown table.
 
     python -m lab.strategies_cfd_summary data/cfd/h*/strategies/runs.jsonl
 
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.strategies.datasets import load_datasets
-from pipeline.strategies.replay import ReplayWorkload
+from launchtune.pipeline.strategies.datasets import load_datasets
+from launchtune.pipeline.strategies.replay import ReplayWorkload
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,7 +70,7 @@ def table(paths: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("runs", nargs="+", help="runs.jsonl files of python -m pipeline strategies")
+    ap.add_argument("runs", nargs="+", help="runs.jsonl files of launchtune strategies")
     print(table(ap.parse_args(argv).runs), end="")
 
 

@@ -2,7 +2,7 @@
 then rewrite the folder's table, markdown and figure as ``--compare`` would (issue 17: the Kernel Tuner
 baselines need the optional extra and an hour; a change to one of ours should re-run only ours).
 
-    python -m pipeline strategies --dataset ../shared/data/benchmark_hub/convolution --compare \\
+    launchtune strategies --dataset ../shared/data/benchmark_hub/convolution --compare \\
         --budgets 20,50,100,200 --seeds 10 --strategies evolve --workers 2 --out /tmp/evolve
     python -m lab.strategies_replace_rows /tmp/evolve/runs.csv data/convolution/hub/strategies_kt
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pipeline.strategies.evaluate import replace_runs, write_outputs
+from launchtune.pipeline.strategies.evaluate import replace_runs, write_outputs
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,10 +36,10 @@ import numpy as np
 
 from benchmarks.tridiag_ratio_tables import table
 from benchmarks.tridiag_streams import run_meta
-from kernels.backend import get_backend
-from kernels.compare import compare
-from kernels.tridiag import reference
-from kernels.tridiag.system import random_system
+from launchtune.kernels.backend import get_backend
+from launchtune.kernels.compare import compare
+from launchtune.kernels.tridiag import reference
+from launchtune.kernels.tridiag.system import random_system
 
 SIZES = [100_000, 250_000, 500_000, 1_000_000, 2_500_000, 4_000_000, 10_000_000, 25_000_000]
 
@@ -71,8 +71,8 @@ def device_residual(cp, rows, x) -> float:
 
 
 def measure(cp, n: int, ms: list[int], rounds: int, ref_max: int, seed: int) -> tuple[list, list, list]:
-    from kernels.tridiag.device_solver import DevicePartition
-    from kernels.tridiag.gtsv2 import DeviceGtsv
+    from launchtune.kernels.tridiag.device_solver import DevicePartition
+    from launchtune.kernels.tridiag.gtsv2 import DeviceGtsv
 
     abcd = random_system(n, seed=seed)
     a, b, c, d = (cp.asarray(r) for r in abcd)

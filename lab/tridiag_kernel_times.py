@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import argparse
 
-from kernels.backend import get_backend
-from kernels.tridiag.system import random_system
+from launchtune.kernels.backend import get_backend
+from launchtune.kernels.tridiag.system import random_system
 
 
 def main() -> int:
@@ -23,7 +23,7 @@ def main() -> int:
     ap.add_argument("--size", default="1e6", help="unknowns (default 1e6)")
     ap.add_argument("--chunks", type=int, default=4, help="chunk count k (default 4)")
     args = ap.parse_args()
-    from kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
+    from launchtune.kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
 
     cp = get_backend("cupy").xp
     n = int(float(args.size))

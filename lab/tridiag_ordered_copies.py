@@ -32,9 +32,9 @@ import numpy as np
 
 from benchmarks.tridiag_ratio_tables import table
 from benchmarks.tridiag_streams import bandwidths, run_meta, write_csv
-from kernels.backend import get_backend
-from kernels.compare import compare
-from kernels.tridiag.system import random_system, residual
+from launchtune.kernels.backend import get_backend
+from launchtune.kernels.compare import compare
+from launchtune.kernels.tridiag.system import random_system, residual
 
 SIZES = [1_000_000, 2_500_000, 4_000_000, 10_000_000, 25_000_000, 50_000_000]
 ORDERED_K = (1, 2, 4, 8, 16, 32)
@@ -46,7 +46,7 @@ def log(*args: object) -> None:
 
 
 def measure(cp, n: int, rounds: int, bw: dict) -> tuple[list, list, list]:
-    from kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
+    from launchtune.kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
 
     abcd = random_system(n, seed=n % 100_003, out=empty_pinned(cp, (4, n)))
     solver = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu")

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.tridiag_streams import write_csv
-from kernels.backend import get_backend
-from kernels.tridiag.system import random_system
+from launchtune.kernels.backend import get_backend
+from launchtune.kernels.tridiag.system import random_system
 
 F8 = 8
 
@@ -53,7 +53,7 @@ def parts(cp: Any, sv: Any, plain: Any, k: int) -> dict[str, Callable[[], object
     """Each part of the pipelines for ``k`` chunks on slice edges, enqueued on the solver's main stream;
     ``plain``: a ``DevicePartition`` of the same size with ``staged=False``, for the spike way back that reads
     and writes rows directly (``spike_back_first_plain``)."""
-    from kernels.tridiag.reduced import SLICE
+    from launchtune.kernels.tridiag.reduced import SLICE
 
     rt, dp, st = cp.cuda.runtime, sv.dp, sv.main
     n8 = sv.n * F8
@@ -96,8 +96,8 @@ def parts(cp: Any, sv: Any, plain: Any, k: int) -> dict[str, Callable[[], object
 
 
 def measure(cp: Any, n: int, ks: list[int], repeats: int, ends: float = 1.0) -> list[dict]:
-    from kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
-    from kernels.tridiag.device_solver import DevicePartition
+    from launchtune.kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned
+    from launchtune.kernels.tridiag.device_solver import DevicePartition
 
     abcd = random_system(n, seed=n % 100_003, out=empty_pinned(cp, (4, n)))
     sv = CudaPartitionSolver(cp, abcd, m=10, threads=256, stage2="gpu")

@@ -1,5 +1,5 @@
-"""``launchtune <command>`` (the console script) or ``python -m pipeline <command>``: one module per command
-under :mod:`pipeline.commands`.
+"""``launchtune <command>`` (the console script) or ``launchtune <command>``: one module per command
+under :mod:`launchtune.pipeline.commands`.
 
 Each command module has ``add_parser(subparsers)`` (which sets ``func``) and stays small; a new command is one
 new file and one line in ``COMMANDS``.
@@ -13,12 +13,12 @@ import signal
 import sys
 from typing import NoReturn
 
-from pipeline.errors import UserError, path_error_line
-from pipeline.interrupts import Interrupted, received, signals_interrupt
-from pipeline.logs import configure as configure_logging
+from launchtune.pipeline.errors import UserError, path_error_line
+from launchtune.pipeline.interrupts import Interrupted, received, signals_interrupt
+from launchtune.pipeline.logs import configure as configure_logging
 
 COMMANDS = [
-    # module names under pipeline.commands; add yours on its own line
+    # module names under launchtune.pipeline.commands; add yours on its own line
     "sweep",
     "merge",
     "train",
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
-        importlib.import_module(f"pipeline.commands.{name}").add_parser(sub)
+        importlib.import_module(f"launchtune.pipeline.commands.{name}").add_parser(sub)
     return parser
 
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _interrupted(signum: int | None) -> int:
     """One line naming the signal, exit 130 (128 + SIGINT) for Ctrl-C and SIGTERM alike: the SLURM cluster
-    turns SIGTERM and SIGHUP into a plain KeyboardInterrupt too (``pipeline.cluster.slurm``)."""
+    turns SIGTERM and SIGHUP into a plain KeyboardInterrupt too (``launchtune.pipeline.cluster.slurm``)."""
     signum = signum or signal.SIGINT
     print(
         f"interrupted ({signal.Signals(signum).name}): files already written are kept, none half-written; "

@@ -14,8 +14,8 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from kernels.atomic import write_text
-from pipeline.errors import UserError
+from launchtune.kernels.atomic import write_text
+from launchtune.pipeline.errors import UserError
 
 _KINDS = {
     stat.S_IFDIR: "a directory",

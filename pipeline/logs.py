@@ -13,7 +13,7 @@ import sys
 
 from tqdm import tqdm
 
-ROOT = "pipeline"
+ROOT = "launchtune"
 
 
 class _Lines(logging.Handler):

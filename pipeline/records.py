@@ -19,7 +19,7 @@ import jsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from pipeline.errors import UserError
+from launchtune.pipeline.errors import UserError
 
 
 def _is_number(_: Any, value: Any) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.errors import UserError
+from launchtune.pipeline.errors import UserError
 
 # A spec or cluster config is a page of YAML. Bounds, so a hostile or broken file is one line, not a stalled
 # machine: its bytes, and the nodes it stands for once every alias is expanded (a "billion laughs" file of a

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.backend import gpu_count
+from launchtune.kernels.backend import gpu_count
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

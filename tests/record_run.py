@@ -3,11 +3,11 @@
 Runs COMMAND (default ``make test``) from the repository root, passing its output through, and writes
 ``data/ci/last_run.json``: the commit, the machine's cores and load, the wall time of the whole command (the
 install included on a fresh clone), and pytest's own time and counts from its final summary line. The README's
-sentence about the suite is generated from that file (``python -m pipeline readme``), so it says what the
+sentence about the suite is generated from that file (``launchtune readme``), so it says what the
 last recorded run did, at which commit. Record it on a clean clone::
 
     git clone REPO /tmp/fresh && cd /tmp/fresh && python3 -m tests.record_run
-    cp /tmp/fresh/data/ci/last_run.json REPO/data/ci/ && cd REPO && .venv/bin/python -m pipeline readme
+    cp /tmp/fresh/data/ci/last_run.json REPO/data/ci/ && cd REPO && .venv/bin/launchtune readme
 
 Standard library only: it runs before ``.venv`` exists.
 """

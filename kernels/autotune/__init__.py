@@ -5,7 +5,7 @@ The CFD solver's CLI calls :func:`attach_tuners` (``--autotune {off,scan,seeded}
 log and the tuned table.
 """
 
-from kernels.autotune.attach import (
+from launchtune.kernels.autotune.attach import (
     MODES,
     attach_tuners,
     fit_candidates,
@@ -13,9 +13,9 @@ from kernels.autotune.attach import (
     tuning_files,
     tuning_summary,
 )
-from kernels.autotune.log import LaunchLog
-from kernels.autotune.table import Entry, TableError, TuningTable
-from kernels.autotune.tuner import IDLE, SCANNING, STARTUP, Autotuner, TunerError
+from launchtune.kernels.autotune.log import LaunchLog
+from launchtune.kernels.autotune.table import Entry, TableError, TuningTable
+from launchtune.kernels.autotune.tuner import IDLE, SCANNING, STARTUP, Autotuner, TunerError
 
 __all__ = [
     "IDLE",

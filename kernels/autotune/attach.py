@@ -12,11 +12,11 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kernels.autotune.log import LaunchLog
-from kernels.autotune.table import RUNTIME, Entry, TuningTable, size_key
-from kernels.autotune.tuner import Autotuner, TunerError
-from kernels.backend import Backend, get_backend
-from kernels.device import describe_device
+from launchtune.kernels.autotune.log import LaunchLog
+from launchtune.kernels.autotune.table import RUNTIME, Entry, TuningTable, size_key
+from launchtune.kernels.autotune.tuner import Autotuner, TunerError
+from launchtune.kernels.backend import Backend, get_backend
+from launchtune.kernels.device import describe_device
 
 MODES = ("off", "scan", "seeded")
 Param = tuple[int, int]  # (blocks, threads)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernels.atomic import write_text
+from launchtune.kernels.atomic import write_text
 
 FORMAT = "launchtune-tuning-table"
 RUNTIME = "runtime"

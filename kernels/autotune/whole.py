@@ -21,10 +21,18 @@ from collections.abc import Hashable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from kernels.atomic import write_text
-from kernels.autotune.table import FORMAT, RUNTIME, TableError, _cells, _is_int, read_table_doc, size_key
-from kernels.autotune.tuner import IDLE, Autotuner, TunerError
-from kernels.device import describe_device
+from launchtune.kernels.atomic import write_text
+from launchtune.kernels.autotune.table import (
+    FORMAT,
+    RUNTIME,
+    TableError,
+    _cells,
+    _is_int,
+    read_table_doc,
+    size_key,
+)
+from launchtune.kernels.autotune.tuner import IDLE, Autotuner, TunerError
+from launchtune.kernels.device import describe_device
 
 NAME = "step"  # the tuner's name in logs and summaries
 Key = tuple[tuple[str, int], ...]

@@ -1,5 +1,5 @@
 import sys
 
-from kernels.cfd.cli import main
+from launchtune.kernels.cfd.cli import main
 
 sys.exit(main())

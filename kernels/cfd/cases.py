@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.cfd import grid as gridmod
-from kernels.cfd.physics import MMS, MMS_L, freestream, mms_exact
-from kernels.cfd.reference import EXTRAP, FIXED, WALL
+from launchtune.kernels.cfd import grid as gridmod
+from launchtune.kernels.cfd.physics import MMS, MMS_L, freestream, mms_exact
+from launchtune.kernels.cfd.reference import EXTRAP, FIXED, WALL
 
 CASES = ("inlet", "mms", "freestream")
 

@@ -20,16 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from kernels.autotune import TableError, TunerError, attach_tuners, tuning_files, tuning_summary
-from kernels.autotune.whole import attach_whole_tuner
-from kernels.backend import BACKEND_NAMES
-from kernels.cfd.cases import CASES
-from kernels.cfd.mms import run_mms
-from kernels.cfd.physics import LIMITERS, mach
-from kernels.cfd.solver import Scheme, Solver, parse_size
-from kernels.cfd.workload import MAX_SMOOTHING
-from kernels.device import describe_device
-from kernels.progress import Progress
+from launchtune.kernels.autotune import TableError, TunerError, attach_tuners, tuning_files, tuning_summary
+from launchtune.kernels.autotune.whole import attach_whole_tuner
+from launchtune.kernels.backend import BACKEND_NAMES
+from launchtune.kernels.cfd.cases import CASES
+from launchtune.kernels.cfd.mms import run_mms
+from launchtune.kernels.cfd.physics import LIMITERS, mach
+from launchtune.kernels.cfd.solver import Scheme, Solver, parse_size
+from launchtune.kernels.cfd.workload import MAX_SMOOTHING
+from launchtune.kernels.device import describe_device
+from launchtune.kernels.progress import Progress
 
 AUTOTUNE_MODES = ("off", "scan", "seeded")
 EQUATIONS = ("rho", "rhou", "rhov", "rhoE")
@@ -68,7 +68,7 @@ def _scheme(ns: argparse.Namespace) -> Scheme:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m kernels.cfd",
+        prog="python -m launchtune.kernels.cfd",
         description="2D finite-volume Euler solver (SENSEI 30-degree supersonic inlet, Xue & Roy) on CuPy or "
         "numpy: seven kernels per Runge-Kutta stage, each with its own launch configuration.",
     )
@@ -248,7 +248,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
         "solver": solver.describe(),
         "launch": {k: list(v) for k, v in solver.launch.items()},
         "mach_range": [float(mach(w).min()), float(mach(w).max())],
-        "command": " ".join(["python -m kernels.cfd", *sys.argv[1:]]),
+        "command": " ".join(["python -m launchtune.kernels.cfd", *sys.argv[1:]]),
     }
 
     summary["device"] = describe_device(solver.backend)
@@ -278,7 +278,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     if whole is not None and whole.table_entry() is not None:
         files["tuning_table.json"] = whole.write_table
     if not ns.no_plot:
-        from kernels.cfd.plot import mach_figure
+        from launchtune.kernels.cfd.plot import mach_figure
 
         title = f"{ns.case} {size[0]}x{size[1]}, {ns.steps} steps"
         files["mach.png"] = lambda p: mach_figure(x, y, mach(w), w[1], w[2], p, title)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kernels.cfd.physics import KERNEL_NAMES
-from kernels.space import Config, Constraint, Param, Space
+from launchtune.kernels.cfd.physics import KERNEL_NAMES
+from launchtune.kernels.space import Config, Constraint, Param, Space
 
 PAPER_BLOCKS = tuple(range(100, 1001, 100))
 PAPER_THREADS = tuple(range(32, 385, 32))

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from kernels.cfd.physics import mms_exact
-from kernels.cfd.solver import Scheme, Solver
-from kernels.progress import Progress
+from launchtune.kernels.cfd.physics import mms_exact
+from launchtune.kernels.cfd.solver import Scheme, Solver
+from launchtune.kernels.progress import Progress
 
 
 def converge(

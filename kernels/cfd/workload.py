@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from kernels.cfd.cases import CASES
-from kernels.cfd.fused_kernels import FUSED_KERNELS
-from kernels.cfd.fused_space import fused_violations
-from kernels.cfd.launch_space import PRESETS
-from kernels.cfd.physics import KERNEL_NAMES, LIMITERS
-from kernels.cfd.solver import Scheme, Solver, parse_size
-from kernels.space import Space, SpaceError
-from kernels.workload import SEED_MAX, Check, Timing, WorkloadError, integer_option, number_option
+from launchtune.kernels.cfd.cases import CASES
+from launchtune.kernels.cfd.fused_kernels import FUSED_KERNELS
+from launchtune.kernels.cfd.fused_space import fused_violations
+from launchtune.kernels.cfd.launch_space import PRESETS
+from launchtune.kernels.cfd.physics import KERNEL_NAMES, LIMITERS
+from launchtune.kernels.cfd.solver import Scheme, Solver, parse_size
+from launchtune.kernels.space import Space, SpaceError
+from launchtune.kernels.workload import SEED_MAX, Check, Timing, WorkloadError, integer_option, number_option
 
 WORKLOAD_PRESETS = (*PRESETS, "fused")
 
@@ -229,7 +229,7 @@ SCHEME_FIELDS = ("kappa", "epsilon", "limiter", "cfl", "stages")
 
 def check_arguments(case: str, size: str | tuple[int, int], **options: Any) -> None:
     """The case, size, option names, types and ranges and the space preset, checked without building
-    anything (``kernels.workload.check_arguments``); raises ``WorkloadError`` naming the field."""
+    anything (``launchtune.kernels.workload.check_arguments``); raises ``WorkloadError`` naming the field."""
     unknown = [k for k in options if k not in OPTIONS]
     if unknown:
         raise WorkloadError(

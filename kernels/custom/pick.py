@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernels.autotune.table import TableError, read_table_doc
-from kernels.custom.spec import load_kernel_spec
+from launchtune.kernels.autotune.table import TableError, read_table_doc
+from launchtune.kernels.custom.spec import load_kernel_spec
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,8 @@ class DevicePick:
 
 
 def current_gpu_class() -> str:
-    from kernels.backend import get_backend
-    from kernels.device import describe_device
+    from launchtune.kernels.backend import get_backend
+    from launchtune.kernels.device import describe_device
 
     return str(describe_device(get_backend("auto"))["gpu_class"])
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import yaml
 
-from kernels.custom.arguments import ArgumentSpec, nbytes, parse_arguments
-from kernels.custom.errors import SpecError
-from kernels.custom.expressions import Expression, ExpressionError, parse
-from kernels.space import Constraint, Param, Space, SpaceError
+from launchtune.kernels.custom.arguments import ArgumentSpec, nbytes, parse_arguments
+from launchtune.kernels.custom.errors import SpecError
+from launchtune.kernels.custom.expressions import Expression, ExpressionError, parse
+from launchtune.kernels.space import Constraint, Param, Space, SpaceError
 
 PROBLEM_NAMES = ("problem_size_x", "problem_size_y", "problem_size_z")
 DEFAULT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")

@@ -22,15 +22,21 @@ from typing import Any
 
 import numpy as np
 
-from kernels.backend import get_backend
-from kernels.custom.arguments import make_host
-from kernels.custom.compile import Compiled, Compiler, cache_key, default_workers, source_with_defines
-from kernels.custom.errors import SpecError
-from kernels.custom.expressions import ExpressionError
-from kernels.custom.spec import KernelSpec, check_for_problem, load_kernel_spec
-from kernels.device import CLASS_SPECS
-from kernels.space import Space
-from kernels.workload import Check, Timing, WorkloadError
+from launchtune.kernels.backend import get_backend
+from launchtune.kernels.custom.arguments import make_host
+from launchtune.kernels.custom.compile import (
+    Compiled,
+    Compiler,
+    cache_key,
+    default_workers,
+    source_with_defines,
+)
+from launchtune.kernels.custom.errors import SpecError
+from launchtune.kernels.custom.expressions import ExpressionError
+from launchtune.kernels.custom.spec import KernelSpec, check_for_problem, load_kernel_spec
+from launchtune.kernels.device import CLASS_SPECS
+from launchtune.kernels.space import Space
+from launchtune.kernels.workload import Check, Timing, WorkloadError
 
 OPTIONS = ("spec", "seed", "compile_workers")
 WORKERS_ENV = "LAUNCHTUNE_COMPILE_WORKERS"

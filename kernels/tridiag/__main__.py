@@ -1,4 +1,4 @@
-"""``python -m kernels.tridiag solve --size N --streams K --backend {auto,cupy,numpy}``:
+"""``python -m launchtune.kernels.tridiag solve --size N --streams K --backend {auto,cupy,numpy}``:
 one solve, its residual and its stage times."""
 
 from __future__ import annotations
@@ -8,14 +8,20 @@ import sys
 
 import numpy as np
 
-from kernels.backend import BACKEND_NAMES, BackendError
-from kernels.tridiag.system import COPY_CHOICES, STREAM_CHOICES, TridiagError, ZeroPivotError, residual
-from kernels.tridiag.workload import CASES, DEFAULT, ENDS_PERCENT, STAGES
+from launchtune.kernels.backend import BACKEND_NAMES, BackendError
+from launchtune.kernels.tridiag.system import (
+    COPY_CHOICES,
+    STREAM_CHOICES,
+    TridiagError,
+    ZeroPivotError,
+    residual,
+)
+from launchtune.kernels.tridiag.workload import CASES, DEFAULT, ENDS_PERCENT, STAGES
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m kernels.tridiag",
+        prog="python -m launchtune.kernels.tridiag",
         description="The tridiagonal partition solver (FP64) with CUDA streams.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -81,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def solve_command(args: argparse.Namespace) -> int:
-    from kernels.tridiag.workload import make_workload
+    from launchtune.kernels.tridiag.workload import make_workload
 
     if args.repeats < 1:
         raise TridiagError(f"--repeats {args.repeats} must be at least 1")

@@ -47,11 +47,11 @@ from typing import Any
 
 import numpy as np
 
-from kernels.tridiag import reduced
-from kernels.tridiag.device_solver import DevicePartition, free_device_bytes
-from kernels.tridiag.device_solver import max_threads as limit
-from kernels.tridiag.host_solver import HostSolver
-from kernels.tridiag.system import (
+from launchtune.kernels.tridiag import reduced
+from launchtune.kernels.tridiag.device_solver import DevicePartition, free_device_bytes
+from launchtune.kernels.tridiag.device_solver import max_threads as limit
+from launchtune.kernels.tridiag.host_solver import HostSolver
+from launchtune.kernels.tridiag.system import (
     check_copies,
     check_ends,
     check_m,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kernels.tridiag.partition import stage2
-from kernels.tridiag.system import ZeroPivotError
+from launchtune.kernels.tridiag.partition import stage2
+from launchtune.kernels.tridiag.system import ZeroPivotError
 
 SOURCE = Path(__file__).with_name("host_thomas.c")
 

@@ -1,19 +1,21 @@
 """The whole partition method in numpy, the reference every device path is checked against: stage 1 on the
 sub-systems in ``streams`` chunks, the interface system on the host (LAPACK, the seed's stage 2) or by the
-device's algorithm (:mod:`kernels.tridiag.reduced`), stage 3.
+device's algorithm (:mod:`launchtune.kernels.tridiag.reduced`), stage 3.
 
 Its own module because the reduced solver is itself built from the partition stages
-(:mod:`kernels.tridiag.partition`): the stages sit below both.
+(:mod:`launchtune.kernels.tridiag.partition`): the stages sit below both.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from kernels.tridiag import reduced
-from kernels.tridiag.partition import padded_blocks, stage1, stage3
-from kernels.tridiag.partition import stage2 as stage2_host  # the parameter `stage2` names the tunable
-from kernels.tridiag.system import check_stage2, chunk_bounds
+from launchtune.kernels.tridiag import reduced
+from launchtune.kernels.tridiag.partition import padded_blocks, stage1, stage3
+from launchtune.kernels.tridiag.partition import (
+    stage2 as stage2_host,
+)  # the parameter `stage2` names the tunable
+from launchtune.kernels.tridiag.system import check_stage2, chunk_bounds
 
 
 def solve(abcd: np.ndarray, m: int = 10, streams: int = 1, stage2: str = "host") -> np.ndarray:

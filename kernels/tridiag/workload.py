@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from kernels.backend import get_backend
-from kernels.space import Constraint, Param, Space
-from kernels.tridiag import partition, reference
-from kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned, max_threads
-from kernels.tridiag.reduced import solve_reduced
-from kernels.tridiag.system import (
+from launchtune.kernels.backend import get_backend
+from launchtune.kernels.space import Constraint, Param, Space
+from launchtune.kernels.tridiag import partition, reference
+from launchtune.kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned, max_threads
+from launchtune.kernels.tridiag.reduced import solve_reduced
+from launchtune.kernels.tridiag.system import (
     COPY_CHOICES,
     STAGE2_CHOICES,
     STREAM_CHOICES,
@@ -40,7 +40,7 @@ from kernels.tridiag.system import (
     random_system,
     residual,
 )
-from kernels.workload import SEED_MAX, Check, Timing, WorkloadError, integer_option
+from launchtune.kernels.workload import SEED_MAX, Check, Timing, WorkloadError, integer_option
 
 CASES = ("random", "heat")
 THREADS = (32, 64, 128, 256, 512, 1024)
@@ -395,7 +395,7 @@ class ArgumentError(TridiagError, WorkloadError):
 
 def check_arguments(case: str, size: int | str | tuple[int, ...], **options: Any) -> None:
     """The case, size and option names, checked without building anything
-    (``kernels.workload.check_arguments``); raises ``ArgumentError`` naming the field."""
+    (``launchtune.kernels.workload.check_arguments``); raises ``ArgumentError`` naming the field."""
     unknown = [k for k in options if k != "seed"]
     if unknown:
         raise ArgumentError(f"unknown tridiag option {unknown[0]!r} (known: seed)", f"options.{unknown[0]}")

@@ -3,7 +3,7 @@
 ``open_cluster`` yields a :class:`ClusterHandle` whose client's workers each carry a Dask resource named after
 their GPU class (``{"h100": 1}``), so a task submitted with ``resources={cls: 1}`` only runs on that class's
 workers. Kinds: ``local`` (:mod:`pipeline.cluster.local`: one worker per visible GPU, else one CPU worker) and
-``slurm`` (:mod:`pipeline.cluster.slurm`: dask-jobqueue, one job template per GPU class).
+``slurm`` (:mod:`launchtune.pipeline.cluster.slurm`: dask-jobqueue, one job template per GPU class).
 """
 
 from __future__ import annotations
@@ -13,16 +13,18 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from kernels.device import GPU_CLASSES
-from pipeline.errors import UserError
-from pipeline.interrupts import deferred_signals, spawned_ignore_sigint
+from launchtune.kernels.device import GPU_CLASSES
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.interrupts import deferred_signals, spawned_ignore_sigint
 
 logger = logging.getLogger(__name__)
 
-CLUSTER_DIR = Path(__file__).resolve().parents[2] / "cluster_configs"
+# Package data: a wheel installs it as plain files, so the folder is a real path.
+CLUSTER_DIR = Path(str(files("launchtune.cluster_configs")))
 
 
 @dataclass
@@ -52,7 +54,7 @@ def known_gpu_classes(cluster: str) -> tuple[str, ...]:
     path = resolve_cluster_config(cluster)
     if path is None:
         return GPU_CLASSES
-    from pipeline.cluster.slurm_config import load_slurm_config  # SLURM's config only for SLURM
+    from launchtune.pipeline.cluster.slurm_config import load_slurm_config  # SLURM's config only for SLURM
 
     return GPU_CLASSES + tuple(c for c in load_slurm_config(path).classes if c not in GPU_CLASSES)
 
@@ -88,8 +90,10 @@ def open_cluster(
     stack = ExitStack()
     try:
         if path is None:
-            from pipeline.cluster.local import open_local_cluster  # each kind loads its machinery when asked
-            from pipeline.cluster.worker_signals import preloaded
+            from launchtune.pipeline.cluster.local import (
+                open_local_cluster,  # each kind loads its machinery when asked
+            )
+            from launchtune.pipeline.cluster.worker_signals import preloaded
 
             stack.enter_context(
                 preloaded()
@@ -99,7 +103,7 @@ def open_cluster(
                 gpu_classes=gpu_classes, workdir=workdir, log=log, workers_per_class=workers_per_class
             )
         else:
-            from pipeline.cluster.slurm import open_slurm_cluster  # dask-jobqueue only for SLURM
+            from launchtune.pipeline.cluster.slurm import open_slurm_cluster  # dask-jobqueue only for SLURM
 
             opened = open_slurm_cluster(
                 path, gpu_classes=gpu_classes, workers_per_class=workers_per_class, workdir=workdir, log=log

@@ -23,11 +23,11 @@ from typing import Any
 import dask
 from distributed import Client, LocalCluster
 
-from kernels.device import gpu_class_of, visible_gpu_names
-from pipeline.cluster import ClusterHandle
-from pipeline.cluster.security import local_security
-from pipeline.errors import UserError
-from pipeline.interrupts import deferred_signals
+from launchtune.kernels.device import gpu_class_of, visible_gpu_names
+from launchtune.pipeline.cluster import ClusterHandle
+from launchtune.pipeline.cluster.security import local_security
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.interrupts import deferred_signals
 
 logger = logging.getLogger(__name__)
 

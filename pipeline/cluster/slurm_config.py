@@ -16,9 +16,9 @@ from typing import Any
 
 from dask.utils import parse_bytes
 
-from kernels.device import CLASS_SPEC_ENV, CLASS_SPECS, spec_dict
-from pipeline.errors import UserError
-from pipeline.yamlio import check_keys, load_yaml
+from launchtune.kernels.device import CLASS_SPEC_ENV, CLASS_SPECS, spec_dict
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.yamlio import check_keys, load_yaml
 
 JOB_KEYS = (
     "gres",
@@ -245,7 +245,7 @@ def lifetime_args(walltime_s: int) -> list[str]:
 
 def site_class_exports(job: ClassJob) -> list[str]:
     """For a class the registry lacks, the set-up line that hands its ``device:`` facts to the worker, so they
-    reach every row it writes (``kernels.device.class_spec``)."""
+    reach every row it writes (``launchtune.kernels.device.class_spec``)."""
     if job.gpu_class in CLASS_SPECS:
         return []
     facts = {k: job.device[k] for k in DEVICE_KEYS if k in job.device}

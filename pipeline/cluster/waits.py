@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pipeline.errors import UserError
+from launchtune.pipeline.errors import UserError
 
 WAIT_ENV = "LAUNCHTUNE_WAIT_S"
 DEFAULT_WAIT_S = {"local": 3600.0, "slurm": 86400.0}
@@ -69,7 +69,7 @@ def result(future: Any, what: str, limit: float) -> Any:
     except (KeyboardInterrupt, UserError):
         raise
     except Exception as exc:
-        from kernels.workload import WorkloadError
+        from launchtune.kernels.workload import WorkloadError
 
         first = (str(exc).splitlines() or [""])[0][:400]
         line = f"{what} failed on the cluster: {type(exc).__name__}: {first}"

@@ -1,4 +1,4 @@
-"""``python -m pipeline cluster [CONFIG]``: check a SLURM cluster config and show what a sweep would submit.
+"""``launchtune cluster [CONFIG]``: check a SLURM cluster config and show what a sweep would submit.
 
 Nothing is submitted and no scheduler starts. Without --dry-run it prints one line per GPU class (partition,
 resources, walltime, device facts); with --dry-run it also prints each class's job script exactly as
@@ -16,8 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="check a SLURM cluster config; --dry-run prints the job scripts",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n  python -m pipeline cluster --dry-run\n"
-        "  python -m pipeline cluster --dry-run my-site.yaml --gpu-class v100,h100\n",
+        epilog="examples:\n  launchtune cluster --dry-run\n"
+        "  launchtune cluster --dry-run my-site.yaml --gpu-class v100,h100\n",
     )
     p.add_argument(
         "config",
@@ -36,10 +36,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.cluster import resolve_cluster_config
-    from pipeline.cluster.slurm import dry_run_scripts
-    from pipeline.cluster.slurm_config import load_slurm_config
-    from pipeline.errors import UserError
+    from launchtune.pipeline.cluster import resolve_cluster_config
+    from launchtune.pipeline.cluster.slurm import dry_run_scripts
+    from launchtune.pipeline.cluster.slurm_config import load_slurm_config
+    from launchtune.pipeline.errors import UserError
 
     path = resolve_cluster_config(args.config)
     if path is None:

@@ -1,7 +1,7 @@
-"""``python -m pipeline combine OUT SRC [SRC ...]``: one folder from sweeps of several GPU classes, trained
+"""``launchtune combine OUT SRC [SRC ...]``: one folder from sweeps of several GPU classes, trained
 per class and combined, with leave-one-class-out, and reported, without measuring anything.
 
-Each SRC is a sweep folder (``python -m pipeline sweep``), typically one per GPU class measured on its own
+Each SRC is a sweep folder (``launchtune sweep``), typically one per GPU class measured on its own
 machine, or a Kernel Tuner cache (``.json`` / ``.json.gz``, or a folder of them): a GPU measured elsewhere,
 one class per cache with its data-sheet facts from the GPU registry (kernels/device.py). Sweep folders must
 share workload, case, size, workload options, check setting and launch space; backend, samples, samplers,
@@ -19,9 +19,9 @@ from pathlib import Path
 
 EPILOG = """\
 examples:
-  python -m pipeline combine results/combined \
+  launchtune combine results/combined \
       data/cfd/h100/sweep_paper data/cfd/h200/sweep_paper data/cfd/cpu/sweep_paper
-  python -m pipeline combine results/convolution_7 \
+  launchtune combine results/convolution_7 \
       data/convolution/h100/sweep ../shared/data/benchmark_hub/convolution
 """
 
@@ -50,7 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.learn.combine import combine
+    from launchtune.pipeline.learn.combine import combine
 
     combine(args.out, args.sources)
     return 0

@@ -1,4 +1,4 @@
-"""``python -m pipeline export --format kernel-tuner SWEEP_DIR OUT``: a sweep's measured configurations (its
+"""``launchtune export --format kernel-tuner SWEEP_DIR OUT``: a sweep's measured configurations (its
 ``merged/`` data; or any dataset the strategies read) as a Kernel Tuner cache file, one per GPU class, for
 Kernel Tuner's simulation mode and the Benchmark Hub's tools. ``pipeline.strategies.kt_cache`` says what an
 entry holds."""
@@ -9,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from pipeline.errors import UserError
+from launchtune.pipeline.errors import UserError
 
 FORMATS = ("kernel-tuner", "c-header")
 
@@ -19,8 +19,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "export",
         help="write recorded data in another tool's format (a Kernel Tuner cache)",
         description=__doc__,
-        epilog="example: python -m pipeline export --format kernel-tuner data/cfd/h100/sweep_paper "
-        "h100.json.gz",
+        epilog="example: launchtune export --format kernel-tuner data/cfd/h100/sweep_paper h100.json.gz",
     )
     p.add_argument("--format", required=True, choices=FORMATS, help="output format")
     p.add_argument(
@@ -40,8 +39,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.format == "c-header":
         return write_c_header(Path(args.source), Path(args.out))
-    from pipeline.strategies.datasets import load_datasets
-    from pipeline.strategies.kt_cache import write_cache
+    from launchtune.pipeline.strategies.datasets import load_datasets
+    from launchtune.pipeline.strategies.kt_cache import write_cache
 
     datasets = load_datasets(args.source)
     out = Path(args.out)
@@ -61,11 +60,11 @@ def run(args: argparse.Namespace) -> int:
 
 def write_c_header(sweep_dir: Path, out: Path) -> int:
     """The tuning table of a ``kernel`` sweep (or a combined folder of them) as a C header at ``out``."""
-    from kernels.atomic import write_text
-    from kernels.custom.header import Pick, render_header
-    from kernels.custom.spec import load_kernel_spec
-    from kernels.workload import WorkloadError
-    from pipeline.sweep.folder import SweepFolder
+    from launchtune.kernels.atomic import write_text
+    from launchtune.kernels.custom.header import Pick, render_header
+    from launchtune.kernels.custom.spec import load_kernel_spec
+    from launchtune.kernels.workload import WorkloadError
+    from launchtune.pipeline.sweep.folder import SweepFolder
 
     if out.suffix not in (".h", ".hpp", ".cuh"):
         raise UserError(f"{out}: a C header's name ends in .h, .hpp or .cuh")
@@ -75,9 +74,7 @@ def write_c_header(sweep_dir: Path, out: Path) -> int:
         raise UserError(f"{sweep_dir}: a {spec.workload!r} sweep; the C header is for kernel sweeps")
     table = folder.read_tuning_table()
     if table is None:
-        raise UserError(
-            f"{sweep_dir}: no tuning_table.json (run `python -m pipeline report {sweep_dir}` first)"
-        )
+        raise UserError(f"{sweep_dir}: no tuning_table.json (run `launchtune report {sweep_dir}` first)")
     try:
         kernel = load_kernel_spec(spec.options["spec"])
         problem = kernel.problem(spec.size)

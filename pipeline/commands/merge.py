@@ -1,4 +1,4 @@
-"""``python -m pipeline merge DIR``: gather a sweep's shards into DIR/merged (Parquet, by GPU class)."""
+"""``launchtune merge DIR``: gather a sweep's shards into DIR/merged (Parquet, by GPU class)."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.errors import UserError
-    from pipeline.sweep.folder import SweepFolder
-    from pipeline.sweep.shards import merge
+    from launchtune.pipeline.errors import UserError
+    from launchtune.pipeline.sweep.folder import SweepFolder
+    from launchtune.pipeline.sweep.shards import merge
 
     if not args.dir.is_dir():
         raise UserError(f"{args.dir}: no such sweep folder")

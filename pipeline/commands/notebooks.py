@@ -1,4 +1,4 @@
-"""``python -m pipeline notebooks``: execute the notebooks in notebooks/ headless against a results folder and
+"""``launchtune notebooks``: execute the notebooks in notebooks/ headless against a results folder and
 write the executed copies (with their figures) to an output folder; the notebooks themselves stay unexecuted.
 
 Each notebook reads the results folder from $LAUNCHTUNE_NOTEBOOK_RESULTS in its first cell (default: the
@@ -12,16 +12,18 @@ import argparse
 import os
 import tempfile
 import time
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import UserError
+from launchtune.pipeline.errors import UserError
 
-NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+# Package data: a wheel installs it as plain files, so the folder is a real path.
+NOTEBOOK_DIR = Path(str(files("launchtune.notebooks")))
 DEFAULT_OUT = Path("results/notebooks")
 EPILOG = """examples:
-  python -m pipeline notebooks                                   # all of them, on data/
-  python -m pipeline notebooks 02 --results results/ --out /tmp/nb   # one, on your own sweeps
+  launchtune notebooks                                   # all of them, on data/
+  launchtune notebooks 02 --results results/ --out /tmp/nb   # one, on your own sweeps
   make notebooks"""
 
 
@@ -92,7 +94,7 @@ def execute_notebook(
             f"running notebooks needs nbclient, nbformat and ipykernel ({exc.name} is missing): "
             "pip install -e '.[test]'"
         ) from None
-    from pipeline.results import RESULTS_ENV, results_folder
+    from launchtune.pipeline.results import RESULTS_ENV, results_folder
 
     results = results_folder(results)
     nb = nbformat.read(path, as_version=4)
@@ -145,7 +147,7 @@ def execute_notebook(
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.results import results_folder
+    from launchtune.pipeline.results import results_folder
 
     paths = notebook_paths(args.names)
     results = results_folder(args.results)  # a wrong folder is the user's mistake: one line, exit 2

@@ -1,4 +1,4 @@
-"""``python -m pipeline readme [--check]``: render the measured tables of README.md and docs/ from committed
+"""``launchtune readme [--check]``: render the measured tables of README.md and docs/ from committed
 data (the generated blocks of ``pipeline.results.readme``); ``--check`` only compares and exits 1 on drift."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipeline.errors import UserError
+from launchtune.pipeline.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "readme",
         help="regenerate the README's measured tables from committed data (--check: compare only)",
         description=__doc__,
-        epilog="example: python -m pipeline readme --check   # what the test suite runs",
+        epilog="example: launchtune readme --check   # what the test suite runs",
     )
     p.add_argument(
         "--check", action="store_true", help="change nothing; exit 1 naming every block that differs"
@@ -27,13 +27,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.results.readme import ReadmeError, differences, rewrite
+    from launchtune.pipeline.results.readme import ReadmeError, differences, rewrite
 
     try:
         if args.check:
             diffs = differences(args.root)
             for rel, diff in diffs.items():
-                print(f"{rel}: generated blocks differ from the data (run `python -m pipeline readme`)")
+                print(f"{rel}: generated blocks differ from the data (run `launchtune readme`)")
                 print(diff)
             if not diffs:
                 print("generated blocks match the committed data")

@@ -1,4 +1,4 @@
-"""``python -m pipeline report DIR``: write DIR/report.json, report.md, figures/*.png and tuning_table.json.
+"""``launchtune report DIR``: write DIR/report.json, report.md, figures/*.png and tuning_table.json.
 
 Re-measured times (predicted best and default) come from DIR/validation.json, which the sweep writes while its
 cluster is up; models are loaded with skops and a fixed list of trusted types (a file with others is refused).
@@ -22,8 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.errors import UserError
-    from pipeline.learn.report import build_report
+    from launchtune.pipeline.errors import UserError
+    from launchtune.pipeline.learn.report import build_report
 
     if not args.dir.is_dir():
         raise UserError(f"{args.dir}: no such sweep folder")

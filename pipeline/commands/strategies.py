@@ -1,4 +1,4 @@
-"""``python -m pipeline strategies``: run search strategies on recorded data and score their picks.
+"""``launchtune strategies``: run search strategies on recorded data and score their picks.
 
 One run prints one JSON line (strategy, budget, seed, config, time, optimum, ...). ``--compare`` runs
 every strategy at several budgets and seeds and writes a table (CSV and markdown) and a figure of mean
@@ -13,10 +13,10 @@ import math
 import sys
 from pathlib import Path
 
-from kernels.workload import SEED_MAX
-from pipeline.errors import UserError
-from pipeline.flags import integer
-from pipeline.paths import results_root
+from launchtune.kernels.workload import SEED_MAX
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.flags import integer
+from launchtune.pipeline.paths import results_root
 
 # Bounds of the flags that size work: far above any run we make, far below what would never end.
 MAX_BUDGET = 1_000_000  # a budget over a dataset's space measures the space (``Session.capped``)
@@ -26,13 +26,13 @@ MAX_WORKERS = 1024
 
 EPILOG = """\
 examples (HUB=../shared/data/benchmark_hub):
-  python -m pipeline strategies --dataset $HUB/convolution/A100.json.gz --budget 100
-  python -m pipeline strategies --dataset results/cfd/merged --strategy random_mlp --budget 500 --seeds 5
-  python -m pipeline strategies --dataset $HUB/convolution --strategy transfer --budget 20
-  python -m pipeline strategies --dataset data/cfd/h100/sweep_paper/merged \
+  launchtune strategies --dataset $HUB/convolution/A100.json.gz --budget 100
+  launchtune strategies --dataset results/cfd/merged --strategy random_mlp --budget 500 --seeds 5
+  launchtune strategies --dataset $HUB/convolution --strategy transfer --budget 20
+  launchtune strategies --dataset data/cfd/h100/sweep_paper/merged \
       --dataset data/cfd/h200/sweep_paper/merged --strategy transfer --gpu h200 --budget 5
-  python -m pipeline strategies --dataset $HUB/convolution --compare --out data/convolution/hub
-  python -m pipeline strategies --dataset A100.json.gz --export a100.parquet
+  launchtune strategies --dataset $HUB/convolution --compare --out data/convolution/hub
+  launchtune strategies --dataset A100.json.gz --export a100.parquet
 
 A dataset is a Kernel Tuner cache (.json/.json.gz), our sweep Parquet (file or directory; one dataset per
 gpu_class), or a directory of caches (one per GPU); --dataset may be given several times to join sources (one
@@ -51,7 +51,7 @@ def _budgets(text: str) -> list[int]:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    from pipeline.strategies import DEFAULT, strategy_names
+    from launchtune.pipeline.strategies import DEFAULT, strategy_names
 
     p = subparsers.add_parser(
         "strategies",
@@ -156,7 +156,7 @@ def json_line(record: dict) -> str:
 def _load(paths: list[str]) -> list:
     """Every dataset of every ``--dataset`` path, in order; two datasets of one name are refused (which one
     would ``--gpu`` or transfer mean?)."""
-    from pipeline.strategies.datasets import align_params, load_datasets
+    from launchtune.pipeline.strategies.datasets import align_params, load_datasets
 
     datasets, where = [], {}
     for path in paths:
@@ -180,8 +180,8 @@ def _select(datasets: list, gpu: str | None, path: str) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.strategies import NEEDS_PRIOR
-    from pipeline.strategies.datasets import write_parquet
+    from launchtune.pipeline.strategies import NEEDS_PRIOR
+    from launchtune.pipeline.strategies.datasets import write_parquet
 
     if args.parallel < 1:
         raise UserError("--parallel: must be at least 1")
@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     if args.compare:
         return _compare(args, datasets)
     targets = _select(datasets, args.gpu, where)
-    from pipeline.strategies.evaluate import run_one
+    from launchtune.pipeline.strategies.evaluate import run_one
 
     seeds = [args.seed] if args.seed is not None else list(range(args.seeds))
     resolved = args.strategy
@@ -219,9 +219,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace, datasets: list) -> int:
-    from kernels.progress import Progress
-    from pipeline.strategies import STRATEGIES, strategy_names
-    from pipeline.strategies.evaluate import compare, markdown, write_outputs
+    from launchtune.kernels.progress import Progress
+    from launchtune.pipeline.strategies import STRATEGIES, strategy_names
+    from launchtune.pipeline.strategies.evaluate import compare, markdown, write_outputs
 
     names = args.strategies.split(",") if args.strategies else list(STRATEGIES)
     known = strategy_names()

@@ -1,4 +1,4 @@
-"""``python -m pipeline streams --dataset PATH``: fit the seed's stream-count models (and ours) to
+"""``launchtune streams --dataset PATH``: fit the seed's stream-count models (and ours) to
 measured times; print measured versus predicted best number of CUDA streams per system size."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ import argparse
 import json
 from pathlib import Path
 
-from kernels.tridiag.system import COPY_CHOICES, STAGE2_CHOICES
+from launchtune.kernels.tridiag.system import COPY_CHOICES, STAGE2_CHOICES
 
 EPILOG = """The dataset is benchmarks/tridiag_streams.py's streams.csv (one row per size x streams) or a
 merged tridiag sweep (Parquet); one pipeline (--copies, --stage2) is modelled at a time. tau, the cost of
 creating one stream, is read from a meta.json beside the dataset when there is one, else --tau, else the
 seed's 0.004448 ms. Example:
-  python -m pipeline streams --dataset data/tridiag/h100/streams/streams.csv --out results/streams"""
+  launchtune streams --dataset data/tridiag/h100/streams/streams.csv --out results/streams"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,8 +53,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _tau(args: argparse.Namespace) -> float:
-    from pipeline.errors import UserError
-    from pipeline.streams.model import SEED_TAU_MS
+    from launchtune.pipeline.errors import UserError
+    from launchtune.pipeline.streams.model import SEED_TAU_MS
 
     if args.tau is not None:
         if not args.tau > 0:
@@ -72,7 +72,13 @@ def _tau(args: argparse.Namespace) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.streams.model import denoise_host, evaluate, format_table, load_dataset, write_outputs
+    from launchtune.pipeline.streams.model import (
+        denoise_host,
+        evaluate,
+        format_table,
+        load_dataset,
+        write_outputs,
+    )
 
     tau = _tau(args)
     df = load_dataset(args.dataset, threads=args.threads, m=args.m, stage2=args.stage2, copies=args.copies)

@@ -1,4 +1,4 @@
-"""``python -m pipeline sweep SPEC.yaml``: plan, measure on the cluster, merge, train, re-measure, report."""
+"""``launchtune sweep SPEC.yaml``: plan, measure on the cluster, merge, train, re-measure, report."""
 
 from __future__ import annotations
 
@@ -6,20 +6,20 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from pipeline.flags import integer, number, whole
-from pipeline.paths import out_folder, results_root
-from pipeline.sweep.spec import SearchSpec, SweepSpec, check_gpu_class, limited, load_spec
-from pipeline.sweep.workloads import check_allow_flag, check_workload, workload_code
+from launchtune.pipeline.flags import integer, number, whole
+from launchtune.pipeline.paths import out_folder, results_root
+from launchtune.pipeline.sweep.spec import SearchSpec, SweepSpec, check_gpu_class, limited, load_spec
+from launchtune.pipeline.sweep.workloads import check_allow_flag, check_workload, workload_code
 
 EPILOG = """\
 examples:
-  python -m pipeline sweep cluster_configs/sweeps/default.yaml            # local cluster, results/default/
-  python -m pipeline sweep SPEC.yaml --samples 50 --out /tmp/try          # a quick look
-  python -m pipeline sweep SPEC.yaml --cluster slurm                      # one SLURM job per GPU class
-  python -m pipeline sweep SPEC.yaml --gpu-class v100 --force             # redo only the v100 partition
-  python -m pipeline sweep SPEC.yaml --allow-workload mypkg.wl:make       # a spec naming your own code
-  python -m pipeline sweep SPEC.yaml --strategy evolve --budget 100       # a search: 100 measurements
-  python -m pipeline sweep SPEC.yaml --gpu-class h200 --strategy transfer --budget 20 \
+  launchtune sweep cluster_configs/sweeps/default.yaml            # local cluster, results/default/
+  launchtune sweep SPEC.yaml --samples 50 --out /tmp/try          # a quick look
+  launchtune sweep SPEC.yaml --cluster slurm                      # one SLURM job per GPU class
+  launchtune sweep SPEC.yaml --gpu-class v100 --force             # redo only the v100 partition
+  launchtune sweep SPEC.yaml --allow-workload mypkg.wl:make       # a spec naming your own code
+  launchtune sweep SPEC.yaml --strategy evolve --budget 100       # a search: 100 measurements
+  launchtune sweep SPEC.yaml --gpu-class h200 --strategy transfer --budget 20 \
       --prior results/h100_sweep --out results/h200_transfer             # start from another class's data
 
 A rerun of the same command skips finished shards (resume after a crash); a search's rerun replays what its
@@ -78,7 +78,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--strategy",
-        help="search instead of a random sample: this strategy (python -m pipeline strategies --list; "
+        help="search instead of a random sample: this strategy (launchtune strategies --list; "
         "default: evolve) chooses what each GPU class measures, within --budget (spec key search.strategy)",
     )
     p.add_argument(
@@ -97,8 +97,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _search_spec(args: argparse.Namespace, spec: SweepSpec) -> SweepSpec:
     """The spec's ``search`` block with the command line's --strategy, --budget and --prior over it,
     checked (strategy name, budget, Kernel Tuner only on a workload it can run) before anything starts."""
-    from pipeline.errors import UserError
-    from pipeline.sweep.spec import check_strategy
+    from launchtune.pipeline.errors import UserError
+    from launchtune.pipeline.sweep.spec import check_strategy
 
     old = spec.search
     if args.strategy is None and args.budget is None and args.prior is None:
@@ -131,8 +131,8 @@ def _old(search: SearchSpec | None) -> SearchSpec:
 def _check_kernel_tuner(strategy: str, spec: SweepSpec, where: str) -> None:
     """``kt:<name>`` runs Kernel Tuner's ``tune_kernel`` live: only on a ``kernel`` workload, whose CUDA
     source Kernel Tuner compiles itself, and only with one of its strategies."""
-    from pipeline.errors import UserError
-    from pipeline.strategies.kernel_tuner_baseline import PREFIX, kt_strategy_names
+    from launchtune.pipeline.errors import UserError
+    from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX, kt_strategy_names
 
     if not strategy.startswith(PREFIX):
         return
@@ -151,9 +151,9 @@ def _check_kernel_tuner(strategy: str, spec: SweepSpec, where: str) -> None:
 def _check_search(spec: SweepSpec, source: Path, prior_from_flag: bool) -> list:
     """A search's budget against the space where it is known here (a replayed dataset), and its prior, all
     read and checked before any cluster starts."""
-    from pipeline.errors import UserError
-    from pipeline.strategies import NEEDS_PRIOR
-    from pipeline.sweep.priors import check_params, constants_of, load_priors
+    from launchtune.pipeline.errors import UserError
+    from launchtune.pipeline.strategies import NEEDS_PRIOR
+    from launchtune.pipeline.sweep.priors import check_params, constants_of, load_priors
 
     assert spec.search is not None
     where_prior = "--prior" if prior_from_flag else f"{source}: search.prior"
@@ -164,7 +164,7 @@ def _check_search(spec: SweepSpec, source: Path, prior_from_flag: bool) -> list:
             "(--prior SWEEP_FOLDER or Kernel Tuner caches)"
         )
     if spec.workload == "replay":
-        from pipeline.sweep.rehearsal import make_workload
+        from launchtune.pipeline.sweep.rehearsal import make_workload
 
         try:
             replay = make_workload(spec.case, spec.size, **(spec.options or {}))
@@ -186,10 +186,10 @@ def _check_this_machine(spec: SweepSpec, source: Path, classes: list[str] | None
     starts (issue 14), not a traceback from the first worker after the cluster started."""
     import os
 
-    from kernels.device import visible_gpu_names
-    from kernels.workload import GPU_ONLY
-    from pipeline.cluster.local import plan_local_workers
-    from pipeline.errors import UserError
+    from launchtune.kernels.device import visible_gpu_names
+    from launchtune.kernels.workload import GPU_ONLY
+    from launchtune.pipeline.cluster.local import plan_local_workers
+    from launchtune.pipeline.errors import UserError
 
     gpus = visible_gpu_names()
     if spec.workload in GPU_ONLY and not gpus:
@@ -221,10 +221,10 @@ def _searching(args: argparse.Namespace, spec: SweepSpec) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.cluster import known_gpu_classes
-    from pipeline.cluster.waits import wait_limit
-    from pipeline.errors import UserError
-    from pipeline.sweep.run import run_sweep
+    from launchtune.pipeline.cluster import known_gpu_classes
+    from launchtune.pipeline.cluster.waits import wait_limit
+    from launchtune.pipeline.errors import UserError
+    from launchtune.pipeline.sweep.run import run_sweep
 
     spec = load_spec(args.spec)
     allowed = [check_allow_flag(v) for v in args.allow_workload]

@@ -1,4 +1,4 @@
-"""``python -m pipeline train DIR``: fit the surrogates on DIR/merged, per GPU class and combined.
+"""``launchtune train DIR``: fit the surrogates on DIR/merged, per GPU class and combined.
 
 Models: the CFD seed's MLP (Table 2) behind a StandardScaler, gradient boosting, and an additive per-kernel
 model, all on one seeded 75/25 split. Saved as skops files in DIR/models/<group>/, metrics and loss history in
@@ -23,8 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.errors import UserError
-    from pipeline.learn.train import train_sweep
+    from launchtune.pipeline.errors import UserError
+    from launchtune.pipeline.learn.train import train_sweep
 
     if not args.dir.is_dir():
         raise UserError(f"{args.dir}: no such sweep folder")

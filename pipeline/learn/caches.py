@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernels.device import CLASS_SPECS, gpu_class_of
-from pipeline.errors import UserError
-from pipeline.strategies.datasets import STATUS, TIME, load_kernel_tuner_cache
+from launchtune.kernels.device import CLASS_SPECS, gpu_class_of
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.strategies.datasets import STATUS, TIME, load_kernel_tuner_cache
 
 SAMPLER = "kernel_tuner_cache"
 FAILED_REASON = "Kernel Tuner recorded no time (the configuration failed to compile or run on this GPU)"

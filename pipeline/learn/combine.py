@@ -38,16 +38,16 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from pipeline.errors import UserError
-from pipeline.learn.caches import SAMPLER, CacheClass, is_cache_path, read_caches
-from pipeline.learn.report import build_report
-from pipeline.learn.train import train_sweep
-from pipeline.paths import check_slug
-from pipeline.sweep.folder import PLAN_FACTS, SweepFolder, data_hash
-from pipeline.sweep.ownership import claim
-from pipeline.sweep.schema import shard_schema
-from pipeline.sweep.shards import load_merged, write_merged
-from pipeline.sweep.spec import SweepSpec, TrainSpec
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.learn.caches import SAMPLER, CacheClass, is_cache_path, read_caches
+from launchtune.pipeline.learn.report import build_report
+from launchtune.pipeline.learn.train import train_sweep
+from launchtune.pipeline.paths import check_slug
+from launchtune.pipeline.sweep.folder import PLAN_FACTS, SweepFolder, data_hash
+from launchtune.pipeline.sweep.ownership import claim
+from launchtune.pipeline.sweep.schema import shard_schema
+from launchtune.pipeline.sweep.shards import load_merged, write_merged
+from launchtune.pipeline.sweep.spec import SweepSpec, TrainSpec
 
 logger = logging.getLogger(__name__)
 
@@ -187,7 +187,7 @@ def _cache_spec(caches: Sequence[CacheClass], name: str) -> SweepSpec:
         samples=max(len(x.frame) for x in caches),
         samplers=(SAMPLER,),
         train=CACHE_TRAIN,
-        source="python -m pipeline combine",
+        source="launchtune combine",
     )
 
 
@@ -270,7 +270,7 @@ def _merged_frame(table: pa.Table) -> pd.DataFrame:
 
 
 def combine(out: Path, paths: Sequence[Path], log: Log = logger.info, train: bool = True) -> dict[str, Any]:
-    """Everything ``python -m pipeline combine OUT SRC...`` does; returns the ``combined`` block."""
+    """Everything ``launchtune combine OUT SRC...`` does; returns the ``combined`` block."""
     paths = [Path(p) for p in paths]
     if len({p.resolve() for p in paths}) < len(paths):
         raise UserError("combine: a source folder is named twice")
@@ -371,10 +371,10 @@ def combine(out: Path, paths: Sequence[Path], log: Log = logger.info, train: boo
         gpu_classes=tuple(classes),
         description="combined: " + "; ".join(f"{', '.join(r['classes'])} from {r['path']}" for r in records),
         output=None,
-        source="python -m pipeline combine",
+        source="launchtune combine",
     )
     block = {
-        "command": " ".join(["python -m pipeline combine", str(out), *map(str, paths)]),
+        "command": " ".join(["launchtune combine", str(out), *map(str, paths)]),
         "policy": {"must_agree": list(MUST_AGREE) + list(PLAN_KEYS), "may_differ": list(MAY_DIFFER)},
         "sources": records,
         "notes": notes,

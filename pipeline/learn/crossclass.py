@@ -33,11 +33,11 @@ from scipy.stats import percentileofscore, spearmanr
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import mean_squared_error, r2_score
 
-from kernels.device import CLASS_FEATURES, DEVICE_FEATURES
-from pipeline.learn.design import MIN_ROWS, capped, design, model_makers, split
-from pipeline.learn.parallel import run_fits
-from pipeline.sweep.folder import ok_rows
-from pipeline.sweep.spec import SweepSpec
+from launchtune.kernels.device import CLASS_FEATURES, DEVICE_FEATURES
+from launchtune.pipeline.learn.design import MIN_ROWS, capped, design, model_makers, split
+from launchtune.pipeline.learn.parallel import run_fits
+from launchtune.pipeline.sweep.folder import ok_rows
+from launchtune.pipeline.sweep.spec import SweepSpec
 
 Log = Callable[[str], None]
 
@@ -104,7 +104,7 @@ def _fit_and_score(
     spec: SweepSpec, name: str, X: np.ndarray, y: np.ndarray, Xh: np.ndarray, yh: np.ndarray
 ) -> dict[str, Any]:
     """One leave-one-class-out fit (run in a worker process): the model fitted on X, y, scored on Xh, yh."""
-    from pipeline.learn.models import one_thread
+    from launchtune.pipeline.learn.models import one_thread
 
     t0 = time.perf_counter()
     with one_thread(), warnings.catch_warnings():

@@ -4,7 +4,7 @@ Shared by training (:mod:`pipeline.learn.train`), the cross-class scores (:mod:`
 and the notebooks' refits (:mod:`pipeline.results.learning`), so the three agree on every split and feature.
 Device facts as features come from the GPU-class registry: those every row carries
 (:data:`kernels.device.DEVICE_FEATURES`, written by the worker that measured it) and those read from the
-registry by class (:data:`kernels.device.CLASS_FEATURES`: FP32 peak, last-level cache, vendor).
+registry by class (:data:`launchtune.kernels.device.CLASS_FEATURES`: FP32 peak, last-level cache, vendor).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
-from kernels.device import CLASS_FEATURES, DEVICE_FEATURES, SPEC_SHEET_FEATURES, class_features
-from pipeline.learn.models import make_gbr, make_mlp, with_inactive_zeroed
-from pipeline.sweep.spec import SweepSpec
+from launchtune.kernels.device import CLASS_FEATURES, DEVICE_FEATURES, SPEC_SHEET_FEATURES, class_features
+from launchtune.pipeline.learn.models import make_gbr, make_mlp, with_inactive_zeroed
+from launchtune.pipeline.sweep.spec import SweepSpec
 
 # A spec-sheet feature (kernels.device.SPEC_SHEET_FEATURES) is null where a class has no sheet (the CPU); it
 # reads 0, a level of its own. Anything else null means "not measured" (rows older than the column): 0 would

@@ -28,9 +28,9 @@ from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
-from kernels.atomic import atomic_path
-from pipeline.errors import UserError
-from pipeline.jsonio import read_regular_bytes
+from launchtune.kernels.atomic import atomic_path
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.jsonio import read_regular_bytes
 
 
 def one_thread() -> Any:
@@ -210,8 +210,8 @@ def with_inactive_zeroed(model: Any, features: Sequence[str], rules: Sequence[Se
 
 # Beyond skops' default-trusted scikit-learn and numpy types, exactly these may appear in our model files.
 TRUSTED = [
-    "pipeline.learn.models.AdditiveKernelModel",
-    "pipeline.learn.models.ZeroInactive",
+    "launchtune.pipeline.learn.models.AdditiveKernelModel",
+    "launchtune.pipeline.learn.models.ZeroInactive",
     "sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor",
     "sklearn.neural_network._stochastic_optimizers.AdamOptimizer",
 ]
@@ -231,7 +231,7 @@ def load_model(path: Path) -> Any:
     import skops.io as sio
 
     if not path.exists():
-        raise UserError(f"{path}: no such model file (run `python -m pipeline train` first)")
+        raise UserError(f"{path}: no such model file (run `launchtune train` first)")
     data = read_regular_bytes(path, "model")  # a FIFO or a device there is one line, never a hang
     assert data is not None
     try:

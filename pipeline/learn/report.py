@@ -16,14 +16,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernels.autotune.table import FORMAT as TABLE_FORMAT  # one format, read by the runtime autotuner
-from kernels.compare import Comparison
-from pipeline.errors import UserError
-from pipeline.learn.crossclass import markdown as cross_class_markdown
-from pipeline.results import Sweep, figures, predictions, search_traces, time_label
-from pipeline.sweep.folder import SweepFolder, ok_rows, rows_by_class
-from pipeline.sweep.schema import kernel_column, kernel_params
-from pipeline.sweep.shards import load_merged
+from launchtune.kernels.autotune.table import (
+    FORMAT as TABLE_FORMAT,
+)  # one format, read by the runtime autotuner
+from launchtune.kernels.compare import Comparison
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.learn.crossclass import markdown as cross_class_markdown
+from launchtune.pipeline.results import Sweep, figures, predictions, search_traces, time_label
+from launchtune.pipeline.sweep.folder import SweepFolder, ok_rows, rows_by_class
+from launchtune.pipeline.sweep.schema import kernel_column, kernel_params
+from launchtune.pipeline.sweep.shards import load_merged
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +85,7 @@ def _clean(obj: Any) -> Any:
 def first_runnable(validation: dict[str, Any] | None) -> dict[str, Any] | None:
     """The predicted best: the first re-measured candidate that ran. Since 2026-11-24 ``candidates`` are
     ordered fastest first (the fastest of the model's top k that ran); older folders kept the model's order
-    and, before ``pipeline.learn.pick``, an unrunnable candidate, which is skipped here as well."""
+    and, before ``launchtune.pipeline.learn.pick``, an unrunnable candidate, which is skipped here as well."""
     if not validation:
         return None
     return next((c for c in validation.get("candidates", []) if c["status"] == "ok"), None)
@@ -405,7 +407,7 @@ def _markdown(report: dict[str, Any]) -> str:
     if report.get("combined_from"):
         lines += [
             "",
-            "This folder combines sweeps measured elsewhere (`python -m pipeline combine`); nothing was "
+            "This folder combines sweeps measured elsewhere (`launchtune combine`); nothing was "
             "re-measured here: the predicted-best and default times are each source's own re-measurement "
             "(its own model's pick), from: "
             + ", ".join(f"{', '.join(s['classes'])} `{s['path']}`" for s in report["combined_from"])
@@ -436,7 +438,7 @@ def build_report(
     frame = load_merged(sweep_dir) if frame is None else frame
     metrics = folder.read_metrics()
     if metrics is None:
-        raise UserError(f"{sweep_dir}: no trained models (run `python -m pipeline train {sweep_dir}` first)")
+        raise UserError(f"{sweep_dir}: no trained models (run `launchtune train {sweep_dir}` first)")
     validation = folder.read_validation()
     timing = folder.read_timing()
     classes = sorted(frame["gpu_class"].unique())

@@ -23,8 +23,8 @@ import sklearn
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import mean_squared_error, r2_score
 
-from pipeline.learn.crossclass import cross_class
-from pipeline.learn.design import (
+from launchtune.pipeline.learn.crossclass import cross_class
+from launchtune.pipeline.learn.design import (
     MIN_ROWS,
     design,
     device_features,
@@ -34,12 +34,12 @@ from pipeline.learn.design import (
     training_rows,
     with_class_facts,
 )
-from pipeline.learn.models import AdditiveKernelModel, loss_curve, one_thread, save_model
-from pipeline.learn.parallel import run_fits
-from pipeline.sweep.folder import SweepFolder, data_hash, ok_rows, rows_by_class
-from pipeline.sweep.schema import kernel_column, kernel_params
-from pipeline.sweep.shards import load_merged
-from pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.learn.models import AdditiveKernelModel, loss_curve, one_thread, save_model
+from launchtune.pipeline.learn.parallel import run_fits
+from launchtune.pipeline.sweep.folder import SweepFolder, data_hash, ok_rows, rows_by_class
+from launchtune.pipeline.sweep.schema import kernel_column, kernel_params
+from launchtune.pipeline.sweep.shards import load_merged
+from launchtune.pipeline.sweep.spec import SweepSpec
 
 logger = logging.getLogger(__name__)
 

@@ -8,12 +8,12 @@ folder with h100, h200 and cpu sweeps (and their combination) reads the same way
 Reading only: nothing is written, so the notebooks can run on a read-only checkout.
 
 One module per kind of result; this package re-exports their public functions so a notebook needs one
-import: ``from pipeline import results``.
+import: ``from launchtune.pipeline import results``.
 """
 
 from __future__ import annotations
 
-from pipeline.results.autotune import (  # noqa: F401
+from launchtune.pipeline.results.autotune import (  # noqa: F401
     LAUNCH_COLUMNS,
     autotune_picks,
     autotune_results,
@@ -23,13 +23,13 @@ from pipeline.results.autotune import (  # noqa: F401
     run_summary,
     tuning_steps,
 )
-from pipeline.results.folders import (  # noqa: F401
+from launchtune.pipeline.results.folders import (  # noqa: F401
     DEFAULT_RESULTS,
     REPO,
     RESULTS_ENV,
     results_folder,
 )
-from pipeline.results.learning import (  # noqa: F401
+from launchtune.pipeline.results.learning import (  # noqa: F401
     comparison_table,
     group_model,
     loco_table,
@@ -41,8 +41,8 @@ from pipeline.results.learning import (  # noqa: F401
     r2_table,
     surrogate_sweeps,
 )
-from pipeline.results.search import answer_order, search_traces  # noqa: F401
-from pipeline.results.sweeps import (  # noqa: F401
+from launchtune.pipeline.results.search import answer_order, search_traces  # noqa: F401
+from launchtune.pipeline.results.sweeps import (  # noqa: F401
     Sweep,
     best_config_table,
     best_configurations,
@@ -62,7 +62,7 @@ from pipeline.results.sweeps import (  # noqa: F401
     sweep_overview,
     time_label,
 )
-from pipeline.results.tridiag import (  # noqa: F401
+from launchtune.pipeline.results.tridiag import (  # noqa: F401
     Tridiag,
     load_tridiag,
     load_tridiags,

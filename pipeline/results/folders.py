@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pipeline.errors import UserError
+from launchtune.pipeline.errors import UserError
 
-RESULTS_ENV = "LAUNCHTUNE_NOTEBOOK_RESULTS"  # set by `python -m pipeline notebooks --results DIR`
+RESULTS_ENV = "LAUNCHTUNE_NOTEBOOK_RESULTS"  # set by `launchtune notebooks --results DIR`
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_RESULTS = REPO / "data"
 

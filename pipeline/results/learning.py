@@ -14,11 +14,11 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import r2_score
 from threadpoolctl import threadpool_limits
 
-from pipeline.errors import UserError
-from pipeline.learn.design import design, features_for, group_split, model_makers, with_class_facts
-from pipeline.learn.models import load_model
-from pipeline.results.sweeps import Sweep
-from pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.learn.design import design, features_for, group_split, model_makers, with_class_facts
+from launchtune.pipeline.learn.models import load_model
+from launchtune.pipeline.results.sweeps import Sweep
+from launchtune.pipeline.sweep.folder import SweepFolder
 
 
 def r2_table(metrics: dict[str, Any]) -> pd.DataFrame:
@@ -151,7 +151,7 @@ def prediction_scores(pred: pd.DataFrame) -> dict[str, float]:
 
 def comparison_table(metrics: dict[str, Any]) -> pd.DataFrame:
     """Per class and model: the class's own model against the combined one on the same test rows (R2 and
-    Spearman's rho; the ``comparison`` block ``python -m pipeline train`` writes for a folder of several
+    Spearman's rho; the ``comparison`` block ``launchtune train`` writes for a folder of several
     classes); empty without one."""
     rows = []
     for cls, entry in ((metrics or {}).get("comparison") or {}).items():

@@ -1,9 +1,9 @@
-"""Measured figures in the README and docs, generated from committed data (``python -m pipeline readme``).
+"""Measured figures in the README and docs, generated from committed data (``launchtune readme``).
 
 A figure typed by hand drifts from the data behind it; here every measured table or sentence lives in a
 generated block of a Markdown file::
 
-    <!-- generated: NAME (python -m pipeline readme) -->
+    <!-- generated: NAME (launchtune readme) -->
     ...rendered from committed files, never edited by hand...
     <!-- end generated: NAME -->
 
@@ -13,7 +13,7 @@ that differ from what the data gives (the test suite runs it on the real files, 
 
 Adding a block: write ``def _my_table(root: Path) -> str`` that reads committed files and returns Markdown,
 add ``"my_table": _my_table`` to ``BLOCKS``, put the two marker lines where it belongs, and run
-``python -m pipeline readme``.
+``launchtune readme``.
 
 The marker parsing is hand-written (a regular expression) because it is ten lines and no Markdown library
 keeps comments and layout byte for byte.
@@ -42,7 +42,7 @@ def checked_files(root: Path) -> tuple[str, ...]:
 
 
 _BLOCK = re.compile(
-    r"(?P<open><!-- generated: (?P<name>[\w-]+) \(python -m pipeline readme\) -->\n)"
+    r"(?P<open><!-- generated: (?P<name>[\w-]+) \(launchtune readme\) -->\n)"
     r"(?P<body>.*?)"
     r"(?P<close><!-- end generated: (?P=name) -->)",
     re.S,
@@ -326,7 +326,7 @@ def _strategies_intervals(runs_file: Path) -> str:
     """Our best strategy against Kernel Tuner's per budget: ratio of means, 95% interval (runs.csv.gz)."""
     import pandas as pd
 
-    from pipeline.strategies.uncertainty import head_to_head_intervals
+    from launchtune.pipeline.strategies.uncertainty import head_to_head_intervals
 
     runs = pd.read_csv(runs_file)
     table = head_to_head_intervals(runs)
@@ -510,7 +510,7 @@ def _tridiag_spike_models(root: Path) -> str:
     each picks the measured best chunk count, and the best count's speed-up over one chunk at a few sizes."""
     import csv
 
-    from pipeline.streams.model import evaluate, load_dataset
+    from launchtune.pipeline.streams.model import evaluate, load_dataset
 
     folder = root / "data" / "tridiag" / "h100" / "streams_spike"
     meta = _load(folder / "meta.json")
@@ -582,7 +582,7 @@ def _kernel_times(path: Path) -> dict[str, float]:
 
 def _paired(repeats: list[dict], size: int, a: str, b: str) -> str:
     """B / A of two configurations' per-round times at one size (``kernels.compare``), as printed."""
-    from kernels.compare import compare
+    from launchtune.kernels.compare import compare
 
     def times(config: str) -> list[float]:
         picked = [r for r in repeats if int(r["size"]) == size and r["config"] == config]
@@ -839,7 +839,7 @@ def differences(root: Path, files: tuple[str, ...] | None = None) -> dict[str, s
 def rewrite(root: Path, files: tuple[str, ...] | None = None) -> list[str]:
     """Rewrite the generated blocks of ``files`` (default: :func:`checked_files`) in place; returns the files
     that changed."""
-    from kernels.atomic import write_text
+    from launchtune.kernels.atomic import write_text
 
     changed = []
     for rel in checked_files(root) if files is None else files:

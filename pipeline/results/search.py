@@ -1,4 +1,4 @@
-"""A search sweep's trace (``python -m pipeline sweep --strategy``): per class, each measurement in the order
+"""A search sweep's trace (``launchtune sweep --strategy``): per class, each measurement in the order
 its answer reached the strategy (the folder's ``search/<class>.jsonl``; proposal order where it has none)
 and the best time found so far."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.journal import Journal
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.journal import Journal
 
 
 def answer_order(sweep_dir: Path, gpu_class: str) -> list[int]:

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.errors import UserError
-from pipeline.sweep.folder import SweepFolder, ok_rows
-from pipeline.sweep.schema import kernel_column, kernel_params
-from pipeline.sweep.shards import load_merged
-from pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.sweep.folder import SweepFolder, ok_rows
+from launchtune.pipeline.sweep.schema import kernel_column, kernel_params
+from launchtune.pipeline.sweep.shards import load_merged
+from launchtune.pipeline.sweep.spec import SweepSpec
 
 NO_ROWS = ["sample_id", "gpu_class", "status", "total_ms"]  # the columns of a folder without merged/
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-from pipeline.errors import UserError
-from pipeline.jsonio import read_json
-from pipeline.streams.model import SEED_TAU_MS, denoise_host, evaluate, load_dataset, tables
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.jsonio import read_json
+from launchtune.pipeline.streams.model import SEED_TAU_MS, denoise_host, evaluate, load_dataset, tables
 
 
 @dataclass

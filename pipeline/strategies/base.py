@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from kernels.space import Config
-from kernels.workload import Workload
-from pipeline.errors import UserError
+from launchtune.kernels.space import Config
+from launchtune.kernels.workload import Workload
+from launchtune.pipeline.errors import UserError
 
 POOL_LIMIT = 50_000  # a larger space is searched over a seeded random pool of this many configurations
 
@@ -90,7 +90,7 @@ class Session:
     of randomness, seeded by ``seed``.
 
     **Answers.** Where measurements come from is ``answers`` (:class:`Answers`): by default the workload
-    itself, one measurement at a time (replay, ``python -m pipeline strategies``); a live sweep passes its
+    itself, one measurement at a time (replay, ``launchtune strategies``); a live sweep passes its
     Dask workers (``pipeline.sweep.search``), several measurements in flight at once. A strategy cannot tell
     them apart; it sees one rule: ``measure`` *proposes* a configuration, which is then ``proposed`` (never
     offered again) and spends a unit of budget, and returns once fewer than ``answers.width`` proposals are

@@ -27,11 +27,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kernels.atomic import atomic_path
-from kernels.device import CLASS_SPECS, gpu_class_of
-from pipeline.errors import UserError
-from pipeline.jsonio import check_regular, read_json, read_regular_bytes
-from pipeline.records import check_record
+from launchtune.kernels.atomic import atomic_path
+from launchtune.kernels.device import CLASS_SPECS, gpu_class_of
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.jsonio import check_regular, read_json, read_regular_bytes
+from launchtune.pipeline.records import check_record
 
 TIME = "time"  # the objective column of every Dataset frame (ms; NaN where the configuration failed)
 STATUS = "status"  # "ok", "invalid" or "failed"
@@ -471,7 +471,7 @@ def _load_datasets(path: str | Path) -> list[Dataset]:
     if (path / "sweep.json").is_file():
         if not (path / "merged").is_dir():
             raise UserError(
-                f"{path}: a sweep folder without merged data; run `python -m pipeline merge {path}` first"
+                f"{path}: a sweep folder without merged data; run `launchtune merge {path}` first"
             )
         return load_parquet(path / "merged")
     if path.is_file():

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pipeline.learn.models import one_thread
-from pipeline.strategies import DEFAULT, NEEDS_PRIOR, get_strategy
-from pipeline.strategies.base import Session, StrategyError
-from pipeline.strategies.datasets import Dataset
-from pipeline.strategies.replay import ReplayWorkload
+from launchtune.pipeline.learn.models import one_thread
+from launchtune.pipeline.strategies import DEFAULT, NEEDS_PRIOR, get_strategy
+from launchtune.pipeline.strategies.base import Session, StrategyError
+from launchtune.pipeline.strategies.datasets import Dataset
+from launchtune.pipeline.strategies.replay import ReplayWorkload
 
 # Separate noise streams: the strategy's own choices and the replayed measurement noise never share draws.
 _NOISE_OFFSET = 1_000_003
@@ -38,8 +38,8 @@ def run_one(
 ) -> dict[str, Any]:
     """Run ``strategy`` once on a replay of ``dataset``; the record the CLI prints as one JSON line.
     ``parallel``: measurements in flight at once, as a live search over that many workers
-    (:mod:`pipeline.strategies.parallel`; 1: the sequential run)."""
-    from pipeline.strategies.parallel import SimulatedAnswers
+    (:mod:`launchtune.pipeline.strategies.parallel`; 1: the sequential run)."""
+    from launchtune.pipeline.strategies.parallel import SimulatedAnswers
 
     workload = ReplayWorkload(dataset, seed=seed + _NOISE_OFFSET)
     session = Session(

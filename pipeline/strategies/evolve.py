@@ -56,8 +56,8 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.strategies.base import Session
-from pipeline.strategies.estimators import forest, forest_predictions, product_features
+from launchtune.pipeline.strategies.base import Session
+from launchtune.pipeline.strategies.estimators import forest, forest_predictions, product_features
 
 CLIP = 10.0
 KAPPA = 0.5

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.strategies.base import Session, StrategyError
-from pipeline.strategies.kt_cache import to_cache
-from pipeline.strategies.replay import ReplayWorkload
+from launchtune.pipeline.strategies.base import Session, StrategyError
+from launchtune.pipeline.strategies.kt_cache import to_cache
+from launchtune.pipeline.strategies.replay import ReplayWorkload
 
 PREFIX = "kt:"
 

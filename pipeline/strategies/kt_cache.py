@@ -1,4 +1,4 @@
-"""A dataset as a Kernel Tuner cache file: what ``python -m pipeline export --format kernel-tuner`` writes, so
+"""A dataset as a Kernel Tuner cache file: what ``launchtune export --format kernel-tuner`` writes, so
 Kernel Tuner (its simulation mode) and the Benchmark Hub's tools can run on our sweeps.
 
 Each recorded configuration becomes one entry keyed ``"v1,v2,..."`` (the parameter values in order) with the
@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from kernels.atomic import atomic_path
-from pipeline.errors import UserError
-from pipeline.strategies.datasets import Dataset
-from pipeline.strategies.replay import true_values
+from launchtune.kernels.atomic import atomic_path
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.strategies.datasets import Dataset
+from launchtune.pipeline.strategies.replay import true_values
 
 FAILED = "RuntimeFailedConfig"
 

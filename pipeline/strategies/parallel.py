@@ -4,7 +4,7 @@ after its own (recorded) time, in the order they would finish on the cards.
 What a live sweep's strategy meets on ``parallel`` GPUs (``pipeline.sweep.search``) is proposals answered out
 of order and a model refitted before its last few proposals are back. Replaying that on recorded data costs
 no GPU and is deterministic: the clock is virtual (a measurement takes its answered time, a failed one the
-dataset's median time; the strategy's own thinking takes none), so ``python -m pipeline strategies
+dataset's median time; the strategy's own thinking takes none), so ``launchtune strategies
 --parallel K`` scores what batching costs a strategy against the sequential run (``--parallel 1``, the same
 numbers as without it).
 """
@@ -15,9 +15,9 @@ import heapq
 
 import numpy as np
 
-from kernels.space import Config
-from pipeline.strategies.base import Answer
-from pipeline.strategies.replay import ReplayWorkload
+from launchtune.kernels.space import Config
+from launchtune.pipeline.strategies.base import Answer
+from launchtune.pipeline.strategies.replay import ReplayWorkload
 
 
 class SimulatedAnswers:

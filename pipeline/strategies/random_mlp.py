@@ -14,9 +14,9 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from pipeline.interrupts import check
-from pipeline.strategies.base import Session
-from pipeline.strategies.estimators import seed_mlp
+from launchtune.pipeline.interrupts import check
+from launchtune.pipeline.strategies.base import Session
+from launchtune.pipeline.strategies.estimators import seed_mlp
 
 
 def tune(session: Session) -> None:

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from kernels.space import Config, Constraint, Inactive, Param, Space
-from kernels.workload import Check, Timing
-from pipeline.strategies.datasets import STATUS, TIME, Dataset
+from launchtune.kernels.space import Config, Constraint, Inactive, Param, Space
+from launchtune.kernels.workload import Check, Timing
+from launchtune.pipeline.strategies.datasets import STATUS, TIME, Dataset
 
 
 class ReplayError(KeyError):

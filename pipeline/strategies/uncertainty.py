@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import bootstrap
 
-from kernels.compare import FASTER, SLOWER, verdict
-from pipeline.strategies.evaluate import head_to_head, summarize
+from launchtune.kernels.compare import FASTER, SLOWER, verdict
+from launchtune.pipeline.strategies.evaluate import head_to_head, summarize
 
 
 def _gpu_samples(runs: pd.DataFrame) -> tuple[list[np.ndarray], float]:

@@ -31,13 +31,13 @@ from typing import Any, NotRequired, TypedDict
 import numpy as np
 import pandas as pd
 
-from kernels.atomic import write_text
-from pipeline.errors import UserError
-from pipeline.jsonio import read_json, read_regular_bytes, write_json
-from pipeline.records import checked
-from pipeline.sweep.checksums import check_meta, check_plan, meta_checksums, plan_checksums
-from pipeline.sweep.ownership import Kind, require_owned
-from pipeline.sweep.spec import SweepSpec
+from launchtune.kernels.atomic import write_text
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.jsonio import read_json, read_regular_bytes, write_json
+from launchtune.pipeline.records import checked
+from launchtune.pipeline.sweep.checksums import check_meta, check_plan, meta_checksums, plan_checksums
+from launchtune.pipeline.sweep.ownership import Kind, require_owned
+from launchtune.pipeline.sweep.spec import SweepSpec
 
 # What a fresh start (``--force`` with another plan, or ``combine`` into an old folder) removes, in a folder
 # the project made (:mod:`pipeline.sweep.ownership`); anything else in it (PROVENANCE.md, logs) is kept.
@@ -77,7 +77,7 @@ class Plan(PlanFacts, total=False):
     n_configs: int
     configs_file: str
     planned_with: dict[str, Any]  # the spec fields that decided the configurations (PLANNED_WITH)
-    checksums: dict[str, str]  # pipeline.sweep.checksums.plan_checksums; absent in older folders
+    checksums: dict[str, str]  # launchtune.pipeline.sweep.checksums.plan_checksums; absent in older folders
 
 
 # The spec fields that decide a plan's configurations, recorded in it: a plan is reused only by a sweep that
@@ -93,7 +93,7 @@ class SweepMeta(TypedDict, total=False):
     plan: PlanFacts
     updated: str
     combined: dict[str, Any]
-    checksums: dict[str, str]  # pipeline.sweep.checksums.meta_checksums; absent in older folders
+    checksums: dict[str, str]  # launchtune.pipeline.sweep.checksums.meta_checksums; absent in older folders
 
 
 class Metrics(TypedDict, total=False):
@@ -179,7 +179,7 @@ class SweepFolder:
 
     def clear(self, kind: Kind) -> None:
         """Remove everything a sweep or combine writes, keeping what the user put there; only in a folder
-        the project made as ``kind`` (:mod:`pipeline.sweep.ownership`)."""
+        the project made as ``kind`` (:mod:`launchtune.pipeline.sweep.ownership`)."""
         require_owned(self.path, kind, "clear it")
         for name in MANAGED_DIRS:
             shutil.rmtree(self.path / name, ignore_errors=True)
@@ -205,16 +205,14 @@ class SweepFolder:
         if meta is None:
             return None
         if "planning_key" not in meta:
-            raise UserError(f"{self.meta_path}: no planning_key (not written by `python -m pipeline sweep`)")
+            raise UserError(f"{self.meta_path}: no planning_key (not written by `launchtune sweep`)")
         return meta["planning_key"]
 
     def read_spec(self) -> tuple[SweepSpec, PlanFacts]:
         """The spec the folder was made with and its plan facts; a user error where there is none."""
         meta = self.read_meta()
         if meta is None:
-            raise UserError(
-                f"{self.path}: not a sweep folder (no sweep.json; run `python -m pipeline sweep` first)"
-            )
+            raise UserError(f"{self.path}: not a sweep folder (no sweep.json; run `launchtune sweep` first)")
         try:
             return SweepSpec.from_dict(meta["spec"]), meta["plan"]
         except (KeyError, TypeError) as exc:
@@ -298,7 +296,7 @@ class SweepFolder:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from kernels.atomic import atomic_path
+        from launchtune.kernels.atomic import atomic_path
 
         configs = plan["configs"]
         params = list(plan["params"])

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from kernels.atomic import write_text
+from launchtune.kernels.atomic import write_text
 
 
 class Journal:

@@ -29,16 +29,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kernels.atomic import atomic_path
-from kernels.workload import WorkloadError
-from pipeline.paths import assert_inside
-from pipeline.strategies.base import Answer, Session
-from pipeline.strategies.kernel_tuner_baseline import PREFIX
-from pipeline.sweep.checksums import shard_metadata
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.journal import Journal
-from pipeline.sweep.schema import kernel_column, shard_schema
-from pipeline.sweep.worker import fixed_columns, get_workload
+from launchtune.kernels.atomic import atomic_path
+from launchtune.kernels.workload import WorkloadError
+from launchtune.pipeline.paths import assert_inside
+from launchtune.pipeline.strategies.base import Answer, Session
+from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX
+from launchtune.pipeline.sweep.checksums import shard_metadata
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.journal import Journal
+from launchtune.pipeline.sweep.schema import kernel_column, shard_schema
+from launchtune.pipeline.sweep.worker import fixed_columns, get_workload
 
 SHARD = "search-kt"  # the one shard of a Kernel Tuner search
 
@@ -179,7 +179,7 @@ def kernel_tuner_search(
 ) -> tuple[Session, int, int, float]:
     """Kernel Tuner's search of class ``cls`` on one of its workers; the session its evaluations make (for
     the pick and its re-measure), how many its cache answered, how many it measured, and its seconds."""
-    from pipeline.cluster.waits import result
+    from launchtune.pipeline.cluster.waits import result
 
     folder = SweepFolder(out)
     name = spec.search.strategy[len(PREFIX) :]

@@ -24,9 +24,9 @@ from typing import Any
 
 import psutil
 
-from pipeline.errors import UserError
-from pipeline.jsonio import read_regular_bytes
-from pipeline.paths import make_folder
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.jsonio import read_regular_bytes
+from launchtune.pipeline.paths import make_folder
 
 logger = logging.getLogger(__name__)
 

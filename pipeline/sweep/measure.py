@@ -14,15 +14,15 @@ from typing import Any
 from distributed import wait
 from tqdm import tqdm
 
-from kernels.progress import Progress
-from pipeline.cluster.waits import ClusterFailure, timed_out, wait_limit
-from pipeline.errors import UserError
-from pipeline.sweep.batching import measure_order
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.schema import shard_schema
-from pipeline.sweep.shards import Planned, pending_batches
-from pipeline.sweep.spec import SweepSpec
-from pipeline.sweep.worker import measure_batch, warm_task
+from launchtune.kernels.progress import Progress
+from launchtune.pipeline.cluster.waits import ClusterFailure, timed_out, wait_limit
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.sweep.batching import measure_order
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.schema import shard_schema
+from launchtune.pipeline.sweep.shards import Planned, pending_batches
+from launchtune.pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.sweep.worker import measure_batch, warm_task
 
 Log = Callable[[str], None]
 

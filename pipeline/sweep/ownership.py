@@ -16,9 +16,9 @@ import uuid
 from pathlib import Path
 from typing import Literal
 
-from pipeline.errors import UserError
-from pipeline.jsonio import read_json, write_json
-from pipeline.records import checked
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.jsonio import read_json, write_json
+from launchtune.pipeline.records import checked
 
 MARKER = ".launchtune"
 Kind = Literal["sweep", "combined"]

@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from pipeline.errors import UserError
-from pipeline.strategies.datasets import Dataset, load_datasets
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.strategies.datasets import Dataset, load_datasets
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.spec import SweepSpec
 
 # What makes a sweep's launch space: a prior sweep must agree with this one on all of them.
 SPACE_KEYS = ("workload", "case", "options")
@@ -38,7 +38,7 @@ def _sweep_prior(path: Path, spec: SweepSpec, where: str) -> list[Dataset]:
                 "space)"
             )
     if not folder.merged_dir.is_dir():
-        raise UserError(f"{where} {path}: no merged data (run `python -m pipeline merge {path}` first)")
+        raise UserError(f"{where} {path}: no merged data (run `launchtune merge {path}` first)")
     return _load(folder.merged_dir, where, path)
 
 

@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernels.space import Space
-from kernels.workload import SEED_MAX, Check, Timing, WorkloadError, integer_option, number_option
+from launchtune.kernels.space import Space
+from launchtune.kernels.workload import SEED_MAX, Check, Timing, WorkloadError, integer_option, number_option
 
 OPTIONS = (
     "dataset",
@@ -114,8 +114,8 @@ class RehearsalWorkload:
         kill_dir: str | None = None,
         seed: int = 0,
     ) -> None:
-        from pipeline.strategies.datasets import load_datasets
-        from pipeline.strategies.replay import ReplayWorkload
+        from launchtune.pipeline.strategies.datasets import load_datasets
+        from launchtune.pipeline.strategies.replay import ReplayWorkload
 
         for name, value in (
             ("time_scale", time_scale),

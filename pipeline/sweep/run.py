@@ -1,8 +1,8 @@
 """The sweep graph: plan on each class's worker -> one task per (class, batch) writing a shard -> merge ->
 train -> re-measure the predicted best and the default on each class -> report.
 
-Batching lives in :mod:`pipeline.sweep.batching`, measuring the batches on the cluster in
-:mod:`pipeline.sweep.measure`.
+Batching lives in :mod:`launchtune.pipeline.sweep.batching`, measuring the batches on the cluster in
+:mod:`launchtune.pipeline.sweep.measure`.
 
 Finished shards are skipped on rerun, so an interrupted sweep resumes where it stopped; ``force`` with classes
 redoes only those partitions. Tasks carry ``resources={class: 1}`` so a class's batches run only on its
@@ -22,23 +22,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kernels.atomic import atomic_path
-from kernels.workload import SEED_MAX
-from pipeline.cluster import open_cluster
-from pipeline.cluster.waits import result, wait_limit
-from pipeline.errors import UserError
-from pipeline.learn.pick import incumbents, known_failures
-from pipeline.learn.report import build_report, remeasure_line
-from pipeline.learn.train import train_sweep
-from pipeline.sweep.batching import auto_batch_size
-from pipeline.sweep.checksums import EditedFile
-from pipeline.sweep.folder import PLAN_FACTS, PLANNED_WITH, SweepFolder, data_hash
-from pipeline.sweep.lock import sweep_lock
-from pipeline.sweep.measure import measure_batches, warm_workers, workers_by_class
-from pipeline.sweep.ownership import claim
-from pipeline.sweep.shards import load_merged, merge
-from pipeline.sweep.spec import SweepSpec
-from pipeline.sweep.worker import plan_task, remeasure_task
+from launchtune.kernels.atomic import atomic_path
+from launchtune.kernels.workload import SEED_MAX
+from launchtune.pipeline.cluster import open_cluster
+from launchtune.pipeline.cluster.waits import result, wait_limit
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.learn.pick import incumbents, known_failures
+from launchtune.pipeline.learn.report import build_report, remeasure_line
+from launchtune.pipeline.learn.train import train_sweep
+from launchtune.pipeline.sweep.batching import auto_batch_size
+from launchtune.pipeline.sweep.checksums import EditedFile
+from launchtune.pipeline.sweep.folder import PLAN_FACTS, PLANNED_WITH, SweepFolder, data_hash
+from launchtune.pipeline.sweep.lock import sweep_lock
+from launchtune.pipeline.sweep.measure import measure_batches, warm_workers, workers_by_class
+from launchtune.pipeline.sweep.ownership import claim
+from launchtune.pipeline.sweep.shards import load_merged, merge
+from launchtune.pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.sweep.worker import plan_task, remeasure_task
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def plan_class(
 ) -> dict[str, Any]:
     """Class ``cls``'s plan (its configurations, space and device facts), drawn on a worker of that class and
     written to ``out``'s ``plan/``; the folder's plan as it is unless ``replan``. The answer is waited for at
-    most ``limit`` seconds (``pipeline.cluster.waits``; None: the local cluster's default)."""
+    most ``limit`` seconds (``launchtune.pipeline.cluster.waits``; None: the local cluster's default)."""
     limit = limit or wait_limit("local")
     folder = SweepFolder(out)
     plan = None if replan else folder.read_plan(cls)
@@ -146,7 +146,7 @@ def remeasure_picks(
     folder = SweepFolder(out)
     validation = folder.read_validation() or {}
     futures = {}
-    merged = load_merged(out)  # its invalid and failed rows are never picked (pipeline.learn.pick)
+    merged = load_merged(out)  # its invalid and failed rows are never picked (launchtune.pipeline.learn.pick)
     for cls, plan in plans.items():
         entry = metrics["groups"].get(cls, {})
         if cls not in trained or "search_model" not in entry:
@@ -251,9 +251,9 @@ def run_sweep(
     max_minutes: float | None = None,
     prior: Sequence[Any] = (),
 ) -> dict[str, Any]:
-    """Everything ``python -m pipeline sweep`` does, in order, under the folder's lock; returns the report.
+    """Everything ``launchtune sweep`` does, in order, under the folder's lock; returns the report.
     With ``spec.search`` a strategy chooses what is measured (``pipeline.sweep.search``; ``prior``: the
-    datasets of ``pipeline.sweep.priors.load_priors``)."""
+    datasets of ``launchtune.pipeline.sweep.priors.load_priors``)."""
     with sweep_lock(out, log):
         return _run_sweep(spec, out, cluster, classes, force, workers_per_class, log, max_minutes, prior)
 
@@ -270,8 +270,8 @@ def _search(
     limit: float,
 ) -> None:
     """A search sweep's measuring, merge, training and re-measured picks (the report follows as for any)."""
-    from pipeline.sweep.priors import check_params, constants_of
-    from pipeline.sweep.search import remeasure_search_pick, run_searches, search_pool_plan
+    from launchtune.pipeline.sweep.priors import check_params, constants_of
+    from launchtune.pipeline.sweep.search import remeasure_search_pick, run_searches, search_pool_plan
 
     assert spec.search is not None
     folder = SweepFolder(out)

@@ -52,10 +52,10 @@ FIXED_FIELDS: list[pa.Field] = [
 ]
 
 
-# A search's shards (``python -m pipeline sweep --strategy``) carry three more columns: the strategy that
+# A search's shards (``launchtune sweep --strategy``) carry three more columns: the strategy that
 # chose the row, the delivery point its proposal followed (proposals of one round were chosen on the same
 # answers) and its proposal order (also its sample id). The order answers reached the strategy is the
-# folder's search journal (``pipeline.sweep.search``), since a worker writes its shard before that.
+# folder's search journal (``launchtune.pipeline.sweep.search``), since a worker writes its shard before that.
 SEARCH_FIELDS: list[pa.Field] = [
     pa.field("strategy", pa.string()),
     pa.field("proposal_round", pa.int64()),

@@ -1,5 +1,5 @@
-"""A live search (``python -m pipeline sweep SPEC --strategy NAME --budget N``): per GPU class, a strategy of
-``pipeline.strategies`` chooses what the class's workers measure.
+"""A live search (``launchtune sweep SPEC --strategy NAME --budget N``): per GPU class, a strategy of
+``launchtune.pipeline.strategies`` chooses what the class's workers measure.
 
 The strategy runs here, in the sweep's process, through the same :class:`~pipeline.strategies.base.Session`
 as a replay; only its answers differ (:class:`ClusterAnswers`): each proposal is one Dask task on a worker of
@@ -28,21 +28,21 @@ import numpy as np
 import pyarrow.parquet as pq
 from distributed import as_completed
 
-from kernels.space import Config, Inactive, Param, Space
-from kernels.workload import Check, Timing
-from pipeline.cluster.waits import timed_out
-from pipeline.errors import UserError
-from pipeline.learn.models import one_thread
-from pipeline.strategies import get_strategy
-from pipeline.strategies.base import POOL_LIMIT, Answer, Session, StrategyError
-from pipeline.strategies.datasets import Dataset, _device_features
-from pipeline.strategies.kernel_tuner_baseline import PREFIX as KT_PREFIX
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.journal import Journal
-from pipeline.sweep.priors import aligned, constants_of
-from pipeline.sweep.schema import kernel_column, kernel_params
-from pipeline.sweep.spec import SweepSpec
-from pipeline.sweep.worker import measure_batch, pick_task, search_plan_task
+from launchtune.kernels.space import Config, Inactive, Param, Space
+from launchtune.kernels.workload import Check, Timing
+from launchtune.pipeline.cluster.waits import timed_out
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.learn.models import one_thread
+from launchtune.pipeline.strategies import get_strategy
+from launchtune.pipeline.strategies.base import POOL_LIMIT, Answer, Session, StrategyError
+from launchtune.pipeline.strategies.datasets import Dataset, _device_features
+from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX as KT_PREFIX
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.journal import Journal
+from launchtune.pipeline.sweep.priors import aligned, constants_of
+from launchtune.pipeline.sweep.schema import kernel_column, kernel_params
+from launchtune.pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.sweep.worker import measure_batch, pick_task, search_plan_task
 
 Log = Callable[[str], None]
 SAMPLER = "search"  # the ``sampler`` of a search's rows
@@ -313,7 +313,7 @@ def search_class(
         )
 
     if spec.search.strategy.startswith(KT_PREFIX):  # Kernel Tuner's own loop, on one worker of the class
-        from pipeline.sweep.kernel_tuner_live import kernel_tuner_search
+        from launchtune.pipeline.sweep.kernel_tuner_live import kernel_tuner_search
 
         kt_session, cached, measured, took = kernel_tuner_search(
             client, spec, cls, plan, out, session_of, log, limit
@@ -367,7 +367,7 @@ def top_picks(session: Session, k: int) -> list[tuple[Config, float]]:
 def remeasure_search_pick(client: Any, spec: SweepSpec, found: ClassSearch, limit: float) -> dict[str, Any]:
     """The search's pick (and its runners-up, ``validate.top_k``) against the default on a worker of the
     class, in ``validation.json``'s shape, with the search's facts under ``search``."""
-    from pipeline.cluster.waits import result
+    from launchtune.pipeline.cluster.waits import result
 
     assert spec.search is not None
     picks = top_picks(found.session, spec.validate.top_k)
@@ -468,7 +468,7 @@ def search_pool_plan(
 ) -> dict[str, Any]:
     """A class's search plan, on one of its workers (``worker.search_plan_task``; a pool of at most
     ``pool_limit`` candidates, default ``strategies.base.POOL_LIMIT``)."""
-    from pipeline.cluster.waits import result
+    from launchtune.pipeline.cluster.waits import result
 
     future = client.submit(
         search_plan_task,

@@ -1,6 +1,6 @@
 """Shards on disk: which are finished, and the merge into one dataset.
 
-Paths come from :mod:`pipeline.sweep.folder`.
+Paths come from :mod:`launchtune.pipeline.sweep.folder`.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.errors import UserError
-from pipeline.jsonio import check_regular, open_regular, read_regular_bytes
-from pipeline.sweep.batching import measure_order
-from pipeline.sweep.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest, rows_digest
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.journal import Journal
-from pipeline.sweep.schema import shard_schema
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.jsonio import check_regular, open_regular, read_regular_bytes
+from launchtune.pipeline.sweep.batching import measure_order
+from launchtune.pipeline.sweep.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest, rows_digest
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.journal import Journal
+from launchtune.pipeline.sweep.schema import shard_schema
 
 logger = logging.getLogger(__name__)
 
@@ -287,9 +287,7 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
     folder = SweepFolder(sweep_dir)
     shards = folder.shards()
     if not shards:
-        raise UserError(
-            f"{sweep_dir}: no shards under {folder.shards_dir} (run `python -m pipeline sweep` first)"
-        )
+        raise UserError(f"{sweep_dir}: no shards under {folder.shards_dir} (run `launchtune sweep` first)")
     schema: pa.Schema | None = None
     # sweep.json and the plans read (and checked) before any shard is: a broken one is refused before reader
     # threads start (an error leaving with pyarrow reads in flight could abort at interpreter exit)
@@ -533,9 +531,7 @@ def load_merged(sweep_dir: Path) -> pd.DataFrame:
     """The merged data as a DataFrame with ``gpu_class`` as a plain string column."""
     target = SweepFolder(sweep_dir).merged_dir
     if not target.is_dir() or not any(target.glob("gpu_class=*/*.parquet")):
-        raise UserError(
-            f"{sweep_dir}: no merged data in {target} (run `python -m pipeline merge {sweep_dir}`)"
-        )
+        raise UserError(f"{sweep_dir}: no merged data in {target} (run `launchtune merge {sweep_dir}`)")
     # pyarrow's dataset opens the files itself: each is checked to be a regular file first, so a FIFO in
     # merged/ is one line rather than a read that never returns (a FIFO swapped in after the check is a race
     # only someone writing into the folder at that moment could win)

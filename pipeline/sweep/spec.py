@@ -12,13 +12,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernels.backend import BACKEND_NAMES
-from kernels.device import GPU_CLASSES
-from kernels.workload import GPU_ONLY, PATH_OPTIONS, SEED_MAX, WorkloadError, check_arguments
-from pipeline.errors import UserError
-from pipeline.paths import check_slug, inside, results_root
-from pipeline.sweep.workloads import PIPELINE_WORKLOADS, builtin_names, entry_point_workloads
-from pipeline.yamlio import check_keys, load_yaml
+from launchtune.kernels.backend import BACKEND_NAMES
+from launchtune.kernels.device import GPU_CLASSES
+from launchtune.kernels.workload import GPU_ONLY, PATH_OPTIONS, SEED_MAX, WorkloadError, check_arguments
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.paths import check_slug, inside, results_root
+from launchtune.pipeline.sweep.workloads import PIPELINE_WORKLOADS, builtin_names, entry_point_workloads
+from launchtune.pipeline.yamlio import check_keys, load_yaml
 
 # random: `samples` seeded draws; per_kernel_exhaustive: each kernel's parameter grid, the others at default;
 # exhaustive: every configuration of the space (a brute force, as the Benchmark Hub's caches)
@@ -82,8 +82,8 @@ class TrainSpec:
 
 @dataclass(frozen=True)
 class SearchSpec:
-    """A budgeted search instead of a random sample (``python -m pipeline sweep --strategy``): per GPU class,
-    ``strategy`` (a name of ``pipeline.strategies``, or ``kt:<name>``) chooses the ``budget``
+    """A budgeted search instead of a random sample (``launchtune sweep --strategy``): per GPU class,
+    ``strategy`` (a name of ``launchtune.pipeline.strategies``, or ``kt:<name>``) chooses the ``budget``
     configurations measured; ``prior``: recorded data of other classes or devices (sweep folders, Kernel
     Tuner caches, folders of them) for the strategies that use it (``transfer``)."""
 
@@ -105,7 +105,9 @@ class SweepSpec:
     test_fraction: float = 0.25
     samplers: tuple[str, ...] = ("random",)
     repeats: int = 3
-    batch_size: int | str = 25  # or "auto": chosen at the first run (pipeline.sweep.batching.auto_batch_size)
+    batch_size: int | str = (
+        25  # or "auto": chosen at the first run (launchtune.pipeline.sweep.batching.auto_batch_size)
+    )
     check: bool = True
     seed: int = 0
     validate: ValidateSpec = field(default_factory=ValidateSpec)
@@ -256,7 +258,7 @@ def _check_workload(workload: str, case: str, size: str, options: dict[str, Any]
         return
     try:
         if workload in PIPELINE_WORKLOADS:  # replay, the one of ours
-            from pipeline.sweep.rehearsal import check_arguments as check_replay
+            from launchtune.pipeline.sweep.rehearsal import check_arguments as check_replay
 
             check_replay(case, size, **options)
         else:
@@ -382,8 +384,8 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
 def check_strategy(name: Any, where: str) -> str:
     """A strategy name a search can run: one of ``pipeline.strategies``, ``default``, or ``kt:<name>``
     (Kernel Tuner's; whether the workload lets it run is the command's check)."""
-    from pipeline.strategies import STRATEGIES
-    from pipeline.strategies.kernel_tuner_baseline import PREFIX
+    from launchtune.pipeline.strategies import STRATEGIES
+    from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX
 
     if isinstance(name, str) and (name in STRATEGIES or name == "default"):
         return name

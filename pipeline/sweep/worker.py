@@ -27,19 +27,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from distributed import get_worker
 
-from kernels.atomic import atomic_path
-from kernels.backend import get_backend, gpu_count
-from kernels.compare import compare, interleaved
-from kernels.device import describe_device, measure_copy_bandwidth
-from kernels.workload import Workload, WorkloadError, make_workload
-from pipeline import __version__
-from pipeline.errors import PERMANENT_ERRNOS
-from pipeline.learn.pick import MAX_REJECTED_PER_PICK, branch_leaders, ranked
-from pipeline.paths import assert_inside
-from pipeline.sweep.checksums import rows_digest, shard_metadata
-from pipeline.sweep.schema import kernel_column, kernel_params, shard_schema
-from pipeline.sweep.shards import Planned, read_shard, set_aside, shard_problem
-from pipeline.sweep.workloads import builtin_names, resolve
+from launchtune import __version__
+from launchtune.kernels.atomic import atomic_path
+from launchtune.kernels.backend import get_backend, gpu_count
+from launchtune.kernels.compare import compare, interleaved
+from launchtune.kernels.device import describe_device, measure_copy_bandwidth
+from launchtune.kernels.workload import Workload, WorkloadError, make_workload
+from launchtune.pipeline.errors import PERMANENT_ERRNOS
+from launchtune.pipeline.learn.pick import MAX_REJECTED_PER_PICK, branch_leaders, ranked
+from launchtune.pipeline.paths import assert_inside
+from launchtune.pipeline.sweep.checksums import rows_digest, shard_metadata
+from launchtune.pipeline.sweep.schema import kernel_column, kernel_params, shard_schema
+from launchtune.pipeline.sweep.shards import Planned, read_shard, set_aside, shard_problem
+from launchtune.pipeline.sweep.workloads import builtin_names, resolve
 
 # One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a
 # batch
@@ -178,7 +178,7 @@ def pick_task(
     """A search's pick re-measured against the default on a worker of the class, in ``validation.json``'s
     shape (``remeasure_task``'s): ``picks`` are the search's best measured configurations, best first; each
     is checked and measured again, the fastest that ran is the pick, and it is timed against the default in
-    ``rounds`` interleaved rounds (``kernels.compare``: the ratio's 95% interval)."""
+    ``rounds`` interleaved rounds (``launchtune.kernels.compare``: the ratio's 95% interval)."""
     workload, facts = get_workload(spec)
     space = workload.space()
     measured: list[dict[str, Any]] = []
@@ -498,7 +498,7 @@ def remeasure_task(
     and time the fastest of the top few (the pick, ``candidates[0]``) against the default in ``rounds``
     interleaved rounds.
 
-    Only runnable configurations are picked (``pipeline.learn.pick``): the pool obeys the space's
+    Only runnable configurations are picked (``launchtune.pipeline.learn.pick``): the pool obeys the space's
     constraints, ``exclude`` (the configurations the sweep recorded as invalid or failed) is never measured,
     and a candidate whose check or run fails here is set aside in ``rejected``, the next one measured, until
     ``top_k`` ran (or ``MAX_REJECTED_PER_PICK`` x ``top_k`` were rejected). ``candidates`` holds only the ones

@@ -24,21 +24,21 @@ from collections.abc import Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
-from kernels.workload import code_references, workload_names
-from pipeline.errors import UserError
+from launchtune.kernels.workload import code_references, workload_names
+from launchtune.pipeline.errors import UserError
 
 ENTRY_POINT_GROUP = "launchtune.workloads"
 
 # Workloads the pipeline itself provides, by name: they read recorded data (pipeline's business), so they are
-# registered here rather than in kernels.workload, which never imports pipeline.
-PIPELINE_WORKLOADS = {"replay": "pipeline.sweep.rehearsal:make_workload"}
+# registered here rather than in launchtune.kernels.workload, which never imports pipeline.
+PIPELINE_WORKLOADS = {"replay": "launchtune.pipeline.sweep.rehearsal:make_workload"}
 
 # module:factory, dotted names of Python identifiers on both sides (what importlib and getattr can take)
 _TARGET = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 def builtin_names() -> list[str]:
-    """The names that need no allowing: ``kernels.workload``'s and :data:`PIPELINE_WORKLOADS`'."""
+    """The names that need no allowing: ``launchtune.kernels.workload``'s and :data:`PIPELINE_WORKLOADS`'."""
     return sorted([*workload_names(), *PIPELINE_WORKLOADS])
 
 

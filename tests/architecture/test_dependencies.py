@@ -14,7 +14,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CODE = ("kernels", "pipeline", "benchmarks", "lab")
-OWN = {"kernels", "pipeline", "benchmarks", "lab", "tests"}
+OWN = {"launchtune", "benchmarks", "lab", "tests"}
 
 # an import name -> the requirement that brings it, where the two names differ
 PROVIDED_BY = {

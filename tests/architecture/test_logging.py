@@ -7,7 +7,7 @@ import ast
 import logging
 from pathlib import Path
 
-from pipeline.logs import configure
+from launchtune.pipeline.logs import configure
 
 REPO = Path(__file__).resolve().parents[2]
 # the command-line front ends: what they print is their output
@@ -30,10 +30,10 @@ def test_library_code_never_prints_nor_hands_print_on():
 def test_the_command_line_prints_each_message_as_one_plain_line(capsys):
     configure()
     configure()  # once more (main() runs again in one process): still one handler
-    logger = logging.getLogger("pipeline.sweep.run")
+    logger = logging.getLogger("launchtune.pipeline.sweep.run")
     logger.info("merged 12 rows from 3 shards into out/merged")
     logger.debug("not shown")
-    logging.getLogger("pipeline.cluster.local").warning("dashboard: http://127.0.0.1:8787/status")
+    logging.getLogger("launchtune.pipeline.cluster.local").warning("dashboard: http://127.0.0.1:8787/status")
     logging.getLogger("distributed.worker").info("not ours: Dask's own loggers keep their settings")
     assert capsys.readouterr().out == (
         "merged 12 rows from 3 shards into out/merged\ndashboard: http://127.0.0.1:8787/status\n"

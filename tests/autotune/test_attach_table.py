@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kernels.autotune import (
+from launchtune.kernels.autotune import (
     IDLE,
     STARTUP,
     TableError,
@@ -18,9 +18,9 @@ from kernels.autotune import (
     save_tuning,
     tuning_summary,
 )
-from kernels.autotune.table import Entry
-from kernels.backend import get_backend
-from kernels.space import Param, Space
+from launchtune.kernels.autotune.table import Entry
+from launchtune.kernels.backend import get_backend
+from launchtune.kernels.space import Param, Space
 from tests.conftest import REPO
 
 KERNELS = ("xi_flux", "rhs")
@@ -220,7 +220,7 @@ def test_missing_table_is_a_clear_error(tmp_path):
 
 def test_seeded_from_the_committed_h100_sweep_report(monkeypatch):
     """The table the pipeline's report wrote for the real H100 sweep seeds a short scan on an H100."""
-    from kernels.autotune import attach
+    from launchtune.kernels.autotune import attach
 
     path = REPO / "data" / "cfd" / "h100" / "sweep_paper" / "tuning_table.json"
     table = TuningTable.load(path)

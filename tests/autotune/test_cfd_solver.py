@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.autotune import IDLE, attach_tuners, save_tuning, tuning_summary
+from launchtune.kernels.autotune import IDLE, attach_tuners, save_tuning, tuning_summary
 
-cfd = pytest.importorskip("kernels.cfd.solver")
+cfd = pytest.importorskip("launchtune.kernels.cfd.solver")
 
 
 def test_scan_tunes_all_seven_kernels_and_the_answer_is_the_untuned_one(tmp_path):

@@ -11,8 +11,19 @@ import pytest
 
 from tests.conftest import REPO
 
-pytest.importorskip("kernels.cfd.cli")
-RUN = [sys.executable, "-m", "kernels.cfd", "run", "--case", "inlet", "--size", "16x8", "--backend", "numpy"]
+pytest.importorskip("launchtune.kernels.cfd.cli")
+RUN = [
+    sys.executable,
+    "-m",
+    "launchtune.kernels.cfd",
+    "run",
+    "--case",
+    "inlet",
+    "--size",
+    "16x8",
+    "--backend",
+    "numpy",
+]
 
 
 def cfd(*args: str) -> subprocess.CompletedProcess:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.autotune import IDLE, attach_tuners, tuning_summary
+from launchtune.kernels.autotune import IDLE, attach_tuners, tuning_summary
 
 pytestmark = pytest.mark.gpu
 
 
 def test_scan_on_the_gpu_tunes_within_kernel_limits_and_changes_no_bits():
-    from kernels.cfd.solver import Solver
+    from launchtune.kernels.cfd.solver import Solver
 
     plain = Solver("inlet", "416x128", "cupy")
     tuned = Solver("inlet", "416x128", "cupy")
@@ -33,8 +33,8 @@ def test_scan_on_the_gpu_tunes_within_kernel_limits_and_changes_no_bits():
 
 
 def test_fused_whole_configuration_scan_on_the_gpu_changes_no_bits():
-    from kernels.autotune.whole import attach_whole_tuner
-    from kernels.cfd.solver import Solver
+    from launchtune.kernels.autotune.whole import attach_whole_tuner
+    from launchtune.kernels.cfd.solver import Solver
 
     plain = Solver("inlet", "416x128", "cupy")
     tuned = Solver("inlet", "416x128", "cupy")

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from kernels.autotune import IDLE, SCANNING, STARTUP, Autotuner, LaunchLog, TunerError
+from launchtune.kernels.autotune import IDLE, SCANNING, STARTUP, Autotuner, LaunchLog, TunerError
 
 
 class FakeClock:

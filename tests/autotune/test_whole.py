@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from kernels.autotune import IDLE, TableError, TunerError
-from kernels.autotune.whole import WholeTuner, config_key, table_configurations, whole_candidates
-from kernels.space import Param, Space
+from launchtune.kernels.autotune import IDLE, TableError, TunerError
+from launchtune.kernels.autotune.whole import WholeTuner, config_key, table_configurations, whole_candidates
+from launchtune.kernels.space import Param, Space
 from tests.autotune.test_tuner import FakeClock
 from tests.conftest import REPO
 
@@ -108,7 +108,7 @@ def test_seeded_candidates_come_from_the_nearest_size_of_the_class_and_a_runtime
 RUN = [
     sys.executable,
     "-m",
-    "kernels.cfd",
+    "launchtune.kernels.cfd",
     "run",
     "--case",
     "inlet",

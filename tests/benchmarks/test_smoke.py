@@ -88,11 +88,11 @@ def test_benchmarks_use_only_public_names_and_never_lab(name):
 def test_the_private_name_check_finds_what_it_looks_for(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text(
-        "from pipeline.sweep.run import _plan_class, plan_class\nimport lab.cfd_arith\n"
+        "from launchtune.pipeline.sweep.run import _plan_class, plan_class\nimport lab.cfd_arith\n"
         "def f(work, self):\n    self._ok()\n    return work._gpu(1) + work.__class__\n"
     )
     assert _private_uses(bad) == [
-        "line 1: from pipeline.sweep.run import _plan_class",
+        "line 1: from launchtune.pipeline.sweep.run import _plan_class",
         "line 2: import lab.cfd_arith",
         "line 5: ._gpu",
     ]

@@ -14,7 +14,11 @@ from tests.conftest import REPO
 
 def cli(*args, cwd=REPO):
     return subprocess.run(
-        [sys.executable, "-m", "kernels.cfd", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "launchtune.kernels.cfd", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -81,7 +85,7 @@ def test_user_mistakes_get_one_line_and_exit_2(tmp_path, args, field):
 
 
 def test_cupy_backend_without_gpu_is_a_clear_error(tmp_path):
-    from kernels.backend import gpu_count
+    from launchtune.kernels.backend import gpu_count
 
     if gpu_count():
         pytest.skip("a GPU is visible here")
@@ -125,7 +129,7 @@ def test_mms_out_a_file_fails_before_computing(tmp_path):
     afile.write_text("x")
     # sizes that would take minutes: the error must come first, in well under that
     r = subprocess.run(
-        [sys.executable, "-m", "kernels.cfd", "mms", "--sizes", "256,512", "--backend", "numpy"]
+        [sys.executable, "-m", "launchtune.kernels.cfd", "mms", "--sizes", "256,512", "--backend", "numpy"]
         + ["--out", str(afile)],
         cwd=REPO,
         capture_output=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.cfd.solver import Solver
+from launchtune.kernels.cfd.solver import Solver
 
 pytestmark = pytest.mark.gpu
 
@@ -33,7 +33,7 @@ def test_random_fused_configurations_agree_with_the_seven_kernel_step(case):
     2026-11-25), so the bound here is SMALL_GRID_TOL, far below any error of the scheme; the issue's 1e-12 at
     its 3328x1024 inlet is the next test's."""
     pytest.importorskip("cupy")
-    from kernels.cfd.workload import relative_difference
+    from launchtune.kernels.cfd.workload import relative_difference
 
     s = Solver(case, SIZE, "cupy", perturb=0.01, seed=7)
     sp = s.space("fused")
@@ -70,7 +70,7 @@ def test_other_arithmetic_agrees_to_1e_12_on_the_issues_inlet():
     """tile.arith 1 within the issue's 1e-12 of the seven kernels' state after 100 steps, in every variable,
     on the 3328x1024 inlet the issue names: the sweeps' best tile and three drawn fused ones."""
     pytest.importorskip("cupy")
-    from kernels.cfd.workload import ARITH_TOL, relative_difference
+    from launchtune.kernels.cfd.workload import ARITH_TOL, relative_difference
 
     s = Solver("inlet", (3328, 1024), "cupy")
     sp = s.space("fused")
@@ -87,8 +87,8 @@ def test_other_arithmetic_agrees_to_1e_12_on_the_issues_inlet():
 @pytest.mark.parametrize("faces,arith", [(1, 0), (2, 0), (1, 1)])
 def test_fused_mms_observed_order(faces, arith):
     pytest.importorskip("cupy")
-    from kernels.cfd.mms import run_mms
-    from kernels.cfd.solver import Scheme
+    from launchtune.kernels.cfd.mms import run_mms
+    from launchtune.kernels.cfd.solver import Scheme
 
     cfg = {"fusion": 2, "tile.block_x": 32, "tile.block_y": 4, "tile.smem": 1, "tile.faces": faces}
     cfg["tile.arith"] = arith

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.cfd.fused_space import (
+from launchtune.kernels.cfd.fused_space import (
     FUSION_LEVELS,
     DeviceLimits,
     fused_violations,
     stage_shared_bytes,
     tile_of,
 )
-from kernels.workload import make_workload
+from launchtune.kernels.workload import make_workload
 
 SIZE = (104, 32)
 LIMITS = DeviceLimits()
@@ -114,7 +114,7 @@ def test_compiled_register_limits_make_a_block_invalid_with_the_kernel_named():
 
 
 def test_the_fused_space_names_what_each_level_leaves_unused():
-    from kernels.cfd.fused_space import TILE_VALUES
+    from launchtune.kernels.cfd.fused_space import TILE_VALUES
 
     space = make_workload("cfd", "inlet", SIZE, "numpy", space="fused").space()
     rules = {(r.when, r.values): set(r.params) for r in space.inactive}
@@ -129,7 +129,7 @@ def test_the_fused_space_names_what_each_level_leaves_unused():
 
 
 def test_variant_options_change_the_arithmetic_only_with_arith():
-    from kernels.cfd.fused_kernels import variant_options
+    from launchtune.kernels.cfd.fused_kernels import variant_options
 
     plain = variant_options(1, 2, 0, 64)
     other = variant_options(1, 2, 0, 64, arith=1)
@@ -144,8 +144,8 @@ def test_variant_options_change_the_arithmetic_only_with_arith():
 
 
 def test_a_fixed_limiter_is_compiled_in_and_keys_the_variant():
-    from kernels.cfd.fused_kernels import variant_options
-    from kernels.cfd.physics import LIMITERS
+    from launchtune.kernels.cfd.fused_kernels import variant_options
+    from launchtune.kernels.cfd.physics import LIMITERS
 
     minmod = variant_options(1, 2, 0, 64, limiter=LIMITERS["minmod"])
     albada = variant_options(1, 2, 0, 64, limiter=LIMITERS["van_albada"])
@@ -156,7 +156,7 @@ def test_a_fixed_limiter_is_compiled_in_and_keys_the_variant():
 def test_relative_difference_is_per_variable_and_refuses_non_finite_states():
     import numpy as np
 
-    from kernels.cfd.workload import ARITH_TOL, relative_difference
+    from launchtune.kernels.cfd.workload import ARITH_TOL, relative_difference
 
     want = np.stack([np.full((3, 5), 1e5), np.full((3, 5), 2.0)])  # a pressure-like and a velocity-like field
     got = want.copy()
@@ -174,7 +174,7 @@ def test_variants_of_different_fused_code_are_compiled_and_cached_apart(monkeypa
     # must never be served for the other (a fake CuPy records what it was asked to compile)
     from types import SimpleNamespace
 
-    from kernels.cfd.fused_kernels import FUSED_FILE, FusedKernels
+    from launchtune.kernels.cfd.fused_kernels import FUSED_FILE, FusedKernels
 
     compiled: list[str] = []
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.cfd.physics import KERNEL_NAMES
-from kernels.cfd.solver import Solver
+from launchtune.kernels.cfd.physics import KERNEL_NAMES
+from launchtune.kernels.cfd.solver import Solver
 
 pytestmark = pytest.mark.gpu
 
@@ -61,7 +61,7 @@ def test_cupy_equals_numpy_and_every_config_is_bitwise_the_default(case):
 
 
 def test_wide_space_configs_and_workload_check_agree():
-    from kernels.workload import make_workload
+    from launchtune.kernels.workload import make_workload
 
     w = make_workload("cfd", "inlet", SIZE, "cupy", space="wide")
     sp = w.space()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.cfd import grid as g
-from kernels.cfd import reference as ref
-from kernels.cfd.physics import GAMMA, freestream, oblique_shock
-from kernels.cfd.solver import Scheme, Solver, parse_size
+from launchtune.kernels.cfd import grid as g
+from launchtune.kernels.cfd import reference as ref
+from launchtune.kernels.cfd.physics import GAMMA, freestream, oblique_shock
+from launchtune.kernels.cfd.solver import Scheme, Solver, parse_size
 
 
 @pytest.mark.parametrize("size", [(52, 16), (208, 64)])
@@ -93,8 +93,8 @@ def test_freestream_is_preserved_on_the_curved_grid():
 
 
 def test_inlet_converges_and_matches_oblique_shock_theory():
-    from kernels.cfd.mms import converge
-    from kernels.cfd.physics import P_INF, mach
+    from launchtune.kernels.cfd.mms import converge
+    from launchtune.kernels.cfd.physics import P_INF, mach
 
     s = Solver("inlet", "104x32", "numpy")
     info = converge(s, max_steps=2000, drop=3.0, every=25)

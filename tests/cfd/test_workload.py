@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.cfd.launch_space import PAPER_BLOCKS, PAPER_THREADS
-from kernels.cfd.physics import KERNEL_NAMES
-from kernels.space import SpaceError
-from kernels.workload import Check, Timing, Workload, make_workload
+from launchtune.kernels.cfd.launch_space import PAPER_BLOCKS, PAPER_THREADS
+from launchtune.kernels.cfd.physics import KERNEL_NAMES
+from launchtune.kernels.space import SpaceError
+from launchtune.kernels.workload import Check, Timing, Workload, make_workload
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +90,7 @@ class FakeTuner:
 
 
 def test_every_launch_goes_through_the_tuner_hook():
-    from kernels.cfd.solver import Solver
+    from launchtune.kernels.cfd.solver import Solver
 
     s = Solver("inlet", "52x16", "numpy")
     assert s.kernel_names == KERNEL_NAMES and s.size == (52, 16) and s.tuners == {}

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.backend import Backend
+from launchtune.kernels.backend import Backend
 
 COMPILED: list[dict[str, int]] = []  # the defines of every compile, in order
 _LOCK = threading.Lock()

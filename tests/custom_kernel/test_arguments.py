@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.custom.arguments import make_host, nbytes
-from kernels.custom.errors import SpecError
-from kernels.custom.spec import load_kernel_spec
+from launchtune.kernels.custom.arguments import make_host, nbytes
+from launchtune.kernels.custom.errors import SpecError
+from launchtune.kernels.custom.spec import load_kernel_spec
 
 
 def _arrays(spec, seed):

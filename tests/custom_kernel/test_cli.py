@@ -11,9 +11,9 @@ import subprocess
 import pytest
 import yaml
 
-from pipeline.errors import UserError
-from pipeline.sweep.spec import load_spec, parse_spec
-from pipeline.sweep.workloads import check_workload, workload_code
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.sweep.spec import load_spec, parse_spec
+from launchtune.pipeline.sweep.workloads import check_workload, workload_code
 from tests.pipeline.conftest import one_line_error, run_cli
 
 

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from kernels.custom.workload import make_workload
-from kernels.examples.convolution import convolve
+from launchtune.kernels.custom.workload import make_workload
+from launchtune.kernels.examples.convolution import convolve
 from tests.conftest import REPO
 from tests.pipeline.conftest import run_cli
 

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from kernels.custom.errors import SpecError
-from kernels.custom.spec import check_for_problem, kernel_defined, load_kernel_spec
+from launchtune.kernels.custom.errors import SpecError
+from launchtune.kernels.custom.spec import check_for_problem, kernel_defined, load_kernel_spec
 from tests.conftest import REPO
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.workload import WorkloadError
-from pipeline.sweep import worker
-from pipeline.sweep.spec import parse_spec
+from launchtune.kernels.workload import WorkloadError
+from launchtune.pipeline.sweep import worker
+from launchtune.pipeline.sweep.spec import parse_spec
 from tests.pipeline.conftest import base_spec
 from tests.pipeline.fake_workload import FakeWorkload
 

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from kernels.custom import pick_for_device
-from kernels.custom.errors import SpecError
-from kernels.custom.pick import current_gpu_class
-from kernels.custom.workload import largest_memory_bytes
-from kernels.workload import (
+from launchtune.kernels.custom import pick_for_device
+from launchtune.kernels.custom.errors import SpecError
+from launchtune.kernels.custom.pick import current_gpu_class
+from launchtune.kernels.custom.workload import largest_memory_bytes
+from launchtune.kernels.workload import (
     GPU_ONLY,
     WorkloadError,
     check_arguments,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.custom import workload as workload_module
-from kernels.workload import WorkloadError
+from launchtune.kernels.custom import workload as workload_module
+from launchtune.kernels.workload import WorkloadError
 from tests.custom_kernel import fake_cupy
 
 
@@ -121,8 +121,8 @@ def test_a_batch_through_the_sweeps_worker(make, tmp_path):
     compile time in the shard."""
     import pyarrow.parquet as pq
 
-    from pipeline.sweep import worker
-    from pipeline.sweep.spec import parse_spec
+    from launchtune.pipeline.sweep import worker
+    from launchtune.pipeline.sweep.spec import parse_spec
 
     w = make(workers=2)
     sweep = {

@@ -8,7 +8,7 @@ Each fenced ``bash`` block of README.md carries a marker comment on the line bef
   file changed, no unignored file or folder left behind.
 - ``<!-- readme-test: check (why) -->``: the block needs what CI has not (a GPU, SLURM, root) or takes
   minutes, so it is NOT run. Each command in it is CHECKED instead: ``make`` targets and variables exist in
-  the Makefile; ``launchtune``/``python -m pipeline`` arguments parse with the real parser; other
+  the Makefile; ``launchtune``/``launchtune`` arguments parse with the real parser; other
   ``python -m MODULE [SUBCOMMAND]`` flags appear in that module's ``--help``; a ``bash`` script exists and
   uses the environment variables set for it; ``cp`` sources exist.
 
@@ -140,8 +140,8 @@ def _check_command(words: list[str]) -> None:
                 assert arg in targets, f"{shown}: the Makefile has no target {arg}"
         for key in env:
             assert key in variables or key == "CUDA_VISIBLE_DEVICES", f"{shown}: {key} means nothing to make"
-    elif program == "launchtune" or program == "python" and args[:2] == ["-m", "pipeline"]:
-        from pipeline.cli import build_parser
+    elif program == "launchtune" or program == "python" and args[:2] == ["-m", "launchtune"]:
+        from launchtune.pipeline.cli import build_parser
 
         argv = args if program == "launchtune" else args[2:]
         try:
@@ -178,7 +178,7 @@ def test_the_checks_catch_a_stale_flag_path_target_and_variable():
         "launchtune streams --dataset data/tridiag/h100/streams.csv",
         "make no-such-target",
         "make sweep NO_SUCH_VAR=1",
-        "python -m kernels.cfd run --case inlet --no-such-flag 1 --out runs/x",
+        "python -m launchtune.kernels.cfd run --case inlet --no-such-flag 1 --out runs/x",
         "CPU=1 bash benchmarks/no_such_script.sh",
         "python3 something.py",
     ]

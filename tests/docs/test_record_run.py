@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pipeline.results import readme
+from launchtune.pipeline.results import readme
 from tests.record_run import main, parse_summary
 
 

@@ -8,10 +8,10 @@ import re
 import pytest
 import yaml
 
-from pipeline import yamlio
-from pipeline.errors import UserError
-from pipeline.sweep.spec import load_spec, parse_spec
-from pipeline.yamlio import MAX_BYTES, MAX_NODES, load_yaml
+from launchtune.pipeline import yamlio
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.sweep.spec import load_spec, parse_spec
+from launchtune.pipeline.yamlio import MAX_BYTES, MAX_NODES, load_yaml
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 
 CFD = {"workload": "cfd", "case": "inlet", "size": "208x64", "options": {"space": "paper"}}

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernels.workload import SEED_MAX, WorkloadError
-from pipeline.cluster.waits import ClusterFailure, result
-from pipeline.errors import UserError
-from pipeline.sweep.measure import GONE_S, _check_workers
-from pipeline.sweep.spec import parse_spec
+from launchtune.kernels.workload import SEED_MAX, WorkloadError
+from launchtune.pipeline.cluster.waits import ClusterFailure, result
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.sweep.measure import GONE_S, _check_workers
+from launchtune.pipeline.sweep.spec import parse_spec
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 from tests.strategies.conftest import write_cache
 
@@ -76,7 +76,7 @@ def test_a_workload_option_past_its_limit_or_of_the_wrong_type_names_the_field(o
 
 
 def test_options_within_their_limits_pass_and_a_scheme_mapping_builds():
-    from kernels.cfd.workload import make_workload
+    from launchtune.kernels.cfd.workload import make_workload
 
     options = {
         "smoothing": 3,
@@ -99,7 +99,7 @@ def test_options_within_their_limits_pass_and_a_scheme_mapping_builds():
 )
 def test_the_tridiagonal_cli_refuses_a_size_it_could_not_allocate(size, match):
     result = subprocess.run(
-        [sys.executable, "-m", "kernels.tridiag", "solve", "--size", size, "--backend", "numpy"],
+        [sys.executable, "-m", "launchtune.kernels.tridiag", "solve", "--size", size, "--backend", "numpy"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -115,7 +115,7 @@ def test_the_cfd_cli_refuses_an_out_under_a_file_before_simulating(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "kernels.cfd",
+        "launchtune.kernels.cfd",
         "run",
         "--size",
         "16x8",

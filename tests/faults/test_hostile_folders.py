@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import UserError
-from pipeline.sweep.shards import merge
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.sweep.shards import merge
 from tests.faults.test_plan_checks import _folder, _shard
 
 TARGETS = [

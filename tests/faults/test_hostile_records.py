@@ -11,10 +11,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import UserError
-from pipeline.strategies.datasets import load_kernel_tuner_cache
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.ownership import marker_kind
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.strategies.datasets import load_kernel_tuner_cache
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.ownership import marker_kind
 
 scalars = (
     st.none()

@@ -10,8 +10,8 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.errors import UserError
-from pipeline.sweep.spec import SPEC_KEYS, parse_spec
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.sweep.spec import SPEC_KEYS, parse_spec
 from tests.pipeline.conftest import base_spec
 
 SCALARS = st.one_of(
@@ -92,7 +92,7 @@ NUMERIC_FLAGS = [
     ),
 )
 def test_a_numeric_flag_is_a_bounded_value_or_one_line(capsys, flag, text):
-    from pipeline.cli import build_parser
+    from launchtune.pipeline.cli import build_parser
 
     capsys.readouterr()  # one example's output only
     try:

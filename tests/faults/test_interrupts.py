@@ -12,10 +12,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from kernels.atomic import atomic_path
-from pipeline.interrupts import Interrupted, deferred_signals, received, signals_interrupt
-from pipeline.learn.models import save_model
-from pipeline.learn.parallel import run_fits
+from launchtune.kernels.atomic import atomic_path
+from launchtune.pipeline.interrupts import Interrupted, deferred_signals, received, signals_interrupt
+from launchtune.pipeline.learn.models import save_model
+from launchtune.pipeline.learn.parallel import run_fits
 from tests.pipeline.conftest import run_cli
 
 QUIET = {"PYTHONWARNINGS": "ignore:Port:UserWarning"}  # Dask's note that port 8787 is taken (parallel tests)
@@ -168,7 +168,7 @@ def test_event_loop_errors_after_a_signal_are_quiet_until_the_block_ends():
     cancel callback) are not printed over the command's one line; the logger's level comes back after."""
     import logging
 
-    from pipeline.interrupts import QUIET_AFTER_SIGNAL
+    from launchtune.pipeline.interrupts import QUIET_AFTER_SIGNAL
 
     log = logging.getLogger(QUIET_AFTER_SIGNAL[0])
     before = log.level
@@ -223,7 +223,7 @@ def test_warnings_after_a_signal_are_quiet_until_the_block_ends(recwarn):
 
 def test_sighup_ends_a_command_like_sigterm_with_one_line():
     """A closed terminal (SIGHUP) is an interruption: one line naming it, exit 130, every ``with`` unwound."""
-    import pipeline.interrupts as interrupts
+    import launchtune.pipeline.interrupts as interrupts
 
     assert signal.SIGHUP in interrupts.SIGNALS
     with signals_interrupt():

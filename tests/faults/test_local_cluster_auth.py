@@ -10,8 +10,8 @@ import pytest
 from distributed import Client
 from distributed.security import Security
 
-from pipeline.cluster import open_cluster
-from pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.cluster import open_cluster
+from launchtune.pipeline.sweep.folder import SweepFolder
 from tests.pipeline.conftest import FAKE, run_cli
 
 
@@ -46,7 +46,7 @@ def test_only_a_client_with_the_clusters_key_gets_in(tmp_path):
 
 
 def test_a_running_sweep_refuses_clients_without_its_key(tmp_path, write_spec):
-    """During a real ``python -m pipeline sweep`` (its fake workload allowed by the flag)."""
+    """During a real ``launchtune sweep`` (its fake workload allowed by the flag)."""
     spec = write_spec(samples=20, batch_size=5, options={"delay": 0.1}, validate={"pool": 20, "top_k": 1})
     out = tmp_path / "out"
     args = ("sweep", str(spec), "--out", str(out), "--allow-workload", FAKE)

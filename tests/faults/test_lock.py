@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from pipeline.errors import UserError
-from pipeline.sweep.lock import LOCK_NAME, sweep_lock
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.sweep.lock import LOCK_NAME, sweep_lock
 from tests.pipeline.conftest import one_line_error, run_cli
 
 

@@ -8,11 +8,11 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.errors import UserError
-from pipeline.learn.combine import combine
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.ownership import MARKER, owner, write_marker
-from pipeline.sweep.shards import merge
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.learn.combine import combine
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.ownership import MARKER, owner, write_marker
+from launchtune.pipeline.sweep.shards import merge
 from tests.faults.test_shards import _planned_folder, _table, _write
 from tests.pipeline.conftest import one_line_error, run_cli
 from tests.pipeline.test_combine import make_sweep

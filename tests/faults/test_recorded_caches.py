@@ -10,9 +10,9 @@ import math
 
 import pytest
 
-from pipeline.commands.strategies import json_line
-from pipeline.errors import UserError
-from pipeline.strategies.datasets import MAX_TIME_MS, load_datasets
+from launchtune.pipeline.commands.strategies import json_line
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.strategies.datasets import MAX_TIME_MS, load_datasets
 from tests.strategies.conftest import write_cache
 
 

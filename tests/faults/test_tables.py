@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kernels.autotune.table import MAX_DEPTH, TableError, TuningTable
+from launchtune.kernels.autotune.table import MAX_DEPTH, TableError, TuningTable
 from tests.conftest import REPO
 
 
@@ -83,7 +83,7 @@ def test_the_cfd_cli_refuses_an_absurd_table_with_one_line_and_writes_nothing_ba
     run = [
         sys.executable,
         "-m",
-        "kernels.cfd",
+        "launchtune.kernels.cfd",
         "run",
         "--case",
         "inlet",

@@ -10,9 +10,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.errors import UserError
-from pipeline.sweep import workloads
-from pipeline.sweep.workloads import ENTRY_POINT_GROUP, check_allow_flag, check_workload, resolve
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.sweep import workloads
+from launchtune.pipeline.sweep.workloads import ENTRY_POINT_GROUP, check_allow_flag, check_workload, resolve
 from tests.pipeline.conftest import FAKE, REPO, one_line_error, run_cli
 
 
@@ -70,7 +70,7 @@ def test_an_installed_entry_point_allows_its_target_and_its_name(monkeypatch):
     check_workload("mypkg.wl:make", [], "s.yaml: workload")
     check_workload("mine", [], "s.yaml: workload")
     assert resolve("mine") == "mypkg.wl:make" and resolve("cfd") == "cfd"
-    assert resolve("replay") == "pipeline.sweep.rehearsal:make_workload"
+    assert resolve("replay") == "launchtune.pipeline.sweep.rehearsal:make_workload"
     with pytest.raises(UserError, match="'mypkg.wl:other' is code"):  # same module, another factory
         check_workload("mypkg.wl:other", [], "s.yaml: workload")
     monkeypatch.setattr(workloads, "entry_points", _entry_points())

@@ -13,7 +13,7 @@ import shutil
 import pytest
 import yaml
 
-from pipeline.cli import main
+from launchtune.pipeline.cli import main
 from tests.pipeline.conftest import base_spec, run_cli
 
 
@@ -78,8 +78,8 @@ def test_the_performance_report_failing_never_replaces_the_error_that_stopped_th
 ):
     import distributed
 
-    from pipeline.errors import UserError
-    from pipeline.sweep.run import performance_report
+    from launchtune.pipeline.errors import UserError
+    from launchtune.pipeline.sweep.run import performance_report
 
     monkeypatch.setattr(distributed, "performance_report", _FullDiskReport)
     notes: list[str] = []

@@ -8,8 +8,8 @@ import errno
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.sweep.spec import parse_spec
-from pipeline.sweep.worker import measure_batch
+from launchtune.pipeline.sweep.spec import parse_spec
+from launchtune.pipeline.sweep.worker import measure_batch
 from tests.pipeline.conftest import base_spec
 
 PLAN = {"params": ["a.blocks", "a.threads", "b.blocks", "b.threads"], "kernels": ["a", "b"]}

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from kernels.backend import BackendError, get_backend
-from kernels.device import describe_device, gpu_class_of, measure_copy_bandwidth
+from launchtune.kernels.backend import BackendError, get_backend
+from launchtune.kernels.device import describe_device, gpu_class_of, measure_copy_bandwidth
 
 
 def test_numpy_backend_and_bad_name():

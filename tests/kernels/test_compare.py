@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.compare import FASTER, SAME, SLOWER, compare, interleaved, verdict
+from launchtune.kernels.compare import FASTER, SAME, SLOWER, compare, interleaved, verdict
 
 
 def _rounds(n: int, scale: float, noise: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

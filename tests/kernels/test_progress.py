@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.progress import Progress, duration
+from launchtune.kernels.progress import Progress, duration
 
 
 class Clock:

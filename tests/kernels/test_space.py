@@ -1,6 +1,6 @@
 import pytest
 
-from kernels.space import Constraint, Inactive, Param, Space, SpaceError
+from launchtune.kernels.space import Constraint, Inactive, Param, Space, SpaceError
 
 
 def small_space():

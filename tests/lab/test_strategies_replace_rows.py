@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from lab.strategies_replace_rows import main
-from pipeline.strategies.evaluate import replace_runs
+from launchtune.pipeline.strategies.evaluate import replace_runs
 
 
 def _runs(strategy: str, ratio: float, seeds=(0, 1)) -> pd.DataFrame:

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.sweep.schema import FIXED_FIELDS, kernel_column, shard_schema
-from pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.sweep.schema import FIXED_FIELDS, kernel_column, shard_schema
+from launchtune.pipeline.sweep.spec import SweepSpec
 
 KERNELS = ("a", "b")
 BLOCKS = [100, 200, 300]
@@ -111,7 +111,7 @@ def write_sweep(folder: Path, classes: tuple[str, ...], train: bool = True) -> P
     if train:
         from threadpoolctl import threadpool_limits
 
-        from pipeline.learn.train import train_sweep
+        from launchtune.pipeline.learn.train import train_sweep
 
         with threadpool_limits(limits=1):  # OpenMP/BLAS threads on a busy 2-core machine cost 5x
             train_sweep(folder, log=lambda _: None)

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline import results
-from pipeline.results import figures
+from launchtune.pipeline import results
+from launchtune.pipeline.results import figures
 
 from .conftest import launch_log, streams_frame, sweep_frame
 

@@ -1,15 +1,20 @@
 """The four notebooks: stored without outputs, and each runs headless on the committed data/ and draws its
-figures (through ``python -m pipeline notebooks``' own function, so a notebook that breaks fails here)."""
+figures (through ``launchtune notebooks``' own function, so a notebook that breaks fails here)."""
 
 from __future__ import annotations
 
 import nbformat
 import pytest
 
-from pipeline import results
-from pipeline.commands.notebooks import NOTEBOOK_DIR, NotebookError, execute_notebook, notebook_paths
-from pipeline.errors import UserError
-from pipeline.results import DEFAULT_RESULTS, RESULTS_ENV
+from launchtune.pipeline import results
+from launchtune.pipeline.commands.notebooks import (
+    NOTEBOOK_DIR,
+    NotebookError,
+    execute_notebook,
+    notebook_paths,
+)
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.results import DEFAULT_RESULTS, RESULTS_ENV
 from tests.pipeline.conftest import one_line_error, run_cli
 
 NAMES = ["01_sweep_overview", "02_surrogates", "03_tridiagonal_streams", "04_runtime_autotuner"]

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline import results
-from pipeline.errors import UserError
+from launchtune.pipeline import results
+from launchtune.pipeline.errors import UserError
 
 from .conftest import BLOCKS, THREADS, launch_log, sweep_frame
 

@@ -51,7 +51,7 @@ def run_cli(
     allow_fake: bool = True,
     new_session: bool = False,
 ):
-    """``python -m pipeline ARGS`` from the repository, results root in ``cwd`` (a tmp folder).
+    """``launchtune ARGS`` from the repository, results root in ``cwd`` (a tmp folder).
 
     A ``sweep`` allows the fake workload on its command line (``--allow-workload``), as a user allows their
     own unpackaged workload; ``allow_fake=False`` leaves the flag out. ``new_session`` (with ``background``):
@@ -64,7 +64,7 @@ def run_cli(
     full_env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", **(env or {})}
     if cwd is not None:
         full_env.setdefault("LAUNCHTUNE_RESULTS", str(Path(cwd) / "results"))
-    cmd = [sys.executable, "-m", "pipeline", *args]
+    cmd = [sys.executable, "-m", "launchtune", *args]
     if background:
         return subprocess.Popen(
             cmd,

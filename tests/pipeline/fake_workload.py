@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from kernels.space import Constraint, Param, Space
-from kernels.workload import Check, Timing
+from launchtune.kernels.space import Constraint, Param, Space
+from launchtune.kernels.workload import Check, Timing
 
 
 def kernel_ms(blocks: int, threads: int, best_blocks: int, best_threads: int) -> float:

@@ -1,4 +1,4 @@
-"""End-to-end tests through the real CLI (``python -m pipeline ...`` in a subprocess) on the CPU."""
+"""End-to-end tests through the real CLI (``launchtune ...`` in a subprocess) on the CPU."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from kernels.autotune.table import TuningTable
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.schema import FIXED_FIELDS
+from launchtune.kernels.autotune.table import TuningTable
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.schema import FIXED_FIELDS
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 
 REPORT_KEYS = {
@@ -194,7 +194,7 @@ def test_unknown_gpu_class(tmp_path, write_spec):
 
 
 def test_a_site_class_of_the_slurm_config_is_known_and_a_missing_config_is_one_line(tmp_path, write_spec):
-    from pipeline.cluster import known_gpu_classes
+    from launchtune.pipeline.cluster import known_gpu_classes
 
     site = tmp_path / "site.yaml"
     site.write_text(

@@ -1,4 +1,4 @@
-"""``python -m pipeline combine``: sweeps of two classes into one folder, refusals, the same-split comparison
+"""``launchtune combine``: sweeps of two classes into one folder, refusals, the same-split comparison
 and leave-one-class-out. Sweep folders are crafted directly (a local cluster serves only the CPU class)."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from kernels.device import CLASS_SPECS
-from pipeline.errors import UserError
-from pipeline.learn.combine import combine
-from pipeline.learn.crossclass import scores
-from pipeline.learn.design import group_split, split
-from pipeline.sweep.folder import ok_rows
-from pipeline.sweep.schema import shard_schema
-from pipeline.sweep.shards import load_merged, write_merged
-from pipeline.sweep.spec import parse_spec
+from launchtune.kernels.device import CLASS_SPECS
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.learn.combine import combine
+from launchtune.pipeline.learn.crossclass import scores
+from launchtune.pipeline.learn.design import group_split, split
+from launchtune.pipeline.sweep.folder import ok_rows
+from launchtune.pipeline.sweep.schema import shard_schema
+from launchtune.pipeline.sweep.shards import load_merged, write_merged
+from launchtune.pipeline.sweep.spec import parse_spec
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 from tests.pipeline.fake_workload import kernel_ms, make_workload
 
@@ -175,7 +175,7 @@ def test_combine_gathers_data_plans_and_validation_without_duplicates(combined):
     meta = json.loads((out / "sweep.json").read_text())
     assert [s["classes"] for s in meta["combined"]["sources"]] == [["v100"], ["h100"]]
     assert meta["spec"]["gpu_classes"] == ["h100", "v100"]
-    assert meta["combined"]["command"] == f"python -m pipeline combine {out} {v100} {h100}"
+    assert meta["combined"]["command"] == f"launchtune combine {out} {v100} {h100}"
 
 
 def test_combined_and_per_class_models_are_scored_on_the_same_rows(combined):

@@ -14,16 +14,16 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from kernels.device import CLASS_FEATURES, CLASS_SPECS, class_features, gpu_class_of
-from pipeline.errors import UserError
-from pipeline.learn.caches import SAMPLER, read_cache_class
-from pipeline.learn.combine import combine
-from pipeline.learn.crossclass import WITHIN, class_pairs, why_not
-from pipeline.strategies.datasets import load_kernel_tuner_cache
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.schema import shard_schema
-from pipeline.sweep.shards import load_merged, write_merged
-from pipeline.sweep.spec import SweepSpec, TrainSpec
+from launchtune.kernels.device import CLASS_FEATURES, CLASS_SPECS, class_features, gpu_class_of
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.learn.caches import SAMPLER, read_cache_class
+from launchtune.pipeline.learn.combine import combine
+from launchtune.pipeline.learn.crossclass import WITHIN, class_pairs, why_not
+from launchtune.pipeline.strategies.datasets import load_kernel_tuner_cache
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.schema import shard_schema
+from launchtune.pipeline.sweep.shards import load_merged, write_merged
+from launchtune.pipeline.sweep.spec import SweepSpec, TrainSpec
 
 # The six GPUs of the FAIR Benchmark Hub's convolution space, as their caches name them (the MI250X's names
 # nothing: its file name stands in).
@@ -93,7 +93,7 @@ def write_conv_cache(path: Path, device: str, best_x: int, scale: float, fail: i
 
 
 def write_conv_sweep(folder: Path, gpu_class: str = "h100", best_x: int = 32, scale: float = 0.5) -> Path:
-    """A sweep folder as ``python -m pipeline sweep cluster_configs/sweeps/kernel_convolution.yaml`` leaves
+    """A sweep folder as ``launchtune sweep cluster_configs/sweeps/kernel_convolution.yaml`` leaves
     it (its merged Parquet: a column per parameter, ``total_ms``, ``status``), every configuration once."""
     params = [*PARAMS, *CONSTANTS]  # the kernel workload's space holds every tune_params entry
     kernels = ["convolution_kernel"]
@@ -337,8 +337,8 @@ def test_combine_hands_down_the_frame_load_merged_reads(hub_like, monkeypatch):
     """combine trains and reports on the rows it has just written, without reading merged/ again: the frame
     it hands down must be the one ``load_merged`` reads back, column for column (the data hash depends on
     it)."""
-    import pipeline.learn.combine as combine_module
-    from pipeline.sweep.folder import data_hash
+    import launchtune.pipeline.learn.combine as combine_module
+    from launchtune.pipeline.sweep.folder import data_hash
 
     handed = {}
 
@@ -363,7 +363,7 @@ def test_combine_hands_down_the_frame_load_merged_reads(hub_like, monkeypatch):
 def test_combine_of_the_benchmark_hub_caches_subsampled(shared_dir, tmp_path, monkeypatch):
     """The real hub caches (every twelfth configuration of each, the same ones on every GPU) as six classes of
     two vendors, trained with a small MLP (the default's fits cost minutes on these rows)."""
-    import pipeline.learn.combine as combine_module
+    import launchtune.pipeline.learn.combine as combine_module
 
     monkeypatch.setattr(combine_module, "CACHE_TRAIN", SMALL_TRAIN)
     hub = shared_dir / "data" / "benchmark_hub" / "convolution"

@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.errors import UserError
-from pipeline.learn.combine import combine
-from pipeline.learn.design import capped, design, model_makers
-from pipeline.learn.models import load_model, loss_curve
-from pipeline.sweep.folder import ok_rows
-from pipeline.sweep.shards import load_merged
-from pipeline.sweep.spec import parse_spec
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.learn.combine import combine
+from launchtune.pipeline.learn.design import capped, design, model_makers
+from launchtune.pipeline.learn.models import load_model, loss_curve
+from launchtune.pipeline.sweep.folder import ok_rows
+from launchtune.pipeline.sweep.shards import load_merged
+from launchtune.pipeline.sweep.spec import parse_spec
 from tests.pipeline.conftest import base_spec
 from tests.pipeline.test_combine import make_sweep
 
@@ -85,7 +85,7 @@ def _scores(obj):
 
 
 def test_combine_twice_gives_the_same_numbers_and_predictions(sources, monkeypatch):
-    import pipeline.learn.parallel as parallel
+    import launchtune.pipeline.learn.parallel as parallel
 
     tmp, paths = sources
     runs = []
@@ -114,7 +114,7 @@ def test_combine_twice_gives_the_same_numbers_and_predictions(sources, monkeypat
 def test_inactive_parameters_are_zeroed_for_fitting_and_every_prediction(tmp_path):
     """A model told that 'b' is unused where 'a' == 1 predicts the same whatever 'b' holds there, and its
     skops file loads back with the trusted list (ZeroInactive is in TRUSTED)."""
-    from pipeline.learn.models import ZeroInactive, save_model, with_inactive_zeroed
+    from launchtune.pipeline.learn.models import ZeroInactive, save_model, with_inactive_zeroed
 
     rng = np.random.default_rng(0)
     X = np.column_stack([rng.integers(0, 2, 400), rng.integers(0, 50, 400), rng.normal(size=400)])

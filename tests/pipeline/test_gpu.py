@@ -7,7 +7,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from kernels.device import gpu_class_of, visible_gpu_names
+from launchtune.kernels.device import gpu_class_of, visible_gpu_names
 from tests.pipeline.conftest import run_cli
 
 

@@ -1,4 +1,4 @@
-"""A live search (``python -m pipeline sweep --strategy NAME --budget N``) end to end on the replay workload
+"""A live search (``launchtune sweep --strategy NAME --budget N``) end to end on the replay workload
 (recorded times slept by local CPU workers): the budget spent exactly, a search's shards and journal, a
 SIGTERM mid-search then the same command measuring nothing twice, one worker picking what the replay picks;
 the Session's out-of-order answers and their replay (no cluster); bad input as one line before any cluster."""
@@ -17,15 +17,15 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from pipeline.strategies import get_strategy
-from pipeline.strategies.base import Session
-from pipeline.strategies.datasets import load_datasets
-from pipeline.strategies.parallel import SimulatedAnswers
-from pipeline.strategies.replay import ReplayWorkload
+from launchtune.pipeline.strategies import get_strategy
+from launchtune.pipeline.strategies.base import Session
+from launchtune.pipeline.strategies.datasets import load_datasets
+from launchtune.pipeline.strategies.parallel import SimulatedAnswers
+from launchtune.pipeline.strategies.replay import ReplayWorkload
 from tests.faults.test_interrupts import QUIET, _ends_with_one_line, _interrupt_when, _no_process_left
 from tests.pipeline.conftest import one_line_error, run_cli
 
-NOISE = 1_000_003  # the replay noise seed of `python -m pipeline strategies` (seed + this)
+NOISE = 1_000_003  # the replay noise seed of `launchtune strategies` (seed + this)
 
 
 def _recorded(path: Path, ms: float = 1.0) -> Path:
@@ -185,7 +185,7 @@ class _OutOfOrder:
 
     def submit(self, order, config, round):
         t = self.workload.run(config, 7)
-        from pipeline.strategies.base import Answer
+        from launchtune.pipeline.strategies.base import Answer
 
         self.running.append(Answer(order, float(t.total), dict(t.kernels)))
 
@@ -202,7 +202,7 @@ class _OutOfOrder:
 
 @pytest.mark.parametrize("strategy", ["evolve", "iterative", "bayes", "random_mlp"])
 def test_out_of_order_answers_keep_the_budget_and_replay_to_the_same_proposals(tmp_path, strategy):
-    from pipeline.sweep.search import ResumedAnswers
+    from launchtune.pipeline.sweep.search import ResumedAnswers
 
     dataset = load_datasets(_recorded(tmp_path / "rec.parquet"))[0]
     live = Session(
@@ -240,7 +240,7 @@ def test_out_of_order_answers_keep_the_budget_and_replay_to_the_same_proposals(t
 
 
 def _answers(session):
-    from pipeline.strategies.base import Answer
+    from launchtune.pipeline.strategies.base import Answer
 
     return [
         Answer(o, m.time, m.kernels) for (_, o), m in zip(session.deliveries, session.history, strict=True)

@@ -9,13 +9,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.errors import UserError
-from pipeline.sweep import shards as shards_module
-from pipeline.sweep.batching import measure_order
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.schema import shard_schema
-from pipeline.sweep.shards import merge
-from pipeline.sweep.spec import parse_spec
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.sweep import shards as shards_module
+from launchtune.pipeline.sweep.batching import measure_order
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.schema import shard_schema
+from launchtune.pipeline.sweep.shards import merge
+from launchtune.pipeline.sweep.spec import parse_spec
 from tests.pipeline.conftest import base_spec
 
 PARAMS = ["a.blocks", "a.threads"]

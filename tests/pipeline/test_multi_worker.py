@@ -15,17 +15,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cluster.local import plan_local_workers
-from pipeline.errors import UserError
-from pipeline.sweep.batching import (
+from launchtune.pipeline.cluster.local import plan_local_workers
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.sweep.batching import (
     TAIL_BATCHES,
     TAIL_MIN_SIZE,
     TAIL_PARTS,
     batches,
     measure_order,
 )
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.shards import pending_batches
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.shards import pending_batches
 from tests.pipeline.conftest import REPO, run_cli
 
 H200 = "NVIDIA H200"
@@ -263,7 +263,7 @@ def test_a_card_named_by_uuid_gets_one_pinned_worker_that_records_it(tmp_path):
     uuid = _first_gpu_uuid()
     if uuid is None:
         pytest.skip("CuPy does not report the device UUID")
-    from kernels.device import gpu_class_of, visible_gpu_names
+    from launchtune.kernels.device import gpu_class_of, visible_gpu_names
 
     cls = gpu_class_of(visible_gpu_names()[0])
     spec = tmp_path / "gpu.yaml"

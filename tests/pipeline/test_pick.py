@@ -1,4 +1,4 @@
-"""The surrogate's pick restricted to configurations that can run (pipeline.learn.pick)."""
+"""The surrogate's pick restricted to configurations that can run (launchtune.pipeline.learn.pick)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.learn.pick import config_key, incumbents, known_failures, predicted_pick, ranked
+from launchtune.pipeline.learn.pick import config_key, incumbents, known_failures, predicted_pick, ranked
 
 PARAMS = ["x", "y"]
 

@@ -1,4 +1,4 @@
-"""The README's measured figures are generated from committed data (``python -m pipeline readme``)."""
+"""The README's measured figures are generated from committed data (``launchtune readme``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.results import readme
+from launchtune.pipeline.cli import main
+from launchtune.pipeline.results import readme
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ def test_a_new_docs_page_is_checked_without_being_listed(tmp_path, monkeypatch, 
     root = _root_with(tmp_path, "t", "| a |\n")
     (root / "docs").mkdir()
     (root / "docs" / "new.md").write_text(
-        "<!-- generated: t (python -m pipeline readme) -->\nstale\n<!-- end generated: t -->\n"
+        "<!-- generated: t (launchtune readme) -->\nstale\n<!-- end generated: t -->\n"
     )
     (root / "README.md").write_text("# t\n")
     assert main(["readme", "--check", "--root", str(root)]) == 1
@@ -40,7 +40,7 @@ def _root_with(tmp_path: Path, block: str, data: str) -> Path:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "table.md").write_text(data)
     (tmp_path / "README.md").write_text(
-        f"# t\n\nbefore\n<!-- generated: {block} (python -m pipeline readme) -->\nstale\n"
+        f"# t\n\nbefore\n<!-- generated: {block} (launchtune readme) -->\nstale\n"
         f"<!-- end generated: {block} -->\nafter\n"
     )
     return tmp_path
@@ -66,7 +66,7 @@ def test_unknown_block_and_unbalanced_markers_are_one_line_errors(tmp_path, caps
     root = _root_with(tmp_path, "no_such_block", "x")
     assert main(["readme", "--check", "--root", str(root)]) == 2
     assert "unknown generated block no_such_block" in capsys.readouterr().err
-    (root / "README.md").write_text("<!-- generated: cfd_sweeps (python -m pipeline readme) -->\nno end\n")
+    (root / "README.md").write_text("<!-- generated: cfd_sweeps (launchtune readme) -->\nno end\n")
     assert main(["readme", "--root", str(root)]) == 2
     assert "not balanced (cfd_sweeps)" in capsys.readouterr().err
 

@@ -13,13 +13,13 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from kernels.workload import WorkloadError
-from pipeline.errors import UserError
-from pipeline.learn.design import training_rows
-from pipeline.strategies.datasets import STATUS, TIME, _one_row_per_config
-from pipeline.sweep.rehearsal import RehearsalWorkload
-from pipeline.sweep.spec import parse_spec
-from pipeline.sweep.worker import build_workload
+from launchtune.kernels.workload import WorkloadError
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.learn.design import training_rows
+from launchtune.pipeline.strategies.datasets import STATUS, TIME, _one_row_per_config
+from launchtune.pipeline.sweep.rehearsal import RehearsalWorkload
+from launchtune.pipeline.sweep.spec import parse_spec
+from launchtune.pipeline.sweep.worker import build_workload
 from tests.pipeline.conftest import base_spec, run_cli
 
 
@@ -68,7 +68,7 @@ def test_one_row_per_config_pools_repeats_and_keeps_first_appearance_order():
 def test_replay_sleeps_the_recorded_time_scaled_and_fails_the_same_configurations(tmp_path, monkeypatch):
     path = _recorded(tmp_path / "rec.parquet")
     slept = []
-    monkeypatch.setattr("pipeline.sweep.rehearsal.time.sleep", slept.append)
+    monkeypatch.setattr("launchtune.pipeline.sweep.rehearsal.time.sleep", slept.append)
     w = RehearsalWorkload("x", "8x4", "numpy", str(path), time_scale=2.0, fail_fraction=0.25)
     twin = RehearsalWorkload("x", "8x4", "numpy", str(path), time_scale=2.0, fail_fraction=0.25)
     configs = w.space().sample(48, 0)
@@ -163,7 +163,7 @@ def test_replayed_sweep_on_three_workers_keeps_every_sample_once_through_failure
 
 
 def test_more_local_workers_than_cores_turn_the_idle_profilers_off():
-    from pipeline.cluster.local import QUIET_WORKER_CONFIG, quiet_worker_config
+    from launchtune.pipeline.cluster.local import QUIET_WORKER_CONFIG, quiet_worker_config
 
     lines: list[str] = []
     assert quiet_worker_config(2, lines.append, cores=2) == {} and not lines
@@ -177,7 +177,7 @@ def test_the_local_clusters_dask_settings_last_as_long_as_the_cluster(tmp_path, 
 
     import dask
 
-    from pipeline.cluster import local
+    from launchtune.pipeline.cluster import local
 
     monkeypatch.setattr(local, "visible_gpu_names", lambda: [])  # CPU workers, also on a GPU host
     monkeypatch.setattr(local.os, "sched_getaffinity", lambda pid: {0})  # one core: two workers are many
@@ -200,7 +200,7 @@ def test_the_local_clusters_dask_settings_last_as_long_as_the_cluster(tmp_path, 
 
 
 def test_suggested_batch_size_pays_the_task_cost_and_keeps_every_worker_busy():
-    from pipeline.sweep.batching import suggest_batch_size
+    from launchtune.pipeline.sweep.batching import suggest_batch_size
 
     # 22 ms samples, 15 ms a task: 35 samples keep the task's cost at 2% of the batch, and 44 keep the
     # scheduler of 32 workers half idle
@@ -214,9 +214,9 @@ def test_suggested_batch_size_pays_the_task_cost_and_keeps_every_worker_busy():
 
 
 def test_batch_size_auto_is_timed_on_the_planning_worker_chosen_once_and_kept(tmp_path):
-    from pipeline.sweep.batching import auto_batch_size, suggest_batch_size
-    from pipeline.sweep.run import keep_batch_size
-    from pipeline.sweep.worker import PROBE_SAMPLES, plan_task
+    from launchtune.pipeline.sweep.batching import auto_batch_size, suggest_batch_size
+    from launchtune.pipeline.sweep.run import keep_batch_size
+    from launchtune.pipeline.sweep.worker import PROBE_SAMPLES, plan_task
 
     path = _recorded(tmp_path / "rec.parquet")
     spec = parse_spec(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.learn.report import DEFAULT_NOTE, NUMPY_NOTE, remeasure_line, speedup_text
-from pipeline.sweep import worker
+from launchtune.pipeline.learn.report import DEFAULT_NOTE, NUMPY_NOTE, remeasure_line, speedup_text
+from launchtune.pipeline.sweep import worker
 from tests.pipeline.conftest import base_spec
 from tests.pipeline.fake_workload import make_workload
 
@@ -106,7 +106,7 @@ def test_configurations_recorded_as_failing_are_never_measured(monkeypatch):
 
 
 def test_the_report_takes_the_first_candidate_that_ran_also_from_old_folders():
-    from pipeline.learn.report import first_runnable
+    from launchtune.pipeline.learn.report import first_runnable
 
     bad = {"config": {"a.blocks": 8}, "status": "invalid", "reason": "over the register limit"}
     good = {"config": {"a.blocks": 4}, "status": "ok", "total_ms": 2.0, "predicted_ms": 1.9}
@@ -118,7 +118,7 @@ def test_the_report_takes_the_first_candidate_that_ran_also_from_old_folders():
 def test_configurations_that_differ_only_in_unused_parameters_are_measured_once(monkeypatch):
     import dataclasses
 
-    from kernels.space import Inactive
+    from launchtune.kernels.space import Inactive
 
     spec = {**base_spec(), "options": {}}
     workload = make_workload("demo", "8x4")
@@ -144,7 +144,7 @@ def test_configurations_that_differ_only_in_unused_parameters_are_measured_once(
 
 
 def test_branch_leaders_are_each_branch_best_ranked():
-    from pipeline.learn.pick import branch_leaders
+    from launchtune.pipeline.learn.pick import branch_leaders
 
     # candidates 0..5 in branches a a b a c b; the model's order 3 1 4 0 5 2
     assert branch_leaders([3, 1, 4, 0, 5, 2], ["a", "a", "b", "a", "c", "b"]) == [0, 2, 4]
@@ -214,7 +214,7 @@ def _cpu_report(backend: str) -> str:
     time (25.38 ms), as a loaded CPU gives them."""
     import pandas as pd
 
-    from pipeline.learn.report import _markdown, class_summary
+    from launchtune.pipeline.learn.report import _markdown, class_summary
 
     params = ["a.blocks", "a.threads"]
     frame = pd.DataFrame(

@@ -1,6 +1,6 @@
-"""The SLURM scaler's decisions, without a cluster (pipeline.cluster.scaling)."""
+"""The SLURM scaler's decisions, without a cluster (launchtune.pipeline.cluster.scaling)."""
 
-from pipeline.cluster.scaling import jobs_to_add, release_idle
+from launchtune.pipeline.cluster.scaling import jobs_to_add, release_idle
 
 
 def test_jobs_follow_demand_up_to_the_per_class_cap():

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from pipeline.errors import UserError
-from pipeline.sweep.spec import SweepSpec, load_spec, parse_spec
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.sweep.spec import SweepSpec, load_spec, parse_spec
 from tests.pipeline.conftest import REPO, base_spec
 
 

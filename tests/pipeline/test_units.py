@@ -7,15 +7,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.cluster.local import plan_local_workers
-from pipeline.errors import UserError
-from pipeline.learn.models import AdditiveKernelModel, load_model, save_model
-from pipeline.paths import assert_inside
-from pipeline.sweep.batching import batches
-from pipeline.sweep.folder import SweepFolder
-from pipeline.sweep.schema import FIXED_FIELDS, kernel_params, shard_schema
-from pipeline.sweep.shards import is_finished, merge
-from pipeline.sweep.spec import parse_spec
+from launchtune.pipeline.cluster.local import plan_local_workers
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.learn.models import AdditiveKernelModel, load_model, save_model
+from launchtune.pipeline.paths import assert_inside
+from launchtune.pipeline.sweep.batching import batches
+from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.sweep.schema import FIXED_FIELDS, kernel_params, shard_schema
+from launchtune.pipeline.sweep.shards import is_finished, merge
+from launchtune.pipeline.sweep.spec import parse_spec
 from tests.pipeline.conftest import base_spec
 
 
@@ -149,8 +149,8 @@ def test_a_model_file_with_an_untrusted_type_is_refused(tmp_path):
 
 def test_a_batch_whose_shard_exists_is_reported_not_measured_again(tmp_path):
     """Dask re-runs a finished task after losing the worker that held its result: the shard must be kept."""
-    from pipeline.sweep.spec import parse_spec
-    from pipeline.sweep.worker import measure_batch
+    from launchtune.pipeline.sweep.spec import parse_spec
+    from launchtune.pipeline.sweep.worker import measure_batch
     from tests.pipeline.conftest import base_spec
 
     spec = parse_spec(base_spec(), "test").to_dict()

@@ -2,7 +2,7 @@
 
     python -m tests.slurm.measure_overhead --samples 150 --out /tmp/overhead.json
 
-Runs ``python -m pipeline sweep`` (CFD inlet 52x16, numpy backend, two classes on two partitions, one worker
+Runs ``launchtune sweep`` (CFD inlet 52x16, numpy backend, two classes on two partitions, one worker
 each) and reports: time from the sweep's start to its first result (first task of any kind, and first shard
 on disk), how long a job took from submission to a connected worker, and the share of worker time spent
 computing, counted against the time workers were connected and against the jobs' whole SLURM run time

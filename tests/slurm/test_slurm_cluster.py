@@ -16,7 +16,7 @@ import pytest
 from distributed import Client
 from distributed.security import Security
 
-from pipeline.cluster.slurm import open_slurm_cluster
+from launchtune.pipeline.cluster.slurm import open_slurm_cluster
 from tests.slurm.conftest import PARTITIONS
 
 pytestmark = pytest.mark.slurm

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kernels.device import CLASS_SPEC_ENV, CLASS_SPECS, class_spec
-from pipeline.cluster.security import is_private, sweep_credentials
-from pipeline.cluster.slurm import dry_run_scripts
-from pipeline.cluster.slurm_config import (
+from launchtune.kernels.device import CLASS_SPEC_ENV, CLASS_SPECS, class_spec
+from launchtune.pipeline.cluster.security import is_private, sweep_credentials
+from launchtune.pipeline.cluster.slurm import dry_run_scripts
+from launchtune.pipeline.cluster.slurm_config import (
     job_options,
     lifetime_args,
     load_slurm_config,
     site_class_exports,
     walltime_seconds,
 )
-from pipeline.errors import UserError
+from launchtune.pipeline.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "cluster_configs" / "slurm.yaml"
@@ -178,7 +178,7 @@ def test_credentials_are_private_while_the_sweep_runs_and_gone_after(tmp_path):
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args],
+        [sys.executable, "-m", "launchtune", *args],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from pipeline.sweep.rehearsal import RehearsalWorkload
+from launchtune.pipeline.sweep.rehearsal import RehearsalWorkload
 from tests.pipeline.test_rehearsal import _recorded
 from tests.slurm.conftest import PARTITIONS
 from tests.slurm.test_slurm_sweep import Sweep

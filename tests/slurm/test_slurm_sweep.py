@@ -53,13 +53,13 @@ def write_spec(path: Path) -> Path:
 
 
 class Sweep:
-    """``python -m pipeline sweep`` in the background, its output collected line by line."""
+    """``launchtune sweep`` in the background, its output collected line by line."""
 
     def __init__(self, *args: str, cwd: Path):
         env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
         self.started = time.time()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline", "sweep", *args],
+            [sys.executable, "-m", "launchtune", "sweep", *args],
             cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,

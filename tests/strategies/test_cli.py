@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", "strategies", *map(str, args)],
+        [sys.executable, "-m", "launchtune", "strategies", *map(str, args)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -73,7 +73,7 @@ def test_compare_without_out_writes_under_the_ignored_results_folder(cache_dir, 
     work = tmp_path / "work"
     work.mkdir()
     r = subprocess.run(
-        [sys.executable, "-m", "pipeline", "strategies", *args],
+        [sys.executable, "-m", "launchtune", "strategies", *args],
         cwd=work,
         env={**env, "PYTHONPATH": str(REPO)},
         capture_output=True,

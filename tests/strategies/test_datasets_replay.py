@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.errors import UserError
-from pipeline.strategies.datasets import Dataset, align_params, load_datasets, write_parquet
-from pipeline.strategies.replay import ReplayError, ReplayWorkload
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.strategies.datasets import Dataset, align_params, load_datasets, write_parquet
+from launchtune.pipeline.strategies.replay import ReplayError, ReplayWorkload
 from tests.strategies.conftest import DEFAULT, KERNEL_BEST, cache_time, kernel_ms
 
 
@@ -203,7 +203,7 @@ def _skewed_cache(path):
 def test_measuring_everything_scores_one(tmp_path):
     """Consistency: with enough repeats, exhaustive search's pick is the optimum by the statistic it is scored
     on (the median-of-draws replay scored 1.019 here on every seed)."""
-    from pipeline.strategies.evaluate import run_one
+    from launchtune.pipeline.strategies.evaluate import run_one
 
     (d,) = load_datasets(_skewed_cache(tmp_path / "skew.json.gz"))
     for seed in range(5):
@@ -230,8 +230,8 @@ def test_a_sweep_folders_plan_gives_the_unused_parameter_rules(tmp_path):
     """The fused CFD sweep's merged data: its plan says the seven kernels' launches are unused where
     fusion > 0; the dataset carries the rules, replay's space and the session's ``unused`` mask apply them,
     and an export keeps them."""
-    from pipeline.strategies.base import Session
-    from pipeline.strategies.estimators import launch_features, product_features
+    from launchtune.pipeline.strategies.base import Session
+    from launchtune.pipeline.strategies.estimators import launch_features, product_features
     from tests.conftest import REPO
 
     (d,) = load_datasets(REPO / "data/cfd/h100/sweep_fused/merged")

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.errors import UserError
-from pipeline.strategies import get_strategy
-from pipeline.strategies.base import Session
-from pipeline.strategies.datasets import load_datasets
-from pipeline.strategies.evaluate import run_one
-from pipeline.strategies.replay import ReplayWorkload
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.strategies import get_strategy
+from launchtune.pipeline.strategies.base import Session
+from launchtune.pipeline.strategies.datasets import load_datasets
+from launchtune.pipeline.strategies.evaluate import run_one
+from launchtune.pipeline.strategies.replay import ReplayWorkload
 from tests.strategies.conftest import write_sweep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,7 +50,7 @@ def test_kt_sees_the_replays_noise_and_we_pick_its_best(kt, cache_file):
 
 
 def test_unknown_kt_strategy_is_a_user_error(kt, cache_file):
-    from pipeline.strategies.base import StrategyError
+    from launchtune.pipeline.strategies.base import StrategyError
 
     (d,) = load_datasets(cache_file)
     with pytest.raises(StrategyError, match="unknown Kernel Tuner strategy 'nope'"):
@@ -61,7 +61,7 @@ def test_export_round_trip_replays_identically(tmp_path):
     sweep = write_sweep(tmp_path / "sweep.parquet", n_random=40)
     out = tmp_path / "out"
     r = subprocess.run(
-        [sys.executable, "-m", "pipeline", "export", "--format", "kernel-tuner", sweep, out],
+        [sys.executable, "-m", "launchtune", "export", "--format", "kernel-tuner", sweep, out],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -89,7 +89,7 @@ def test_export_takes_a_sweep_folder_whose_own_json_files_are_not_caches(tmp_pat
     for name in ("sweep.json", "report.json", "validation.json"):
         (sweep / name).write_text("{}")
     r = subprocess.run(
-        [sys.executable, "-m", "pipeline", "export", "--format", "kernel-tuner", sweep, tmp_path / "out"],
+        [sys.executable, "-m", "launchtune", "export", "--format", "kernel-tuner", sweep, tmp_path / "out"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -106,12 +106,12 @@ def test_export_takes_a_sweep_folder_whose_own_json_files_are_not_caches(tmp_pat
 
 def test_a_sweep_folder_without_merged_data_is_one_line(tmp_path):
     (tmp_path / "sweep.json").write_text("{}")
-    with pytest.raises(UserError, match="without merged data; run `python -m pipeline merge"):
+    with pytest.raises(UserError, match="without merged data; run `launchtune merge"):
         load_datasets(tmp_path)
 
 
 def test_a_cache_write_cut_short_leaves_the_old_file_whole_and_no_temporary(tmp_path, monkeypatch):
-    from pipeline.strategies.kt_cache import write_cache
+    from launchtune.pipeline.strategies.kt_cache import write_cache
 
     (d,) = load_datasets(write_sweep(tmp_path / "sweep.parquet", n_random=10))
     out = tmp_path / "out" / "h100.json.gz"
@@ -153,7 +153,7 @@ def test_a_large_product_builds_kernel_tuners_space_from_the_recorded_configurat
 ):
     from kernel_tuner import interface
 
-    from pipeline.strategies import kernel_tuner_baseline as ktb
+    from launchtune.pipeline.strategies import kernel_tuner_baseline as ktb
 
     (d,) = load_datasets(cache_file)
     session = Session(ReplayWorkload(d, seed=1), 10, seed=0, device={"dataset": d})

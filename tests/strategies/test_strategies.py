@@ -7,11 +7,11 @@ import itertools
 import pandas as pd
 import pytest
 
-from pipeline.strategies import STRATEGIES, get_strategy, strategy_names
-from pipeline.strategies.base import BudgetExhausted, Session, StrategyError
-from pipeline.strategies.datasets import Dataset, load_datasets
-from pipeline.strategies.evaluate import run_one
-from pipeline.strategies.replay import ReplayWorkload
+from launchtune.pipeline.strategies import STRATEGIES, get_strategy, strategy_names
+from launchtune.pipeline.strategies.base import BudgetExhausted, Session, StrategyError
+from launchtune.pipeline.strategies.datasets import Dataset, load_datasets
+from launchtune.pipeline.strategies.evaluate import run_one
+from launchtune.pipeline.strategies.replay import ReplayWorkload
 from tests.strategies.conftest import write_sweep
 
 SEARCHERS = [s for s in STRATEGIES if s not in ("per_kernel_exhaustive", "transfer")]
@@ -159,7 +159,7 @@ def _flagged_session(budget: int) -> Session:
 
 
 def test_flag_flips_try_each_two_valued_parameter_of_the_best_in_rank_order_once():
-    from pipeline.strategies.evolve import _flip_flags
+    from launchtune.pipeline.strategies.evolve import _flip_flags
 
     session = _flagged_session(budget=7)
     best, second, done = (
@@ -196,7 +196,7 @@ def test_iterative_finds_the_fused_cfd_spaces_narrow_best_corner():
 def _twin_session(order: list[int]) -> Session:
     """Two levels: ``level`` 0 uses ``size`` only (``knob`` is inactive there, so each size appears twice,
     twins that run the same code), level 1 uses both; rows in the given order."""
-    from pipeline.strategies.datasets import Dataset as D
+    from launchtune.pipeline.strategies.datasets import Dataset as D
 
     rows = [
         {"level": 0, "size": z, "knob": k, "time": 1.0 + z, "status": "ok"} for z in (1, 2, 3) for k in (0, 1)
@@ -229,7 +229,7 @@ def test_a_thompson_draws_ties_go_to_the_forests_mean_whatever_the_row_order():
     the candidate the forest's mean ranks first, in either row order (``np.argmin`` took the first row)."""
     import numpy as np
 
-    from pipeline.strategies.iterative import measure_thompson
+    from launchtune.pipeline.strategies.iterative import measure_thompson
 
     for seed in range(4):  # draws of tree 0 and of tree 1
         picks = []
@@ -250,8 +250,8 @@ def test_thompson_slots_take_turns_over_the_levels_still_in_reach(monkeypatch):
     turns between them even where every tree prefers one; once one level falls behind, the trees decide."""
     import numpy as np
 
-    import pipeline.strategies.iterative as iterative
-    from pipeline.strategies.iterative import live_levels, measure_thompson
+    import launchtune.pipeline.strategies.iterative as iterative
+    from launchtune.pipeline.strategies.iterative import live_levels, measure_thompson
 
     monkeypatch.setattr(iterative, "LIVE", 1.5)  # the toy's levels are 1.33x apart
     session = _twin_session(list(range(12)))

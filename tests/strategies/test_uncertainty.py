@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.strategies.uncertainty import head_to_head_intervals, ratio_interval
+from launchtune.pipeline.strategies.uncertainty import head_to_head_intervals, ratio_interval
 
 
 def _runs(shift: float, spread: float = 0.02, seeds: int = 10) -> pd.DataFrame:

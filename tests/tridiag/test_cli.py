@@ -10,7 +10,7 @@ from tests.conftest import REPO
 
 def _run(*args):
     return subprocess.run(
-        [sys.executable, "-m", "kernels.tridiag", *args],
+        [sys.executable, "-m", "launchtune.kernels.tridiag", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.tridiag import reference
-from kernels.tridiag.system import ZeroPivotError, random_system, residual
+from launchtune.kernels.tridiag import reference
+from launchtune.kernels.tridiag.system import ZeroPivotError, random_system, residual
 
 pytestmark = pytest.mark.gpu
 
@@ -21,14 +21,14 @@ def cp():
 
 
 def _pinned_system(cp, n, seed):
-    from kernels.tridiag.cuda_solver import empty_pinned
+    from launchtune.kernels.tridiag.cuda_solver import empty_pinned
 
     return random_system(n, seed=seed, out=empty_pinned(cp, (4, n)))
 
 
 @pytest.mark.parametrize("n", SIZES)
 def test_every_stream_count_matches_reference(cp, n):
-    from kernels.tridiag.cuda_solver import CudaPartitionSolver
+    from launchtune.kernels.tridiag.cuda_solver import CudaPartitionSolver
 
     rng = np.random.default_rng(n)
     abcd = _pinned_system(cp, n, seed=n)
@@ -50,7 +50,7 @@ def test_every_stream_count_matches_reference(cp, n):
 
 @pytest.mark.parametrize("stage2", ["host", "gpu"])
 def test_stage_times_add_up(cp, stage2):
-    from kernels.tridiag.cuda_solver import STAGES, CudaPartitionSolver
+    from launchtune.kernels.tridiag.cuda_solver import STAGES, CudaPartitionSolver
 
     solver = CudaPartitionSolver(cp, _pinned_system(cp, 200_000, 1), stage2=stage2)
     times = solver.solve(1, detail=True)
@@ -62,7 +62,7 @@ def test_stage_times_add_up(cp, stage2):
 def test_spike_stage_times_are_the_traced_chain(cp, n):
     """The seed's seven stages read off the SPIKE pipeline's one-chunk trace: each step of the chain takes
     time and they follow each other (a negative stage: a mark moved, or the mapping no longer fits)."""
-    from kernels.tridiag.workload import STAGES, make_workload, spike_stage_times
+    from launchtune.kernels.tridiag.workload import STAGES, make_workload, spike_stage_times
 
     work = make_workload("random", n, "cupy", seed=3)
     solver = work.gpu_solver(256, 10, "gpu", "spike")
@@ -80,8 +80,8 @@ def test_spike_stage_times_are_the_traced_chain(cp, n):
 @pytest.mark.parametrize("stage2", ["host", "gpu"])
 @pytest.mark.parametrize("n", [1000, 300_001])
 def test_zero_pivot_and_nan_are_reported_and_solver_recovers(cp, stage2, n):
-    from kernels.tridiag.cuda_solver import CudaPartitionSolver
-    from kernels.tridiag.system import TridiagError
+    from launchtune.kernels.tridiag.cuda_solver import CudaPartitionSolver
+    from launchtune.kernels.tridiag.system import TridiagError
 
     abcd = _pinned_system(cp, n, 2)
     solver = CudaPartitionSolver(cp, abcd, stage2=stage2)
@@ -100,7 +100,7 @@ def test_zero_pivot_and_nan_are_reported_and_solver_recovers(cp, stage2, n):
 
 @pytest.mark.parametrize("n", [1, 10, 1000, 20_001, 3_000_017])
 def test_solve_device_matches_reference(cp, n):
-    from kernels.tridiag.device_solver import solve_device
+    from launchtune.kernels.tridiag.device_solver import solve_device
 
     rng = np.random.default_rng(n)
     abcd = random_system(n, seed=n)
@@ -116,9 +116,9 @@ def test_solve_device_matches_reference(cp, n):
 
 
 def test_solve_device_errors(cp):
-    from kernels.tridiag.device_solver import DevicePartition, solve_device
-    from kernels.tridiag.reduced import TridiagMemoryError
-    from kernels.tridiag.system import TridiagError
+    from launchtune.kernels.tridiag.device_solver import DevicePartition, solve_device
+    from launchtune.kernels.tridiag.reduced import TridiagMemoryError
+    from launchtune.kernels.tridiag.system import TridiagError
 
     abcd = random_system(5000, seed=1)
     a, b, c, d = (cp.asarray(r) for r in abcd)
@@ -144,7 +144,7 @@ def test_solve_device_errors(cp):
 
 @pytest.mark.parametrize("pivot", [True, False])
 def test_device_gtsv(cp, pivot):
-    from kernels.tridiag.gtsv2 import DeviceGtsv
+    from launchtune.kernels.tridiag.gtsv2 import DeviceGtsv
 
     abcd = random_system(40_001, seed=5)
     dl, dd, du, b = (cp.asarray(r) for r in abcd)
@@ -155,8 +155,8 @@ def test_device_gtsv(cp, pivot):
 
 
 def test_workload_on_gpu(cp):
-    from kernels.tridiag.cuda_solver import max_threads
-    from kernels.tridiag.workload import make_workload
+    from launchtune.kernels.tridiag.cuda_solver import max_threads
+    from launchtune.kernels.tridiag.workload import make_workload
 
     work = make_workload("heat", 77_777, "cupy")
     rng = np.random.default_rng(3)
@@ -186,7 +186,7 @@ def test_workload_on_gpu(cp):
 
 @pytest.mark.parametrize("pivot", [True, False])
 def test_gtsv2_baseline(cp, pivot):
-    from kernels.tridiag.gtsv2 import GtsvBaseline
+    from launchtune.kernels.tridiag.gtsv2 import GtsvBaseline
 
     abcd = _pinned_system(cp, 50_001, 4)
     base = GtsvBaseline(cp, abcd, pivot=pivot)
@@ -200,7 +200,7 @@ def test_gtsv2_at_1e8_solves_or_names_its_limit(cp):
     """10^8 unknowns broke the first H200 run (the workspace query answered over 2^63, OverflowError in
     ``cp.empty``). Now gtsv2 either solves it or raises ``GtsvLimitError`` naming the size. Needs ~7 GB of
     host and device memory together."""
-    from kernels.tridiag.gtsv2 import GtsvBaseline, GtsvLimitError
+    from launchtune.kernels.tridiag.gtsv2 import GtsvBaseline, GtsvLimitError
 
     n = 10**8
     abcd = np.zeros((4, n))
@@ -218,7 +218,7 @@ def test_gtsv2_at_1e8_solves_or_names_its_limit(cp):
 def test_graph_solve_matches_reference_on_random_configs(cp):
     """The CUDA-graph replay against the numpy reference: random sizes, m, threads; the same buffers refilled
     with new systems (the graph must read the new values), bit-identical to the launch-by-launch solve."""
-    from kernels.tridiag.device_solver import DevicePartition
+    from launchtune.kernels.tridiag.device_solver import DevicePartition
 
     rng = np.random.default_rng(2121)
     sizes = [1, 7, 1000, 65_537, 1_000_000] + [int(v) for v in rng.integers(2, 1_500_000, size=3)]
@@ -248,8 +248,8 @@ def test_graph_solve_matches_reference_on_random_configs(cp):
 
 
 def test_solve_device_graph_default_stream_errors_and_in_place(cp):
-    from kernels.tridiag.device_solver import solve_device
-    from kernels.tridiag.system import TridiagError
+    from launchtune.kernels.tridiag.device_solver import solve_device
+    from launchtune.kernels.tridiag.system import TridiagError
 
     n = 200_003
     abcd = random_system(n, seed=5)
@@ -278,8 +278,8 @@ def test_solve_device_graph_default_stream_errors_and_in_place(cp):
 def test_ordered_copies_match_reference_on_random_configs(cp):
     """Uploads in order on one copy stream, downloads on another (stage 2 on the device): every chunk count,
     random sizes, m and threads, against the numpy reference; errors raised and recovered from."""
-    from kernels.tridiag.cuda_solver import CudaPartitionSolver
-    from kernels.tridiag.system import TridiagError
+    from launchtune.kernels.tridiag.cuda_solver import CudaPartitionSolver
+    from launchtune.kernels.tridiag.system import TridiagError
 
     rng = np.random.default_rng(2122)
     sizes = [1, 9, 4099] + [int(v) for v in rng.integers(2, 1_500_000, size=2)] + [1_000_001]
@@ -312,9 +312,9 @@ def test_streamed_stage2_and_staged_levels_match_the_plain_pipeline(cp):
     and chunk counts, against the numpy reference and the plain kernels' interface solution; the SPIKE slices
     (copies="spike") against the reference, with equal and with small end chunks; a NaN is raised and the
     solver recovers, in both."""
-    from kernels.tridiag.cuda_solver import CudaPartitionSolver, max_threads
-    from kernels.tridiag.reduced import SLICE_CHOICES
-    from kernels.tridiag.system import TridiagError
+    from launchtune.kernels.tridiag.cuda_solver import CudaPartitionSolver, max_threads
+    from launchtune.kernels.tridiag.reduced import SLICE_CHOICES
+    from launchtune.kernels.tridiag.system import TridiagError
 
     rng = np.random.default_rng(2124)
     sizes = [1, 9, 4099, 1_000_001, 250_000] + [int(v) for v in rng.integers(2, 3_000_000, size=3)]
@@ -369,9 +369,9 @@ def test_staged_spike_kernels_give_the_direct_kernels_bits(cp):
     (partial last slices and sub-systems, one slice, many), m, slice sizes, chunk counts and end chunks, with
     top systems of one PCR block (so that only the way back differs); past m = 11 the staged solver falls
     back to the direct kernel. A NaN is still found."""
-    from kernels.tridiag.cuda_solver import CudaPartitionSolver
-    from kernels.tridiag.device_solver import SPIKE_STAGED_MAX_M
-    from kernels.tridiag.system import TridiagError
+    from launchtune.kernels.tridiag.cuda_solver import CudaPartitionSolver
+    from launchtune.kernels.tridiag.device_solver import SPIKE_STAGED_MAX_M
+    from launchtune.kernels.tridiag.system import TridiagError
 
     rng = np.random.default_rng(2511)
     cases = [(1, 10, 512), (9, 3, 32), (5_121, 10, 512), (700_001, 11, 512), (20_000, 12, 64)]

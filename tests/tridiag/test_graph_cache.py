@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.tridiag.graph_cache import GraphCache
+from launchtune.kernels.tridiag.graph_cache import GraphCache
 
 
 def test_builds_once_per_key_and_reuses():

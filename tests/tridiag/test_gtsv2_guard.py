@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from kernels.tridiag import gtsv2
-from kernels.tridiag.gtsv2 import (
+from launchtune.kernels.tridiag import gtsv2
+from launchtune.kernels.tridiag.gtsv2 import (
     INT_MAX,
     MAX_BYTES_PER_ROW,
     SLACK_BYTES,
@@ -138,7 +138,7 @@ def system() -> np.ndarray:
 
 @pytest.fixture
 def fakes(monkeypatch):
-    import kernels.tridiag.cuda_solver as cuda_solver
+    import launchtune.kernels.tridiag.cuda_solver as cuda_solver
 
     monkeypatch.setattr(
         cuda_solver, "empty_pinned", lambda cp, shape, dtype=np.float64: np.empty(shape, dtype)

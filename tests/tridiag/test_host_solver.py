@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.tridiag.host_solver import HostSolver
-from kernels.tridiag.partition import stage2
-from kernels.tridiag.system import ZeroPivotError, random_system
+from launchtune.kernels.tridiag.host_solver import HostSolver
+from launchtune.kernels.tridiag.partition import stage2
+from launchtune.kernels.tridiag.system import ZeroPivotError, random_system
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 17, 8191, 40_000, 300_001])

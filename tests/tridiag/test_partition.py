@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.tridiag import reference
-from kernels.tridiag.system import (
+from launchtune.kernels.tridiag import reference
+from launchtune.kernels.tridiag.system import (
     TridiagError,
     ZeroPivotError,
     check_streams,
@@ -15,7 +15,7 @@ from kernels.tridiag.system import (
     random_system,
     residual,
 )
-from kernels.tridiag.workload import make_workload
+from launchtune.kernels.tridiag.workload import make_workload
 
 # sizes below m, equal to m, not divisible by m or by any stream count, and one large enough to span chunks
 SIZES = [1, 2, 3, 7, 10, 11, 97, 1000, 4099, 33_333]

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy.linalg import solve_banded
 
-from kernels.tridiag import partition, reduced, reference
-from kernels.tridiag.system import (
+from launchtune.kernels.tridiag import partition, reduced, reference
+from launchtune.kernels.tridiag.system import (
     TridiagError,
     ZeroPivotError,
     check_rows,
@@ -154,7 +154,7 @@ def test_check_stage2():
 @pytest.mark.parametrize("m", [3, 10, 32])
 @pytest.mark.parametrize("streams", [1, 2, 8, 32])
 def test_chunk_rows_cover_every_row_once_on_sub_system_edges(n, m, streams):
-    from kernels.tridiag.system import chunk_rows, num_blocks
+    from launchtune.kernels.tridiag.system import chunk_rows, num_blocks
 
     chunks = chunk_rows(n, m, streams)
     assert 1 <= len(chunks) <= streams
@@ -169,7 +169,7 @@ def test_chunk_rows_cover_every_row_once_on_sub_system_edges(n, m, streams):
 
 
 def test_workload_stage2_parameter():
-    from kernels.tridiag.workload import make_workload
+    from launchtune.kernels.tridiag.workload import make_workload
 
     work = make_workload("random", 3000, "numpy", seed=1)
     assert work.check({"stage2": 1, "streams": 4}).ok
@@ -182,7 +182,7 @@ def test_workload_stage2_parameter():
 
 
 def test_copies_choice_is_checked():
-    from kernels.tridiag.system import COPY_CHOICES, check_copies
+    from launchtune.kernels.tridiag.system import COPY_CHOICES, check_copies
 
     assert [check_copies(c) for c in COPY_CHOICES] == list(COPY_CHOICES)
     with pytest.raises(TridiagError, match="copies=.pipelined. must be one of streams, ordered, streamed"):
@@ -195,8 +195,8 @@ def test_copies_choice_is_checked():
 def test_streamed_chunks_reduce_into_their_own_groups(n, m, streams):
     """Chunks on ``chunk_unit`` edges: at every reduced level their groups tile the level exactly once, and
     each group's sub-systems lie in its chunk (so a chunk's reduction needs no other chunk's rows)."""
-    from kernels.tridiag.reduced import chunk_unit, level_groups
-    from kernels.tridiag.system import chunk_bounds, num_blocks
+    from launchtune.kernels.tridiag.reduced import chunk_unit, level_groups
+    from launchtune.kernels.tridiag.system import chunk_bounds, num_blocks
 
     p = num_blocks(n, m)
     sizes = reduced.plan_levels(2 * p)
@@ -216,7 +216,7 @@ def test_streamed_chunks_reduce_into_their_own_groups(n, m, streams):
 
 
 def test_chunk_bounds_on_a_unit():
-    from kernels.tridiag.system import chunk_bounds
+    from launchtune.kernels.tridiag.system import chunk_bounds
 
     assert chunk_bounds(1000, 4, 256) == [(0, 256), (256, 512), (512, 768), (768, 1000)]
     assert chunk_bounds(100, 3, 256) == [(0, 100)]  # fewer units than chunks: fewer chunks
@@ -256,7 +256,7 @@ def test_spike_top_system_takes_one_big_pcr_block_up_to_twice_pcr_max():
 @pytest.mark.parametrize("streams", [3, 4, 8])
 @pytest.mark.parametrize("ends", [0.5, 0.25, 0.1])
 def test_chunk_bounds_with_small_end_chunks(streams, ends):
-    from kernels.tridiag.system import chunk_bounds
+    from launchtune.kernels.tridiag.system import chunk_bounds
 
     blocks, unit = 196 * 512, 512  # 10^6 unknowns at m = 10, SPIKE slices of 512 sub-systems
     chunks = chunk_bounds(blocks, streams, unit, ends)
@@ -273,7 +273,7 @@ def test_chunk_bounds_with_small_end_chunks(streams, ends):
 
 @pytest.mark.parametrize("ends", [0.0, -0.5, 1.5, float("nan")])
 def test_chunk_bounds_refuse_bad_end_shares(ends):
-    from kernels.tridiag.system import TridiagError, chunk_bounds
+    from launchtune.kernels.tridiag.system import TridiagError, chunk_bounds
 
     with pytest.raises(TridiagError, match="chunk ends=.* must be in"):
         chunk_bounds(1000, 4, 1, ends)

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 
 from benchmarks.tridiag_streams import copies_of, parse_args
-from kernels.tridiag.system import TridiagError
-from kernels.tridiag.workload import STAGES, make_workload, spike_stage_times
+from launchtune.kernels.tridiag.system import TridiagError
+from launchtune.kernels.tridiag.workload import STAGES, make_workload, spike_stage_times
 
 # ms from the start: rows up at 3, reduced (stage-1 span) at 4.5, top solved at 5, first chunk back at 8.25
 TRACE = {

@@ -1,4 +1,4 @@
-"""The stream-count models on synthetic timings with a known optimum, and ``python -m pipeline streams``."""
+"""The stream-count models on synthetic timings with a known optimum, and ``launchtune streams``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pipeline.errors import UserError
-from pipeline.streams.model import (
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.streams.model import (
     STAGES,
     denoise_host,
     evaluate,
@@ -117,7 +117,7 @@ def test_accepts_sweep_column_names(tmp_path):
 
 def _cli(*args):
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", "streams", *args],
+        [sys.executable, "-m", "launchtune", "streams", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -149,8 +149,8 @@ def test_cli_bad_dataset(tmp_path):
 def test_load_dataset_keeps_one_stage2():
     from pathlib import Path
 
-    from pipeline.errors import UserError
-    from pipeline.streams.model import load_dataset
+    from launchtune.pipeline.errors import UserError
+    from launchtune.pipeline.streams.model import load_dataset
 
     path = Path(__file__).resolve().parents[2] / "data" / "tridiag" / "h100" / "streams_gpu" / "streams.csv"
     gpu = load_dataset(path)

@@ -1,0 +1,22 @@
+"""launchtune: autotuning GPU kernel launch parameters for scientific codes.
+
+One installed package with two layers, each a top-level folder of the repository linked in here:
+:mod:`launchtune.kernels` (what runs on the device) and :mod:`launchtune.pipeline` (what plans, measures,
+stores, learns and reports). The shipped cluster configs, sweep specs and notebooks are package data
+(``launchtune.cluster_configs``, ``launchtune.notebooks``), found through :mod:`importlib.resources`.
+
+The Python API (``tune_kernel``, ``sweep``, ``load``) is in :mod:`launchtune.api`; the command line is
+``launchtune`` (or ``python -m launchtune``).
+"""
+
+import logging
+
+try:
+    from importlib.metadata import PackageNotFoundError, version
+
+    __version__ = version("launchtune")
+except PackageNotFoundError:  # run from a checkout that was never pip-installed
+    __version__ = "0.1.0+checkout"
+
+# A library logs through `logging` and prints nothing unless its user configures a handler (the CLI does).
+logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -1,0 +1,5 @@
+import sys
+
+from launchtune.pipeline.cli import main
+
+sys.exit(main())
