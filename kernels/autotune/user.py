@@ -196,10 +196,9 @@ def autotune(
         if "tune_params" not in overrides:
             raise AutotuneError(f"{WHERE}: tune_params: give the tunable parameters and their values")
         data = {"source": label, **overrides}
-        parsed = spec_from_mapping(data, Path(WHERE), code=code or "", need_arguments=False) if code else None
-        if parsed is None:  # a compiled kernel without source text: parse against a stand-in
-            stub = f"__global__ void {overrides['kernel_name']}() {{}}"
-            parsed = spec_from_mapping(data, Path(WHERE), code=stub, need_arguments=False)
+        if not code:  # a compiled kernel without source text: its rules are parsed against a stand-in
+            code = f"__global__ void {overrides['kernel_name']}() {{}}"
+        parsed = spec_from_mapping(data, Path(WHERE), code=code, need_arguments=False)
     if problem_size is None and parsed.problem_size is None and not parsed.arguments:
         raise AutotuneError(
             f"{WHERE}: problem_size: give the extent the grid rules divide (x first): a tuple, or a function "
@@ -355,10 +354,10 @@ class TunedKernel:
         tuner = state.tuner
         self.calls += 1
         while True:
-            param = tuner.param
+            param: tuple[int, ...] = tuner.param  # type: ignore[assignment]
             config = dict(zip(self.names, param, strict=True))
             if tuner.state != IDLE and not state.queued:
-                self._compile_ahead(state, tuner.candidates)
+                self._compile_ahead(state, tuner.candidates)  # type: ignore[arg-type]
             if tuner.state != IDLE and param not in state.checked:
                 why = self._check(state, config, args, shared_mem)
                 if why:
@@ -394,7 +393,8 @@ class TunedKernel:
     # --- what a user asks after ------------------------------------------------------------------------
     def config(self, *args: Any) -> Config:
         """The configuration the next call with these arguments launches."""
-        return dict(zip(self.names, self._state(args).tuner.param, strict=True))
+        param: tuple[int, ...] = self._state(args).tuner.param  # type: ignore[assignment]
+        return dict(zip(self.names, param, strict=True))
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per key (its text): the tuner's counts (``Autotuner.stats``), the locked configuration, where the
@@ -477,7 +477,8 @@ class TunedKernel:
     def _new_state(self, k: Hashable, problem: tuple[int, int, int]) -> KeyState:
         space = self.spec.space(problem)
         text = repr(k)
-        seeds, seed_line = [], "none: no table"
+        seeds: list[dict[str, int]] = []
+        seed_line = "none: no table"
         if self.table is not None:
             seeds, seed_line = seed_configs(self.table, self.gpu_class, problem, self.names, 10**6)
             seeds = [c for c in seeds if space.is_valid(c)][: self.seed_count]
