@@ -380,3 +380,13 @@ def test_a_kernel_spec_works_as_it_is_and_the_problem_size_comes_from_the_argume
     assert s["problem_size"] == [128, 64, 1]
     assert built[0]["grid_size_x"] == "8" and built[0]["grid_size_y"] == "64"  # the default: 16 x 1 threads
     assert tuned.constants == {"d_filter": 2}
+
+
+def test_the_worked_example_refuses_bad_input_with_one_line(capsys):
+    from launchtune.kernels.examples.autotune_convolution import main, parse_sizes
+
+    assert parse_sizes("4096x2048:30,64x64:2") == [(4096, 2048, 30), (64, 64, 2)]
+    assert main(["--sizes", "4096x4096"]) == 2
+    assert capsys.readouterr().err == "error: --sizes: '4096x4096' is not WIDTHxHEIGHT:LAUNCHES\n"
+    assert main(["--table", "no/such/sweep"]) == 2
+    assert "--table: no such sweep folder" in capsys.readouterr().err
