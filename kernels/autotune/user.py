@@ -43,7 +43,7 @@ import numpy as np
 
 from launchtune.kernels.autotune.cache import PickCache
 from launchtune.kernels.autotune.log import LaunchLog
-from launchtune.kernels.autotune.table import seed_configs
+from launchtune.kernels.autotune.table import read_table_doc, seed_configs, table_file
 from launchtune.kernels.autotune.tuner import IDLE, REDUCERS, Autotuner, TunerError
 from launchtune.kernels.custom.compile import (
     Compiler,
@@ -217,8 +217,10 @@ def autotune(
         raise AutotuneError(f"{WHERE}: reducer: one of {', '.join(REDUCERS)} (got {reducer!r})")
     if scan is not None and (isinstance(scan, bool) or not isinstance(scan, int) or scan < 1):
         raise AutotuneError(f"{WHERE}: scan: a number of configurations >= 1, or None for all (got {scan!r})")
-    if table is not None and not Path(table).exists():
-        raise AutotuneError(f"{WHERE}: table: no such sweep folder or tuning table {table}")
+    if table is not None:
+        if not Path(table).exists():
+            raise AutotuneError(f"{WHERE}: table: no such sweep folder or tuning table {table}")
+        read_table_doc(table_file(table))  # a table that cannot be read fails here, not at the first call
     arg_names = [a.name for a in parsed.arguments if a.argument]
     restore_idx = [_arg_index(r, arg_names, "restore") for r in restore]
     if constants is None:

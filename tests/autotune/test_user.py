@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from launchtune.kernels.autotune import IDLE, AutotuneError, autotune
+from launchtune.kernels.autotune import IDLE, AutotuneError, TableError, autotune
 from launchtune.kernels.autotune.cache import FORMAT, PickCache, cache_dir
 from launchtune.kernels.custom.errors import SpecError
 
@@ -356,6 +356,10 @@ def test_bad_input_is_one_clear_error(tmp_path):
         autotune(**{**base, "samples": 4})
     with pytest.raises(AutotuneError, match="table: no such sweep folder"):
         autotune(**{**base, "table": tmp_path / "missing"})
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "tuning_table.json").write_text("{not json")
+    with pytest.raises(TableError, match=r"sweep/tuning_table.json: not a readable JSON tuning table"):
+        autotune(**{**base, "table": tmp_path / "sweep"})
     tuned = autotune(**{**base, "key": lambda out, inp, n: [n]})
     with pytest.raises(AutotuneError, match=r"key returned list \[1000\], which is not hashable"):
         call(tuned, 1)
