@@ -270,3 +270,38 @@ def _is_int(v: Any) -> bool:
     # An integral float (400.0) passes: a report's table goes through pandas, where a parameter column with a
     # null becomes float64. A fraction, an infinity or a string does not; the bounds refuse 1e30.
     return isinstance(v, int) and not isinstance(v, bool) or (isinstance(v, float) and v.is_integer())
+
+
+def table_file(table: str | Path) -> Path:
+    """A sweep folder's ``tuning_table.json``, or ``table`` itself where it is a file."""
+    path = Path(table)
+    return path / "tuning_table.json" if path.is_dir() else path
+
+
+def seed_configs(
+    table: str | Path, gpu_class: str, problem: Sequence[int], names: Sequence[str], count: int = 8
+) -> tuple[list[dict[str, int]], str]:
+    """A sweep table's ranked whole configurations (``best``, then ``candidates``) for ``gpu_class`` at the
+    size nearest ``problem`` (by cell count, on a log scale), at most ``count``; those that do not set exactly
+    ``names`` are left out. Also a line saying where they came from, or why there are none."""
+    path = table_file(table)
+    doc = read_table_doc(path)
+    mine = [e for e in doc["entries"] if isinstance(e, Mapping) and e.get("gpu_class") == gpu_class]
+    if not mine:
+        return [], f"none: {path} has no {gpu_class} entry"
+    target = math.log(max(1, math.prod(int(n) for n in problem)))
+    entry = min(
+        mine, key=lambda e: abs(math.log(c) - target) if (c := _cells(str(e.get("size")))) > 0 else math.inf
+    )
+    ranked: list[Any] = [entry.get("best")]
+    ranked += [c.get("config", c) if isinstance(c, Mapping) else c for c in entry.get("candidates") or []]
+    out: list[dict[str, int]] = []
+    for config in ranked:
+        if not isinstance(config, Mapping) or sorted(config) != sorted(names):
+            continue
+        if not all(_is_int(config[n]) for n in names):
+            continue
+        picked = {n: int(config[n]) for n in names}
+        if picked not in out:
+            out.append(picked)
+    return out[:count], f"{entry.get('source', 'sweep')} {gpu_class} {entry.get('size', '?')} ({path})"

@@ -42,6 +42,15 @@ def cache_key(code: str, defines: Mapping[str, int], options: Iterable[str]) -> 
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def build_function(cp: Any, source: str, options: Iterable[str], kernel_name: str) -> tuple[Any, Any]:
+    """Compile ``source`` with CuPy (NVRTC) and load ``kernel_name``: (module, function). The function's
+    attributes are read here, so the module is loaded on the calling (compiling) thread, not at launch."""
+    module = cp.RawModule(code=source, options=tuple(options), name_expressions=[kernel_name])
+    function = module.get_function(kernel_name)
+    function.max_threads_per_block  # noqa: B018  (loads the module)
+    return module, function
+
+
 def first_error_line(log: str) -> str:
     """The compiler's first line that says ``error`` (else its first non-empty line), for a row's reason."""
     lines = [line.strip() for line in log.splitlines() if line.strip()]

@@ -274,8 +274,18 @@ def kernel_defined(code: str, name: str) -> bool:
 def load_kernel_spec(path: str | Path) -> KernelSpec:
     """Read and check a kernel spec; ``SpecError`` naming the file and field for any mistake."""
     path = Path(path)
-    data = read_yaml(path)
+    return spec_from_mapping(read_yaml(path), path)
+
+
+def spec_from_mapping(
+    data: Mapping[str, Any], path: Path, code: str | None = None, need_arguments: bool = True
+) -> KernelSpec:
+    """Check a kernel spec's mapping, as read from ``path`` (which leads every message and anchors the
+    relative ``source``). ``code`` is the CUDA source itself where it is not a file (the runtime tuner's
+    ``autotune(source=...)``); ``need_arguments`` False where the arguments come from the caller instead."""
     f = f"{path}: "
+    if not isinstance(data, Mapping):
+        raise SpecError(f"{f}expected a mapping of keys to values")
     unknown = sorted(set(data) - set(_REQUIRED) - set(_OPTIONAL))
     if unknown:
         raise SpecError(
@@ -288,15 +298,20 @@ def load_kernel_spec(path: str | Path) -> KernelSpec:
     source_raw = data["source"]
     if not isinstance(source_raw, str) or not source_raw.strip():
         raise SpecError(f"{f}source: expected the CUDA source file's path (relative to this file)")
-    source = (path.parent / source_raw).resolve()
-    if not source.is_file():
-        raise SpecError(f"{f}source: no such file {source}")
-    if source.stat().st_size > MAX_SOURCE_BYTES:
-        raise SpecError(f"{f}source: {source} is over {MAX_SOURCE_BYTES:,} bytes")
-    try:
-        code = source.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise SpecError(f"{f}source: {source} is not UTF-8 text") from None
+    if code is not None:
+        source = Path(source_raw)
+        if len(code.encode()) > MAX_SOURCE_BYTES:
+            raise SpecError(f"{f}source: over {MAX_SOURCE_BYTES:,} bytes")
+    else:
+        source = (path.parent / source_raw).resolve()
+        if not source.is_file():
+            raise SpecError(f"{f}source: no such file {source}")
+        if source.stat().st_size > MAX_SOURCE_BYTES:
+            raise SpecError(f"{f}source: {source} is over {MAX_SOURCE_BYTES:,} bytes")
+        try:
+            code = source.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise SpecError(f"{f}source: {source} is not UTF-8 text") from None
     kernel_name = data["kernel_name"]
     if not isinstance(kernel_name, str) or not kernel_name.isidentifier():
         raise SpecError(f"{f}kernel_name: expected the kernel's name (an identifier), got {kernel_name!r}")
@@ -350,7 +365,7 @@ def load_kernel_spec(path: str | Path) -> KernelSpec:
                 f"{exc} (argument shapes and values may name the problem size and parameters with one value)"
             ) from None
     factory = _code_target(data.get("arguments_factory"), f"{f}arguments_factory")
-    if not arguments and factory is None:
+    if not arguments and factory is None and need_arguments:
         raise SpecError(f"{f}arguments: give the kernel's arguments (or an arguments_factory)")
     if arguments and factory is not None:
         raise SpecError(f"{f}arguments_factory: give either arguments or arguments_factory, not both")

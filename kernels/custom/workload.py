@@ -27,6 +27,7 @@ from launchtune.kernels.custom.arguments import make_host
 from launchtune.kernels.custom.compile import (
     Compiled,
     Compiler,
+    build_function,
     cache_key,
     default_workers,
     source_with_defines,
@@ -197,12 +198,7 @@ class KernelWorkload(Workload):
         self.cp.cuda.Device(self.device_id).use()  # a pool thread compiles and loads on this workload's GPU
 
     def _build(self, source: str) -> tuple[Any, Any]:
-        module = self.cp.RawModule(
-            code=source, options=self.spec.compiler_options, name_expressions=[self.spec.kernel_name]
-        )
-        function = module.get_function(self.spec.kernel_name)
-        function.max_threads_per_block  # noqa: B018  (loads the module here, on the compiling thread)
-        return module, function
+        return build_function(self.cp, source, self.spec.compiler_options, self.spec.kernel_name)
 
     def _source(self, config: Mapping[str, int]) -> tuple[str, str]:
         defines = self.spec.defines(config, self.problem)

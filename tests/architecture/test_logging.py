@@ -10,8 +10,14 @@ from pathlib import Path
 from launchtune.pipeline.logs import configure
 
 REPO = Path(__file__).resolve().parents[2]
-# the command-line front ends: what they print is their output
-FRONT_ENDS = ("pipeline/cli.py", "pipeline/commands/", "kernels/cfd/cli.py", "kernels/tridiag/__main__.py")
+# the command-line front ends (and the example user program): what they print is their output
+FRONT_ENDS = (
+    "pipeline/cli.py",
+    "pipeline/commands/",
+    "kernels/cfd/cli.py",
+    "kernels/tridiag/__main__.py",
+    "kernels/examples/autotune_convolution.py",
+)
 
 
 def test_library_code_never_prints_nor_hands_print_on():
