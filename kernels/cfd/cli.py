@@ -178,7 +178,8 @@ def _out_folder(out: Path) -> None:
         raise UsageError(f"--out {out}: cannot make this folder: {exc.strerror or exc}") from None
 
 
-def cmd_run(ns: argparse.Namespace) -> int:
+def _run_size(ns: argparse.Namespace) -> tuple[int, int]:
+    """``run``'s flags checked before anything is built: one line each (``UsageError``); the grid size."""
     _check_common(ns)
     if ns.case not in CASES:
         raise UsageError(f"--case {ns.case!r}: choose one of {', '.join(CASES)}")
@@ -198,6 +199,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
         raise UsageError("--space fused tunes whole configurations: give --autotune scan or seeded")
     if ns.autotune_arith and ns.space != "fused":
         raise UsageError("--autotune-arith chooses the fused kernels' arithmetic: it needs --space fused")
+    return size
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    size = _run_size(ns)
     scheme = _scheme(ns)
     solver = Solver(ns.case, size, ns.backend, scheme=scheme, smoothing=ns.smoothing)
     tuners, whole = None, None

@@ -396,71 +396,7 @@ class Solver:
             first, last = stage == 0, stage == n_stages - 1
             store_r = bool(residuals and first)
             if self.fusion == "directional":
-                self._fused_call(
-                    "xi_face",
-                    grid(nx + 1, ny),
-                    block,
-                    0,
-                    self.V,
-                    self.sxx,
-                    self.sxy,
-                    self.F,
-                    nx,
-                    ny,
-                    lim,
-                    c1,
-                    c2,
-                    cx,
-                    cy,
-                )
-                self._fused_call(
-                    "eta_face",
-                    grid(nx, ny + 1),
-                    block,
-                    0,
-                    self.V,
-                    self.sex,
-                    self.sey,
-                    self.G,
-                    nx,
-                    ny,
-                    lim,
-                    c1,
-                    c2,
-                    cx,
-                    cy,
-                )
-                self._fused_call(
-                    "cell_update",
-                    grid(nx, ny),
-                    block,
-                    0,
-                    self.F,
-                    self.G,
-                    self.R,
-                    store_r,
-                    self.U0,
-                    self.dt,
-                    self.vol,
-                    self.dtv,
-                    self.V,
-                    self.sxx,
-                    self.sxy,
-                    self.sex,
-                    self.sey,
-                    *bounds,
-                    self.xc,
-                    self.yc,
-                    self.mms,
-                    nx,
-                    ny,
-                    alpha,
-                    sch.cfl,
-                    first,
-                    last,
-                    cx,
-                    cy,
-                )
+                self._directional_stage(grid, block, store_r, alpha, first, last)
             else:
                 self._fused_call(
                     "stage_fused",
@@ -499,6 +435,81 @@ class Solver:
             if store_r:
                 norms = self.residual_norms()
         return norms
+
+    def _directional_stage(
+        self, grid: Any, block: tuple[int, int], store_r: bool, alpha: float, first: bool, last: bool
+    ) -> None:
+        """The ``directional`` level's three launches of one RK stage: xi faces, eta faces, cell update."""
+        nx, ny = self.size
+        sch = self.scheme
+        cx, cy = self.tile["tile.cells_x"], self.tile["tile.cells_y"]
+        lim, c1, c2 = self._limiter, self._c1, self._c2
+        bounds = (self.bw, self.be, self.bs, self.bn)
+        self._fused_call(
+            "xi_face",
+            grid(nx + 1, ny),
+            block,
+            0,
+            self.V,
+            self.sxx,
+            self.sxy,
+            self.F,
+            nx,
+            ny,
+            lim,
+            c1,
+            c2,
+            cx,
+            cy,
+        )
+        self._fused_call(
+            "eta_face",
+            grid(nx, ny + 1),
+            block,
+            0,
+            self.V,
+            self.sex,
+            self.sey,
+            self.G,
+            nx,
+            ny,
+            lim,
+            c1,
+            c2,
+            cx,
+            cy,
+        )
+        self._fused_call(
+            "cell_update",
+            grid(nx, ny),
+            block,
+            0,
+            self.F,
+            self.G,
+            self.R,
+            store_r,
+            self.U0,
+            self.dt,
+            self.vol,
+            self.dtv,
+            self.V,
+            self.sxx,
+            self.sxy,
+            self.sex,
+            self.sey,
+            *bounds,
+            self.xc,
+            self.yc,
+            self.mms,
+            nx,
+            ny,
+            alpha,
+            sch.cfl,
+            first,
+            last,
+            cx,
+            cy,
+        )
 
     def residual_norms(self) -> np.ndarray:
         xp = self.backend.xp

@@ -268,6 +268,37 @@ def _merged_frame(table: pa.Table) -> pd.DataFrame:
     return frame.sort_values(["gpu_class", "sample_id"]).reset_index(drop=True)
 
 
+def _cache_tables(
+    caches: Sequence[CacheClass], schema: pa.Schema, folder: SweepFolder, log: Log
+) -> tuple[list[pa.Table], list[dict[str, Any]]]:
+    """Each Kernel Tuner cache as one GPU class: its rows in the merged schema, its source record, its plan
+    written into the folder."""
+    tables: list[pa.Table] = []
+    records: list[dict[str, Any]] = []
+    for c in caches:
+        table = _table(c.frame, schema)
+        tables.append(table)
+        counts = c.frame["status"].value_counts()
+        plan_c = c.plan()
+        records.append(
+            {
+                "path": str(c.path),
+                "classes": [c.gpu_class],
+                "kind": SAMPLER,
+                "kernel_name": c.kernel_name,
+                "problem_size": c.problem_size,
+                "rows": int(len(c.frame)),
+                "ok": int(counts.get("ok", 0)),
+                "data_hash": data_hash(table.to_pandas()),
+                "devices": {c.gpu_class: plan_c["device"]},
+                "validation": [],
+            }
+        )
+        folder.write_plan(c.gpu_class, plan_c)
+        log(f"combine: {c.gpu_class}: {len(c.frame)} configurations of {c.path} (a Kernel Tuner cache)")
+    return tables, records
+
+
 def combine(
     out: Path,
     paths: Sequence[Path],
@@ -348,27 +379,9 @@ def combine(
                 notes.append(
                     f"{s.path}: spec {k} differs from {sources[0].path}; {sources[0].path}'s is used"
                 )
-    for c in caches:
-        table = _table(c.frame, schema)
-        tables.append(table)
-        counts = c.frame["status"].value_counts()
-        plan_c = c.plan()
-        records.append(
-            {
-                "path": str(c.path),
-                "classes": [c.gpu_class],
-                "kind": SAMPLER,
-                "kernel_name": c.kernel_name,
-                "problem_size": c.problem_size,
-                "rows": int(len(c.frame)),
-                "ok": int(counts.get("ok", 0)),
-                "data_hash": data_hash(table.to_pandas()),
-                "devices": {c.gpu_class: plan_c["device"]},
-                "validation": [],
-            }
-        )
-        folder.write_plan(c.gpu_class, plan_c)
-        log(f"combine: {c.gpu_class}: {len(c.frame)} configurations of {c.path} (a Kernel Tuner cache)")
+    cache_tables, cache_records = _cache_tables(caches, schema, folder, log)
+    tables += cache_tables
+    records += cache_records
     merged = write_merged(out, pa.concat_tables(tables))
     backends = sorted({s.meta["planning_key"]["backend"] for s in sources} | ({SAMPLER} if caches else set()))
     spec = replace(

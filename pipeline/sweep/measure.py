@@ -73,8 +73,106 @@ def warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeout
     return facts
 
 
-def _per_worker(results: list[dict], t0: float) -> dict[str, dict]:
-    """Rows, batches and busy time per worker; first start and last end in seconds after the clock started."""
+def _queues(
+    spec: SweepSpec, batch_size: int, plans: dict[str, dict], out: Path, log: Log
+) -> tuple[dict[str, deque], int]:
+    """Each class's unfinished batches in measuring order, each with its priority; and how many are done."""
+    queues: dict[str, deque] = {}
+    skipped = 0
+    for cls, plan in plans.items():
+        ordered = measure_order(plan["configs"], batch_size)
+        rank = {batch: r for r, (batch, _) in enumerate(ordered)}
+        schema = shard_schema(plan["params"], plan["kernels"])
+        planned = Planned(list(plan["params"]), spec.seed)
+        todo, finished = pending_batches(out, cls, ordered, schema, log, planned)
+        skipped += finished
+        # Dask does not keep submission order on its own; a time-limited sweep must measure the plan's
+        # batches in order (per-kernel grids first, then sample ids): hence the priority.
+        queues[cls] = deque((batch, rows, len(ordered) - rank[batch]) for batch, rows in todo)
+    if skipped:
+        log(f"{skipped} finished shard(s) kept; {sum(len(q) for q in queues.values())} batch(es) to measure")
+    return queues, skipped
+
+
+def _raise_failures(fatal: str | None, errors: list[str], feeder: _Feeder, measured: str) -> None:
+    """One line for a folder that cannot be written (``fatal``: every later batch would fail alike) or for
+    batch tasks the cluster lost; what was measured is kept either way."""
+    if fatal is not None:
+        feeder.client.cancel([f for f in feeder.futures if not f.done()])
+        raise UserError(
+            f"{fatal}; stopped at the first such batch ({measured} measured before are kept); "
+            "fix the folder and rerun to measure the rest"
+        )
+    if errors:  # measure_batch turns a workload's failure into a row: what is left is the cluster's (a worker
+        # killed more often than Dask's allowed-failures lets a task be retried)
+        raise ClusterFailure(
+            f"measure: {len(errors)} batch task(s) failed on the cluster; first: {errors[0]}"[:600]
+            + "; what was measured is kept, the same command again goes on"
+        )
+
+
+class _Feeder:
+    """Submits a class's batches in measuring order while the class has room.
+
+    On the local cluster (``n_workers`` given): two per worker of the class (one running, one waiting, so no
+    card waits for the next batch), and one per worker once the tail parts come (a part waiting behind a
+    neighbour's batch is what a tail is made of). Dask assigns a restricted task to a worker when it is
+    submitted and evens out only by work stealing, which rates every batch of a sweep alike and moves one
+    only past a clear surplus; with everything submitted at once, one card could still have batches queued
+    while the other sits idle. Fed, a card that finishes takes the next batch, and the cards end within one
+    tail part of each other. Without ``n_workers`` (SLURM) everything is submitted at once.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        spec_d: dict,
+        plans: dict[str, dict],
+        out: Path,
+        queues: dict[str, deque],
+        n_workers: dict[str, int] | None,
+    ) -> None:
+        self.client, self.spec_d, self.plans, self.out = client, spec_d, plans, out
+        self.queues, self.n_workers = queues, n_workers
+        self.in_flight = dict.fromkeys(plans, 0)
+        self.class_of: dict[str, str] = {}
+        self.futures: list = []
+
+    def room(self, cls: str) -> bool:
+        if self.n_workers is None:
+            return True
+        tail = "." in self.queues[cls][0][0]
+        return self.in_flight[cls] < (1 if tail else 2) * self.n_workers[cls]
+
+    def feed(self, cls: str) -> list:
+        new = []
+        while self.queues[cls] and self.room(cls):
+            batch, batch_rows, priority = self.queues[cls].popleft()
+            future = self.client.submit(
+                measure_batch,
+                self.spec_d,
+                {k: self.plans[cls][k] for k in ("params", "kernels")},
+                cls,
+                batch,
+                batch_rows,
+                str(SweepFolder(self.out).shard_path(cls, batch)),
+                str(self.out),
+                resources={cls: 1},
+                pure=False,
+                retries=2,
+                priority=priority,
+                key=f"measure-{cls}-{batch}-{time.time_ns()}",
+            )
+            self.in_flight[cls] += 1
+            self.class_of[future.key] = cls
+            new.append(future)
+        self.futures.extend(new)
+        return new
+
+
+def _per_worker(results: list[dict], t0: float, warmed: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Rows, batches and busy time per worker; first start and last end in seconds after the clock started;
+    the card each warmed worker holds (``warmed``: ``warm_workers``' answer)."""
     per: dict[str, dict] = {}
     for r in results:
         if not r.get("measured", True) or "worker" not in r:
@@ -103,6 +201,10 @@ def _per_worker(results: list[dict], t0: float) -> dict[str, dict]:
         for k in ("busy_s", "first_start_s", "last_end_s", "longest_batch_s"):
             w[k] = round(w[k], 3)
         w["samples_per_s"] = round(w["rows"] / w["busy_s"], 3) if w["busy_s"] > 0 else None
+    card = ("device_name", "pci_bus_id", "cuda_visible_devices", "measured_bandwidth_gbs")
+    for name, facts in (warmed or {}).items():
+        if name in per:
+            per[name].update({k: facts[k] for k in card})
     return per
 
 
@@ -170,78 +272,26 @@ def measure_batches(
 ) -> dict[str, Any]:
     """One task per unfinished batch; returns throughput and per-worker use (``timing.json``).
 
-    ``local``: the cluster's workers are all there and stay (the local cluster), so (1) every worker builds
-    its workload before the clock starts and (2) batches are fed in measuring order instead of all at once:
-    two per worker of the class (one running, one waiting, so no card waits for the next batch), and one
-    per worker once the tail parts come (a part waiting behind a neighbour's batch is what a tail is made
-    of). Dask assigns a restricted task to a worker when it is submitted and evens out only by work
-    stealing, which rates every batch of a sweep alike and moves one only past a clear surplus; with
-    everything submitted at once, one card could still have batches queued while the other sits idle. Fed,
-    a card that finishes takes the next batch, and the cards end within one tail part of each other.
-    A SLURM cluster gets everything at once: its job count follows the number of unfinished tasks.
+    ``local``: the cluster's workers are all there and stay (the local cluster), so every worker builds its
+    workload before the clock starts, and batches are fed in measuring order (:class:`_Feeder`); a SLURM
+    cluster gets everything at once: its job count follows the number of unfinished tasks.
 
     ``limit``: seconds to wait for the next batch to finish (``pipeline.cluster.waits``; None: the local
     cluster's default); past it the sweep stops with one line, keeping every shard written.
     """
     limit = limit or wait_limit("local")
-
     if not isinstance(spec.batch_size, int):
         raise ValueError("measure_batches: batch_size auto must be chosen before measuring (run_sweep does)")
     spec_d = spec.to_dict()
-    queues: dict[str, deque] = {}
-    skipped = 0
-    for cls, plan in plans.items():
-        ordered = measure_order(plan["configs"], spec.batch_size)
-        rank = {batch: r for r, (batch, _) in enumerate(ordered)}
-        schema = shard_schema(plan["params"], plan["kernels"])
-        planned = Planned(list(plan["params"]), spec.seed)
-        todo, finished = pending_batches(out, cls, ordered, schema, log, planned)
-        skipped += finished
-        # Dask does not keep submission order on its own; a time-limited sweep must measure the plan's
-        # batches in order (per-kernel grids first, then sample ids): hence the priority.
-        queues[cls] = deque((batch, rows, len(ordered) - rank[batch]) for batch, rows in todo)
+    queues, skipped = _queues(spec, spec.batch_size, plans, out, log)
     total = sum(len(q) for q in queues.values())
-    if skipped:
-        log(f"{skipped} finished shard(s) kept; {total} batch(es) to measure")
     workers: dict[str, dict] = {}
     if local and total:
         workers = warm_workers(client, spec_d, list(plans), log, timeout=min(300.0, limit))
     n_workers = {cls: max(1, n) for cls, n in workers_by_class(client, list(plans)).items()}
-
-    def room(cls: str) -> bool:
-        if not local:
-            return True
-        tail = "." in queues[cls][0][0]
-        return in_flight[cls] < (1 if tail else 2) * n_workers[cls]
-
-    in_flight = dict.fromkeys(plans, 0)
-    class_of: dict[str, str] = {}
-    futures = []
-
-    def feed(cls: str) -> list:
-        new = []
-        while queues[cls] and room(cls):
-            batch, batch_rows, priority = queues[cls].popleft()
-            future = client.submit(
-                measure_batch,
-                spec_d,
-                {k: plans[cls][k] for k in ("params", "kernels")},
-                cls,
-                batch,
-                batch_rows,
-                str(SweepFolder(out).shard_path(cls, batch)),
-                str(out),
-                resources={cls: 1},
-                pure=False,
-                retries=2,
-                priority=priority,
-                key=f"measure-{cls}-{batch}-{time.time_ns()}",
-            )
-            in_flight[cls] += 1
-            class_of[future.key] = cls
-            new.append(future)
-        futures.extend(new)
-        return new
+    feeder = _Feeder(client, spec_d, plans, out, queues, n_workers if local else None)
+    in_flight, class_of = feeder.in_flight, feeder.class_of
+    feed = feeder.feed
 
     t0 = time.perf_counter()
     wall0 = time.time()
@@ -308,27 +358,8 @@ def measure_batches(
                 if not tty:
                     meter.update(done / total, f"measure: {done}/{total} batches", force=done % step == 0)
     seconds = time.perf_counter() - t0
-    if fatal is not None:
-        client.cancel([f for f in futures if not f.done()])
-        raise UserError(
-            f"{fatal}; stopped at the first such batch ({done} of {total} measured before are kept); "
-            "fix the folder and rerun to measure the rest"
-        )
-    if errors:  # measure_batch turns a workload's failure into a row: what is left is the cluster's (a worker
-        # killed more often than Dask's allowed-failures lets a task be retried)
-        raise ClusterFailure(
-            f"measure: {len(errors)} batch task(s) failed on the cluster; first: {errors[0]}"[:600]
-            + "; what was measured is kept, the same command again goes on"
-        )
-    per_worker = _per_worker(results, wall0)
-    for name, facts_w in workers.items():
-        if name in per_worker:
-            per_worker[name].update(
-                {
-                    k: facts_w[k]
-                    for k in ("device_name", "pci_bus_id", "cuda_visible_devices", "measured_bandwidth_gbs")
-                }
-            )
+    _raise_failures(fatal, errors, feeder, f"{done} of {total}")
+    per_worker = _per_worker(results, wall0, workers)
     timing = {
         "rows": rows,
         "ok": counts_ok,

@@ -91,7 +91,7 @@ def _unit(key: Sequence[int], salt: str) -> float:
     return zlib.crc32(data) / 2**32
 
 
-def _worker_name() -> str:
+def worker_name() -> str:
     try:
         from distributed import get_worker
 
@@ -193,7 +193,7 @@ class RehearsalWorkload(Workload):
     def _maybe_die(self) -> None:
         if not self.kill_workers or self.runs < self.kill_after or self.kill_dir is None:
             return
-        name = _worker_name()
+        name = worker_name()
         if name not in self.kill_workers:
             return
         marker = self.kill_dir / f"{name}.killed"

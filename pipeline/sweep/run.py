@@ -39,7 +39,8 @@ from launchtune.pipeline.store.shards import load_merged, merge
 from launchtune.pipeline.store.spec import SweepSpec
 from launchtune.pipeline.sweep.measure import measure_batches, warm_workers, workers_by_class
 from launchtune.pipeline.sweep.plan import SweepPlan
-from launchtune.pipeline.sweep.worker import plan_task, remeasure_task
+from launchtune.pipeline.sweep.remeasure import remeasure_task
+from launchtune.pipeline.sweep.worker import plan_task
 
 logger = logging.getLogger(__name__)
 

@@ -42,7 +42,8 @@ from launchtune.pipeline.strategies import get_strategy
 from launchtune.pipeline.strategies.base import POOL_LIMIT, Answer, Session, StrategyError
 from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX as KT_PREFIX
 from launchtune.pipeline.sweep.priors import aligned, constants_of
-from launchtune.pipeline.sweep.worker import measure_batch, pick_task, search_plan_task
+from launchtune.pipeline.sweep.remeasure import pick_task
+from launchtune.pipeline.sweep.worker import measure_batch, search_plan_task
 
 Log = Callable[[str], None]
 SAMPLER = "search"  # the ``sampler`` of a search's rows

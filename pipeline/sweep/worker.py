@@ -1,10 +1,9 @@
 """What runs on a Dask worker: build the workload once, plan, measure batches into shards, re-measure winners.
 
 Every function here takes plain data (dicts, lists, paths) and returns plain data, so the scheduler can
-retry a
-task on another worker after one dies. A configuration that breaks (launch failure, wrong answer) becomes a
-row
-with a status and a reason; it never takes the worker down.
+retry a task on another worker after one dies. A configuration that breaks (launch failure, wrong answer)
+becomes a row with a status and a reason; it never takes the worker down. Re-measuring a pick against the
+default is ``sweep/remeasure.py``.
 """
 
 from __future__ import annotations
@@ -15,9 +14,8 @@ import json
 import os
 import platform
 import socket
-import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,11 +28,9 @@ from distributed import get_worker
 from launchtune import __version__
 from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.backend import get_backend, gpu_count
-from launchtune.kernels.compare import compare, interleaved
 from launchtune.kernels.device import describe_device, measure_copy_bandwidth
 from launchtune.kernels.workload import Workload, WorkloadError, make_workload
 from launchtune.pipeline.errors import PERMANENT_ERRNOS
-from launchtune.pipeline.learn.pick import MAX_REJECTED_PER_PICK, branch_leaders, ranked
 from launchtune.pipeline.paths import assert_inside
 from launchtune.pipeline.store.checksums import rows_digest, shard_metadata
 from launchtune.pipeline.store.schema import kernel_column, kernel_params, shard_schema
@@ -42,8 +38,7 @@ from launchtune.pipeline.store.shards import Planned, read_shard, set_aside, sha
 from launchtune.pipeline.store.workloads import builtin_names, resolve
 
 # One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a
-# batch
-# should not pay it again. Keyed by the fields that define the workload.
+# batch should not pay it again. Keyed by the fields that define the workload.
 _CACHE: dict[str, tuple[Workload, dict[str, Any]]] = {}
 
 
@@ -179,41 +174,6 @@ def search_plan_task(spec: Mapping[str, Any], seed: int, pool_limit: int) -> dic
     return out
 
 
-def pick_task(
-    spec: Mapping[str, Any], picks: list[dict[str, int]], repeats: int, seed: int, rounds: int = 21
-) -> dict[str, Any]:
-    """A search's pick re-measured against the default on a worker of the class, in ``validation.json``'s
-    shape (``remeasure_task``'s): ``picks`` are the search's best measured configurations, best first; each
-    is checked and measured again, the fastest that ran is the pick, and it is timed against the default in
-    ``rounds`` interleaved rounds (``launchtune.kernels.compare``: the ratio's 95% interval)."""
-    workload, facts = get_workload(spec)
-    space = workload.space()
-    measured: list[dict[str, Any]] = []
-    rejected: list[dict[str, Any]] = []
-    for rank, config in enumerate(picks):
-        m = measure_one(spec, config, repeats, True)
-        entry = {"config": dict(config), "predicted_ms": None, "predicted_rank": rank, **m, "recorded": True}
-        (measured if m["status"] == "ok" else rejected).append(entry)
-    measured.sort(key=lambda m: m["total_ms"])
-    default = measure_one(spec, space.default, repeats, True)
-    comparison = None
-    if facts["backend"] != "numpy" and measured and default["status"] == "ok":
-        comparison = _pick_against_default(workload, space, measured[0]["config"], repeats, rounds, seed)
-    return {
-        "comparison": comparison,
-        "backend": facts["backend"],
-        "device": facts,
-        "host": socket.gethostname(),
-        "worker": _worker_name(),
-        "pool": len(picks),
-        "candidates": measured,
-        "rejected": rejected,
-        "excluded_known_failures": 0,
-        "default": {"config": space.default, **default},
-        "python": sys.version.split()[0],
-    }
-
-
 # Samples the planning worker times for ``batch_size: auto`` (their rows are not kept: they are measured
 # again in their batches).
 PROBE_SAMPLES = 3
@@ -244,7 +204,7 @@ def _versions(facts: Mapping[str, Any]) -> str:
     )
 
 
-def _worker_name() -> str:
+def worker_name() -> str:
     try:
         return str(get_worker().name)
     except (ImportError, ValueError):
@@ -324,7 +284,7 @@ def fixed_columns(
         "pci_bus_id": facts["pci_bus_id"],
         "repeats": spec["repeats"],
         "host": socket.gethostname(),
-        "worker": _worker_name(),
+        "worker": worker_name(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "slurm_partition": os.environ.get("SLURM_JOB_PARTITION"),
         "seed": spec["seed"],
@@ -367,7 +327,7 @@ def measure_batch(
                 "gpu_class": gpu_class,
                 "rows": len(status),
                 **counts,
-                "worker": _worker_name(),
+                "worker": worker_name(),
                 "started": started,
                 "finished": started,
                 "measured": False,
@@ -429,7 +389,7 @@ def measure_batch(
         "gpu_class": gpu_class,
         "rows": len(records),
         **counts,
-        "worker": _worker_name(),
+        "worker": worker_name(),
         "started": started,
         "finished": time.time(),
         "measured": True,
@@ -480,134 +440,8 @@ def warm_task(spec: Mapping[str, Any]) -> dict[str, Any]:
     _, facts = get_workload(spec)
     keys = ("device_name", "gpu_class", "pci_bus_id", "cuda_visible_devices", "measured_bandwidth_gbs")
     return {
-        "worker": _worker_name(),
+        "worker": worker_name(),
         "host": socket.gethostname(),
         "visible_gpus": gpu_count() if facts["backend"] == "cupy" else 0,
         **{k: facts[k] for k in keys},
     }
-
-
-def remeasure_task(
-    spec: Mapping[str, Any],
-    model: Any,
-    features: list[str],
-    extra_configs: list[dict[str, int]],
-    pool: int,
-    top_k: int,
-    repeats: int,
-    seed: int,
-    rounds: int = 21,
-    exclude: list[dict[str, int]] | None = None,
-    recorded: list[dict[str, int]] | None = None,
-) -> dict[str, Any]:
-    """Rank a candidate pool with ``model`` on the class's own worker, measure the top few and the default,
-    and time the fastest of the top few (the pick, ``candidates[0]``) against the default in ``rounds``
-    interleaved rounds.
-
-    Only runnable configurations are picked (``launchtune.pipeline.learn.pick``): the pool obeys the space's
-    constraints, ``exclude`` (the configurations the sweep recorded as invalid or failed) is never measured,
-    and a candidate whose check or run fails here is set aside in ``rejected``, the next one measured, until
-    ``top_k`` ran (or ``MAX_REJECTED_PER_PICK`` x ``top_k`` were rejected). ``candidates`` holds only the ones
-    that ran, fastest first, each with its ``predicted_rank``; configurations that differ only in parameters
-    they leave unused (``Space.active_key``) count once, and the best-ranked configuration of every branch of
-    a conditional space (``Space.branch``) that the top ``top_k`` missed is measured as well. ``recorded``
-    (the sweep's fastest rows, ``pipeline.learn.pick.incumbents``) join the pool, are ranked with it and are
-    measured whatever their rank; a candidate that is one of them says so (``recorded: true``).
-
-    Candidates are drawn here because the space's constraints are the device's; what counts afterwards is the
-    measured time, not the prediction. The interleaved rounds give the speed-up its 95% interval and verdict
-    (``kernels.compare``); a backend that ignores launch parameters (numpy) gets none: there is no speed-up to
-    find there, only noise.
-    """
-
-    workload, facts = get_workload(spec)
-    space = workload.space()
-    candidates = space.sample(pool, seed)
-    candidates += [space.validate(c) for c in extra_configs if space.is_valid(c)]
-    incumbent = [space.validate(c) for c in recorded or [] if space.is_valid(c)]
-    candidates += incumbent
-    incumbent_keys = {space.active_key(c) for c in incumbent}
-    # One candidate per configuration that runs differently: rows that differ only in parameters their
-    # choice leaves unused (space.inactive) are one configuration, and top_k of them would re-measure one.
-    seen, unique = set(), []
-    for c in candidates:
-        key = space.active_key(c)
-        if key not in seen:
-            seen.add(key)
-            unique.append(c)
-    X = np.array([[c[f] for f in features] for c in unique], dtype=float)
-    predicted = model.predict(X)
-    known_bad = {space.active_key(c) for c in exclude or [] if all(n in c for n in space.names)}
-    order = ranked(predicted, [space.active_key(c) for c in unique], exclude=known_bad)
-    measured: list[dict[str, Any]] = []
-    rejected: list[dict[str, Any]] = []
-
-    def measure(rank: int) -> bool:
-        i = order[rank]
-        m = measure_one(spec, unique[i], repeats, True)
-        entry = {"config": unique[i], "predicted_ms": float(predicted[i]), "predicted_rank": rank, **m}
-        entry["recorded"] = space.active_key(unique[i]) in incumbent_keys
-        (measured if m["status"] == "ok" else rejected).append(entry)
-        return m["status"] == "ok"
-
-    def may_reject() -> bool:
-        return len(rejected) < MAX_REJECTED_PER_PICK * top_k
-
-    for rank in range(len(order)):
-        if len(measured) >= top_k or not may_reject():
-            break
-        measure(rank)
-    # A conditional space's branches (fused CFD: the fusion level) run different kernels, and a model's error
-    # differs between them: the best-ranked configuration of every branch the top_k missed is measured too.
-    ran_branches = {space.branch(m["config"]) for m in measured}
-    for rank in branch_leaders(order, [space.branch(c) for c in unique]):
-        branch = space.branch(unique[order[rank]])
-        if branch not in ran_branches and may_reject() and measure(rank):
-            ran_branches.add(branch)
-    # The sweep's own fastest rows are measured too, whatever their rank: a surrogate extrapolates optimism
-    # into a fresh pool (on the fused H200 sweep its top 5 ran 4% slower than the best recorded row), and a
-    # pick slower than what the sweep already found would be a step back for the user.
-    done = {space.active_key(m["config"]) for m in measured + rejected}
-    for rank, i in enumerate(order):
-        if space.active_key(unique[i]) in incumbent_keys - done and may_reject():
-            measure(rank)
-    # The model shortlists, the measurement decides: the pick is the fastest of those that ran (stable, so a
-    # tie keeps the model's order). Its speed-up is timed afresh below, so choosing the minimum of noisy
-    # times does not bias the reported ratio.
-    measured.sort(key=lambda m: m["total_ms"])
-    default = measure_one(spec, space.default, repeats, True)
-    comparison = None
-    if (
-        facts["backend"] != "numpy"
-        and measured
-        and measured[0]["status"] == "ok"
-        and default["status"] == "ok"
-    ):
-        comparison = _pick_against_default(workload, space, measured[0]["config"], repeats, rounds, seed)
-    return {
-        "comparison": comparison,
-        "backend": facts["backend"],
-        "device": facts,
-        "host": socket.gethostname(),
-        "worker": _worker_name(),
-        "pool": len(unique),
-        "candidates": measured,
-        "rejected": rejected,
-        "excluded_known_failures": len(known_bad),
-        "default": {"config": space.default, **default},
-        "python": sys.version.split()[0],
-    }
-
-
-def _pick_against_default(
-    workload: Any, space: Any, pick: Mapping[str, int], repeats: int, rounds: int, seed: int
-) -> dict[str, Any]:
-    """The pick timed against the default configuration in interleaved rounds (``kernels.compare``): the
-    ratio, its interval and verdict, and every round's times."""
-    chosen = space.validate(pick)
-
-    def time_of(config: Mapping[str, int]) -> Callable[[], float]:
-        return lambda: float(workload.run(config, repeats).total)
-
-    a, b = interleaved(time_of(space.default), time_of(chosen), rounds)
-    return {**compare(a, b, seed=seed).as_dict(), "default_ms": a, "pick_ms": b}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from launchtune.pipeline.results.report import DEFAULT_NOTE, NUMPY_NOTE, remeasure_line, speedup_text
-from launchtune.pipeline.sweep import worker
+from launchtune.pipeline.sweep import remeasure, worker
 from tests.pipeline.conftest import base_spec
 from tests.pipeline.fake_workload import make_workload
 
@@ -26,7 +26,9 @@ def _remeasure(monkeypatch, backend: str) -> dict:
         worker._CACHE, worker._workload_key(spec), (make_workload("demo", "8x4"), {"backend": backend})
     )
     features = ["a.blocks", "a.threads", "b.blocks", "b.threads"]
-    return worker.remeasure_task(spec, ByParam(), features, [], pool=50, top_k=2, repeats=1, seed=0, rounds=9)
+    return remeasure.remeasure_task(
+        spec, ByParam(), features, [], pool=50, top_k=2, repeats=1, seed=0, rounds=9
+    )
 
 
 def test_a_gpu_backend_gets_interleaved_rounds_an_interval_and_a_verdict(monkeypatch):
@@ -77,7 +79,7 @@ def _remeasure_with(monkeypatch, model, exclude=None, top_k=2) -> dict:
         worker._CACHE, worker._workload_key(spec), (make_workload("demo", "8x4"), {"backend": "cupy"})
     )
     features = ["a.blocks", "a.threads", "b.blocks", "b.threads"]
-    return worker.remeasure_task(
+    return remeasure.remeasure_task(
         spec, model, features, [], pool=200, top_k=top_k, repeats=1, seed=0, rounds=3, exclude=exclude
     )
 
@@ -127,7 +129,7 @@ def test_configurations_that_differ_only_in_unused_parameters_are_measured_once(
     workload._space = dataclasses.replace(workload.space(), inactive=(rule,))
     monkeypatch.setitem(worker._CACHE, worker._workload_key(spec), (workload, {"backend": "cupy"}))
     features = ["a.blocks", "a.threads", "b.blocks", "b.threads"]
-    result = worker.remeasure_task(
+    result = remeasure.remeasure_task(
         spec, ByParam(), features, [], pool=200, top_k=3, repeats=1, seed=0, rounds=3
     )
     keys = [workload.space().active_key(c["config"]) for c in result["candidates"]]
@@ -179,9 +181,9 @@ def test_recorded_rows_are_ranked_beside_the_pool_and_marked(monkeypatch):
     features = ["a.blocks", "a.threads", "b.blocks", "b.threads"]
     optimum = {"a.blocks": 4, "a.threads": 64, "b.blocks": 2, "b.threads": 64}
     common = dict(pool=1, top_k=2, repeats=1, seed=3, rounds=3)
-    alone = worker.remeasure_task(spec, ByParam(), features, [], **common)
+    alone = remeasure.remeasure_task(spec, ByParam(), features, [], **common)
     assert all(c["config"] != optimum and not c["recorded"] for c in alone["candidates"])
-    result = worker.remeasure_task(spec, ByParam(), features, [], **common, recorded=[optimum])
+    result = remeasure.remeasure_task(spec, ByParam(), features, [], **common, recorded=[optimum])
     assert result["candidates"][0]["config"] == optimum and result["candidates"][0]["recorded"]
     assert [c["recorded"] for c in result["candidates"]].count(True) == 1
 
@@ -201,7 +203,7 @@ def test_recorded_rows_are_measured_whatever_their_rank(monkeypatch):
     )
     features = ["a.blocks", "a.threads", "b.blocks", "b.threads"]
     optimum = {"a.blocks": 4, "a.threads": 64, "b.blocks": 2, "b.threads": 64}
-    result = worker.remeasure_task(
+    result = remeasure.remeasure_task(
         spec, WorstFirst(), features, [], pool=50, top_k=2, repeats=1, seed=0, rounds=3, recorded=[optimum]
     )
     assert result["candidates"][0]["config"] == optimum and result["candidates"][0]["recorded"]
