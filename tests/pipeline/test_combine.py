@@ -16,6 +16,7 @@ from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.combine import combine
 from launchtune.pipeline.learn.crossclass import scores
 from launchtune.pipeline.learn.design import group_split, split
+from launchtune.pipeline.results.report import build_report
 from launchtune.pipeline.store.folder import ok_rows
 from launchtune.pipeline.store.schema import shard_schema
 from launchtune.pipeline.store.shards import load_merged, write_merged
@@ -135,7 +136,7 @@ def combined(tmp_path_factory):
     v100 = make_sweep(tmp / "v100", "v100", 2.0, with_plan=True)
     h100 = make_sweep(tmp / "h100", "h100", 1.0, n=120, measured_bandwidth=False)
     out = tmp / "both"
-    block = combine(out, [v100, h100], log=lambda m: None)
+    block = combine(out, [v100, h100], log=lambda m: None, report=build_report)
     return out, block, [v100, h100]
 
 
@@ -265,7 +266,7 @@ def test_scores_rank_and_pick():
 def test_combine_is_deterministic_and_a_rerun_replaces_its_output(combined, tmp_path):
     out, _, sources = combined
     again = tmp_path / "again"
-    combine(again, sources, log=lambda m: None)
+    combine(again, sources, log=lambda m: None, report=build_report)
     a, b = (json.loads((d / "models/metrics.json").read_text()) for d in (out, again))
     for m in (a, b):
         for g in m["groups"].values():
