@@ -1,6 +1,6 @@
 """Shared test set-up: the ``gpu`` marker skips where no CUDA GPU is visible; the Benchmark Hub's subset.
 
-Tests read only what the repository holds: a user's clone has no ``../shared`` beside it."""
+Tests read only what the repository holds: a user's clone has no lab folders beside it."""
 
 from __future__ import annotations
 
