@@ -277,8 +277,12 @@ def tuning_entry(
     ok = ok_rows(frame, cls) if ok is None else ok
     for _, row in ok.nsmallest(TOP_CANDIDATES, "total_ms").iterrows():
         candidates.append({"config": _config(row, params), "ms": float(row["total_ms"]), "source": "sampled"})
+    # Where the two sets of times disagree beyond their spread (``_agreement``), they do not rank against each
+    # other: the re-measured candidates come first, by their own times, then the sampled rows.
+    measured = [c for c in (v or {}).get("candidates", []) if c["status"] == "ok"]
+    apart = bool(v) and _agreement(ok, params, measured, v["default"])["times_disagree"]
     seen, unique = set(), []
-    for c in sorted(candidates, key=lambda c: c["ms"]):
+    for c in sorted(candidates, key=lambda c: (apart and c["source"] != "remeasured", c["ms"])):
         key = tuple(sorted(c["config"].items()))
         if key not in seen:
             seen.add(key)
