@@ -109,7 +109,7 @@ def _numpy_note(cls: str, c: dict[str, Any]) -> str:
     times = [
         f"{what} {_fmt(c.get(key))} ms"
         for what, key in (
-            ("best sampled", "best_sampled_ms"),
+            ("best recorded", "best_sampled_ms"),
             ("default", "default_measured_ms"),
             ("predicted best", "predicted_best_measured_ms"),
         )
@@ -120,7 +120,7 @@ def _numpy_note(cls: str, c: dict[str, Any]) -> str:
         "configuration does the same work, so the spread of its times"
         + (f" ({', '.join(times)})" if times else "")
         + " is this machine's timing noise (its load, caches, other jobs), not an effect of the launch, and "
-        "the best sampled time can be slower than the default's. On a GPU (the CuPy backend) the same sweep "
+        "the best recorded time can be slower than the default's. On a GPU (the CuPy backend) the same sweep "
         "measures what launches change."
     )
 
@@ -156,24 +156,31 @@ def _agreement(
     }
 
 
-def _disagreement_sentence(cls: str, c: dict[str, Any], workers: int | None) -> str:
-    """One sentence: the recorded and re-measured times disagree beyond their spread, why, and what ranks."""
+def _disagreement_sentence(cls: str, c: dict[str, Any], workers: int | None, repeats: int | None) -> str:
+    """One sentence: the recorded and re-measured times disagree beyond their spread, why, and what ranks.
+    The re-measured picks lead the report (the predicted best is the fastest re-measured candidate)."""
     (lo, hi), (a, b) = c["recorded_range_ms"], c["remeasured_range_ms"]
     side = "slower" if a > hi else "faster"
     same = c.get("recorded_over_remeasured")
     rows = f"; the same configurations took {_fmt(same, 3)}x as long recorded as re-measured" if same else ""
     at_once = f"{workers} workers" if workers and workers > 1 else "its worker"
+    again = c.get("remeasure_repeats")
+    how = (
+        f" as the median of {repeats} repeats, the re-measurement of {again},"
+        if repeats and again and repeats != again
+        else ","
+    )
+    taken = (
+        f"the sweep timed its samples{how} while {at_once} and the machine's other load competed for its "
+        "cores, the re-measurement one configuration at a time after it"
+    )
     if c.get("backend") == "numpy":
         why = (
             "the numpy backend ignores launch parameters, so the gap is the machine's state, not the "
-            f"configuration: the sweep timed its samples while {at_once} and the rest of the machine's load "
-            "competed for its cores, the re-measurement one configuration at a time after it"
+            f"configuration: {taken}"
         )
     else:
-        why = (
-            f"the sweep timed its samples while {at_once} and the rest of the machine's load shared it, the "
-            "re-measurement one configuration at a time after it, so the two sets were not taken alike"
-        )
+        why = f"{taken}, so the two sets were not taken alike"
     return (
         f"**{cls}**: every re-measured time ({_fmt(a)}-{_fmt(b)} ms) is {side} than every time recorded "
         f"during the sweep ({_fmt(lo)}-{_fmt(hi)} ms){rows}, beyond either set's spread, because {why}; "
@@ -230,7 +237,6 @@ def class_summary(
         out["default_measured_ms"] = default.get("total_ms") if default["status"] == "ok" else None
         measured = [c for c in v["candidates"] if c["status"] == "ok"]
         out["best_remeasured_ms"] = min((c["total_ms"] for c in measured), default=None)
-        out["best_remeasured_config"] = measured[0]["config"] if measured else None
         out.update(_agreement(ok, params, measured, default))
         a, b = out["default_measured_ms"], out["predicted_best_measured_ms"]
         out["speedup_over_default"] = a / b if a and b else None
@@ -446,23 +452,23 @@ def _markdown(report: dict[str, Any]) -> str:
         "typical error in ms).",
         "",
         "| class | samples | ok | invalid | failed | MLP R2 train | MLP R2 test | MLP MSE test (ms^2) "
-        "| search model | best recorded in the sweep (ms) | best re-measured (ms) "
-        "| default, re-measured (ms) | predicted best, re-measured (ms) | pick / default time [95%] |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| search model | best recorded in the sweep (ms) | default, re-measured (ms) "
+        "| predicted best, re-measured (ms) | pick / default time [95%] |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for cls, c in report["classes"].items():
         lines.append(
             f"| {cls} | {c['samples']} | {c['ok']} | {c['invalid']} | {c['failed']} "
             f"| {_fmt(c['r2_train'], 3)} "
             f"| {_fmt(c['r2_test'], 3)} | {_fmt(c['mse_test'])} | {c.get('search_model') or 'n/a'} "
-            f"| {_fmt(c['best_sampled_ms'])} | {_fmt(c.get('best_remeasured_ms'))} "
-            f"| {_fmt(c['default_measured_ms'])} "
+            f"| {_fmt(c['best_sampled_ms'])} | {_fmt(c['default_measured_ms'])} "
             f"| {_fmt(c['predicted_best_measured_ms'])} | {_speedup_cell(c)} |"
         )
     workers = (report.get("throughput") or {}).get("workers")
+    repeats = (report.get("spec") or {}).get("repeats")
     for cls, c in report["classes"].items():
         if c.get("times_disagree"):
-            lines += ["", _disagreement_sentence(cls, c, workers)]
+            lines += ["", _disagreement_sentence(cls, c, workers, repeats)]
         if c.get("backend") == "numpy":
             lines += ["", _numpy_note(cls, c)]
     lines += [

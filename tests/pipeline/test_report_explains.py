@@ -50,7 +50,7 @@ def _report(backend: str, recorded: list[float], default_ms: float, pick_ms: flo
             }
         )
     candidates.sort(key=lambda c: c["total_ms"])
-    validation = {"cpu": {"candidates": candidates, "default": default, "comparison": None}}
+    validation = {"cpu": {"candidates": candidates, "default": default, "comparison": None, "repeats": 5}}
     metrics = {"groups": {"cpu": {"search_model": "mlp", "models": {}}}}
     summary = class_summary(
         frame, "cpu", {"params": PARAMS, "default": default["config"]}, metrics, validation
@@ -64,7 +64,7 @@ def _report(backend: str, recorded: list[float], default_ms: float, pick_ms: flo
         "created": "now",
         "merged_rows": len(recorded),
         "time_label": "time per step (ms)",
-        "spec": {"test_fraction": 0.25},
+        "spec": {"test_fraction": 0.25, "repeats": 2},
         "throughput": {"rows": 3, "seconds": 1.0, "workers": 2, "samples_per_minute": 180.0},
         "classes": {"cpu": summary},
         "models": {"cpu": {"mlp": {"r2_train": 0.99, "r2_test": -0.3, "mse_test": 600.0, "n_train": 2}}},
@@ -87,13 +87,14 @@ def test_times_recorded_under_load_and_re_measured_alone_disagree_in_one_sentenc
     assert "(53.06-71 ms)" in line
     assert "the same configurations took 4.61x as long recorded as re-measured" in line  # 53.06 / 11.5
     assert "numpy backend ignores launch parameters" in line and "2 workers" in line
+    assert "as the median of 2 repeats, the re-measurement of 5," in line
     assert line.endswith("this report ranks configurations by the re-measured times.")
     assert len(re.findall(r"\.(?:\s|$)", line)) == 1  # one sentence
     # ranked by the re-measured times: the table's best is the fastest re-measured one
     row = next(r for r in text.splitlines() if r.startswith("| cpu |"))
     header = next(r for r in text.splitlines() if r.startswith("| class |"))
     cells = dict(zip(header.strip("|").split("|"), row.strip("|").split("|"), strict=True))
-    assert cells[" best re-measured (ms) "].strip() == "11.5"
+    assert cells[" predicted best, re-measured (ms) "].strip() == "11.5"  # the fastest re-measured
     assert cells[" best recorded in the sweep (ms) "].strip() == "53.06"
 
 
