@@ -6,10 +6,12 @@ recorded data (``pipeline.strategies.parallel``: each answer arrives after its r
 mean picked/optimum per strategy and K against K = 1 (the sequential run), with the ratio's 95% stratified
 bootstrap interval (``strategies.uncertainty.ratio_interval``: seeds resampled within each GPU).
 
-    python -m benchmarks.search_batching --dataset ../shared/data/benchmark_hub/convolution \\
+    python -m benchmarks.search_batching --dataset data/benchmark_hub/convolution \\
         --strategies evolve,iterative --budget 100 --parallel 1,4,8 --seeds 20 --out DIR
 
-writes ``DIR/runs.jsonl`` (one line per run, the CLI's record plus ``parallel``) and ``DIR/table.md``.
+(the committed subset of the Benchmark Hub's caches; the table in data/convolution/hub/search_batching came
+from the full caches, data/benchmark_hub/README.md) writes ``DIR/runs.jsonl`` (one line per run, the CLI's
+record plus ``parallel``) and ``DIR/table.md``.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ class ClassSpec:
 # L2 from NVIDIA's Fermi (Tesla C2075 board spec), Pascal (P100 PCIe) and Volta (V100 SXM2) white papers.
 # A100, H100, H200: NVIDIA data sheets (A100 40GB: the PCIe and SXM4 boards share these figures; H100 SXM5
 # 80GB; H200 SXM 141GB) and the Ampere / Hopper architecture white papers for SMs and L2.
-# The FAIR Benchmark Hub's other cards (../shared/data/benchmark_hub/convolution):
+# The FAIR Benchmark Hub's other cards (data/benchmark_hub/convolution):
 #   RTX A4000, RTX A6000: NVIDIA RTX A4000 / A6000 data sheets (FP32 19.2 / 38.7 TFLOPS, 448 / 768 GB/s,
 #     16 / 48 GB GDDR6; e.g. https://servethehome.com/nvidia-rtx-a6000-48gb-gpu-drops-quadro-designation);
 #     GA104 / GA102 as configured there: 48 / 84 SMs, 4 / 6 MB L2, FP64 at 1/32 of FP32.

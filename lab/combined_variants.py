@@ -14,8 +14,9 @@ training row, the MLP on a seeded draw of at most ``--mlp-rows`` of each trainin
   block is a whole number of warps.
 - combinations of these.
 
-Usage (from the repository root, ``OPENBLAS_NUM_THREADS=1``):
-    python -m lab.combined_variants data/convolution/h100/sweep ../shared/data/benchmark_hub/convolution \
+Usage (from the repository root, ``OPENBLAS_NUM_THREADS=1``; HUB: the Benchmark Hub's full convolution caches,
+cachefiles/convolution_milo of a clone of the hub, see data/benchmark_hub/README.md):
+    python -m lab.combined_variants data/convolution/h100/sweep $HUB \
         --models gbr,mlp --variants base,norm,ratio,warp,norm+ratio+warp
 """
 

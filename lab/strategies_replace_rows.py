@@ -2,11 +2,13 @@
 then rewrite the folder's table, markdown and figure as ``--compare`` would (issue 17: the Kernel Tuner
 baselines need the optional extra and an hour; a change to one of ours should re-run only ours).
 
-    launchtune strategies --dataset ../shared/data/benchmark_hub/convolution --compare \\
+    launchtune strategies --dataset $HUB --compare \\
         --budgets 20,50,100,200 --seeds 10 --strategies evolve --workers 2 --out /tmp/evolve
     python -m lab.strategies_replace_rows /tmp/evolve/runs.csv data/convolution/hub/strategies_kt
 
-The new runs must be exactly the committed runs of their strategies (same budgets, seeds, GPUs)."""
+HUB: the Benchmark Hub's full convolution caches (cachefiles/convolution_milo of a clone of the hub; see
+data/benchmark_hub/README.md). The new runs must be exactly the committed runs of their strategies (same
+budgets, seeds, GPUs)."""
 
 from __future__ import annotations
 

@@ -714,19 +714,42 @@ def _tridiag_at(root: Path, gpu: str, size: int) -> dict[str, str]:
 
 
 def _make_test(root: Path) -> str:
-    """``make test`` on a fresh clone, as ``python3 -m tools.record_run`` recorded it (data/ci/)."""
+    """``make test`` as ``python3 -m tools.record_run`` recorded it (data/ci/): the suite's time as the range
+    over every recorded run, with the machines' load during those runs (one time on a shared machine is no
+    promise), and the last run's test count and outcome at its commit."""
     run = _load(root / "data" / "ci" / "last_run.json")
+    runs = _recorded_runs(root / "data" / "ci" / "runs.jsonl") or [run]
     counts = run["counts"]
     collected = sum(counts.values())
     outcome = ", ".join(f"{n:,} {k}" for k, n in counts.items() if n)
     at = f"commit `{run['commit'][:7]}`" + (" with uncommitted changes" if run.get("dirty") else "")
     failed = "" if run["rc"] == 0 else f", and it FAILED (exit code {run['rc']})"
+    minutes = sorted(r["pytest_s"] / 60 for r in runs if r.get("pytest_s"))
+    during = [r.get("load_1min_during") or [r.get("load_1min_after")] for r in runs]
+    loads = [x for pair in during for x in pair if x is not None]
+    machines = sorted({r["machine"] for r in runs if r.get("machine")})
+    span = f"{minutes[0]:.1f}" if minutes[0] == minutes[-1] else f"{minutes[0]:.1f} to {minutes[-1]:.1f}"
+    extra = (run["wall_s"] - run["pytest_s"]) / 60 if run.get("wall_s") and run.get("pytest_s") else None
     return _paragraph(
-        f"`make test`, last recorded on a fresh clone ({run['machine']}, {at}), took "
-        f"{run['wall_s'] / 60:.1f} minutes, the install included: {collected:,} tests, {outcome} (the GPU "
-        f"and SLURM tests skip where there is none), the suite alone {run['pytest_s'] / 60:.1f} "
-        f"minutes{failed}."
+        f"The test suite took {span} minutes on {' and '.join(machines)} over {len(runs)} recorded runs of "
+        f"`make test`, at a 1-minute load average between {min(loads):g} and {max(loads):g} during them (the "
+        f"busier the machine, the longer){_install(extra)}. The last run recorded in full (a fresh clone, "
+        f"{at}) ran {collected:,} tests: {outcome} (the GPU and SLURM tests skip where there is none)"
+        f"{failed}."
     )
+
+
+def _install(extra_minutes: float | None) -> str:
+    if extra_minutes is None:
+        return ""
+    return f"; on a fresh clone the install and lint add about {max(extra_minutes, 0.1):.1f} minutes"
+
+
+def _recorded_runs(path: Path) -> list[dict]:
+    """Every run ``tools.record_run`` appended (data/ci/runs.jsonl), oldest first; none where absent."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def _scale(root: Path) -> str:

@@ -1,13 +1,17 @@
 """Record a ``make test`` run for the README: ``python3 -m tools.record_run [-- COMMAND ...]``.
 
 Runs COMMAND (default ``make test``) from the repository root, passing its output through, and writes
-``data/ci/last_run.json``: the commit, the machine's cores and load, the wall time of the whole command (the
-install included on a fresh clone), and pytest's own time and counts from its final summary line. The README's
-sentence about the suite is generated from that file (``python -m tools.readme``), so it says what the
-last recorded run did, at which commit. Record it on a clean clone::
+``data/ci/last_run.json``: the commit, the machine's cores, its 1-minute load average during the run (sampled
+every 10 s: the lowest and highest), the wall time of the whole command (the install included on a fresh
+clone), and pytest's own time and counts from its final summary line; the same record is appended to
+``data/ci/runs.jsonl``. The README's sentence about the suite is generated from those files (``python -m
+tools.readme``): the range of the suite's times over the recorded runs with their loads, and what the last run
+did, at which commit. Record it on a clean clone::
 
     git clone REPO /tmp/fresh && cd /tmp/fresh && python3 -m tools.record_run
-    cp /tmp/fresh/data/ci/last_run.json REPO/data/ci/ && cd REPO && .venv/bin/python -m tools.readme
+    cp /tmp/fresh/data/ci/last_run.json REPO/data/ci/
+    tail -n 1 /tmp/fresh/data/ci/runs.jsonl >> REPO/data/ci/runs.jsonl
+    cd REPO && .venv/bin/python -m tools.readme
 
 Standard library only: it runs before ``.venv`` exists.
 """
@@ -20,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,6 +33,26 @@ OUT = ROOT / "data" / "ci" / "last_run.json"
 # pytest's last line, e.g. "912 passed, 49 skipped, 2 warnings in 2682.01s (0:44:42)"
 _SUMMARY = re.compile(r"^=*\s*(?P<counts>\d+ \w+(?:, \d+ \w+)*) in (?P<seconds>[\d.]+)s\b")
 _COUNTED = ("passed", "failed", "skipped", "xfailed", "xpassed", "error", "errors")
+LOAD_EVERY_S = 10.0
+
+
+class LoadSampler(threading.Thread):
+    """The 1-minute load average every ``every`` seconds while the command runs: a suite's time on a shared
+    machine says little without the load it met."""
+
+    def __init__(self, every: float = LOAD_EVERY_S):
+        super().__init__(daemon=True)
+        self.every, self.samples, self._done = every, [os.getloadavg()[0]], threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(self.every):
+            self.samples.append(os.getloadavg()[0])
+
+    def stop(self) -> list[float]:
+        self._done.set()
+        self.join()
+        self.samples.append(os.getloadavg()[0])
+        return [round(min(self.samples), 2), round(max(self.samples), 2)]
 
 
 def parse_summary(output: str) -> tuple[dict[str, int], float]:
@@ -56,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     status = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True)
     dirty = bool(status.stdout)
     start = time.monotonic()
+    load = LoadSampler()
+    load.start()
     proc = subprocess.Popen(
         args.command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -66,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(line)
     rc = proc.wait()
     wall = time.monotonic() - start
+    load_during = load.stop()
     try:
         counts, pytest_s = parse_summary("".join(lines))
     except ValueError as exc:
@@ -77,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         "dirty": dirty,
         "machine": f"{os.cpu_count()} cores",
         "load_1min_after": round(os.getloadavg()[0], 2),
+        "load_1min_during": load_during,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "rc": rc,
         "wall_s": round(wall, 1),
@@ -87,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     tmp = args.out.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1) + "\n")
     tmp.replace(args.out)
+    with open(args.out.with_name("runs.jsonl"), "a") as f:  # every recorded run: the README's time range
+        f.write(json.dumps(record) + "\n")
     print(f"recorded {args.out}: {counts} in {wall / 60:.1f} min (rc {rc})", file=sys.stderr)
     return rc
 

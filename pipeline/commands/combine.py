@@ -19,10 +19,10 @@ from pathlib import Path
 
 EPILOG = """\
 examples:
-  launchtune combine results/combined \
+  launchtune combine results/combined \\
       data/cfd/h100/sweep_paper data/cfd/h200/sweep_paper data/cfd/cpu/sweep_paper
-  launchtune combine results/convolution_7 \
-      data/convolution/h100/sweep ../shared/data/benchmark_hub/convolution
+  launchtune combine results/convolution_7 \\
+      data/convolution/h100/sweep data/benchmark_hub/convolution
 """
 
 

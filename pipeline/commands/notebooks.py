@@ -1,5 +1,6 @@
 """``launchtune notebooks``: execute the notebooks in notebooks/ headless against a results folder and
-write the executed copies (with their figures) to an output folder; the notebooks themselves stay unexecuted.
+write the executed copies (with their figures) to an output folder, each as a .ipynb and as a .html page any
+browser opens (nbconvert); the notebooks themselves stay unexecuted.
 
 Each notebook reads the results folder from $LAUNCHTUNE_NOTEBOOK_RESULTS in its first cell (default: the
 committed data/), which this command sets. A cell that raises stops that notebook: the command names the
@@ -55,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--out",
         type=Path,
         default=DEFAULT_OUT,
-        help=f"folder for the executed copies (default: {DEFAULT_OUT}/, git-ignored)",
+        help=f"folder for the executed copies, .ipynb and .html (default: {DEFAULT_OUT}/, git-ignored)",
     )
     p.add_argument("--timeout", type=int, default=600, help="seconds one cell may take (default 600)")
     p.set_defaults(func=run)
@@ -89,9 +90,10 @@ def execute_notebook(
         from jupyter_client.kernelspec import NoSuchKernel
         from nbclient import NotebookClient
         from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+        from nbconvert import HTMLExporter
     except ImportError as exc:
         raise UserError(
-            f"running notebooks needs nbclient, nbformat and ipykernel ({exc.name} is missing): "
+            f"running notebooks needs nbclient, nbformat, nbconvert and ipykernel ({exc.name} is missing): "
             "pip install -e '.[test]'"
         ) from None
     from launchtune.pipeline.results import RESULTS_ENV, results_folder
@@ -130,6 +132,9 @@ def execute_notebook(
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, out / path.name)
+        # the same executed copy as one self-contained page (figures inline), for a machine with no Jupyter
+        html, _ = HTMLExporter().from_notebook_node(nb)
+        (out / path.name).with_suffix(".html").write_text(html, encoding="utf-8")
     if failure is not None:
         index = current.get("index", -1)
         cell = nb.cells[index] if 0 <= index < len(nb.cells) else None
@@ -151,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
     paths = notebook_paths(args.names)
     results = results_folder(args.results)  # a wrong folder is the user's mistake: one line, exit 2
-    print(f"notebooks on {results}, executed copies in {args.out}/", flush=True)
+    print(f"notebooks on {results}, executed copies (.ipynb and .html) in {args.out}/", flush=True)
     failed = []
     for path in paths:
         try:
@@ -160,7 +165,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {exc}", flush=True)
             failed.append(path.name)
             continue
-        print(f"{path.name}: ok in {seconds:.1f} s -> {args.out / path.name}", flush=True)
+        page = (args.out / path.name).with_suffix(".html")
+        print(f"{path.name}: ok in {seconds:.1f} s -> {args.out / path.name}, {page}", flush=True)
     if failed:
         raise NotebookError(f"{len(failed)} of {len(paths)} notebooks failed: {', '.join(failed)}")
     return 0

@@ -28,14 +28,15 @@ MAX_REPEATS = 10_000  # replayed repeats per measurement (a spec's ``repeats`` h
 MAX_WORKERS = 1024
 
 EPILOG = """\
-examples (HUB=../shared/data/benchmark_hub):
-  launchtune strategies --dataset $HUB/convolution/A100.json.gz --budget 100
+examples (HUB=data/benchmark_hub/convolution, the Benchmark Hub's caches in part, shipped here):
+  launchtune strategies --dataset $HUB/A100.json.gz --budget 100
   launchtune strategies --dataset results/cfd/merged --strategy random_mlp --budget 500 --seeds 5
-  launchtune strategies --dataset $HUB/convolution --strategy transfer --budget 20
-  launchtune strategies --dataset data/cfd/h100/sweep_paper/merged \
+  launchtune strategies --dataset $HUB --strategy transfer --budget 20
+  launchtune strategies --dataset data/cfd/h100/sweep_paper/merged \\
       --dataset data/cfd/h200/sweep_paper/merged --strategy transfer --gpu h200 --budget 5
-  launchtune strategies --dataset $HUB/convolution --compare --out data/convolution/hub
-  launchtune strategies --dataset A100.json.gz --export a100.parquet
+  launchtune strategies --dataset $HUB --compare --out results/hub_strategies
+  launchtune strategies --dataset $HUB/A100.json.gz --export a100.parquet
+  launchtune strategies --list
 
 A dataset is a Kernel Tuner cache (.json/.json.gz), our sweep Parquet (file or directory; one dataset per
 gpu_class), or a directory of caches (one per GPU); --dataset may be given several times to join sources (one
@@ -43,6 +44,41 @@ sweep folder per GPU class). With several GPUs, each is tuned in turn, and `tran
 (leave-one-GPU-out). `time` is the recorded time of the pick (ms); `optimum` the best
 recorded time; what the strategy saw while searching were noisy replays drawn from the recorded repeats.
 """
+
+
+def _strategy_groups() -> str:
+    """The strategy names, grouped (ours; Kernel Tuner's where installed), wrapped to the help's width."""
+    import textwrap
+
+    from launchtune.pipeline.strategies import DEFAULT, strategy_names
+    from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX
+
+    names = strategy_names()
+    ours = [f"default (= {DEFAULT})" if n == "default" else n for n in names if not n.startswith(PREFIX)]
+    kt = [n for n in names if n.startswith(PREFIX)]
+
+    def wrap(items: list[str]) -> str:
+        return textwrap.fill(", ".join(items), width=100, initial_indent="    ", subsequent_indent="    ")
+
+    text = "strategies (--strategy NAME; --list prints one per line):\n  ours:\n" + wrap(ours) + "\n"
+    if kt:
+        text += "  Kernel Tuner's, run in its simulation mode (the extra 'kt'):\n" + wrap(kt) + "\n"
+    else:
+        text += f"  Kernel Tuner's ({PREFIX}<name>): install the extra 'kt' to list them\n"
+    return text
+
+
+class _ListStrategies(argparse.Action):
+    """``--list``: print the strategy names and exit, before ``--dataset`` is asked for (as ``--version``)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from launchtune.pipeline.strategies import strategy_names
+
+        print("\n".join(strategy_names()))
+        parser.exit(0)
 
 
 def _budgets(text: str) -> list[int]:
@@ -60,9 +96,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "strategies",
         help="run and compare search strategies on recorded data (replay)",
         description=__doc__,
-        epilog=EPILOG,
+        epilog=_strategy_groups() + "\n" + EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--list", action=_ListStrategies, help="print the strategy names, one per line, and exit")
     p.add_argument(
         "--dataset",
         required=True,
@@ -74,6 +111,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--strategy",
         default="default",
         choices=strategy_names(),
+        metavar="NAME",
         help=f"search strategy (default: %(default)s = {DEFAULT}, the one we recommend without other GPUs' "
         "data; transfer needs a directory of several GPUs; kt:<name> runs Kernel Tuner's strategy <name> "
         "in its simulation mode, with the extra 'kt' installed)",

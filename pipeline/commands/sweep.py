@@ -15,7 +15,7 @@ examples:
   launchtune sweep SPEC.yaml --gpu-class v100 --force             # redo only the v100 partition
   launchtune sweep SPEC.yaml --allow-workload mypkg.wl:make       # a spec naming your own code
   launchtune sweep SPEC.yaml --strategy evolve --budget 100       # a search: 100 measurements
-  launchtune sweep SPEC.yaml --gpu-class h200 --strategy transfer --budget 20 \
+  launchtune sweep SPEC.yaml --gpu-class h200 --strategy transfer --budget 20 \\
       --prior results/h100_sweep --out results/h200_transfer             # start from another class's data
 
 A rerun of the same command skips finished shards (resume after a crash); a search's rerun replays what its

@@ -164,6 +164,58 @@ def loss_curve(model: Any) -> list[float]:
     return []
 
 
+def held_out_curve(
+    model: Any, X_train: np.ndarray, y_train: np.ndarray, X_test: np.ndarray, y_test: np.ndarray
+) -> tuple[list[float], list[float]]:
+    """The MLP's training loss and its loss on held-out rows after each epoch, in the units of scikit-learn's
+    ``loss_curve_`` (squared error / 2 of the standardised target; the training loss also holds the small L2
+    term, alpha 1e-4); empty for models without a loss curve.
+
+    scikit-learn records the training loss only (a validation score only with ``early_stopping``, which
+    would take rows out of training and change the model), so the fit is replayed epoch by epoch on a copy of
+    the network, ``partial_fit`` on the fitted model's own scaled data, with one random stream for the
+    initial weights and every epoch's shuffle as ``fit`` draws them, stopping where ``fit`` stops. The first
+    list is the replay's training loss: equal to the model's ``loss_curve_`` where the replay is faithful.
+    """
+    from sklearn.base import clone
+
+    if not isinstance(model, TransformedTargetRegressor) or not hasattr(model.regressor_, "steps"):
+        return [], []
+    inner = model.regressor_
+    if not isinstance(inner[-1], MLPRegressor):
+        return [], []
+    front, fitted = inner[:-1], inner[-1]
+
+    def target(y: np.ndarray) -> np.ndarray:
+        return np.asarray(model.transformer_.transform(np.asarray(y, float).reshape(-1, 1))).ravel()
+
+    xs_train, xs_test = front.transform(X_train), front.transform(X_test)
+    ys_train, ys_test = target(y_train), target(y_test)
+    seed = fitted.random_state if isinstance(fitted.random_state, int) else None
+    stream = np.random.RandomState(seed)
+    mlp = clone(fitted).set_params(random_state=stream)
+    n_weights = sum(c.size for c in fitted.coefs_) + sum(b.size for b in fitted.intercepts_)
+    # fit shuffles its previous epoch's order, partial_fit a fresh arange: hand each epoch the rows in fit's
+    # order of the epoch before, and follow the permutation it draws (sklearn.utils.shuffle: one
+    # RandomState.shuffle of an arange, after the initial weights' uniform draws on the first epoch).
+    order = np.arange(len(ys_train))
+    held_out: list[float] = []
+    with one_thread():
+        for epoch in range(fitted.max_iter):
+            mirror = np.random.RandomState()
+            mirror.set_state(stream.get_state())
+            mlp.partial_fit(xs_train[order], ys_train[order])
+            if epoch == 0:
+                mirror.random_sample(n_weights)
+            drawn = np.arange(len(order))
+            mirror.shuffle(drawn)
+            order = order[drawn]
+            held_out.append(float(0.5 * np.mean((ys_test - mlp.predict(xs_test)) ** 2)))
+            if mlp._no_improvement_count > mlp.n_iter_no_change:  # where fit stops (adam, no early_stopping)
+                break
+    return [float(v) for v in mlp.loss_curve_], held_out
+
+
 class ZeroInactive(TransformerMixin, BaseEstimator):
     """Sets to 0 the feature columns a configuration does not use (``kernels.space.Inactive`` rules: the fused
     CFD levels ignore the seven kernels' launches, the seven kernels ignore the tile): their values there are

@@ -34,7 +34,13 @@ from launchtune.pipeline.learn.design import (
     training_rows,
     with_class_facts,
 )
-from launchtune.pipeline.learn.models import AdditiveKernelModel, loss_curve, one_thread, save_model
+from launchtune.pipeline.learn.models import (
+    AdditiveKernelModel,
+    held_out_curve,
+    loss_curve,
+    one_thread,
+    save_model,
+)
 from launchtune.pipeline.learn.parallel import run_fits
 from launchtune.pipeline.store.folder import SweepFolder, data_hash, ok_rows, rows_by_class
 from launchtune.pipeline.store.schema import kernel_column, kernel_params
@@ -46,6 +52,8 @@ logger = logging.getLogger(__name__)
 
 def _score(model: Any, X: np.ndarray, y: np.ndarray, tr: np.ndarray, te: np.ndarray, seconds: float) -> dict:
     p_tr, p_te = model.predict(X[tr]), model.predict(X[te])
+    # the held-out split's loss per epoch beside the training loss, so an over-fit shows on the loss figure
+    _, held_out = held_out_curve(model, X[tr], y[tr], X[te], y[te])
     return {
         "r2_train": float(r2_score(y[tr], p_tr)),
         "r2_test": float(r2_score(y[te], p_te)),
@@ -55,6 +63,7 @@ def _score(model: Any, X: np.ndarray, y: np.ndarray, tr: np.ndarray, te: np.ndar
         "n_test": int(len(te)),
         "fit_seconds": round(seconds, 3),
         "loss_curve": loss_curve(model),
+        "held_out_loss_curve": held_out,
     }
 
 

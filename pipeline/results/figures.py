@@ -181,16 +181,28 @@ def pred_vs_actual(pred: pd.DataFrame, title: str = "", unit: str = "time per st
     return fig
 
 
-def loss_history(curves: Mapping[str, np.ndarray], title: str = "MLP loss history") -> Figure:
-    """Training loss per epoch, one line per group (Fig. 12 of the CFD seed: independent vs combined)."""
+def loss_history(
+    curves: Mapping[str, np.ndarray],
+    title: str = "MLP loss history",
+    held_out: Mapping[str, np.ndarray] | None = None,
+) -> Figure:
+    """Training loss per epoch, one line per group (Fig. 12 of the CFD seed: independent vs combined); with
+    ``held_out``, each group's loss on its held-out rows after each epoch too, dashed in the same colour, so
+    a model that fits its training rows and misses the held-out ones (over-fitting) shows as a gap."""
     fig, ax = plt.subplots(figsize=(6, 4))
+    held_out = held_out or {}
     for group, curve in curves.items():
-        ax.semilogy(np.arange(1, len(curve) + 1), curve, label=group)
+        (line,) = ax.semilogy(np.arange(1, len(curve) + 1), curve, label=f"{group}: training")
+        other = held_out.get(group)
+        if other is not None and len(other):
+            ax.semilogy(
+                np.arange(1, len(other) + 1), other, "--", color=line.get_color(), label=f"{group}: held-out"
+            )
     ax.set_xlabel("epoch")
-    ax.set_ylabel("training loss (standardised MSE / 2, log scale)")
+    ax.set_ylabel("loss (squared error / 2 of the\nstandardised time, log scale)")
     ax.set_title(title)
     if curves:
-        ax.legend(title="trained on")
+        ax.legend(title="rows")
     fig.tight_layout()
     return fig
 

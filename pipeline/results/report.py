@@ -109,7 +109,7 @@ def _numpy_note(cls: str, c: dict[str, Any]) -> str:
     times = [
         f"{what} {_fmt(c.get(key))} ms"
         for what, key in (
-            ("best sampled", "best_sampled_ms"),
+            ("best recorded", "best_sampled_ms"),
             ("default", "default_measured_ms"),
             ("predicted best", "predicted_best_measured_ms"),
         )
@@ -120,8 +120,71 @@ def _numpy_note(cls: str, c: dict[str, Any]) -> str:
         "configuration does the same work, so the spread of its times"
         + (f" ({', '.join(times)})" if times else "")
         + " is this machine's timing noise (its load, caches, other jobs), not an effect of the launch, and "
-        "the best sampled time can be slower than the default's. On a GPU (the CuPy backend) the same sweep "
+        "the best recorded time can be slower than the default's. On a GPU (the CuPy backend) the same sweep "
         "measures what launches change."
+    )
+
+
+def _agreement(
+    ok: pd.DataFrame, params: list[str], measured: list[dict[str, Any]], default: dict[str, Any]
+) -> dict[str, Any]:
+    """Whether the times the sweep recorded and the re-measured ones agree: each set's range (ms), and for
+    configurations in both (the sweep's fastest rows, re-measured beside the model's picks) the median of
+    recorded / re-measured. They disagree beyond their spread where every re-measured time lies outside the
+    range the sweep recorded: then the two sets were not taken alike (load, other workers) and only one set
+    ranks configurations fairly, the re-measured one, taken one configuration at a time."""
+    again = [c["total_ms"] for c in measured]
+    if default.get("status") == "ok":
+        again.append(default["total_ms"])
+    if not len(ok) or not again:
+        return {"recorded_range_ms": None, "remeasured_range_ms": None, "times_disagree": False}
+    lo, hi = float(ok["total_ms"].min()), float(ok["total_ms"].max())
+    ratios = []
+    for c in measured:
+        if not c.get("recorded"):
+            continue
+        same = ok
+        for p in params:
+            same = same[same[p] == c["config"].get(p)]
+        if len(same):
+            ratios.append(float(same["total_ms"].median()) / c["total_ms"])
+    return {
+        "recorded_range_ms": [lo, hi],
+        "remeasured_range_ms": [float(min(again)), float(max(again))],
+        "times_disagree": bool(max(again) < lo or min(again) > hi),
+        "recorded_over_remeasured": float(np.median(ratios)) if ratios else None,
+    }
+
+
+def _disagreement_sentence(cls: str, c: dict[str, Any], workers: int | None, repeats: int | None) -> str:
+    """One sentence: the recorded and re-measured times disagree beyond their spread, why, and what ranks.
+    The re-measured picks lead the report (the predicted best is the fastest re-measured candidate)."""
+    (lo, hi), (a, b) = c["recorded_range_ms"], c["remeasured_range_ms"]
+    side = "slower" if a > hi else "faster"
+    same = c.get("recorded_over_remeasured")
+    rows = f"; the same configurations took {_fmt(same, 3)}x as long recorded as re-measured" if same else ""
+    at_once = f"{workers} workers" if workers and workers > 1 else "its worker"
+    again = c.get("remeasure_repeats")
+    how = (
+        f" as the median of {repeats} repeats, the re-measurement of {again},"
+        if repeats and again and repeats != again
+        else ","
+    )
+    taken = (
+        f"the sweep timed its samples{how} while {at_once} and the machine's other load competed for its "
+        "cores, the re-measurement one configuration at a time after it"
+    )
+    if c.get("backend") == "numpy":
+        why = (
+            "the numpy backend ignores launch parameters, so the gap is the machine's state, not the "
+            f"configuration: {taken}"
+        )
+    else:
+        why = f"{taken}, so the two sets were not taken alike"
+    return (
+        f"**{cls}**: every re-measured time ({_fmt(a)}-{_fmt(b)} ms) is {side} than every time recorded "
+        f"during the sweep ({_fmt(lo)}-{_fmt(hi)} ms){rows}, beyond either set's spread, because {why}; "
+        "this report ranks configurations by the re-measured times."
     )
 
 
@@ -174,6 +237,7 @@ def class_summary(
         out["default_measured_ms"] = default.get("total_ms") if default["status"] == "ok" else None
         measured = [c for c in v["candidates"] if c["status"] == "ok"]
         out["best_remeasured_ms"] = min((c["total_ms"] for c in measured), default=None)
+        out.update(_agreement(ok, params, measured, default))
         a, b = out["default_measured_ms"], out["predicted_best_measured_ms"]
         out["speedup_over_default"] = a / b if a and b else None
         out["remeasure_repeats"] = v.get("repeats")
@@ -219,8 +283,12 @@ def tuning_entry(
     ok = ok_rows(frame, cls) if ok is None else ok
     for _, row in ok.nsmallest(TOP_CANDIDATES, "total_ms").iterrows():
         candidates.append({"config": _config(row, params), "ms": float(row["total_ms"]), "source": "sampled"})
+    # Where the two sets of times disagree beyond their spread (``_agreement``), they do not rank against each
+    # other: the re-measured candidates come first, by their own times, then the sampled rows.
+    measured = [c for c in (v or {}).get("candidates", []) if c["status"] == "ok"]
+    apart = bool(v) and _agreement(ok, params, measured, v["default"])["times_disagree"]
     seen, unique = set(), []
-    for c in sorted(candidates, key=lambda c: c["ms"]):
+    for c in sorted(candidates, key=lambda c: (apart and c["source"] != "remeasured", c["ms"])):
         key = tuple(sorted(c["config"].items()))
         if key not in seen:
             seen.add(key)
@@ -296,9 +364,12 @@ def _figures(
             )
         }
         curve = entry["models"]["mlp"].get("loss_curve") or []
+        held_out = entry["models"]["mlp"].get("held_out_loss_curve") or []
         if curve:
             drawn[f"{group}-loss.png"] = figures.loss_history(
-                {group: np.asarray(curve)}, f"{group} MLP loss history"
+                {group: np.asarray(curve)},
+                f"{group} MLP loss: training and held-out rows",
+                held_out={group: np.asarray(held_out)} if held_out else None,
             )
         for name, fig in drawn.items():
             fig.savefig(folder.figure_path(name), dpi=110)
@@ -334,6 +405,27 @@ def _speedup_cell(c: dict[str, Any]) -> str:
     return "n/a"
 
 
+def _config_table(c: dict[str, Any]) -> list[str]:
+    """The launch parameters of the default, the best recorded and the predicted best configuration, one row
+    per parameter, with each one's time last (ms)."""
+    again = "re-measured"
+    cols = {
+        "default": (c.get("default_config"), c.get("default_measured_ms"), again),
+        "best recorded in the sweep": (c.get("best_sampled_config"), c.get("best_sampled_ms"), "recorded"),
+        "predicted best": (c.get("predicted_best_config"), c.get("predicted_best_measured_ms"), again),
+    }
+    cols = {k: v for k, v in cols.items() if v[0]}
+    params = list(dict.fromkeys(p for cfg, _, _ in cols.values() for p in cfg))
+    lines = [
+        "| parameter | " + " | ".join(cols) + " |",
+        "| --- |" + " ---: |" * len(cols),
+    ]
+    for p in params:
+        lines.append(f"| {p} | " + " | ".join(_fmt(cfg.get(p)) for cfg, _, _ in cols.values()) + " |")
+    lines.append("| **time (ms)** | " + " | ".join(f"{_fmt(t)} {how}" for _, t, how in cols.values()) + " |")
+    return lines
+
+
 def _markdown(report: dict[str, Any]) -> str:
     lines = [
         f"# Sweep `{report['sweep_id']}`",
@@ -352,10 +444,16 @@ def _markdown(report: dict[str, Any]) -> str:
             f"worker(s): {t['samples_per_minute']:.1f} samples per minute.",
             "",
         ]
+    unit = (report.get("time_label") or "total time (ms)").removesuffix(" (ms)")
+    held = (report.get("spec") or {}).get("test_fraction", 0.25)
     lines += [
-        "| class | samples | ok | invalid | failed | MLP R2 train | MLP R2 test | MLP MSE test "
-        "| search model "
-        "| best sampled ms | default ms | predicted best ms | pick / default [95%] |",
+        f"Times (ms) are each configuration's {unit}, the median of its repeats; R2 and MSE are the "
+        f"MLP's on the rows it trained on and on the held-out {held:.0%} (MSE in ms^2: its square root is a "
+        "typical error in ms).",
+        "",
+        "| class | samples | ok | invalid | failed | MLP R2 train | MLP R2 test | MLP MSE test (ms^2) "
+        "| search model | best recorded in the sweep (ms) | default, re-measured (ms) "
+        "| predicted best, re-measured (ms) | pick / default time [95%] |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for cls, c in report["classes"].items():
@@ -366,14 +464,18 @@ def _markdown(report: dict[str, Any]) -> str:
             f"| {_fmt(c['best_sampled_ms'])} | {_fmt(c['default_measured_ms'])} "
             f"| {_fmt(c['predicted_best_measured_ms'])} | {_speedup_cell(c)} |"
         )
+    workers = (report.get("throughput") or {}).get("workers")
+    repeats = (report.get("spec") or {}).get("repeats")
     for cls, c in report["classes"].items():
+        if c.get("times_disagree"):
+            lines += ["", _disagreement_sentence(cls, c, workers, repeats)]
         if c.get("backend") == "numpy":
             lines += ["", _numpy_note(cls, c)]
     lines += [
         "",
         "## Models (R2 on the held-out split)",
         "",
-        "| group | model | rows fitted | R2 train | R2 test | MSE test |",
+        "| group | model | rows fitted | R2 train | R2 test | MSE test (ms^2) |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for group, models in report["models"].items():
@@ -384,8 +486,9 @@ def _markdown(report: dict[str, Any]) -> str:
             )
     for cls, c in report["classes"].items():
         if c.get("predicted_best_config"):
-            cfg = ", ".join(f"{k}={v}" for k, v in c["predicted_best_config"].items())
-            lines += ["", f"**{cls}** predicted best ({c['search_model']}): {cfg}"]
+            by = c["search_model"]
+            lines += ["", f"**{cls}** configurations (the predicted best by {by}, re-measured):", ""]
+            lines += _config_table(c)
             if c.get("predicted_best_skipped"):
                 why = "; ".join(f"{s['status']}: {s['reason']}" for s in c["predicted_best_skipped"])
                 lines += [
@@ -453,6 +556,7 @@ def build_report(
         "data_hash": metrics.get("data_hash"),
         "spec": spec.to_dict(),
         "merged_rows": int(len(frame)),
+        "time_label": time_label(spec.workload),
         "throughput": timing,
         "classes": {c: class_summary(frame, c, plan, metrics, validation, by_class.get(c)) for c in classes},
         "models": {

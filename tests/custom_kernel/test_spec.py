@@ -148,20 +148,22 @@ def test_kernel_name_search():
     assert not kernel_defined("__global__ void a(float *x) { k(x); }", "k")
 
 
-def test_convolution_space_is_the_benchmark_hubs(shared_dir):
-    """The example's restrictions give exactly the 4,362 configurations the hub brute-forced."""
+def test_convolution_space_is_the_benchmark_hubs(hub_dir):
+    """The example's restrictions give exactly the 4,362 configurations the hub brute-forced (the keys of the
+    full caches, committed beside the subset), and the subset's caches carry the same header."""
     spec = load_kernel_spec(REPO / "kernels" / "examples" / "convolution.yaml")
     problem = spec.problem(None)
     check_for_problem(spec, problem, None)
     mine = list(spec.space(problem).grid())
+    space = json.loads(gzip.decompress((hub_dir / "convolution_space.json.gz").read_bytes()))
+    assert len(space["devices"]) == 6 and len(space["configurations"]) == 4362
+    names = space["tune_params_keys"]
+    assert {",".join(str(c[n]) for n in names) for c in mine} == set(space["configurations"])
     for gpu in ("A100", "MI250X"):
-        cache = json.loads(
-            gzip.decompress((shared_dir / "data/benchmark_hub/convolution" / f"{gpu}.json.gz").read_bytes())
-        )
-        names = cache["tune_params_keys"]
+        cache = json.loads(gzip.decompress((hub_dir / "convolution" / f"{gpu}.json.gz").read_bytes()))
+        assert cache["tune_params_keys"] == names and set(cache["cache"]) <= set(space["configurations"])
         assert sorted(names) == sorted(spec.names)
         assert {n: list(p.values) for p in spec.params for n in [p.name]} == cache["tune_params"]
-        assert {",".join(str(c[n]) for n in names) for c in mine} == set(cache["cache"])
         assert cache["problem_size"] == list(spec.problem_size)
         assert cache["kernel_name"] == spec.kernel_name
     assert len(mine) == 4362

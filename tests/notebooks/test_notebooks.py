@@ -46,6 +46,9 @@ def test_notebook_runs_on_the_committed_data_and_draws(name, tmp_path):
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) >= 3 if name != "01_sweep_overview" else len(images) >= 2, f"{name}: figures missing"
     assert (tmp_path / f"{name}.ipynb").is_file()
+    # the same copy as a page a browser opens, its figures inline
+    html = (tmp_path / f"{name}.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and html.count("data:image/png;base64,") >= len(images)
     # the stored notebook is untouched: executing writes only the copy
     assert all(not c.get("outputs") for c in nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", 4).cells)
 
@@ -152,6 +155,8 @@ def test_a_failing_cell_is_named_with_its_notebook(tmp_path):
     copy = nbformat.read(tmp_path / "out" / "09_broken.ipynb", 4)
     assert copy.cells[0].outputs[0].text.strip() == str(tmp_path.resolve())  # the folder reached the kernel
     assert copy.cells[2].outputs[-1].output_type == "error" and not copy.cells[3].outputs
+    html = (tmp_path / "out" / "09_broken.html").read_text()  # the partly executed copy as a page too
+    assert "broken on purpose" in html and "never'" in html  # the error, and the cell never run
 
 
 def test_notebook_selection_by_number_or_name():

@@ -360,23 +360,14 @@ def test_combine_hands_down_the_frame_load_merged_reads(hub_like, monkeypatch):
 
 
 @pytest.mark.slow
-def test_combine_of_the_benchmark_hub_caches_subsampled(shared_dir, tmp_path, monkeypatch):
-    """The real hub caches (every twelfth configuration of each, the same ones on every GPU) as six classes of
-    two vendors, trained with a small MLP (the default's fits cost minutes on these rows)."""
+def test_combine_of_the_benchmark_hub_caches_subsampled(hub_dir, tmp_path, monkeypatch):
+    """The real hub caches (the committed subset: every 24th configuration, the same ones on every GPU) as
+    six classes of two vendors, trained with a small MLP (the default's fits cost minutes on these rows)."""
     import launchtune.pipeline.learn.combine as combine_module
 
     monkeypatch.setattr(combine_module, "CACHE_TRAIN", SMALL_TRAIN)
-    hub = shared_dir / "data" / "benchmark_hub" / "convolution"
-    if not hub.is_dir():
-        pytest.skip(f"{hub} absent")
-    small = tmp_path / "hub"
-    small.mkdir()
-    for path in sorted(hub.glob("*.json.gz")):
-        raw = json.load(gzip.open(path))
-        keys = sorted(raw["cache"])[::12]
-        raw["cache"] = {k: raw["cache"][k] for k in keys}
-        with gzip.open(small / path.name, "wt") as f:
-            json.dump(raw, f)
+    small = hub_dir / "convolution"
+    assert len(sorted(small.glob("*.json.gz"))) == 6
     out = tmp_path / "combined"
     combine(out, [small], log=lambda m: None)
     metrics = json.loads((out / "models/metrics.json").read_text())
@@ -391,5 +382,9 @@ def test_combine_of_the_benchmark_hub_caches_subsampled(shared_dir, tmp_path, mo
         assert e["n_test"] == metrics["groups"][held]["rows"]
         for m in e["models"].values():
             assert 1.0 <= m["picked_over_best"] and m["within_10pct"] == (m["picked_over_best"] <= WITHIN)
-    # the two NVIDIA workstation cards share most of their ranking, measured
-    assert metrics["pairs"]["a4000"]["a6000"]["spearman"] > 0.8
+    # measured: the NVIDIA cards rank the configurations alike (Spearman 0.73-0.81 on this subset), and more
+    # alike with each other than with any AMD card (at most 0.39)
+    nvidia, amd = ("a100", "a4000", "a6000"), ("mi250x", "w6600", "w7800")
+    same = [metrics["pairs"][a][b]["spearman"] for a, b in itertools.combinations(nvidia, 2)]
+    across = [metrics["pairs"][a][b]["spearman"] for a in nvidia for b in amd]
+    assert min(same) > 0.7 and min(same) > max(across)

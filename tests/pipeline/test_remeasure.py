@@ -255,6 +255,6 @@ def test_a_cpu_report_says_its_spread_is_noise_where_the_best_sample_is_slower_t
     text = _cpu_report("numpy")
     (note,) = [line for line in text.splitlines() if "launch parameters change nothing" in line]
     assert note.startswith("**cpu** ran on the numpy backend")
-    assert "best sampled 53.06 ms, default 25.38 ms, predicted best 31.93 ms" in note
+    assert "best recorded 53.06 ms, default 25.38 ms, predicted best 31.93 ms" in note
     assert "timing noise" in note and "slower than the default" in note
     assert "launch parameters change nothing" not in _cpu_report("cupy")

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd = [
             sys.executable,
             "-m",
-            "pipeline",
+            "launchtune",
             "sweep",
             str(spec),
             "--cluster",

@@ -163,13 +163,11 @@ def test_default_when_only_one_kernel_was_swept(tmp_path):
     ReplayWorkload(d).space()  # a usable space all the same
 
 
-def test_benchmark_hub_cache_replays_its_own_numbers(shared_dir):
+def test_benchmark_hub_cache_replays_its_own_numbers(hub_dir):
     import gzip
     import json
 
-    path = shared_dir / "data" / "benchmark_hub" / "convolution" / "W7800.json.gz"
-    if not path.exists():
-        pytest.skip(f"{path} absent")
+    path = hub_dir / "convolution" / "W7800.json.gz"
     raw = json.load(gzip.open(path))["cache"]
     times = [v["time"] for v in raw.values() if isinstance(v["time"], float)]
     (d,) = load_datasets(path)

@@ -134,7 +134,7 @@ def test_export_refuses_several_classes_into_one_file(tmp_path, cache_dir):
         [
             sys.executable,
             "-m",
-            "pipeline",
+            "launchtune",
             "export",
             "--format",
             "kernel-tuner",
