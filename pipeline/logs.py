@@ -9,11 +9,16 @@ logging as it likes; a notebook sees the warnings only, as ``logging`` does by d
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from tqdm import tqdm
 
+from launchtune.pipeline.errors import UserError
+
 ROOT = "launchtune"
+LEVEL_ENV = "LAUNCHTUNE_LOG_LEVEL"
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class _Lines(logging.Handler):
@@ -26,6 +31,19 @@ class _Lines(logging.Handler):
             sys.stdout.flush()
         except Exception:
             self.handleError(record)
+
+
+def level_from(verbose: int = 0, quiet: int = 0, environ: dict[str, str] | None = None) -> int:
+    """The command line's level: ``-v`` (DEBUG) or ``-q`` (WARNING; ``-qq`` ERROR) where given, else
+    ``$LAUNCHTUNE_LOG_LEVEL`` (a level name, any case), else INFO. A bad variable is one line, exit 2."""
+    if verbose or quiet:
+        return max(logging.DEBUG, min(logging.CRITICAL, logging.INFO + 10 * (quiet - verbose)))
+    raw = (os.environ if environ is None else environ).get(LEVEL_ENV, "").strip()
+    if not raw:
+        return logging.INFO
+    if raw.upper() not in LEVELS:
+        raise UserError(f"${LEVEL_ENV}: expected one of {', '.join(LEVELS)}, got {raw[:40]!r}")
+    return int(getattr(logging, raw.upper()))
 
 
 def configure(level: int = logging.INFO) -> logging.Logger:
