@@ -20,3 +20,18 @@ except PackageNotFoundError:  # run from a checkout that was never pip-installed
 
 # A library logs through `logging` and prints nothing unless its user configures a handler (the CLI does).
 logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+
+_API = ("tune_kernel", "sweep", "load", "Result")
+
+
+def __getattr__(name: str):  # the API on first use: `import launchtune` stays fast (no Dask, no pandas)
+    if name in _API:
+        from launchtune import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'launchtune' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])

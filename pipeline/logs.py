@@ -11,6 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from tqdm import tqdm
 
@@ -57,3 +60,23 @@ def configure(level: int = logging.INFO) -> logging.Logger:
     logger.addHandler(handler)
     logger.setLevel(level)
     return logger
+
+
+_BARS: ContextVar[bool] = ContextVar("launchtune_progress_bars", default=False)
+
+
+@contextmanager
+def progress_bars(on: bool = True) -> Iterator[None]:
+    """Progress bars (``tqdm.auto``: a widget in a notebook) inside, wherever standard error goes; the
+    Python API turns them on in a notebook, where standard error is never a terminal."""
+    token = _BARS.set(on)
+    try:
+        yield
+    finally:
+        _BARS.reset(token)
+
+
+def show_bars() -> bool:
+    """Whether a long loop draws a bar: on a terminal, or inside :func:`progress_bars`. Elsewhere (a log
+    file, a batch job) it writes whole lines (``launchtune.kernels.progress``)."""
+    return _BARS.get() or sys.stderr.isatty()

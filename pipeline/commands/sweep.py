@@ -220,13 +220,19 @@ def _searching(args: argparse.Namespace, spec: SweepSpec) -> bool:
     return spec.search is not None or args.strategy is not None
 
 
-def run(args: argparse.Namespace) -> int:
+def prepare(
+    args: argparse.Namespace, given: SweepSpec | None = None
+) -> tuple[SweepSpec, list[str] | None, list, Path]:
+    """The spec with the command line's overrides, the GPU classes asked for, the search's prior and the
+    output folder, everything checked before any folder is made or cluster started (the Python API's
+    ``launchtune.sweep`` goes through here too, with a spec it read itself as ``given``; its ``cluster`` may
+    be a Dask client or cluster object)."""
+    from launchtune.kernels.device import GPU_CLASSES
     from launchtune.pipeline.cluster import known_gpu_classes
     from launchtune.pipeline.cluster.waits import wait_limit
     from launchtune.pipeline.errors import UserError
-    from launchtune.pipeline.sweep.run import run_sweep
 
-    spec = load_spec(args.spec)
+    spec = given if given is not None else load_spec(args.spec)
     allowed = [check_allow_flag(v) for v in args.allow_workload]
     check_workload(spec.workload, allowed, f"{args.spec}: workload")  # before the cluster imports anything
     for where, target in workload_code(spec):  # Python a kernel spec names: allowed as a workload is
@@ -248,8 +254,9 @@ def run(args: argparse.Namespace) -> int:
         if args.max_minutes is not None:
             raise UserError("--max-minutes: a search stops at its budget (--budget), not at a time limit")
         prior = _check_search(spec, args.spec, args.prior is not None)
-    wait_limit(args.cluster)  # a bad $LAUNCHTUNE_WAIT_S is one line before anything starts
-    known = known_gpu_classes(args.cluster)  # before any folder is made or cluster started
+    named = isinstance(args.cluster, str)  # else the caller's own Dask cluster (the Python API)
+    wait_limit(args.cluster if named else "attached")  # a bad $LAUNCHTUNE_WAIT_S: one line before anything
+    known = known_gpu_classes(args.cluster) if named else GPU_CLASSES  # before any folder or cluster
     for c in spec.gpu_classes or ():
         check_gpu_class(c, f"{args.spec}: gpu_classes", known)
     classes = None
@@ -258,6 +265,13 @@ def run(args: argparse.Namespace) -> int:
     if args.cluster == "local":
         _check_this_machine(spec, args.spec, classes)
     out = out_folder(args.out) if args.out else spec.default_out()
+    return spec, classes, prior, out
+
+
+def run(args: argparse.Namespace) -> int:
+    from launchtune.pipeline.sweep.run import run_sweep
+
+    spec, classes, prior, out = prepare(args)
     print(
         f"sweep {spec.name}: {spec.workload}/{spec.case}/{spec.size} -> {out}"
         f"  (results root {results_root()})",
