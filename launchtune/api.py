@@ -470,7 +470,7 @@ def tune_kernel(
         kernel["block_size_names"] = list(block_size_names)
     if compiler_options:
         kernel["compiler_options"] = list(compiler_options)
-    files.text("kernel.yaml", yaml.safe_dump(kernel, sort_keys=False))
+    files.text("kernel.yaml", yaml.safe_dump(kernel, sort_keys=False, default_flow_style=None))
 
     name = check_slug(kernel_name, "kernel_name")
     folder = out_folder(Path(out), "out") if out is not None else results_root() / name
@@ -496,7 +496,7 @@ def tune_kernel(
                 f"budget: strategy {strategy!r} searches within a budget of measurements; give one"
             )
         sweep_spec["search"] = {"strategy": strategy, "budget": budget}
-    files.text("sweep.yaml", yaml.safe_dump(sweep_spec, sort_keys=False))
+    files.text("sweep.yaml", yaml.safe_dump(sweep_spec, sort_keys=False, default_flow_style=None))
 
     claim(folder, "sweep", "out")  # a new or empty folder, or a sweep's: the inputs go inside it
     files.write(inputs)
