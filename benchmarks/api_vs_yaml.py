@@ -11,6 +11,7 @@ is re-measured, so two configurations within the noise of each other may swap).
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -29,8 +30,13 @@ SEED = 0
 
 
 def main() -> int:
-    out = Path(sys.argv[1]).resolve()
-    budget = int(sys.argv[2]) if len(sys.argv) > 2 else 40
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("out", type=Path, help="a new folder: api/, yaml/, yaml_sweep.yaml, summary.json")
+    parser.add_argument("budget", type=int, nargs="?", default=40, help="random configurations (default 40)")
+    args = parser.parse_args()
+    out, budget = args.out.resolve(), args.budget
     example = Path(str(files("launchtune.kernels.examples") / "convolution.yaml"))
     spec = load_kernel_spec(example)
     problem = spec.problem(None)
