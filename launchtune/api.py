@@ -306,7 +306,7 @@ def _arguments(
         raise ValueError(
             f"answer: {len(answer)} entries for {len(arguments)} arguments (None where unchecked)"
         )
-    constants = {id(a): s for s, a in (cmem_args or {}).items()}
+    constants = {id(a): (s, np.asarray(a)) for s, a in (cmem_args or {}).items()}  # by identity, as KT
     out: list[dict[str, Any]] = []
     for i, value in enumerate(arguments):
         where = f"arguments[{i}]"
@@ -329,15 +329,16 @@ def _arguments(
             else:
                 entry["output"] = answer is None
             if id(value) in constants:
-                entry.update(constant=constants.pop(id(value)), argument=True)
+                entry.update(constant=constants.pop(id(value))[0], argument=True)
             out.append(entry)
         elif isinstance(value, np.generic) or (
             isinstance(value, int | float) and not isinstance(value, bool)
         ):
             if answer is not None and answer[i] is not None:
                 raise ValueError(f"answer[{i}]: argument {i} is a scalar; an answer is checked on an array")
-            dtype = str(np.asarray(value).dtype) if isinstance(value, np.generic) else None
-            if dtype is None:
+            if isinstance(value, np.generic):
+                dtype = str(np.asarray(value).dtype)
+            else:  # a plain Python number: Kernel Tuner's numpy scalars are the usual way
                 dtype = "int32" if isinstance(value, int) else "float32"
             if dtype not in DTYPES:
                 raise TypeError(f"{where}: dtype {dtype} (supported: {', '.join(DTYPES)})")
@@ -347,8 +348,7 @@ def _arguments(
             out.append({"name": f"arg{i}", "dtype": dtype, "value": repr(number)})
         else:
             raise TypeError(f"{where}: expected a numpy array or a numpy scalar, got {type(value).__name__}")
-    for symbol, array in constants.items():  # constant memory that is not also an argument
-        array = np.asarray(array)
+    for symbol, array in constants.values():  # constant memory that is not also an argument
         j = len(out)
         out.append(
             {

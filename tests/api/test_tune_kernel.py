@@ -141,3 +141,21 @@ def test_bad_arguments_are_one_line_before_anything_runs(tmp_path, change, error
     with pytest.raises(error, match=match):
         launchtune.tune_kernel(**{**call, **change})
     assert not (tmp_path / "out").exists()
+
+
+def test_constant_memory_passed_or_not(tmp_path):
+    """``cmem_args``: an array that is also an argument is passed and copied; another is copied only."""
+    arguments, data = _arrays()
+    table = np.arange(4, dtype=np.float32)
+    files = api._Writer()
+    entries = api._arguments(arguments, None, {"d_in": arguments[1], "d_table": table}, files)
+    assert [(e["name"], e.get("constant"), e.get("argument", True)) for e in entries] == [
+        ("arg0", None, True),
+        ("arg1", "d_in", True),
+        ("arg2", None, True),
+        ("cmem_d_table", "d_table", False),
+    ]
+    assert entries[2] == {"name": "arg2", "dtype": "int32", "value": "1000"}
+    files.write(tmp_path)
+    assert np.array_equal(np.load(tmp_path / entries[3]["fill"]["npy"]), table)
+    assert np.array_equal(np.load(tmp_path / "arg1.npy"), data)
