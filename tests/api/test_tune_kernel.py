@@ -21,18 +21,6 @@ from tests.custom_kernel.conftest import SOURCE
 N = 1000
 
 
-@pytest.fixture(scope="module")
-def client():
-    distributed = pytest.importorskip("distributed")
-    # threads in this process: the stand-in's fake CuPy is this process's (a thread per worker, as a user's
-    # LocalCluster() may have); one worker, so the rows come in one order
-    with distributed.LocalCluster(
-        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
-    ) as c:
-        with distributed.Client(c) as client:
-            yield client
-
-
 @pytest.fixture
 def stand_in(monkeypatch):
     monkeypatch.setattr(api, "KERNEL_WORKLOAD", "tests.api.stand_in:make")
