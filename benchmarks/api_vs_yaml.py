@@ -24,7 +24,7 @@ import yaml
 import launchtune
 from launchtune.kernels.custom.arguments import make_host
 from launchtune.kernels.custom.spec import load_kernel_spec
-from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.store.folder import SweepFolder
 
 SEED = 0
 

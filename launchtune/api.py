@@ -16,7 +16,6 @@ handler); a progress bar shows in a notebook (``tqdm.auto``) or on a terminal.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import inspect
 import itertools
@@ -52,14 +51,14 @@ class Result:
     def rows(self) -> Any:
         """Every row of the sweep, ok, invalid and failed (a pandas DataFrame; ``status`` tells them apart,
         ``total_ms`` is the median time)."""
-        from launchtune.pipeline.sweep.shards import load_merged
+        from launchtune.pipeline.store.shards import load_merged
 
         return load_merged(self.folder)
 
     @property
     def tuning_table(self) -> dict[str, Any]:
         from launchtune.pipeline.errors import UserError
-        from launchtune.pipeline.sweep.folder import SweepFolder
+        from launchtune.pipeline.store.folder import SweepFolder
 
         table = SweepFolder(self.folder).read_tuning_table()
         if table is None:
@@ -104,7 +103,7 @@ class Result:
     def to_kernel_tuner_cache(self, path: str | Path) -> list[Path]:
         """The measured configurations as Kernel Tuner cache files: ``path`` (``.json`` or ``.json.gz``) for
         a sweep of one GPU class, else a folder of ``<class>.json.gz``."""
-        from launchtune.pipeline.strategies.datasets import load_datasets
+        from launchtune.pipeline.store.datasets import load_datasets
         from launchtune.pipeline.strategies.kt_cache import write_cache
 
         datasets = load_datasets(str(self.folder))
@@ -128,7 +127,7 @@ class Result:
 def load(folder: str | Path) -> Result:
     """The results of a finished sweep folder (``launchtune sweep``'s, or ``tune_kernel``'s ``out``)."""
     from launchtune.pipeline.errors import UserError
-    from launchtune.pipeline.sweep.folder import SweepFolder
+    from launchtune.pipeline.store.folder import SweepFolder
 
     path = Path(folder).expanduser().resolve()
     if not path.is_dir() or SweepFolder(path).read_meta() is None:
@@ -161,49 +160,35 @@ def sweep(
     folder) as ``launchtune sweep`` does, with the same overrides; ``cluster``: None or ``"local"``,
     ``"slurm"``, a cluster config's path, or a Dask ``Client`` or cluster object (used, left running).
     ``progress``: a progress bar (None: in a notebook or on a terminal)."""
-    from launchtune.pipeline.commands.sweep import prepare
     from launchtune.pipeline.logs import progress_bars
-    from launchtune.pipeline.sweep.run import run_sweep
-    from launchtune.pipeline.sweep.spec import parse_spec
-    from launchtune.pipeline.sweep.workloads import check_allow_flag
+    from launchtune.pipeline.store.spec import parse_spec
+    from launchtune.pipeline.sweep.plan import plan_sweep
+    from launchtune.pipeline.sweep.run import run_plan
 
-    given = None
-    if isinstance(spec, Mapping):
-        given = parse_spec(dict(spec), str(Path.cwd() / "sweep spec"))
-        path = Path(given.source)
-    else:
-        path = Path(spec)
-    classes = gpu_classes.split(",") if isinstance(gpu_classes, str) else gpu_classes
-    args = argparse.Namespace(
-        spec=path,
+    given = (
+        parse_spec(dict(spec), str(Path.cwd() / "sweep spec")) if isinstance(spec, Mapping) else Path(spec)
+    )
+    plan = plan_sweep(
+        given,
         cluster="local" if cluster is None else (str(cluster) if isinstance(cluster, Path) else cluster),
         out=Path(out) if out is not None else None,
         samples=samples,
+        gpu_classes=gpu_classes.split(",") if isinstance(gpu_classes, str) else gpu_classes,
+        force=force,
         seed=seed,
-        gpu_class=",".join(classes) if classes else None,
+        max_minutes=max_minutes,
+        workers_per_class=workers_per_class,
+        allow_workload=list(allow_workload),
         strategy=strategy,
         budget=budget,
         prior=[str(p) for p in prior] if prior is not None else None,
-        max_minutes=max_minutes,
-        workers_per_class=workers_per_class,
-        allow_workload=[check_allow_flag(a) for a in allow_workload],
-        force=force,
     )
-    spec_, chosen, prior_, folder = prepare(args, given)
-    logger.info(f"sweep {spec_.name}: {spec_.workload}/{spec_.case}/{spec_.size} -> {folder}")
-    show = _in_notebook() if progress is None else progress
-    with progress_bars(show):
-        run_sweep(
-            spec_,
-            folder,
-            args.cluster,
-            chosen,
-            force,
-            workers_per_class,
-            max_minutes=max_minutes,
-            prior=prior_,
-        )
-    return Result(folder)
+    logger.info(
+        f"sweep {plan.spec.name}: {plan.spec.workload}/{plan.spec.case}/{plan.spec.size} -> {plan.out}"
+    )
+    with progress_bars(_in_notebook() if progress is None else progress):
+        run_plan(plan)
+    return Result(plan.out)
 
 
 # -- tune_kernel ------------------------------------------------------------------------------------------
@@ -441,7 +426,7 @@ def tune_kernel(
     """
     from launchtune.kernels.custom.spec import kernel_defined
     from launchtune.pipeline.paths import check_slug, out_folder, results_root
-    from launchtune.pipeline.sweep.ownership import claim
+    from launchtune.pipeline.store.ownership import claim
 
     code = _source(kernel_source)
     if not isinstance(kernel_name, str) or not kernel_defined(code, kernel_name):

@@ -30,7 +30,6 @@ COMMANDS = [
     "export",
     "combine",
     "notebooks",
-    "readme",
 ]
 
 

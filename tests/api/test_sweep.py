@@ -7,7 +7,7 @@ import pytest
 
 import launchtune
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.store.folder import SweepFolder
 from tests.pipeline.conftest import FAKE, base_spec
 
 
