@@ -186,7 +186,7 @@ def sweep(
     logger.info(
         f"sweep {plan.spec.name}: {plan.spec.workload}/{plan.spec.case}/{plan.spec.size} -> {plan.out}"
     )
-    with progress_bars(_in_notebook() if progress is None else progress):
+    with progress_bars(progress if progress is not None else (True if _in_notebook() else None)):
         run_plan(plan)
     return Result(plan.out)
 

@@ -62,13 +62,14 @@ def configure(level: int = logging.INFO) -> logging.Logger:
     return logger
 
 
-_BARS: ContextVar[bool] = ContextVar("launchtune_progress_bars", default=False)
+_BARS: ContextVar[bool | None] = ContextVar("launchtune_progress_bars", default=None)
 
 
 @contextmanager
-def progress_bars(on: bool = True) -> Iterator[None]:
-    """Progress bars (``tqdm.auto``: a widget in a notebook) inside, wherever standard error goes; the
-    Python API turns them on in a notebook, where standard error is never a terminal."""
+def progress_bars(on: bool | None = True) -> Iterator[None]:
+    """Progress bars (``tqdm.auto``: a widget in a notebook) on or off inside, wherever standard error goes
+    (None: on a terminal only). The Python API turns them on in a notebook, where standard error is never a
+    terminal."""
     token = _BARS.set(on)
     try:
         yield
@@ -77,6 +78,7 @@ def progress_bars(on: bool = True) -> Iterator[None]:
 
 
 def show_bars() -> bool:
-    """Whether a long loop draws a bar: on a terminal, or inside :func:`progress_bars`. Elsewhere (a log
+    """Whether a long loop draws a bar: as :func:`progress_bars` says, else on a terminal. Elsewhere (a log
     file, a batch job) it writes whole lines (``launchtune.kernels.progress``)."""
-    return _BARS.get() or sys.stderr.isatty()
+    on = _BARS.get()
+    return sys.stderr.isatty() if on is None else on
