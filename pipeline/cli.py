@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from launchtune.pipeline.errors import UserError, path_error_line
 from launchtune.pipeline.interrupts import Interrupted, received, signals_interrupt
+from launchtune.pipeline.logs import LEVEL_ENV, level_from
 from launchtune.pipeline.logs import configure as configure_logging
 
 COMMANDS = [
@@ -41,9 +42,23 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from launchtune import __version__
+
     parser = Parser(
         prog="launchtune",
         description="Plan, run, store and learn from GPU launch-parameter sweeps.",
+        epilog=f"${LEVEL_ENV} (DEBUG, INFO, WARNING, ERROR) sets how much is printed where -v/-q are not "
+        "given.",
+    )
+    parser.add_argument("--version", action="version", version=f"launchtune {__version__}")
+    loudness = parser.add_mutually_exclusive_group()
+    loudness.add_argument("-v", "--verbose", action="count", default=0, help="print debugging messages too")
+    loudness.add_argument(
+        "-q",
+        "--quiet",
+        action="count",
+        default=0,
+        help="fewer messages: the library's warnings and errors only (-qq: errors only)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
@@ -53,7 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    configure_logging()  # the library's messages, one plain line each on stdout, as the commands print
+    try:
+        level = level_from(args.verbose, args.quiet)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    configure_logging(level)  # the library's messages, one plain line each on stdout, as the commands print
     with signals_interrupt():
         try:
             return int(args.func(args) or 0)

@@ -2,8 +2,10 @@
 
 Each entry of a spec's ``arguments`` is one kernel argument in order (Kernel Tuner's ``arguments`` list):
 an array (``dtype``, ``shape`` as expressions, ``fill``) or a scalar (``value``). ``output: true`` marks what
-a check compares; ``constant: SYMBOL`` copies the array into that ``__constant__`` symbol of every compiled
-module instead of passing it (Kernel Tuner's ``cmem_args``; ``argument: true`` passes it as well).
+a check compares (with the default configuration's output, or with ``answer: FILE.npy``, Kernel Tuner's
+``answer``: the array every configuration must compute, beside the spec); ``constant: SYMBOL`` copies the
+array into that ``__constant__`` symbol of every compiled module instead of passing it (Kernel Tuner's
+``cmem_args``; ``argument: true`` passes it as well).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ MAX_ARGUMENTS = 64
 MAX_DIMS = 8
 # One host array at most this many bytes: a typo'd shape (4096**4) is a line, not a machine out of memory.
 MAX_ARRAY_BYTES = 1 << 40
-_ARRAY_KEYS = {"name", "dtype", "shape", "fill", "output", "constant", "argument"}
+_ARRAY_KEYS = {"name", "dtype", "shape", "fill", "output", "constant", "argument", "answer"}
 _SCALAR_KEYS = {"name", "dtype", "value"}
 
 
@@ -51,6 +53,7 @@ class ArgumentSpec:
     output: bool = False
     constant: str | None = None  # the __constant__ symbol it is copied into
     argument: bool = True  # passed to the kernel
+    answer: Path | None = None  # the .npy every configuration's output must match (implies output)
 
     @property
     def is_scalar(self) -> bool:
@@ -87,15 +90,20 @@ def _parse_fill(raw: Any, where: str, spec_dir: Path) -> Fill:
     if kind == "constant":
         return Fill(kind, _number_list(value, f"{where}.constant", 1))
     if kind == "npy":
-        if not isinstance(value, str) or not value.endswith(".npy"):
-            raise SpecError(f"{where}.npy: expected a .npy file name beside the spec, got {value!r}")
-        path = (spec_dir / value).resolve()
-        if not path.is_relative_to(spec_dir.resolve()):
-            raise SpecError(f"{where}.npy: {value!r} is outside the spec's folder")
-        if not path.is_file():
-            raise SpecError(f"{where}.npy: no such file {path}")
-        return Fill(kind, path=path)
+        return Fill(kind, path=npy_file(value, f"{where}.npy", spec_dir))
     raise SpecError(f"{where}: unknown fill {kind!r} (one of {', '.join(FILLS)})")
+
+
+def npy_file(value: Any, where: str, spec_dir: Path) -> Path:
+    """A ``.npy`` file named relative to the spec's folder, and inside it."""
+    if not isinstance(value, str) or not value.endswith(".npy"):
+        raise SpecError(f"{where}: expected a .npy file name beside the spec, got {value!r}")
+    path = (spec_dir / value).resolve()
+    if not path.is_relative_to(spec_dir.resolve()):
+        raise SpecError(f"{where}: {value!r} is outside the spec's folder")
+    if not path.is_file():
+        raise SpecError(f"{where}: no such file {path}")
+    return path
 
 
 def parse_arguments(raw: Any, where: str, names: Sequence[str], spec_dir: Path) -> tuple[ArgumentSpec, ...]:
@@ -149,6 +157,9 @@ def parse_arguments(raw: Any, where: str, names: Sequence[str], spec_dir: Path) 
         if constant is not None and (not isinstance(constant, str) or not constant.isidentifier()):
             raise SpecError(f"{at}.constant: expected the name of a __constant__ symbol, got {constant!r}")
         argument = flags["argument"] if flags["argument"] is not None else constant is None
+        answer = npy_file(entry["answer"], f"{at}.answer", spec_dir) if "answer" in entry else None
+        if answer is not None and (flags["output"] is False or not argument):
+            raise SpecError(f"{at}.answer: an answer is checked on an output passed to the kernel")
         out.append(
             ArgumentSpec(
                 name,
@@ -156,9 +167,10 @@ def parse_arguments(raw: Any, where: str, names: Sequence[str], spec_dir: Path) 
                 at,
                 shape,
                 fill,
-                output=bool(flags["output"]),
+                output=bool(flags["output"]) or answer is not None,
                 constant=constant,
                 argument=argument,
+                answer=answer,
             )
         )
     return tuple(out)

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
-from launchtune.kernels.custom.arguments import ArgumentSpec, nbytes, parse_arguments
+from launchtune.kernels.custom.arguments import ArgumentSpec, nbytes, npy_file, parse_arguments
 from launchtune.kernels.custom.errors import SpecError
 from launchtune.kernels.custom.expressions import Expression, ExpressionError, parse
 from launchtune.kernels.space import Constraint, Param, Space, SpaceError
@@ -60,6 +61,7 @@ _OPTIONAL = (
     "atol",
     "rtol",
     "reference",
+    "allowed",
 )
 
 
@@ -84,6 +86,9 @@ class KernelSpec:
     reference: str | None
     problem_size: tuple[int, ...] | None
     description: str = ""
+    # the configurations a caller's own restriction (a Python function, run where it was written) allowed:
+    # a .npy of one row per configuration, columns in tune_params order; None: no such list
+    allowed: Path | None = None
 
     @property
     def names(self) -> list[str]:
@@ -137,6 +142,20 @@ class KernelSpec:
             return check
 
         constraints = tuple(Constraint(f"restriction {r.text!r}", holds(r)) for r in self.restrictions)
+        if self.allowed is not None:
+            rows = np.load(self.allowed, allow_pickle=False)
+            names = self.names
+            if rows.ndim != 2 or rows.shape[1] != len(names) or not np.issubdtype(rows.dtype, np.integer):
+                raise SpecError(
+                    f"{self.path}: allowed: {self.allowed.name} holds {rows.dtype}{list(rows.shape)}; "
+                    f"expected integer rows of {len(names)} values (one per tune_params entry)"
+                )
+            permitted = {tuple(int(v) for v in row) for row in rows}
+
+            def listed(config: Mapping[str, int]) -> bool:
+                return tuple(int(config[n]) for n in names) in permitted
+
+            constraints += (Constraint(f"the configurations allowed in {self.allowed.name}", listed),)
         return Space(self.params, dict(self.default), constraints, name=f"kernel:{self.kernel_name}")
 
     def block(self, config: Mapping[str, int]) -> tuple[int, int, int]:
@@ -419,6 +438,7 @@ def spec_from_mapping(
         reference=_code_target(data.get("reference"), f"{f}reference"),
         problem_size=problem_size,
         description=str(data.get("description", "")),
+        allowed=npy_file(data["allowed"], f"{f}allowed", path.parent) if "allowed" in data else None,
     )
     return spec
 

@@ -209,7 +209,11 @@ class KernelWorkload(Workload):
     def compile_ahead(self, configs: Sequence[Mapping[str, int]]) -> int:
         """Queue ``configs`` (a batch about to be measured) on the compile pool; how many were new."""
         items = []
-        if self._reference is None and not self.spec.reference:
+        if (
+            self._reference is None
+            and not self.spec.reference
+            and not any(a.answer for a in self.spec.arguments)
+        ):
             configs = [self._space.default, *configs]  # the first check needs the default's outputs first
         for config in configs:
             try:
@@ -294,6 +298,10 @@ class KernelWorkload(Workload):
         default configuration's outputs (computed once)."""
         if self._reference is not None:
             return self._reference
+        answers = self._answers()
+        if answers:
+            self._reference = {i: self.cp.asarray(a) for i, a in answers.items()}
+            return self._reference
         if self.spec.reference:
             answer = _import(self.spec.reference, f"{self.spec.path}: reference")(
                 list(self._host), self.problem
@@ -313,6 +321,25 @@ class KernelWorkload(Workload):
             )
         self._reference = self._outputs_after_one_launch(default, compiled)
         return self._reference
+
+    def _answers(self) -> dict[int, Any]:
+        """The spec's ``answer`` arrays by host index (empty where none is given), each checked against its
+        argument's shape and dtype."""
+        out, index = {}, 0
+        for arg in self.spec.arguments:
+            if not arg.argument:
+                continue
+            if arg.answer is not None:
+                data = np.load(arg.answer, allow_pickle=False)
+                host = self._host[index]
+                if data.shape != host.shape or data.dtype != host.dtype:
+                    raise SpecError(
+                        f"{arg.where}.answer: {arg.answer.name} holds {data.dtype}{list(data.shape)}, the "
+                        f"argument is {host.dtype}{list(host.shape)}"
+                    )
+                out[index] = data
+            index += 1
+        return out
 
     # -- the workload interface --------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import hashlib
 import os
 import subprocess
 import tempfile
+from importlib.resources import as_file, files
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,8 @@ import numpy as np
 from launchtune.kernels.tridiag.partition import stage2
 from launchtune.kernels.tridiag.system import ZeroPivotError
 
-SOURCE = Path(__file__).with_name("host_thomas.c")
+# Package data: a plain file in a wheel or a checkout; as_file makes one where a package lives in a zip.
+SOURCE = files("launchtune.kernels.tridiag").joinpath("host_thomas.c")
 
 
 def _cache_dir() -> Path:
@@ -44,12 +46,13 @@ def _library() -> ctypes.CDLL | None:
                 directory.mkdir(parents=True, exist_ok=True)
                 tmp = lib.with_suffix(f".{os.getpid()}.tmp")
                 cc = os.environ.get("CC", "cc")
-                subprocess.run(
-                    [cc, "-O3", "-fopenmp", "-shared", "-fPIC", "-o", str(tmp), str(SOURCE)],
-                    check=True,
-                    capture_output=True,
-                    timeout=120,
-                )
+                with as_file(SOURCE) as source:
+                    subprocess.run(
+                        [cc, "-O3", "-fopenmp", "-shared", "-fPIC", "-o", str(tmp), str(source)],
+                        check=True,
+                        capture_output=True,
+                        timeout=120,
+                    )
                 os.replace(tmp, lib)  # atomic: a concurrent worker never loads a half-written library
             dll = ctypes.CDLL(str(lib))
         except (OSError, subprocess.SubprocessError):

@@ -32,7 +32,7 @@ class ClusterHandle:
     """A connected client plus what the sweep needs to know about the cluster behind it."""
 
     client: Any  # distributed.Client
-    kind: str  # "local" or "slurm"
+    kind: str  # "local", "slurm", or "attached" (the caller's own Dask cluster)
     gpu_classes: list[str]  # the classes this cluster can serve, e.g. ["cpu"] or ["v100", "h100"]
     dashboard: str  # address to print (with an ssh tunnel hint where it is not local)
     facts: dict[str, Any] = field(default_factory=dict)  # per-class device facts known up front (slurm.yaml)
@@ -75,17 +75,25 @@ def unhook_gc_diagnosis() -> None:
 
 @contextmanager
 def open_cluster(
-    cluster: str,
+    cluster: str | Any,
     gpu_classes: Sequence[str] | None,
     workers_per_class: int,
     workdir: Path,
     log: Callable[[str], None] = logger.info,
 ) -> Iterator[ClusterHandle]:
-    """Start the cluster named by ``cluster`` (``local``, ``slurm`` or a YAML path), yield it, tear it down.
+    """Start the cluster named by ``cluster`` (``local``, ``slurm`` or a YAML path), yield it, tear it down;
+    or, for a Dask ``Client`` or cluster object, use it and leave it running
+    (:mod:`launchtune.pipeline.cluster.attached`).
 
     ``gpu_classes`` limits a SLURM cluster to those classes (None: every class the config and spec name).
     ``workdir`` is a folder private to this sweep (logs, credentials).
     """
+    if not isinstance(cluster, str):
+        from launchtune.pipeline.cluster.attached import attached_cluster
+
+        with attached_cluster(cluster, log) as attached:
+            yield attached
+        return
     path = resolve_cluster_config(cluster)
     stack = ExitStack()
     try:

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from distributed import wait
-from tqdm import tqdm
+from tqdm.auto import tqdm
 
 from launchtune.kernels.progress import Progress
 from launchtune.pipeline.cluster.waits import ClusterFailure, timed_out, wait_limit
 from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.logs import show_bars
 from launchtune.pipeline.store.batching import measure_order
 from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.schema import shard_schema
@@ -304,7 +305,7 @@ def measure_batches(
     deadline = t0 + max_minutes * 60 if max_minutes else None
     # A bar on a terminal; in a log file (a batch job, CI) a plain line every tenth of the way instead, and at
     # least every 10 s while batches finish, with an estimate of the time left.
-    tty = sys.stderr.isatty()
+    tty = show_bars()
     step = max(1, total // 10)
     meter = Progress(log)
     expected = _names_by_class(client, list(plans)) if local else {}

@@ -245,7 +245,7 @@ def performance_report(path: Path, log: Log) -> Iterator[None]:
 def run_sweep(
     spec: SweepSpec,
     out: Path,
-    cluster: str,
+    cluster: str | Any,
     classes: Sequence[str] | None,
     force: bool,
     workers_per_class: int = 1,
@@ -255,7 +255,8 @@ def run_sweep(
 ) -> dict[str, Any]:
     """Everything ``launchtune sweep`` does, in order, under the folder's lock; returns the report.
     With ``spec.search`` a strategy chooses what is measured (``pipeline.sweep.search``; ``prior``: the
-    datasets of ``launchtune.pipeline.sweep.priors.load_priors``)."""
+    datasets of ``launchtune.pipeline.sweep.priors.load_priors``). ``cluster``: ``local``, ``slurm``, a
+    cluster config's path, or a Dask ``Client`` or cluster object, used and left running."""
     with sweep_lock(out, log):
         return _run_sweep(spec, out, cluster, classes, force, workers_per_class, log, max_minutes, prior)
 
@@ -367,7 +368,7 @@ def _search(
 def _run_sweep(
     spec: SweepSpec,
     out: Path,
-    cluster: str,
+    cluster: str | Any,
     classes: Sequence[str] | None,
     force: bool,
     workers_per_class: int,

@@ -104,6 +104,8 @@ def _environment() -> dict[str, str]:
     out: dict[str, str] = {}
     for dep in deps:
         for spec in dep["pip"] if isinstance(dep, dict) else [dep]:
+            if spec.strip() == ".":  # launchtune itself (tests/packaging checks it is there)
+                continue
             m = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*(.*)", spec.strip())
             assert m, spec
             assert _canonical(m[1]) not in out, f"environment.yml lists {m[1]} twice"
@@ -122,3 +124,15 @@ def test_environment_yml_lists_pyprojects_dependencies_and_every_extra():
                 expected[key] = spec
     env = _environment()
     assert {k: v for k, v in env.items() if k not in ("python", "pip")} == expected
+
+
+def test_environment_yml_installs_launchtune_as_the_wheel_does():
+    """conda's environment installs the checkout with pip, not editable, beside the conda packages."""
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert pip[-1] == "." and not any(re.match(r"-e\b|--editable", p) for p in pip)
+    python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python="))
+    required = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert tuple(map(int, python.split("=")[1].split("."))) >= tuple(
+        map(int, required.lstrip(">=").split("."))
+    )

@@ -44,3 +44,17 @@ def test_the_command_line_prints_each_message_as_one_plain_line(capsys):
     assert capsys.readouterr().out == (
         "merged 12 rows from 3 shards into out/merged\ndashboard: http://127.0.0.1:8787/status\n"
     )
+
+
+def test_progress_bars_follow_the_terminal_unless_told(monkeypatch):
+    from launchtune.pipeline.logs import progress_bars, show_bars
+
+    for tty in (True, False):
+        monkeypatch.setattr("sys.stderr.isatty", lambda tty=tty: tty)
+        assert show_bars() is tty
+        with progress_bars(None):
+            assert show_bars() is tty
+        with progress_bars(True):
+            assert show_bars()
+        with progress_bars(False):
+            assert not show_bars()

@@ -394,3 +394,10 @@ def test_the_worked_example_refuses_bad_input_with_one_line(capsys):
     assert capsys.readouterr().err == "error: --sizes: '4096x4096' is not WIDTHxHEIGHT:LAUNCHES\n"
     assert main(["--table", "no/such/sweep"]) == 2
     assert "--table: no such sweep folder" in capsys.readouterr().err
+
+
+def test_the_runtime_tuner_is_part_of_the_public_api():
+    import launchtune
+
+    assert launchtune.autotune is autotune and launchtune.AutotuneError is AutotuneError
+    assert "autotune" in dir(launchtune)

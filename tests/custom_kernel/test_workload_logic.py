@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from launchtune.kernels.custom import workload as workload_module
+from launchtune.kernels.custom.errors import SpecError
 from launchtune.kernels.workload import WorkloadError
 from tests.custom_kernel import fake_cupy
 
@@ -167,3 +168,40 @@ def test_a_grid_divisor_of_zero_for_one_configuration_is_an_invalid_row(make):
     assert w.check({**BASE, "tile": 2}).ok  # 64 // 64 = 1: a grid of 1,000 blocks covers every element
     zero = w.check({**BASE, "block_size_x": 64, "tile": 2})
     assert not zero.ok and "grid_div_x: divisor 0 for this configuration (must be >= 1)" in zero.reason
+
+
+def test_an_answer_file_is_what_every_configuration_must_compute(make, write_spec, tmp_path):
+    """Kernel Tuner's ``answer``: the check compares with the file, not with the default configuration."""
+    inputs = np.random.default_rng(1).uniform(-1, 1, 1000).astype(np.float32)
+    np.save(tmp_path / "in.npy", inputs)
+    np.save(tmp_path / "answer.npy", 2 * inputs)
+    arguments = [
+        {"name": "out", "dtype": "float32", "shape": ["problem_size_x"], "answer": "answer.npy"},
+        {"name": "in", "dtype": "float32", "shape": "problem_size_x", "fill": {"npy": "in.npy"}},
+        {"name": "n", "dtype": "int32", "value": "problem_size_x"},
+    ]
+    w = make(arguments=arguments, default={"wrong": 1})  # the default is wrong: the answer still decides
+    assert w.spec.arguments[0].output and w.spec.arguments[0].answer == tmp_path / "answer.npy"
+    assert w.check(BASE).ok
+    bad = w.check({**BASE, "wrong": 1})
+    assert not bad.ok and bad.reason.startswith("out[") and "1000 elements differ" in bad.reason
+    np.save(tmp_path / "answer.npy", np.zeros(999, np.float32))
+    with pytest.raises(
+        SpecError, match=r"arguments\[0\]\.answer: answer\.npy holds float32\[999\], the argument"
+    ):
+        make(arguments=arguments).check(BASE)
+
+
+def test_a_list_of_allowed_configurations_is_a_constraint(make, tmp_path):
+    """A caller's own restriction (a Python function) reaches the spec as the configurations it allowed."""
+    names = ["block_size_x", "tile", "broken", "wrong", "regs"]
+    rows = np.array([[32, 1, 0, 0, 32], [64, 2, 0, 0, 32]], np.int64)
+    np.save(tmp_path / "allowed.npy", rows)
+    space = make(allowed="allowed.npy").space()
+    assert space.names == names
+    assert [dict(zip(names, r, strict=True)) for r in rows.tolist()] == list(space.grid())
+    np.save(tmp_path / "allowed.npy", rows[:, :2])
+    with pytest.raises(
+        SpecError, match=r"allowed: allowed\.npy holds int64\[2, 2\]; expected integer rows of 5"
+    ):
+        make(allowed="allowed.npy")
