@@ -112,6 +112,17 @@ def check_arguments(name: str, case: str, size: str, options: Mapping[str, Any])
     importlib.import_module(module_name).check_arguments(case, size, **options)
 
 
+def pin_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with what pins the files they name to their checked content (the ``kernel`` workload's
+    spec digest), added after ``check_arguments`` passed: the workers verify it before they compile or
+    import anything. Unchanged for workloads that read no user files."""
+    if name not in _FACTORIES:
+        return dict(options)
+    module = importlib.import_module(_FACTORIES[name].split(":")[0])
+    pin = getattr(module, "pin", None)
+    return pin(**options) if pin is not None else dict(options)
+
+
 def code_references(name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
     """(field, module:function) of Python code a registered workload's options name (the ``kernel``
     workload's spec may name a reference and an arguments factory): the sweep allows each as it allows a
