@@ -103,11 +103,6 @@ def make_spec(samples: int, workers: int, args, kill_dir: Path, batch_size: int)
             "fail_fraction": args.fail_fraction,
             "straggler_fraction": args.straggler_fraction,
             "straggler_factor": args.straggler_factor,
-            # the workers killed: spread over the names; each dies once, in its batch holding its
-            # kill_after-th run (half its share of the samples: mid-sweep, mid-batch)
-            "kill_workers": [f"cpu-{(i * workers) // kills}" for i in range(kills)],
-            "kill_after": max(2, samples // workers // 2 + batch_size // 2),
-            "kill_dir": str(kill_dir),
         },
         "samples": samples,
         "batch_size": batch_size,
@@ -115,6 +110,18 @@ def make_spec(samples: int, workers: int, args, kill_dir: Path, batch_size: int)
         "validate": {"pool": 200, "top_k": 1, "repeats": 1},
         "train": {"hidden_layers": [64, 64, 32], "max_epochs": args.max_epochs, "max_rows": args.max_rows},
     }
+    # the workers killed: spread over the names; each dies once, in its batch holding its after-th run (half
+    # its share of the samples: mid-sweep, mid-batch). A test hook, no spec option: the workers the cluster
+    # starts inherit it from this process's environment.
+    from launchtune.pipeline.sweep.rehearsal import KILL_ENV
+
+    os.environ[KILL_ENV] = json.dumps(
+        {
+            "workers": [f"cpu-{(i * workers) // kills}" for i in range(kills)],
+            "after": max(2, samples // workers // 2 + batch_size // 2),
+            "dir": str(kill_dir),
+        }
+    )
     return parse_spec(data, "scale_rehearsal")
 
 

@@ -68,6 +68,12 @@ class Workload(ABC):
         a ``module:factory`` workload. Default: none."""
         return []
 
+    @classmethod
+    def pin(cls, **options: Any) -> dict[str, Any]:
+        """``options`` with what pins the files they name to their checked content (a kernel spec's digest),
+        which the workers verify before they compile or import anything. Default: no files, unchanged."""
+        return dict(options)
+
     @abstractmethod
     def space(self) -> Space: ...
 
@@ -174,6 +180,12 @@ def check_arguments(name: str, case: str, size: str, options: Mapping[str, Any])
     """Refuse an unknown workload, case, size or option of a registered workload without building anything
     (``WorkloadError`` naming the field)."""
     workload_class(name).check_arguments(case, size, **options)
+
+
+def pin_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with what pins the files they name to their checked content (``Workload.pin``), added after
+    ``check_arguments`` passed: the workers verify it before they compile or import anything."""
+    return declared(name).pin(**options)
 
 
 def code_references(name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -14,21 +14,9 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from launchtune.kernels import files
 from launchtune.kernels.atomic import write_text
 from launchtune.pipeline.errors import UserError
-
-_KINDS = {
-    stat.S_IFDIR: "a directory",
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-}
-
-
-def _not_regular(path: Path, mode: int, what: str) -> UserError:
-    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
-    return UserError(f"{path}: {kind} where a {what} file belongs; move it away")
 
 
 def check_regular(path: Path, what: str = "data") -> None:
@@ -36,56 +24,32 @@ def check_regular(path: Path, what: str = "data") -> None:
     open the path themselves (pyarrow's datasets). :func:`read_regular_bytes` is the race-free form."""
     try:
         mode = os.stat(path).st_mode
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read this {what} file ({exc.strerror or exc})") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"{path}: cannot read this {what} file ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     if not stat.S_ISREG(mode):
-        raise _not_regular(path, mode, what)
+        raise UserError(str(files.not_regular(path, mode, what)))
 
 
 def open_regular(path: Path, what: str = "data", missing_ok: bool = False) -> BinaryIO | None:
     """The regular file at ``path`` opened for reading in binary (None where there is none and
-    ``missing_ok``); the caller closes it.
-
-    Checked with ``stat`` before opening (so a device is never opened), then opened with ``O_NONBLOCK`` and
-    checked again on the open descriptor (so a FIFO swapped in between is refused, not waited on).
-    """
+    ``missing_ok``); the caller closes it (``kernels.files.open_regular``, its refusal a UserError)."""
     try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        if missing_ok:
-            return None
-        raise UserError(f"{path}: no such file (the {what} to read)") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read this {what} file ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(mode):
-        raise _not_regular(path, mode, what)
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read this {what} file ({exc.strerror or exc})") from None
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError as exc:
-        os.close(fd)
-        raise UserError(f"{path}: cannot read this {what} file ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        raise _not_regular(path, mode, what)
-    return os.fdopen(fd, "rb", closefd=True)
+        return files.open_regular(path, what, missing_ok)
+    except files.FileRefused as exc:
+        raise UserError(str(exc)) from None
 
 
-def read_regular_bytes(path: Path, what: str = "data", missing_ok: bool = False) -> bytes | None:
-    """The bytes of the regular file at ``path`` (:func:`open_regular`; None where there is none and
-    ``missing_ok``)."""
-    file = open_regular(path, what, missing_ok)
-    if file is None:
-        return None
+def read_regular_bytes(
+    path: Path, what: str = "data", missing_ok: bool = False, max_bytes: int | None = None
+) -> bytes | None:
+    """The bytes of the regular file at ``path`` (None where there is none and ``missing_ok``), refused
+    without reading where it holds more than ``max_bytes`` (``kernels.files.read_regular``)."""
     try:
-        with file:
-            return file.read()
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read this {what} file ({exc.strerror or exc})") from None
+        return files.read_regular(path, what, max_bytes, missing_ok)
+    except files.FileRefused as exc:
+        raise UserError(str(exc)) from None
 
 
 def parse_json(data: bytes | str, path: Path, what: str = "JSON") -> Any:

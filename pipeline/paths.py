@@ -72,9 +72,31 @@ def inside(root: Path, relative: str | Path, where: str) -> Path:
     return target
 
 
+def _resolved(root: Path, path: Path) -> tuple[Path, Path]:
+    """``root`` and ``path`` with every symlink followed; one line where that cannot be (a loop, a NUL)."""
+    try:
+        return Path(root).resolve(), Path(path).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise UserError(f"{path}: not a usable path ({exc})"[:300]) from None
+
+
+def within(root: Path, path: Path, what: str = "folder") -> Path:
+    """``path`` itself, once it is known to resolve inside ``root`` (``root`` included): the one rule for
+    every folder and file the project writes under a sweep, results or ``--out`` folder. A symlink where
+    ``models/``, ``figures/``, ``merged/`` ... belongs that points out of it is refused with one line, not
+    followed."""
+    real_root, real = _resolved(root, path)
+    if real != real_root and real_root not in real.parents:
+        raise UserError(
+            f"{path}: resolves to {real}, outside {root}; a {what} there must not lead out of it "
+            "(remove the symlink)"
+        )
+    return Path(path)
+
+
 def assert_inside(root: Path, path: Path) -> Path:
     """The worker-side guard: a path handed to a worker must resolve inside the sweep folder it was given."""
-    root, path = Path(root).resolve(), Path(path).resolve()
+    root, path = _resolved(root, path)
     if root not in path.parents:
         raise PermissionError(f"refusing to write {path}: outside the sweep folder {root}")
     return path

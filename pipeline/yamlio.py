@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from launchtune.kernels import files
 from launchtune.pipeline.errors import UserError
 
 # A spec or cluster config is a page of YAML. Bounds, so a hostile or broken file is one line, not a stalled
@@ -21,11 +22,12 @@ MAX_NODES = 100_000
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Parse ``path`` as a YAML mapping or raise a UserError naming the file (and line, for syntax errors)."""
     path = Path(path)
-    if not path.is_file():
+    try:  # a FIFO, a device, a directory, a loop or a 4 GB file: one line, before a byte is read
+        raw = files.read_regular(path, "YAML config", MAX_BYTES, missing_ok=True)
+    except files.FileRefused as exc:
+        raise UserError(str(exc)) from None
+    if raw is None:
         raise UserError(f"{path}: no such file")
-    raw = path.read_bytes()
-    if len(raw) > MAX_BYTES:
-        raise UserError(f"{path}: {len(raw):,} bytes; a YAML config holds at most {MAX_BYTES:,}")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -44,6 +46,8 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise UserError(f"{path}: malformed YAML{where}: {problem}") from None
     except RecursionError:
         raise UserError(f"{path}: YAML nested too deeply") from None
+    except ValueError as exc:  # an integer past Python's 4,300 digits
+        raise UserError(f"{path}: {str(exc).split(';')[0]}") from None
     finally:
         loader.dispose()
     if not isinstance(data, dict):

@@ -11,6 +11,7 @@ array into that ``__constant__`` symbol of every compiled module instead of pass
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from launchtune.kernels import files
 from launchtune.kernels.custom.errors import SpecError
 from launchtune.kernels.custom.expressions import Expression, ExpressionError, parse
 
@@ -37,6 +39,9 @@ class Fill:
     kind: str
     args: tuple[float, ...] = ()
     path: Path | None = None
+    # a .npy fill's header, read when the spec is (never its data): what the array will be
+    npy_shape: tuple[int, ...] | None = None
+    npy_dtype: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,18 +66,72 @@ class ArgumentSpec:
 
 
 def _number_list(value: Any, where: str, count: int) -> tuple[float, ...]:
+    """``count`` finite numbers (NaN or infinity as a fill's bound is a broken array, not a fill)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and count == 1:
-        return (float(value),)
+        value = [value]
     if (
         not isinstance(value, list)
         or len(value) != count
         or any(isinstance(v, bool) or not isinstance(v, int | float) for v in value)
     ):
-        raise SpecError(f"{where}: expected {count} number(s), got {value!r}")
-    return tuple(float(v) for v in value)
+        raise SpecError(f"{where}: expected {count} number(s), got {value!r}"[:300])
+    try:
+        out = tuple(float(v) for v in value)
+    except OverflowError:  # an int past a float
+        raise SpecError(f"{where}: {value!r} is past a float"[:300]) from None
+    if not all(math.isfinite(v) for v in out):
+        raise SpecError(f"{where}: expected finite numbers, got {value!r}")
+    return out
 
 
-def _parse_fill(raw: Any, where: str, spec_dir: Path) -> Fill:
+def fits(value: float, dtype: str) -> bool:
+    """Whether ``value`` is a value of ``dtype`` as it is: an integer within an integer type's range, a
+    finite number within a float type's."""
+    kind = np.dtype(dtype)
+    if kind.kind in "iu":
+        info = np.iinfo(kind)
+        return float(value).is_integer() and int(info.min) <= int(value) <= int(info.max)
+    return math.isfinite(value) and abs(value) <= float(np.finfo(kind).max)
+
+
+def _read_npy_header(path: Path, where: str) -> tuple[tuple[int, ...], str]:
+    """A ``.npy`` file's shape and dtype from its header alone (``numpy.lib.format``), checked: a regular
+    file, a version numpy writes, a plain numeric dtype (no objects: no pickle), no more than
+    ``MAX_ARRAY_BYTES``, and as many bytes after the header as the header promises."""
+    from numpy.lib import format as npy
+
+    try:
+        file = files.open_regular(path, "npy")
+    except files.FileRefused as exc:
+        raise SpecError(f"{where}: {exc}") from None
+    assert file is not None
+    with file:
+        try:
+            version = npy.read_magic(file)
+            if version == (1, 0):
+                shape, _, dtype = npy.read_array_header_1_0(file)
+            elif version in ((2, 0), (3, 0)):
+                shape, _, dtype = npy.read_array_header_2_0(file)
+            else:
+                raise ValueError(f"unknown .npy version {version}")
+            start = file.tell()
+            size = os.fstat(file.fileno()).st_size
+        except (ValueError, OSError, SyntaxError, TypeError) as exc:
+            why = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise SpecError(f"{where}: {path.name} is not a .npy array ({why})"[:300]) from None
+    if dtype.hasobject or dtype.name not in DTYPES:
+        raise SpecError(f"{where}: {path.name} holds {dtype}; a fill is one of {', '.join(DTYPES)}")
+    need = math.prod(shape) * dtype.itemsize
+    if need > MAX_ARRAY_BYTES:
+        raise SpecError(f"{where}: {path.name} claims {need:,} bytes (at most {MAX_ARRAY_BYTES:,})")
+    if size - start < need:
+        raise SpecError(
+            f"{where}: {path.name} holds {size - start:,} bytes of data, its header claims {need:,}"
+        )
+    return tuple(int(d) for d in shape), dtype.name
+
+
+def _parse_fill(raw: Any, where: str, spec_dir: Path, dtype: str = "float64") -> Fill:
     defaults = {"uniform": (0.0, 1.0), "normal": (0.0, 1.0)}
     if isinstance(raw, str):
         if raw in ("zeros", "arange"):
@@ -85,23 +144,35 @@ def _parse_fill(raw: Any, where: str, spec_dir: Path) -> Fill:
             f"{where}: expected one of {', '.join(FILLS)} or a one-key mapping like {{uniform: [0, 1]}}"
         )
     ((kind, value),) = raw.items()
-    if kind in defaults:
-        return Fill(kind, _number_list(value, f"{where}.{kind}", 2))
+    args = _number_list(value, f"{where}.{kind}", 2) if kind in defaults else ()
+    if kind == "uniform":
+        return Fill(kind, args)
+    if kind == "normal":
+        if args[1] < 0:
+            raise SpecError(f"{where}.normal: the standard deviation {args[1]} must be >= 0")
+        return Fill(kind, args)
     if kind == "constant":
-        return Fill(kind, _number_list(value, f"{where}.constant", 1))
+        args = _number_list(value, f"{where}.constant", 1)
+        if not fits(args[0], dtype):
+            raise SpecError(f"{where}.constant: {value!r} is not a {dtype} value")
+        return Fill(kind, args)
     if kind == "npy":
-        return Fill(kind, path=npy_file(value, f"{where}.npy", spec_dir))
+        path = npy_file(value, f"{where}.npy", spec_dir)
+        shape, npy_dtype = _read_npy_header(path, f"{where}.npy")
+        return Fill(kind, path=path, npy_shape=shape, npy_dtype=npy_dtype)
     raise SpecError(f"{where}: unknown fill {kind!r} (one of {', '.join(FILLS)})")
 
 
 def npy_file(value: Any, where: str, spec_dir: Path) -> Path:
-    """A ``.npy`` file named relative to the spec's folder, and inside it."""
+    """A ``.npy`` file named relative to the spec's folder, and inside it (``files.resolve_inside``: no
+    symlink or ``..`` out of the folder)."""
     if not isinstance(value, str) or not value.endswith(".npy"):
         raise SpecError(f"{where}: expected a .npy file name beside the spec, got {value!r}")
-    path = (spec_dir / value).resolve()
-    if not path.is_relative_to(spec_dir.resolve()):
-        raise SpecError(f"{where}: {value!r} is outside the spec's folder")
-    if not path.is_file():
+    try:
+        path = files.resolve_inside(spec_dir, value, where)
+    except files.FileRefused as exc:
+        raise SpecError(str(exc)) from None
+    if not path.exists():
         raise SpecError(f"{where}: no such file {path}")
     return path
 
@@ -147,7 +218,7 @@ def parse_arguments(raw: Any, where: str, names: Sequence[str], spec_dir: Path) 
         if not 1 <= len(shape_raw) <= MAX_DIMS:
             raise SpecError(f"{at}.shape: expected 1 to {MAX_DIMS} dimensions, got {entry['shape']!r}")
         shape = tuple(parse(s, names, f"{at}.shape[{j}]") for j, s in enumerate(shape_raw))
-        fill = _parse_fill(entry.get("fill", "zeros"), f"{at}.fill", spec_dir)
+        fill = _parse_fill(entry.get("fill", "zeros"), f"{at}.fill", spec_dir, dtype)
         flags = {}
         for key in ("output", "argument"):
             if key in entry and not isinstance(entry[key], bool):
@@ -197,6 +268,44 @@ def shape_of(arg: ArgumentSpec, values: Mapping[str, int]) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def scalar_of(arg: ArgumentSpec, values: Mapping[str, int]) -> Any:
+    """A scalar argument's value as a numpy scalar of its dtype; one that the dtype cannot hold as it is
+    (``2**40`` into int32, ``1.5`` into an integer, ``1/0``, past float32) is one line naming the field."""
+    assert arg.value is not None
+    try:
+        raw = arg.value(values)
+    except ExpressionError as exc:
+        raise SpecError(str(exc)) from None
+    try:
+        ok = fits(raw, arg.dtype)
+    except OverflowError:  # an int past a float
+        ok = False
+    if not ok:
+        shown = (
+            f"a {raw.bit_length()}-bit integer"
+            if isinstance(raw, int) and raw.bit_length() > 64
+            else f"{raw:.6g}"
+        )
+        raise SpecError(f"{arg.where}.value: {arg.value.text!r} = {shown} is not a {arg.dtype} value")
+    return np.dtype(arg.dtype).type(raw)
+
+
+def check_host(args: Sequence[ArgumentSpec], values: Mapping[str, int]) -> None:
+    """What ``make_host`` would refuse, found without making anything: every scalar fits its dtype, every
+    ``.npy`` fill holds the declared shape and dtype (from its header)."""
+    for arg in args:
+        if arg.is_scalar:
+            scalar_of(arg, values)
+        elif arg.fill is not None and arg.fill.kind == "npy":
+            shape = shape_of(arg, values)
+            if (arg.fill.npy_shape, arg.fill.npy_dtype) != (shape, arg.dtype):
+                assert arg.fill.path is not None
+                raise SpecError(
+                    f"{arg.where}.fill: {arg.fill.path.name} holds {arg.fill.npy_dtype}"
+                    f"{list(arg.fill.npy_shape or ())}, declared {arg.dtype}{list(shape)}"
+                )
+
+
 def nbytes(args: Sequence[ArgumentSpec], values: Mapping[str, int]) -> int:
     """Bytes of every array together, computed from the declarations alone (nothing allocated)."""
     total = 0
@@ -216,12 +325,7 @@ def make_host(arg: ArgumentSpec, index: int, values: Mapping[str, int], seed: in
     with the same fill get different values."""
     dtype = np.dtype(arg.dtype)
     if arg.is_scalar:
-        assert arg.value is not None
-        try:
-            raw = arg.value(values)
-        except ExpressionError as exc:
-            raise SpecError(str(exc)) from None
-        return dtype.type(raw)
+        return scalar_of(arg, values)
     shape = shape_of(arg, values)
     fill = arg.fill or Fill("zeros")
     rng = np.random.default_rng([seed, index])
@@ -236,7 +340,12 @@ def make_host(arg: ArgumentSpec, index: int, values: Mapping[str, int], seed: in
     if fill.kind == "arange":
         return np.arange(math.prod(shape)).reshape(shape).astype(dtype)
     assert fill.path is not None
-    data = np.load(fill.path, allow_pickle=False)
+    _read_npy_header(fill.path, f"{arg.where}.fill.npy")  # the file checked when the spec was may differ now
+    try:
+        data = np.load(fill.path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise SpecError(f"{arg.where}.fill: {fill.path.name}: {why}"[:300]) from None
     if data.shape != shape or data.dtype != dtype:
         raise SpecError(
             f"{arg.where}.fill: {fill.path.name} holds {data.dtype}{list(data.shape)}, "

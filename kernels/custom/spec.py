@@ -14,6 +14,7 @@ ceiling division; default the block size parameter of that dimension, 1 where it
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -24,7 +25,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from launchtune.kernels.custom.arguments import ArgumentSpec, nbytes, npy_file, parse_arguments
+from launchtune.kernels import files
+from launchtune.kernels.custom.arguments import ArgumentSpec, check_host, nbytes, npy_file, parse_arguments
 from launchtune.kernels.custom.errors import SpecError
 from launchtune.kernels.custom.expressions import Expression, ExpressionError, parse
 from launchtune.kernels.space import Constraint, Param, Space, SpaceError
@@ -38,6 +40,9 @@ GRID_NAMES = ("grid_size_x", "grid_size_y", "grid_size_z")
 
 MAX_SPEC_BYTES = 256 * 1024
 MAX_YAML_EVENTS = 50_000
+MAX_YAML_DEPTH = 32
+# A parameter's values reach the shards' int64 columns and the source's #defines
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
 MAX_PARAMS = 64
 MAX_VALUES = 100_000  # values of one parameter
@@ -89,6 +94,9 @@ class KernelSpec:
     # the configurations a caller's own restriction (a Python function, run where it was written) allowed:
     # a .npy of one row per configuration, columns in tune_params order; None: no such list
     allowed: Path | None = None
+    # sha256 of the spec's and the source's bytes as read: a worker handed a checked spec verifies it got
+    # the same (``kernels.custom.workload``), so a file replaced after the check is never compiled or imported
+    digest: str = ""
 
     @property
     def names(self) -> list[str]:
@@ -103,14 +111,15 @@ class KernelSpec:
             dims = list(self.problem_size)
         elif isinstance(size, str):
             parts = size.lower().replace(" ", "").split("x")
-            if not all(p.isdigit() and int(p) > 0 for p in parts) or len(parts) > 3:
+            digits = len(parts) <= 3 and all(p.isascii() and p.isdigit() and len(p) < 20 for p in parts)
+            if not digits or not all(0 < int(p) <= INT64_MAX for p in parts):
                 raise SpecError(
                     f"{self.path}: size {size!r}: expected up to three positive extents like 4096x4096"
                 )
             dims = [int(p) for p in parts]
         else:
             dims = [int(s) for s in size]
-            if not 1 <= len(dims) <= 3 or min(dims) < 1:
+            if not 1 <= len(dims) <= 3 or min(dims) < 1 or max(dims) > INT64_MAX:
                 raise SpecError(f"{self.path}: size {size!r}: expected one to three positive extents")
         x, y, z = (dims + [1, 1])[:3]
         return (x, y, z)
@@ -202,31 +211,41 @@ class KernelSpec:
         return refs
 
 
-def read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml(path: Path, with_bytes: bool = False) -> Any:
     """A kernel spec's mapping: bounded in bytes and YAML events, no aliases (a spec has no use for them,
     and they are how a few bytes of YAML stand for millions of nodes)."""
-    if not path.is_file():
+    try:  # size and kind checked before a byte is read (a 4 GB file, a FIFO: one line)
+        raw = files.read_regular(path, "kernel spec", MAX_SPEC_BYTES, missing_ok=True)
+    except files.FileRefused as exc:
+        raise SpecError(str(exc)) from None
+    if raw is None:
         raise SpecError(f"{path}: no such kernel spec")
-    raw = path.read_bytes()
-    if len(raw) > MAX_SPEC_BYTES:
-        raise SpecError(f"{path}: {len(raw):,} bytes; a kernel spec holds at most {MAX_SPEC_BYTES:,}")
     try:
         text = raw.decode("utf-8")
+        depth = 0
         for count, event in enumerate(yaml.parse(text, Loader=yaml.SafeLoader)):
             if isinstance(event, yaml.AliasEvent):
                 raise SpecError(f"{path}: YAML aliases (*name) are not allowed in a kernel spec")
             if count > MAX_YAML_EVENTS:
                 raise SpecError(f"{path}: too large (over {MAX_YAML_EVENTS:,} YAML nodes)")
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:  # the composer recurses: deeper is a RecursionError, not a spec
+                    raise SpecError(f"{path}: nested deeper than {MAX_YAML_DEPTH} levels")
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
         data = yaml.safe_load(text)
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not a UTF-8 text file") from None
+    except ValueError as exc:  # an integer past Python's 4,300 digits
+        raise SpecError(f"{path}: {str(exc).split(';')[0]}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark else ""
         raise SpecError(f"{path}: malformed YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping of keys to values at the top level")
-    return data
+    return (data, raw) if with_bytes else data
 
 
 def _int_values(name: str, raw: Any, where: str) -> tuple[int, ...]:
@@ -240,7 +259,9 @@ def _int_values(name: str, raw: Any, where: str) -> tuple[int, ...]:
         if isinstance(v, float) and v.is_integer():
             v = int(v)
         if not isinstance(v, int):
-            raise SpecError(f"{where}: values must be integers (use 0/1 for flags), got {v!r}")
+            raise SpecError(f"{where}: values must be integers (use 0/1 for flags), got {v!r}"[:300])
+        if not INT64_MIN <= v <= INT64_MAX:
+            raise SpecError(f"{where}: {v:.3g} is past a 64-bit integer")
         out.append(v)
     if len(set(out)) != len(out):
         raise SpecError(f"{where}: lists a value twice")
@@ -293,15 +314,21 @@ def kernel_defined(code: str, name: str) -> bool:
 def load_kernel_spec(path: str | Path) -> KernelSpec:
     """Read and check a kernel spec; ``SpecError`` naming the file and field for any mistake."""
     path = Path(path)
-    return spec_from_mapping(read_yaml(path), path)
+    data, spec_bytes = read_yaml(path, with_bytes=True)
+    return spec_from_mapping(data, path, spec_bytes=spec_bytes)
 
 
 def spec_from_mapping(
-    data: Mapping[str, Any], path: Path, code: str | None = None, need_arguments: bool = True
+    data: Mapping[str, Any],
+    path: Path,
+    code: str | None = None,
+    need_arguments: bool = True,
+    spec_bytes: bytes = b"",
 ) -> KernelSpec:
     """Check a kernel spec's mapping, as read from ``path`` (which leads every message and anchors the
     relative ``source``). ``code`` is the CUDA source itself where it is not a file (the runtime tuner's
-    ``autotune(source=...)``); ``need_arguments`` False where the arguments come from the caller instead."""
+    ``autotune(source=...)``); ``need_arguments`` False where the arguments come from the caller instead;
+    ``spec_bytes``, the file's bytes as read, enter the spec's digest."""
     f = f"{path}: "
     if not isinstance(data, Mapping):
         raise SpecError(f"{f}expected a mapping of keys to values")
@@ -319,16 +346,21 @@ def spec_from_mapping(
         raise SpecError(f"{f}source: expected the CUDA source file's path (relative to this file)")
     if code is not None:
         source = Path(source_raw)
-        if len(code.encode()) > MAX_SOURCE_BYTES:
+        raw_code = code.encode()
+        if len(raw_code) > MAX_SOURCE_BYTES:
             raise SpecError(f"{f}source: over {MAX_SOURCE_BYTES:,} bytes")
     else:
-        source = (path.parent / source_raw).resolve()
-        if not source.is_file():
-            raise SpecError(f"{f}source: no such file {source}")
-        if source.stat().st_size > MAX_SOURCE_BYTES:
-            raise SpecError(f"{f}source: {source} is over {MAX_SOURCE_BYTES:,} bytes")
+        try:  # beside the spec (not /etc/passwd), a regular file, at most MAX_SOURCE_BYTES read
+            source = files.resolve_inside(path.parent, source_raw, f"{f}source")
+            if not source.exists():
+                raise SpecError(f"{f}source: no such file {source}")
+            read = files.read_regular(source, "CUDA source", MAX_SOURCE_BYTES)
+        except files.FileRefused as exc:
+            raise SpecError(f"{f}source: {exc}" if not str(exc).startswith(f) else str(exc)) from None
+        assert read is not None
+        raw_code = read
         try:
-            code = source.read_text(encoding="utf-8")
+            code = raw_code.decode("utf-8")
         except UnicodeDecodeError:
             raise SpecError(f"{f}source: {source} is not UTF-8 text") from None
     kernel_name = data["kernel_name"]
@@ -402,7 +434,7 @@ def spec_from_mapping(
         raw = data["problem_size"]
         dims = raw if isinstance(raw, list) else [raw]
         if not 1 <= len(dims) <= 3 or any(
-            isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims
+            isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= INT64_MAX for d in dims
         ):
             raise SpecError(
                 f"{f}problem_size: expected one to three positive integers (x first), got {raw!r}"
@@ -439,6 +471,9 @@ def spec_from_mapping(
         problem_size=problem_size,
         description=str(data.get("description", "")),
         allowed=npy_file(data["allowed"], f"{f}allowed", path.parent) if "allowed" in data else None,
+        digest=hashlib.sha256(
+            hashlib.sha256(spec_bytes).digest() + hashlib.sha256(raw_code).digest()
+        ).hexdigest(),
     )
     return spec
 
@@ -467,3 +502,4 @@ def check_for_problem(
             f"{spec.path}: arguments: the arrays take {total / 1e9:,.2f} GB, more than {memory_of} "
             f"{memory_bytes / 1e9:,.1f} GB"
         )
+    check_host(spec.arguments, spec.values(problem))  # what the worker would refuse, refused here

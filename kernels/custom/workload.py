@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Mapping, Sequence
 from functools import reduce
 from pathlib import Path
@@ -39,7 +40,7 @@ from launchtune.kernels.device import CLASS_SPECS
 from launchtune.kernels.space import Space
 from launchtune.kernels.workload import Check, Timing, Workload, WorkloadError
 
-OPTIONS = ("spec", "seed", "compile_workers")
+OPTIONS = ("spec", "seed", "compile_workers", "spec_sha256")
 WORKERS_ENV = "LAUNCHTUNE_COMPILE_WORKERS"
 WARMUP_LAUNCHES = 1
 # CUDA's limits on a launch's shape, the same on every card since compute capability 3.0
@@ -90,6 +91,29 @@ def _check_options(options: Mapping[str, Any]) -> None:
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
         raise WorkloadError(f"expected an integer >= 0, got {seed!r}", field="options.seed")
     _workers(options.get("compile_workers"))
+    digest = options.get("spec_sha256")
+    if digest is not None and (not isinstance(digest, str) or not re.fullmatch("[0-9a-f]{64}", digest)):
+        raise WorkloadError(f"expected a sha256 in hex, got {digest!r}"[:300], field="options.spec_sha256")
+
+
+def checked_spec(options: Mapping[str, Any]) -> KernelSpec:
+    """The kernel spec ``options`` name, and, where they carry its ``spec_sha256`` (a sweep pins the digest
+    of the spec it checked), refused unless it is still that spec: the Python it names is imported, and its
+    source compiled, only as it was checked and allowed."""
+    spec = load_kernel_spec(_spec_path(options))
+    expected = options.get("spec_sha256")
+    if expected is not None and spec.digest != expected:
+        raise WorkloadError(
+            f"{spec.path} (or its source {spec.source.name}) changed since the sweep checked it; run the "
+            "sweep again to check the new one",
+            field="options.spec",
+        )
+    return spec
+
+
+def pin(**options: Any) -> dict[str, Any]:
+    """``options`` with the digest of the kernel spec as it is now (``kernels.workload.pin_options``)."""
+    return {**options, "spec_sha256": load_kernel_spec(_spec_path(options)).digest}
 
 
 def check_arguments(case: str, size: str | Sequence[int], **options: Any) -> None:
@@ -104,7 +128,7 @@ def check_arguments(case: str, size: str | Sequence[int], **options: Any) -> Non
 def code_references(**options: Any) -> list[tuple[str, str]]:
     """(field, module:function) of the Python the kernel spec names (its reference, its arguments
     factory): a sweep allows these as it allows a ``module:factory`` workload."""
-    return load_kernel_spec(_spec_path(options)).code_references()
+    return checked_spec(options).code_references()
 
 
 class KernelWorkload(Workload):
@@ -120,6 +144,10 @@ class KernelWorkload(Workload):
     def code_references(cls, **options: Any) -> list[tuple[str, str]]:
         return code_references(**options)
 
+    @classmethod
+    def pin(cls, **options: Any) -> dict[str, Any]:
+        return pin(**options)
+
     name = "kernel"
 
     def __init__(
@@ -130,8 +158,9 @@ class KernelWorkload(Workload):
         spec: str | Path | None = None,
         seed: int = 0,
         compile_workers: int | str | None = None,
+        spec_sha256: str | None = None,
     ):
-        self.spec: KernelSpec = load_kernel_spec(_spec_path({"spec": spec}))
+        self.spec: KernelSpec = checked_spec({"spec": spec, "spec_sha256": spec_sha256})
         self.case = case
         self.problem = self.spec.problem(size)
         self.size = self.problem

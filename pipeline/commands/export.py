@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 def write_c_header(sweep_dir: Path, out: Path) -> int:
     """The tuning table of a ``kernel`` sweep (or a combined folder of them) as a C header at ``out``."""
     from launchtune.kernels.atomic import write_text
-    from launchtune.kernels.custom.header import Pick, render_header
+    from launchtune.kernels.custom.header import HeaderError, Pick, render_header
     from launchtune.kernels.custom.spec import load_kernel_spec
     from launchtune.kernels.workload import WorkloadError, declared
     from launchtune.pipeline.store.folder import SweepFolder
@@ -80,9 +80,16 @@ def write_c_header(sweep_dir: Path, out: Path) -> int:
         problem = kernel.problem(spec.size)
     except WorkloadError as exc:
         raise UserError(f"{sweep_dir}: the sweep's kernel spec: {exc}") from None
+    where = folder.path / "tuning_table.json"
     entries = [e for e in table.get("entries", []) if isinstance(e, dict) and "best" in e]
-    picks = [Pick(str(e["gpu_class"]), e["best"], e.get("best_ms")) for e in entries]
-    default = entries[0]["default"] if entries else kernel.default
-    write_text(out, render_header(kernel, problem, picks, default, origin=str(sweep_dir)))
+    if any(not isinstance(e.get("gpu_class"), str) for e in entries):
+        raise UserError(f"{where}: an entry without a gpu_class")
+    picks = [Pick(e["gpu_class"], e["best"], e.get("best_ms")) for e in entries]
+    default = (entries[0].get("default") if entries else None) or kernel.default
+    try:
+        text = render_header(kernel, problem, picks, default, origin=str(sweep_dir))
+    except HeaderError as exc:
+        raise UserError(f"{where}: {exc}") from None
+    write_text(out, text)
     print(json.dumps({"exported": str(out), "gpu_classes": [p.gpu_class for p in picks]}))
     return 0

@@ -15,7 +15,9 @@ from."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -143,6 +145,49 @@ def _cache_json(text: str) -> Any:
             raise exc from None
 
 
+# A Kernel Tuner cache, compressed or not, is read whole: at most this many bytes of JSON (a 4,000-point
+# cache is a few MB; a gzip of zeros that inflates without end is one line, not a process out of memory).
+MAX_CACHE_BYTES = 1 << 30
+
+
+def _gunzip(data: bytes, path: Path) -> str:
+    """``data`` inflated, at most :data:`MAX_CACHE_BYTES` of it (``gzip.decompress`` has no cap)."""
+    with gzip.GzipFile(fileobj=io.BytesIO(data)) as file:
+        text = file.read(MAX_CACHE_BYTES + 1)
+    if len(text) > MAX_CACHE_BYTES:
+        raise UserError(f"{path}: inflates past {MAX_CACHE_BYTES:,} bytes; not a Kernel Tuner cache we read")
+    return text.decode()
+
+
+def _finite(value: Any) -> bool:
+    """A number (not a flag) that is a finite float: an int past a float's range is not."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def _repeats(rep: Any, where: str) -> np.ndarray:
+    """A configuration's recorded repeats: a list of finite numbers whose mean is finite (empty where there
+    are none); anything else (text, nested lists, times whose sum overflows) is one line naming the entry."""
+    if rep is None or (isinstance(rep, list) and not rep):
+        return np.empty(0)
+    if not isinstance(rep, list) or any(isinstance(t, bool) or not isinstance(t, int | float) for t in rep):
+        raise UserError(f"{where}: expected a list of numbers, got {rep!r}"[:300])
+    try:
+        out = np.asarray(rep, dtype=float)
+    except OverflowError:  # an int past a float
+        raise UserError(f"{where}: a time past a float"[:300]) from None
+    with np.errstate(over="ignore", invalid="ignore"):
+        if not np.isfinite(out).all() or not np.isfinite(out.sum()):
+            raise UserError(
+                f"{where}: times that are not finite or whose sum overflows ({rep[:3]!r}...)"[:300]
+            )
+    return out
+
+
 def load_kernel_tuner_cache(path: str | Path) -> Dataset:
     """Read a Kernel Tuner cache file (``.json`` or ``.json.gz``) into a Dataset.
 
@@ -151,32 +196,37 @@ def load_kernel_tuner_cache(path: str | Path) -> Dataset:
     number (``RuntimeFailedConfig``, ``CompilationFailedConfig``, ...) is kept with status ``failed``: a
     strategy that tries it spends a measurement, as it would on the device."""
     path = Path(path)
-    data = read_regular_bytes(path, "Kernel Tuner cache")  # a FIFO or a device is one line, not a hang
+    # a FIFO or a device is one line, not a hang; a file past the cap, or one that inflates past it, too
+    data = read_regular_bytes(path, "Kernel Tuner cache", max_bytes=MAX_CACHE_BYTES)
     assert data is not None
     try:
-        raw = _cache_json((gzip.decompress(data) if path.name.endswith(".gz") else data).decode())
-    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raw = _cache_json(_gunzip(data, path) if path.name.endswith(".gz") else data.decode())
+    except (OSError, EOFError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise UserError(
             f"{path}: not a readable Kernel Tuner cache ({exc.__class__.__name__}: {exc})"
         ) from None
     if not isinstance(raw, dict) or "cache" not in raw or "tune_params_keys" not in raw:
         raise UserError(f"{path}: not a Kernel Tuner cache (expected keys 'tune_params_keys' and 'cache')")
     check_record(raw, "Kernel Tuner cache", path)
-    keys = list(raw["tune_params_keys"])
+    keys = list(dict.fromkeys(raw["tune_params_keys"]))  # a key listed twice is one parameter
     objective = raw.get("objective", "time")
     rows, times = [], []
     for key, entry in raw["cache"].items():
         missing = [k for k in keys if k not in entry]
         if missing:
-            raise UserError(f"{path}: cache entry {key!r} lacks parameter {missing[0]!r}")
+            raise UserError(f"{path}: cache entry {key!r} lacks parameter {missing[0]!r}"[:300])
+        bad = [k for k in keys if isinstance(entry[k], list | dict)]
+        if bad:
+            raise UserError(
+                f"{path}: cache entry {key!r}: parameter {bad[0]!r} is {entry[bad[0]]!r}, not one value"[:300]
+            )
         value = entry.get(objective)
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+        ok = _finite(value)
         row = {k: entry[k] for k in keys}
         row[TIME] = float(value) if ok else np.nan
         row[STATUS] = "ok" if ok else "failed"
         rows.append(row)
-        rep = entry.get("times") if ok else None
-        times.append(np.asarray(rep, dtype=float) if isinstance(rep, list) and rep else np.empty(0))
+        times.append(_repeats(entry.get("times") if ok else None, f"{path}: cache entry {key!r}: times"))
     if not rows:
         raise UserError(f"{path}: the cache holds no configurations")
     frame = pd.DataFrame(rows)

@@ -34,6 +34,7 @@ import pandas as pd
 from launchtune.kernels.atomic import write_text
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.jsonio import read_json, read_regular_bytes, write_json
+from launchtune.pipeline.paths import within
 from launchtune.pipeline.records import checked
 from launchtune.pipeline.store.checksums import check_meta, check_plan, meta_checksums, plan_checksums
 from launchtune.pipeline.store.ownership import Kind, require_owned
@@ -122,25 +123,31 @@ class SweepFolder:
     def meta_path(self) -> Path:
         return self.path / "sweep.json"
 
+    def _sub(self, *parts: str, what: str = "folder") -> Path:
+        """``path / parts``, refused with one line where a symlink leads it out of the sweep folder: every
+        folder the project writes under a sweep (and every file it writes without a rename) comes through
+        here (``pipeline.paths.within``)."""
+        return within(self.path, self.path.joinpath(*parts), what)
+
     @property
     def shards_dir(self) -> Path:
-        return self.path / "shards"
+        return self._sub("shards")
 
     @property
     def merged_dir(self) -> Path:
-        return self.path / "merged"
+        return self._sub("merged")
 
     @property
     def models_dir(self) -> Path:
-        return self.path / "models"
+        return self._sub("models")
 
     @property
     def figures_dir(self) -> Path:
-        return self.path / "figures"
+        return self._sub("figures")
 
     @property
     def dask_dir(self) -> Path:
-        return self.path / ".dask"
+        return self._sub(".dask")
 
     @property
     def report_md(self) -> Path:
@@ -152,14 +159,14 @@ class SweepFolder:
         return self.path / "dask-performance.html"
 
     def plan_path(self, gpu_class: str) -> Path:
-        return self.path / "plan" / f"{gpu_class}.json"
+        return self._sub("plan") / f"{gpu_class}.json"
 
     def shard_dir(self, gpu_class: str) -> Path:
-        return self.shards_dir / f"gpu_class={gpu_class}"
+        return self._sub("shards", f"gpu_class={gpu_class}")
 
     def search_journal(self, gpu_class: str) -> Path:
         """A search's answers in the order they reached its strategy (``pipeline.sweep.search``)."""
-        return self.path / "search" / f"{gpu_class}.jsonl"
+        return self._sub("search") / f"{gpu_class}.jsonl"
 
     def shard_path(self, gpu_class: str, batch: str) -> Path:
         return self.shard_dir(gpu_class) / f"shard-{batch}.parquet"
@@ -168,10 +175,11 @@ class SweepFolder:
         return sorted(self.shards_dir.glob("gpu_class=*/shard-*.parquet"))
 
     def model_path(self, group: str, model: str) -> Path:
-        return self.models_dir / group / f"{model}.skops"
+        return self._sub("models", group) / f"{model}.skops"
 
     def figure_path(self, name: str) -> Path:
-        return self.figures_dir / name
+        """A figure's file; it is written in place (matplotlib), so the file too must not lead out."""
+        return self._sub("figures", name, what="figure")
 
     def is_sweep(self) -> bool:
         """A folder with a description and merged data (what the notebooks and reports can read)."""
@@ -277,7 +285,7 @@ class SweepFolder:
         name = plan["configs_file"]
         if not isinstance(name, str) or "/" in name or name in {".", ".."}:
             raise UserError(f"{self.plan_path(gpu_class)}: configs_file {name!r} is not a file name in plan/")
-        path = self.path / "plan" / name
+        path = self._sub("plan") / name
         data = read_regular_bytes(path, "plan configurations")
         check_plan(plan, data, str(self.plan_path(gpu_class)))
         try:
@@ -306,7 +314,7 @@ class SweepFolder:
         columns = {"sampler": pa.array([s for s, _ in configs], pa.string()).dictionary_encode()}
         columns.update({p: pa.array(matrix[:, j]) for j, p in enumerate(params)})
         name = f"{gpu_class}.configs.parquet"
-        path = self.path / "plan" / name
+        path = self._sub("plan") / name
         path.parent.mkdir(parents=True, exist_ok=True)
         sink = pa.BufferOutputStream()
         pq.write_table(pa.table(columns), sink, compression="zstd")

@@ -5,11 +5,15 @@ replayed by a resumed search, read by the merge (how many proposals a search mad
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.atomic import write_text
+from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.jsonio import read_regular_bytes
 
 
 class Journal:
@@ -20,17 +24,27 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._file: Any = None
+        self.torn = False  # the last read stopped at a line it could not read (a rerun rewrites the journal)
 
     def read(self) -> list[tuple[int, int]]:
-        if not self.path.is_file():
+        """The answers up to the first line that is not one (torn, or bytes appended by something else:
+        the answers after it are not known to have arrived). A FIFO, a device or a directory in its place
+        is one line (``pipeline.jsonio``), never a hang."""
+        data = read_regular_bytes(self.path, "search journal", missing_ok=True)
+        self.torn = False
+        if data is None:
             return []
         entries = []
-        for line in self.path.read_text().splitlines():
+        lines = data.split(b"\n")
+        if lines[-1] == b"":
+            lines.pop()
+        for line in lines:
             try:
-                d = json.loads(line)
+                d = json.loads(line.decode("utf-8"))
                 entries.append((int(d["event"]), int(d["order"])))
-            except (ValueError, KeyError, TypeError):
-                break  # a torn last line: the answers after it are not known to have arrived
+            except (ValueError, KeyError, TypeError, IndexError, OverflowError, RecursionError):
+                self.torn = True
+                break
         return entries
 
     def rewrite(self, entries: Sequence[tuple[int, int]]) -> None:
@@ -40,7 +54,20 @@ class Journal:
     def append(self, event: int, order: int) -> None:
         if self._file is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a")  # noqa: SIM115  (held open for the search, closed by close())
+            # without blocking: a FIFO put in its place since the read is refused (ENXIO, or not regular)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+            try:
+                fd = os.open(self.path, flags, 0o644)
+            except OSError as exc:
+                raise UserError(
+                    f"{self.path}: cannot append to this search journal ({exc.strerror})"
+                ) from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise UserError(
+                    f"{self.path}: not a regular file where a search journal belongs; move it away"
+                )
+            self._file = os.fdopen(fd, "a")  # held open for the search, closed by close()
         self._file.write(_line(event, order))
         self._file.flush()
 

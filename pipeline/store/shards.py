@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import shutil
 import uuid
 from collections import Counter, defaultdict
@@ -215,7 +216,7 @@ def _search_ids(folder: SweepFolder, cls: str, search: dict) -> tuple[int, Calla
     answer, ``pipeline.sweep.search.Journal``), else its budget; one shard each (Kernel Tuner's: one in
     all)."""
     path = folder.search_journal(cls)
-    n = len(Journal(path).read()) if path.is_file() else int(search.get("budget", 0))
+    n = len(Journal(path).read()) if os.path.lexists(path) else int(search.get("budget", 0))
     kt = str(search.get("strategy", "")).startswith("kt:")
 
     def home(sample_id: int) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from launchtune.kernels.backend import BACKEND_NAMES
 from launchtune.kernels.device import GPU_CLASSES
-from launchtune.kernels.workload import SEED_MAX, WorkloadError, check_arguments, declared
+from launchtune.kernels.workload import SEED_MAX, WorkloadError, check_arguments, declared, pin_options
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.paths import check_slug, inside, results_root
 from launchtune.pipeline.store.workloads import PIPELINE_WORKLOADS, builtin_names, entry_point_workloads
@@ -283,7 +283,7 @@ def _resolve_paths(workload: str, options: dict[str, Any], source: str) -> dict[
         if isinstance(value, str) and value.strip() and not Path(value).is_absolute():
             try:
                 out[key] = str((Path(source).parent / value).resolve())
-            except (ValueError, OSError) as exc:  # a NUL in the name, a symlink loop
+            except (ValueError, OSError, RuntimeError) as exc:  # a NUL in the name, a symlink loop
                 raise UserError(
                     f"{source}: options.{key}: {value!r} is not a usable path ({exc})"[:300]
                 ) from None
@@ -357,6 +357,11 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
     search = parse_search(data.get("search"), f + "search")
     case, size = _str(data["case"], f + "case"), _size(data["size"], f + "size")
     _check_workload(workload, case, size, options, source)
+    if ":" not in workload and workload not in PIPELINE_WORKLOADS and workload not in entry_point_workloads():
+        try:  # the files the options name, pinned to what was just checked (the workers verify it)
+            options = pin_options(workload, options)
+        except WorkloadError as exc:
+            raise UserError(f"{source}: {exc.field}: {exc}") from None
     return SweepSpec(
         name=name,
         workload=workload,

@@ -13,13 +13,16 @@ meets the same ones and a run is reproducible:
 
 * ``fail_fraction``: that share of configurations raise in ``run`` (a launch failure: a ``failed`` row);
 * ``straggler_fraction`` x ``straggler_factor``: that share sleep ``factor`` times longer (a slow sample);
-* ``kill_workers`` + ``kill_after`` + ``kill_dir``: the named Dask workers kill their own process with
-  SIGKILL after ``kill_after`` runs, once each (a marker file in ``kill_dir`` keeps the restarted process
-  alive), as a node lost mid-batch.
+* killed workers, for tests and benchmarks only (``$LAUNCHTUNE_REHEARSAL_KILL``, never a spec option: a spec
+  is data, often someone else's, and this hook writes a file, so it is out of a spec's reach): the JSON
+  ``{"workers": [...], "after": N, "dir": PATH}`` makes the named Dask workers kill their own process with
+  SIGKILL after ``N`` runs, once each (a marker file in ``PATH`` keeps the restarted process alive), as a node
+  lost mid-batch. The workers of a local cluster inherit the variable from the process that starts them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -46,11 +49,9 @@ OPTIONS = (
     "fail_fraction",
     "straggler_fraction",
     "straggler_factor",
-    "kill_workers",
-    "kill_after",
-    "kill_dir",
     "seed",
 )
+KILL_ENV = "LAUNCHTUNE_REHEARSAL_KILL"
 MAX_SCALE = 1e6  # time_scale and straggler_factor: a million times the recorded time is already days
 
 
@@ -68,21 +69,34 @@ def check_arguments(case: str, size: str, **options: Any) -> None:
         raise WorkloadError(f"a recorded dataset's path is required (got {dataset!r})", "options.dataset")
     if not Path(dataset).exists():
         raise WorkloadError(f"{dataset}: no such file or folder", "options.dataset")
-    for name in ("device", "kill_dir"):
-        value = options.get(name)
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise WorkloadError(f"must be a name (got {value!r})"[:300], f"options.{name}")
+    device = options.get("device")
+    if device is not None and (not isinstance(device, str) or not device.strip()):
+        raise WorkloadError(f"must be a name (got {device!r})"[:300], "options.device")
     number_option(options, "time_scale", 1.0, 0.0, MAX_SCALE)
     number_option(options, "fail_fraction", 0.0, 0.0, 1.0)
     number_option(options, "straggler_fraction", 0.0, 0.0, 1.0)
     number_option(options, "straggler_factor", 10.0, 1.0, MAX_SCALE)
-    integer_option(options, "kill_after", 0, 0, 10**9)
     integer_option(options, "seed", 0, 0, SEED_MAX)
-    kill = options.get("kill_workers", [])
-    if not isinstance(kill, list) or not all(isinstance(w, str) for w in kill):
-        raise WorkloadError(f"must be a list of worker names (got {kill!r})"[:300], "options.kill_workers")
-    if kill and (not options.get("kill_dir") or options.get("kill_after", 0) < 1):
-        raise WorkloadError("needs kill_dir and kill_after >= 1", "options.kill_workers")
+    kill_plan()
+
+
+def kill_plan() -> tuple[set[str], int, Path | None]:
+    """``$LAUNCHTUNE_REHEARSAL_KILL`` read: (workers, after, folder); nothing killed where it is unset."""
+    raw = os.environ.get(KILL_ENV)
+    if not raw:
+        return set(), 0, None
+    try:
+        plan = json.loads(raw)
+        workers, after, folder = plan["workers"], plan["after"], Path(plan["dir"])
+        ok = isinstance(after, int) and after >= 1 and all(isinstance(w, str) for w in workers)
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    if not ok or not folder.is_dir():
+        raise WorkloadError(
+            f'${KILL_ENV}: expected {{"workers": [names], "after": N >= 1, "dir": an existing '
+            f"folder}}, got {raw!r}"[:300]
+        )
+    return set(workers), after, folder
 
 
 def _unit(key: Sequence[int], salt: str) -> float:
@@ -121,9 +135,6 @@ class RehearsalWorkload(Workload):
         fail_fraction: float = 0.0,
         straggler_fraction: float = 0.0,
         straggler_factor: float = 10.0,
-        kill_workers: Sequence[str] = (),
-        kill_after: int = 0,
-        kill_dir: str | None = None,
         seed: int = 0,
     ) -> None:
         from launchtune.pipeline.store.datasets import load_datasets
@@ -136,8 +147,6 @@ class RehearsalWorkload(Workload):
         ):
             if not isinstance(value, int | float) or value < 0 or (name != "time_scale" and value > 1):
                 raise WorkloadError(f"replay option {name}: must be a number in [0, 1] (got {value!r})")
-        if kill_workers and (not kill_dir or kill_after < 1):
-            raise WorkloadError("replay option kill_workers: needs kill_dir and kill_after >= 1")
         found = load_datasets(dataset)
         if device is not None:
             found = [d for d in found if d.name == device]
@@ -153,8 +162,7 @@ class RehearsalWorkload(Workload):
         self.time_scale = float(time_scale)
         self.fail_fraction, self.straggler_fraction = float(fail_fraction), float(straggler_fraction)
         self.straggler_factor = float(straggler_factor)
-        self.kill_workers, self.kill_after = set(kill_workers), int(kill_after)
-        self.kill_dir = Path(kill_dir) if kill_dir else None
+        self.kill_workers, self.kill_after, self.kill_dir = kill_plan()
         self.runs = 0
         self.slept_s = 0.0
 
@@ -216,4 +224,7 @@ def make_workload(case: str, size: str, backend: str = "numpy", **options: Any) 
         raise WorkloadError(
             "replay workload: options.dataset must name a recorded dataset (Parquet or cache)"
         )
+    unknown = [k for k in options if k not in OPTIONS]
+    if unknown:
+        raise WorkloadError(f"unknown replay option {unknown[0]!r} (known: {', '.join(OPTIONS)})")
     return RehearsalWorkload(case, size, backend, **options)

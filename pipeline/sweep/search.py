@@ -324,7 +324,7 @@ def search_class(
     journal = Journal(folder.search_journal(cls))
     on_disk = _recorded_answers(folder, cls, plan)
     entries = resumable(journal, on_disk)
-    if len(entries) != len(journal.read()):
+    if len(entries) != len(journal.read()) or journal.torn:  # a torn or foreign tail goes
         journal.rewrite(entries)
     live = ClusterAnswers(client, spec, cls, plan, out, width, journal, limit, stop)
     live.log = log

@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -174,3 +175,62 @@ def test_c_header_export_mistakes(tmp_path, write_spec):
     )
     assert "the sweep's kernel spec" in line and "no such kernel spec" in line
     assert not (tmp_path / "x.h").exists()
+
+
+def _table_with(folder: str, **best_changes) -> None:
+    """The folder's tuning table with its h100 entry's fields replaced."""
+    path = Path(folder) / "tuning_table.json"
+    table = json.loads(path.read_text())
+    table["entries"][0].update(best_changes)
+    path.write_text(json.dumps(table))
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"gpu_class": 'h100 */\n#include "/etc/passwd"\n/*'}, "entries[0].gpu_class: "),
+        ({"gpu_class": "a-4000"}, None),  # a plain name: written
+        ({"gpu_class": "A4000"}, "entries[1].gpu_class: 'a4000' and 'A4000' both become TARGET_A4000"),
+        ({"best": {"block_size_x": 10**30, "tile": 1}}, "best.block_size_x: 1e+30 does not fit a C int"),
+        ({"best": {"block_size_x": 64, "tile": 2**31}}, "best.tile: 2.15e+09 does not fit a C int"),
+        ({"best": None}, "entries[0].best: expected a configuration"),
+        ({"best": {"block_size_x": 64}}, "entries[0].best: no value for the parameter 'tile'"),
+        ({"best": {"block_size_x": 0, "tile": 1}}, "entries[0].best: thread block (0, 1, 1)"),
+        ({"best": {"block_size_x": 64, "tile": 0}}, "grid_div_x: divisor 0 for this configuration"),
+    ],
+)
+def test_c_header_export_refuses_what_is_not_a_name_or_an_int(tmp_path, write_spec, changes, why):
+    """A tuning table is data that may come from someone else: nothing of it is pasted into C unchecked."""
+    from launchtune.pipeline.commands.export import write_c_header
+
+    folder = _kernel_sweep_folder(tmp_path, write_spec())
+    _table_with(folder, **changes)
+    header = tmp_path / "x.h"
+    if why is None:
+        assert write_c_header(Path(folder), header) == 0
+        assert "defined(TARGET_A_4000)  /* a-4000 (0.0101 ms) */" in header.read_text()
+        return
+    with pytest.raises(UserError) as info:
+        write_c_header(Path(folder), header)
+    line = str(info.value)
+    assert line.startswith(f"{folder}/tuning_table.json: ") and why in line and "\n" not in line
+    assert not header.exists()
+
+
+def test_c_header_comments_hold_no_comment_end(tmp_path, write_spec):
+    """The sweep folder's name and the source's file name go into a comment: escaped, one line each."""
+    from launchtune.kernels.custom.header import comment
+    from launchtune.pipeline.commands.export import write_c_header
+
+    assert comment("a */ b\n#include <x> /* c") == "a *? b?#include <x> ?* c"
+    for text in ("**//**/", "/*/", "*/*/", "a\\\nb"):
+        assert "*/" not in comment(text) and "/*" not in comment(text) and "\n" not in comment(text)
+    folder = _kernel_sweep_folder(tmp_path, write_spec())
+    hostile = tmp_path / "s *" / "\n#include <stdio.h>\n"  # ".../s */\n#include ..."
+    hostile.parent.mkdir()
+    Path(folder).rename(hostile)
+    header = tmp_path / "x.h"
+    assert write_c_header(hostile, header) == 0
+    text = header.read_text()
+    assert "\n#include" not in text and "s *??#include <stdio.h>?." in text
+    assert text.count("*/") == text.count("/*")

@@ -3,7 +3,10 @@ and field, exit 2, before any sweep folder or cluster is made."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -12,7 +15,7 @@ from launchtune.pipeline import yamlio
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.spec import load_spec, parse_spec
 from launchtune.pipeline.yamlio import MAX_BYTES, MAX_NODES, load_yaml
-from tests.pipeline.conftest import base_spec, one_line_error, run_cli
+from tests.pipeline.conftest import REPO, base_spec, one_line_error, run_cli
 
 CFD = {"workload": "cfd", "case": "inlet", "size": "208x64", "options": {"space": "paper"}}
 
@@ -65,7 +68,7 @@ def _alias_bomb(levels: int = 9, width: int = 9) -> str:
         (_alias_bomb().encode(), f"its aliases expand to more than {MAX_NODES:,} YAML nodes"),
         (b"a: &a [1, *a]\nname: x\n", "an alias inside its own anchor"),
         (b"name: " + b"[" * 5000 + b"]" * 5000 + b"\n", "YAML nested too deeply"),
-        (b"name: x\n" + b"#" * MAX_BYTES, f"a YAML config holds at most {MAX_BYTES:,}"),
+        (b"name: x\n" + b"#" * MAX_BYTES, f"a YAML config file holds at most {MAX_BYTES:,}"),
     ],
 )
 def test_a_hostile_or_broken_yaml_file_is_refused_in_one_line_with_bounded_work(
@@ -96,6 +99,33 @@ def test_a_hostile_or_broken_yaml_file_is_refused_in_one_line_with_bounded_work(
     assert work["constructed"] == 0, work
     # the file's own nodes are at most a few thousand; the walk visits each composed node at most once
     assert work["composed"] <= 2_000 and work["walked"] <= work["composed"] + 1, work
+
+
+def test_a_spec_that_is_long_digits_a_fifo_a_loop_or_huge_is_one_line(tmp_path):
+    """An integer of 5,000 digits (past Python's limit: a ValueError traceback before), a FIFO (the open
+    blocked), a symlink loop, and a sparse 4 GB file read under a 1 GB address-space limit (read whole before
+    its size was checked): each one line naming the file."""
+    digits = tmp_path / "digits.yaml"
+    digits.write_text("name: x\nseed: " + "1" * 5000 + "\n")
+    with pytest.raises(UserError, match=re.escape(f"{digits}: Exceeds the limit (4300 digits)")):
+        load_yaml(digits)
+    os.mkfifo(tmp_path / "fifo.yaml")
+    with pytest.raises(UserError, match="fifo.yaml: a FIFO where a YAML config file belongs"):
+        load_yaml(tmp_path / "fifo.yaml")
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
+    with pytest.raises(UserError, match="loop.yaml: cannot read this YAML config file"):
+        load_yaml(tmp_path / "loop.yaml")
+    huge = tmp_path / "huge.yaml"
+    with open(huge, "wb") as f:
+        f.truncate(4 << 30)
+    code = (
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+        "from launchtune.pipeline.yamlio import load_yaml\n"
+        f"load_yaml({str(huge)!r})"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert f"UserError: {huge}: 4,294,967,296 bytes; a YAML config file holds at most" in done.stderr
+    assert "MemoryError" not in done.stderr
 
 
 def test_anchors_and_aliases_within_the_bound_still_load(tmp_path):

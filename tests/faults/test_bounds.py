@@ -232,11 +232,10 @@ def test_a_batch_that_kills_its_worker_every_time_ends_the_sweep_with_one_line(t
             {"dataset": "{cache}", "fail_fraction": 2},
             "spec.yaml: options.fail_fraction: must be a number from 0 to 1",
         ),
-        ({"dataset": "{cache}", "kill_after": "3"}, "spec.yaml: options.kill_after: must be an integer"),
-        (
-            {"dataset": "{cache}", "kill_workers": ["cpu-0"]},
-            "spec.yaml: options.kill_workers: needs kill_dir",
-        ),
+        ({"dataset": "{cache}", "seed": "3"}, "spec.yaml: options.seed: must be an integer"),
+        # the fault hook that writes a marker file is no spec option ($LAUNCHTUNE_REHEARSAL_KILL, tests only)
+        ({"dataset": "{cache}", "kill_dir": "/tmp"}, "spec.yaml: options.kill_dir: unknown replay option"),
+        ({"dataset": "{cache}", "kill_workers": ["cpu-0"]}, "options.kill_workers: unknown replay option"),
         ({"dataset": "{cache}", "colour": 1}, "spec.yaml: options.colour: unknown replay option 'colour'"),
     ],
 )

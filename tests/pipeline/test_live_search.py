@@ -22,6 +22,7 @@ from launchtune.pipeline.strategies import get_strategy
 from launchtune.pipeline.strategies.base import Session
 from launchtune.pipeline.strategies.parallel import SimulatedAnswers
 from launchtune.pipeline.strategies.replay import ReplayWorkload
+from launchtune.pipeline.sweep.rehearsal import KILL_ENV
 from tests.faults.test_interrupts import QUIET, _ends_with_one_line, _interrupt_when, _no_process_left
 from tests.pipeline.conftest import one_line_error, run_cli
 
@@ -91,12 +92,12 @@ def test_four_workers_spend_the_budget_exactly_into_search_shards(tmp_path):
     data = _recorded(tmp_path / "rec.parquet")
     # 40 ms a measurement; workers cpu-1..3 kill themselves in their second measurement, once each (cards lost
     # mid-search): each lost proposal is measured again on another worker, nothing else is lost or doubled
-    kill = {"kill_workers": ["cpu-1", "cpu-2", "cpu-3"], "kill_after": 2, "kill_dir": str(tmp_path)}
-    spec = _spec(tmp_path, data, time_scale=20.0, options=kill)
+    kill = {"workers": ["cpu-1", "cpu-2", "cpu-3"], "after": 2, "dir": str(tmp_path)}
+    spec = _spec(tmp_path, data, time_scale=20.0)
     out = tmp_path / "out"
     done = run_cli(
         "sweep", str(spec), "--strategy", "iterative", "--budget", "30", "--workers-per-class", "4",
-        "--out", str(out), cwd=tmp_path, timeout=400,
+        "--out", str(out), cwd=tmp_path, timeout=400, env={KILL_ENV: json.dumps(kill)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     rows = _rows(out)

@@ -18,7 +18,7 @@ from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.design import training_rows
 from launchtune.pipeline.store.datasets import STATUS, TIME, _one_row_per_config
 from launchtune.pipeline.store.spec import parse_spec
-from launchtune.pipeline.sweep.rehearsal import RehearsalWorkload
+from launchtune.pipeline.sweep.rehearsal import KILL_ENV, RehearsalWorkload
 from launchtune.pipeline.sweep.worker import build_workload
 from tests.pipeline.conftest import base_spec, run_cli
 
@@ -98,8 +98,8 @@ def test_replay_is_a_registered_workload_with_clear_errors(tmp_path):
         build_workload({**spec, "options": {}})
     with pytest.raises(WorkloadError, match="fail_fraction"):
         build_workload({**spec, "options": {"dataset": str(path), "fail_fraction": 2}})
-    with pytest.raises(WorkloadError, match="kill_dir"):
-        build_workload({**spec, "options": {"dataset": str(path), "kill_workers": ["cpu-0"]}})
+    with pytest.raises(WorkloadError, match="unknown replay option 'kill_dir'"):
+        build_workload({**spec, "options": {"dataset": str(path), "kill_dir": str(tmp_path)}})
     with pytest.raises(WorkloadError, match="no dataset named 'v100'"):
         build_workload({**spec, "options": {"dataset": str(path), "device": "v100"}})
 
@@ -138,17 +138,14 @@ def test_replayed_sweep_on_three_workers_keeps_every_sample_once_through_failure
     path = _recorded(tmp_path / "rec.parquet")
     kills = tmp_path / "kills"
     kills.mkdir()
-    options = {
-        "dataset": str(path),
-        "time_scale": 5.0,
-        "fail_fraction": 0.1,
-        "kill_workers": ["cpu-1"],
-        "kill_after": 6,
-        "kill_dir": str(kills),
-    }
+    options = {"dataset": str(path), "time_scale": 5.0, "fail_fraction": 0.1}
+    kill = {"workers": ["cpu-1"], "after": 6, "dir": str(kills)}  # the tests' fault hook, no spec option
     spec = write_spec(workload="replay", samples=40, batch_size=4, options=options, gpu_classes=["cpu"])
     out = tmp_path / "results" / "fake"
-    done = run_cli("sweep", str(spec), "--workers-per-class", "3", cwd=tmp_path, timeout=400)
+    done = run_cli(
+        "sweep", str(spec), "--workers-per-class", "3", cwd=tmp_path, timeout=400,
+        env={KILL_ENV: json.dumps(kill)},
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     assert (kills / "cpu-1.killed").is_file()  # the worker did die mid-sweep
     merged = pq.read_table(out / "merged").to_pandas()
@@ -240,3 +237,20 @@ def test_batch_size_auto_is_timed_on_the_planning_worker_chosen_once_and_kept(tm
     assert keep_batch_size(spec, None, False, lines.append).batch_size == "auto"
     with pytest.raises(UserError, match="batch_size"):
         parse_spec(base_spec(batch_size="big"), "s.yaml")
+
+
+def test_the_kill_hook_is_no_spec_option_but_the_tests_environment(tmp_path, monkeypatch):
+    """A spec cannot make a worker write a file where it names (the hook that kills a worker leaves a marker
+    file): only ``$LAUNCHTUNE_REHEARSAL_KILL``, which the tests and the scale benchmark set, turns it on."""
+    path = _recorded(tmp_path / "rec.parquet")
+    spec = {"workload": "replay", "case": "x", "size": "8x4", "backend": "numpy"}
+    for option in ({"kill_dir": "/tmp"}, {"kill_workers": ["cpu-0"]}, {"kill_after": 1}):
+        with pytest.raises(WorkloadError, match=f"unknown replay option '{next(iter(option))}'"):
+            build_workload({**spec, "options": {"dataset": str(path), **option}})
+    assert build_workload({**spec, "options": {"dataset": str(path)}}).kill_workers == set()
+    monkeypatch.setenv(KILL_ENV, json.dumps({"workers": ["cpu-1"], "after": 3, "dir": str(tmp_path)}))
+    workload = build_workload({**spec, "options": {"dataset": str(path)}})
+    assert (workload.kill_workers, workload.kill_after, workload.kill_dir) == ({"cpu-1"}, 3, tmp_path)
+    monkeypatch.setenv(KILL_ENV, json.dumps({"workers": ["cpu-1"], "after": 0, "dir": str(tmp_path)}))
+    with pytest.raises(WorkloadError, match=f"\\${KILL_ENV}: expected"):
+        build_workload({**spec, "options": {"dataset": str(path)}})

@@ -10,9 +10,9 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from launchtune.pipeline.results.report import _markdown, class_summary
 
 from launchtune.pipeline.learn.models import held_out_curve, loss_curve, make_mlp
+from launchtune.pipeline.results.report import _markdown, class_summary
 
 PARAMS = ["a.blocks", "a.threads"]
 

@@ -1,0 +1,112 @@
+"""The one checked reader of files a user hands the project (specs, CUDA sources, ``.npy`` fills, tuning
+tables, caches, a sweep folder's records): ``pipeline`` reads through it too (``pipeline.jsonio``).
+
+A path is refused with one line, never a hang or a machine out of memory, when it is not a regular file (a
+FIFO blocks the open until a writer comes; a device may never end), when it is larger than its reader's cap
+(checked on the open descriptor before reading, then read at most the cap, so a file that grows meanwhile
+does not slip through), or when it cannot be resolved (a symlink loop). It lives in ``kernels`` because the
+kernel spec and the runtime autotuner read files too and ``kernels`` never imports ``pipeline``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+class FileRefused(ValueError):
+    """A file that cannot be read as asked; the message is one line naming it and why."""
+
+
+def kind_of(mode: int) -> str:
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def not_regular(path: Path | str, mode: int, what: str) -> FileRefused:
+    return FileRefused(f"{path}: {kind_of(mode)} where a {what} file belongs; move it away")
+
+
+def _cannot(path: Path | str, what: str, exc: BaseException) -> FileRefused:
+    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+    return FileRefused(f"{path}: cannot read this {what} file ({why})"[:400])
+
+
+def open_regular(path: Path | str, what: str = "data", missing_ok: bool = False) -> BinaryIO | None:
+    """The regular file at ``path`` opened for reading in binary (None where there is none and
+    ``missing_ok``); the caller closes it.
+
+    Checked with ``stat`` before opening (so a device is never opened), then opened with ``O_NONBLOCK`` and
+    checked again on the open descriptor (so a FIFO swapped in between is refused, not waited on).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise FileRefused(f"{path}: no such file (the {what} to read)") from None
+    except (OSError, ValueError) as exc:  # a symlink loop (ELOOP), a NUL in the name
+        raise _cannot(path, what, exc) from None
+    if not stat.S_ISREG(mode):
+        raise not_regular(path, mode, what)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise _cannot(path, what, exc) from None
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        raise _cannot(path, what, exc) from None
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise not_regular(path, mode, what)
+    return os.fdopen(fd, "rb", closefd=True)
+
+
+def read_regular(
+    path: Path | str, what: str = "data", max_bytes: int | None = None, missing_ok: bool = False
+) -> bytes | None:
+    """The bytes of the regular file at ``path``: :func:`open_regular` (None where there is none and
+    ``missing_ok``), and refused without reading where it holds more than ``max_bytes`` (None: no cap)."""
+    file = open_regular(path, what, missing_ok)
+    if file is None:
+        return None
+    with file:
+        try:
+            if max_bytes is not None:
+                size = os.fstat(file.fileno()).st_size
+                if size > max_bytes:
+                    raise FileRefused(f"{path}: {size:,} bytes; a {what} file holds at most {max_bytes:,}")
+                data = file.read(max_bytes + 1)
+                if len(data) > max_bytes:  # it grew while we read
+                    raise FileRefused(f"{path}: over {max_bytes:,} bytes; a {what} file holds at most that")
+                return data
+            return file.read()
+        except OSError as exc:
+            raise _cannot(path, what, exc) from None
+
+
+def resolve_inside(base: Path, relative: str, what: str) -> Path:
+    """``base / relative`` with every symlink followed, refused where it lands outside ``base`` (an
+    absolute path, ``..``, a symlink out) or cannot be resolved (a loop): what a spec names stays by it."""
+    try:
+        root = Path(base).resolve()
+        path = (root / relative).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise FileRefused(f"{what}: {relative!r} is not a usable path ({exc})"[:400]) from None
+    if not path.is_relative_to(root):
+        raise FileRefused(
+            f"{what}: {relative!r} is outside the spec's folder {root} (keep it beside the spec)"
+        )
+    return path
