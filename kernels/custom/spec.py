@@ -26,6 +26,9 @@ import yaml
 from launchtune.kernels.custom.arguments import ArgumentSpec, nbytes, parse_arguments
 from launchtune.kernels.custom.errors import SpecError
 from launchtune.kernels.custom.expressions import Expression, ExpressionError, parse
+from launchtune.kernels.objective import DEFAULT as DEFAULT_OBJECTIVE
+from launchtune.kernels.objective import Objective, ObjectiveError
+from launchtune.kernels.objective import from_dict as objective_from_dict
 from launchtune.kernels.space import Constraint, Param, Space, SpaceError
 
 PROBLEM_NAMES = ("problem_size_x", "problem_size_y", "problem_size_z")
@@ -34,6 +37,12 @@ DEFAULT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
 # get_thread_block_dimensions): a script moved over launches what it launched there.
 UNTUNED_BLOCK = (256, 1, 1)
 GRID_NAMES = ("grid_size_x", "grid_size_y", "grid_size_z")
+# What a measurement gives, by name, for metrics and the objective: the median time of one launch (ms), and
+# where the device has an energy counter (kernels.energy), the energy of one launch (mJ) and the mean power
+# while launching (W).
+MEASURED_NAMES = ("time", "energy_mJ", "power_W")
+ENERGY_NAMES = ("energy_mJ", "power_W")
+MAX_METRICS = 64
 
 MAX_SPEC_BYTES = 256 * 1024
 MAX_YAML_EVENTS = 50_000
@@ -60,6 +69,8 @@ _OPTIONAL = (
     "atol",
     "rtol",
     "reference",
+    "metrics",
+    "objective",
 )
 
 
@@ -84,6 +95,40 @@ class KernelSpec:
     reference: str | None
     problem_size: tuple[int, ...] | None
     description: str = ""
+    metrics: tuple[tuple[str, Expression], ...] = ()
+    objective: Objective = DEFAULT_OBJECTIVE
+
+    @property
+    def metric_names(self) -> list[str]:
+        return [name for name, _ in self.metrics]
+
+    @property
+    def needs_energy(self) -> bool:
+        """Whether the objective reads the energy counter (then a device without one cannot tune it)."""
+        needed = {self.objective.name}
+        for name, expr in reversed(self.metrics):
+            if name in needed:
+                needed |= expr.names
+        return bool(needed & set(ENERGY_NAMES))
+
+    def evaluate(
+        self, config: Mapping[str, int], problem: tuple[int, int, int], measured: Mapping[str, float | None]
+    ) -> tuple[dict[str, float | None], float]:
+        """Each metric's value (None where it reads a quantity not measured, or cannot be computed) and
+        the objective's cost (``Objective.cost``: lower is better; NaN where it has no value)."""
+        values: dict[str, Any] = {**self.values(problem, config)}
+        values.update({k: v for k, v in measured.items() if v is not None})
+        out: dict[str, float | None] = {}
+        for name, expr in self.metrics:
+            try:
+                value = float(expr(values)) if expr.names <= set(values) else None
+            except (ExpressionError, TypeError, ValueError):
+                value = None
+            out[name] = value
+            if value is not None and math.isfinite(value):
+                values[name] = value
+        target = out.get(self.objective.name, measured.get(self.objective.name))
+        return out, self.objective.cost(target)
 
     @property
     def names(self) -> list[str]:
@@ -386,6 +431,8 @@ def load_kernel_spec(path: str | Path) -> KernelSpec:
             raise SpecError(f"{f}default.{name}: expected an integer, got {value!r}")
     default = {**first, **default_raw}
 
+    metrics, objective = _metrics_and_objective(data, names, f)
+
     spec = KernelSpec(
         path=path,
         source=source,
@@ -404,8 +451,53 @@ def load_kernel_spec(path: str | Path) -> KernelSpec:
         reference=_code_target(data.get("reference"), f"{f}reference"),
         problem_size=problem_size,
         description=str(data.get("description", "")),
+        metrics=metrics,
+        objective=objective,
     )
     return spec
+
+
+def _metrics_and_objective(
+    data: Mapping[str, Any], names: Sequence[str], f: str
+) -> tuple[tuple[tuple[str, Expression], ...], Objective]:
+    """``metrics:`` (name -> expression over the parameters, the problem size, what was measured and the
+    metrics before it, in order) and ``objective:`` ({minimize|maximize: a measured name or a metric})."""
+    raw = data.get("metrics") or {}
+    if not isinstance(raw, dict) or len(raw) > MAX_METRICS:
+        raise SpecError(
+            f"{f}metrics: expected a mapping of name to expression like {{ms_per_step: time / steps}}, "
+            f"at most {MAX_METRICS}"
+        )
+    taken = set(names) | set(PROBLEM_NAMES) | set(GRID_NAMES) | set(MEASURED_NAMES) | {"kernel_tuner"}
+    known = [*names, *PROBLEM_NAMES, *MEASURED_NAMES]
+    metrics: list[tuple[str, Expression]] = []
+    for name, text in raw.items():
+        if not isinstance(name, str) or not name.isidentifier() or name in taken:
+            raise SpecError(
+                f"{f}metrics: {name!r} is not a usable metric name (an identifier that is not a parameter, "
+                f"a problem size or one of {', '.join(MEASURED_NAMES)})"
+            )
+        try:
+            expr = parse(text, known, f"{f}metrics.{name}")
+        except ExpressionError as exc:
+            raise SpecError(
+                f"{exc} (a metric is an expression over the parameters, problem_size_x/y/z, "
+                f"{', '.join(MEASURED_NAMES)} and earlier metrics, not Python code)"
+            ) from None
+        metrics.append((name, expr))
+        taken.add(name)
+        known.append(name)
+    try:
+        objective = objective_from_dict(data.get("objective"))
+    except ObjectiveError as exc:
+        raise SpecError(f"{f}objective: {exc}") from None
+    allowed = [*MEASURED_NAMES, *(n for n, _ in metrics)]
+    if objective.name not in allowed:
+        raise SpecError(
+            f"{f}objective: {objective.name!r} is neither measured nor a metric "
+            f"(one of: {', '.join(allowed)})"
+        )
+    return tuple(metrics), objective
 
 
 def check_for_problem(

@@ -4,7 +4,13 @@ pipeline sees every workload: ``space()``, ``run()``, ``check()``, ``describe()`
 ``options`` of a sweep: ``spec`` (the kernel spec's path; a sweep resolves it relative to the sweep file),
 ``seed`` (the arguments' fill, default 0) and ``compile_workers`` (threads compiling ahead; ``auto``, the
 default, is this process's cores less one; 0 compiles each configuration when it is needed;
-``$LAUNCHTUNE_COMPILE_WORKERS`` sets it where the option is absent).
+``$LAUNCHTUNE_COMPILE_WORKERS`` sets it where the option is absent) and ``energy`` (``auto``, the default:
+measure energy and power, ``kernels.energy``, where the spec's objective or a metric reads them; ``true``:
+for every configuration; ``false``: never).
+
+What a configuration is worth is the spec's objective (``kernels.objective``): ``run`` reports the time as
+the total, and in ``extra`` the objective's cost (``objective``, lower is better), each metric (``metrics``)
+and, where measured, ``energy_mJ`` and ``power_W``.
 
 It runs CUDA only: on the numpy backend (no GPU) it refuses to be built, with one line. A ``reference``
 function in the spec answers the check instead of the default configuration, but there is nothing to tune
@@ -38,7 +44,7 @@ from launchtune.kernels.device import CLASS_SPECS
 from launchtune.kernels.space import Space
 from launchtune.kernels.workload import Check, Timing, WorkloadError
 
-OPTIONS = ("spec", "seed", "compile_workers")
+OPTIONS = ("spec", "seed", "compile_workers", "energy")
 WORKERS_ENV = "LAUNCHTUNE_COMPILE_WORKERS"
 WARMUP_LAUNCHES = 1
 # CUDA's limits on a launch's shape, the same on every card since compute capability 3.0
@@ -89,6 +95,15 @@ def _check_options(options: Mapping[str, Any]) -> None:
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
         raise WorkloadError(f"expected an integer >= 0, got {seed!r}", field="options.seed")
     _workers(options.get("compile_workers"))
+    _energy_option(options.get("energy", "auto"))
+
+
+def _energy_option(value: Any) -> str:
+    if value in ("auto", True, False):
+        return {True: "true", False: "false"}.get(value, "auto")  # type: ignore[call-overload]
+    if value in ("true", "false"):
+        return str(value)
+    raise WorkloadError(f"expected auto, true or false, got {value!r}", field="options.energy")
 
 
 def check_arguments(case: str, size: str | Sequence[int], **options: Any) -> None:
@@ -117,6 +132,7 @@ class KernelWorkload:
         spec: str | Path | None = None,
         seed: int = 0,
         compile_workers: int | str | None = None,
+        energy: bool | str = "auto",
     ):
         self.spec: KernelSpec = load_kernel_spec(_spec_path({"spec": spec}))
         self.case = case
@@ -145,6 +161,23 @@ class KernelWorkload:
         self._constants_set: set[str] = set()
         self._compile_ms = 0.0  # compile time of the configurations used since take_compile_ms
         self.build_compile_ms = 0.0
+        self.energy_reason = ""  # why energy is wanted and not measured
+        self._meter: Any = None
+        wanted = _energy_option(energy)
+        if wanted == "true" or (wanted == "auto" and self.spec.needs_energy):
+            from launchtune.kernels.energy import EnergyMeter
+
+            meter = EnergyMeter(pci_bus_id=getattr(device, "pci_bus_id", None))
+            if meter.available:
+                self._meter = meter
+            elif self.spec.needs_energy:
+                raise WorkloadError(
+                    f"{self.spec.path}: objective: {self.spec.objective.describe()} needs the energy "
+                    f"counter, and there is {meter.reason.removeprefix('no energy counter: ')}",
+                    field="options.spec",
+                )
+            else:
+                self.energy_reason = meter.reason
 
     # -- arguments ---------------------------------------------------------------------------------------
 
@@ -370,6 +403,21 @@ class KernelWorkload:
         events[-1][1].synchronize()
         times = [cp.cuda.get_elapsed_time(start, stop) for start, stop in events]
         median = float(np.median(times))
+        measured: dict[str, float | None] = {"time": median}
+        extra: dict[str, Any] = {}
+        if self._meter is not None:
+
+            def chunk(n: int) -> None:
+                for _ in range(n):
+                    self._launch(compiled, grid, block)
+                cp.cuda.Device().synchronize()
+
+            energy = self._meter.measure(chunk, median)
+            measured.update(energy_mJ=energy.energy_mJ, power_W=energy.power_W)
+            extra.update(energy_mJ=energy.energy_mJ, power_W=energy.power_W, energy_launches=energy.launches)
+        elif self.energy_reason:
+            extra["energy_reason"] = self.energy_reason
+        metrics, cost = self.spec.evaluate(config, self.problem, measured)
         return Timing(
             kernels={self.spec.kernel_name: median},
             total=median,
@@ -379,8 +427,19 @@ class KernelWorkload:
                 "grid": list(grid),
                 "block": list(block),
                 "unit": "ms per launch",
+                "objective": cost,
+                "metrics": metrics,
+                **extra,
             },
         )
+
+    def measures(self) -> list[str]:
+        """The columns a row of this workload adds to the time (``pipeline.sweep.schema``): each metric,
+        and energy and power where they are measured (or wanted)."""
+        out = [f"metric.{n}" for n in self.spec.metric_names]
+        if self._meter is not None or self.energy_reason:
+            out += ["energy_mJ", "power_W"]
+        return out
 
     def kernel_tuner_arguments(self) -> dict[str, Any]:
         """Keyword arguments of Kernel Tuner's ``tune_kernel`` that tune this kernel as this workload does:
@@ -431,6 +490,8 @@ class KernelWorkload:
             "problem_size": list(self.problem),
             "backend": self.backend.name,
             "compile_workers": self.compiler.workers,
+            "objective": self.spec.objective.as_dict(),
+            "measures": self.measures(),
         }
 
 

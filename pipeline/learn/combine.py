@@ -45,7 +45,7 @@ from launchtune.pipeline.learn.train import train_sweep
 from launchtune.pipeline.paths import check_slug
 from launchtune.pipeline.sweep.folder import PLAN_FACTS, SweepFolder, data_hash
 from launchtune.pipeline.sweep.ownership import claim
-from launchtune.pipeline.sweep.schema import shard_schema
+from launchtune.pipeline.sweep.schema import plan_schema
 from launchtune.pipeline.sweep.shards import load_merged, write_merged
 from launchtune.pipeline.sweep.spec import SweepSpec, TrainSpec
 
@@ -302,7 +302,7 @@ def combine(out: Path, paths: Sequence[Path], log: Log = logger.info, train: boo
             for p in params:
                 values[p].update(c.params[p])
         plan["values"] = {p: sorted(int(v) for v in values[p]) for p in params}
-    schema = shard_schema(plan["params"], plan["kernels"])
+    schema = plan_schema(plan, search=False)
     classes = sorted([c for s in sources for c in s.classes] + [c.gpu_class for c in caches])
     notes: list[str] = _cache_notes(sources, caches)
     tables, records, validation = [], [], {}

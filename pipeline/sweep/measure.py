@@ -19,7 +19,7 @@ from launchtune.pipeline.cluster.waits import ClusterFailure, timed_out, wait_li
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.sweep.batching import measure_order
 from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.schema import shard_schema
+from launchtune.pipeline.sweep.schema import plan_schema
 from launchtune.pipeline.sweep.shards import Planned, pending_batches
 from launchtune.pipeline.sweep.spec import SweepSpec
 from launchtune.pipeline.sweep.worker import measure_batch, warm_task
@@ -193,7 +193,7 @@ def measure_batches(
     for cls, plan in plans.items():
         ordered = measure_order(plan["configs"], spec.batch_size)
         rank = {batch: r for r, (batch, _) in enumerate(ordered)}
-        schema = shard_schema(plan["params"], plan["kernels"])
+        schema = plan_schema(plan, search=False)
         planned = Planned(list(plan["params"]), spec.seed)
         todo, finished = pending_batches(out, cls, ordered, schema, log, planned)
         skipped += finished
