@@ -20,6 +20,7 @@ on a CPU, so it does not make the workload run there.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 from collections.abc import Mapping, Sequence
 from functools import reduce
@@ -35,6 +36,7 @@ from launchtune.kernels.custom.compile import (
     Compiler,
     cache_key,
     default_workers,
+    header_digest,
     source_with_defines,
 )
 from launchtune.kernels.custom.errors import SpecError
@@ -47,6 +49,7 @@ from launchtune.kernels.workload import Check, Timing, WorkloadError
 OPTIONS = ("spec", "seed", "compile_workers", "energy")
 WORKERS_ENV = "LAUNCHTUNE_COMPILE_WORKERS"
 WARMUP_LAUNCHES = 1
+REFERENCES_KEPT = 4  # answers of a reference that takes the configuration, kept on the device
 # CUDA's limits on a launch's shape, the same on every card since compute capability 3.0
 MAX_BLOCK = (1024, 1024, 64)
 MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -152,12 +155,16 @@ class KernelWorkload:
         attrs = device.attributes
         # static shared memory (what __shared__ arrays declare) is bounded by the plain per-block limit
         self.max_shared = int(attrs.get("MaxSharedMemoryPerBlock", 49152))
+        # static and dynamic shared memory together may reach the opt-in limit (the kernel asks for it)
+        self.max_shared_optin = int(attrs.get("MaxSharedMemoryPerBlockOptin", self.max_shared))
+        self._headers = header_digest(self.spec)  # an edited header is another module
         check_for_problem(self.spec, self.problem, float(device.mem_info[1]))
         self._space = self.spec.space(self.problem)
         self._host, self._args, self._constants, self._outputs = self._make_arguments()
         self._initial = {i: cp.asarray(self._host[i]) for i in self._outputs}
         self.compiler = Compiler(self._build, _workers(compile_workers), self._use_device)
         self._reference: dict[int, Any] | None = None
+        self._references: dict[tuple, dict[int, Any]] = {}  # the reference function's answers, recent last
         self._constants_set: set[str] = set()
         self._compile_ms = 0.0  # compile time of the configurations used since take_compile_ms
         self.build_compile_ms = 0.0
@@ -217,19 +224,21 @@ class KernelWorkload:
     def _use_device(self) -> None:
         self.cp.cuda.Device(self.device_id).use()  # a pool thread compiles and loads on this workload's GPU
 
-    def _build(self, source: str) -> tuple[Any, Any]:
-        module = self.cp.RawModule(
-            code=source, options=self.spec.compiler_options, name_expressions=[self.spec.kernel_name]
-        )
-        function = module.get_function(self.spec.kernel_name)
+    def _build(self, source: tuple[str, str]) -> tuple[Any, Any]:
+        code, name = source
+        module = self.cp.RawModule(code=code, options=self.spec.compiler_options, name_expressions=[name])
+        function = module.get_function(name)
         function.max_threads_per_block  # noqa: B018  (loads the module here, on the compiling thread)
         return module, function
 
-    def _source(self, config: Mapping[str, int]) -> tuple[str, str]:
+    def _source(self, config: Mapping[str, int]) -> tuple[str, tuple[str, str]]:
+        """The compile-cache key of ``config`` and what is compiled: the source text handed to the
+        compiler and the kernel's name expression."""
         defines = self.spec.defines(config, self.problem)
-        return cache_key(self.spec.code, defines, self.spec.compiler_options), source_with_defines(
-            self.spec.code, defines
-        )
+        name = self.spec.name_expression(config)
+        options = [*self.spec.compiler_options, name]
+        key = cache_key(self.spec.code, defines, options, self._headers)
+        return key, (source_with_defines(self.spec.code, defines, self._headers), name)
 
     def compile_ahead(self, configs: Sequence[Mapping[str, int]]) -> int:
         """Queue ``configs`` (a batch about to be measured) on the compile pool; how many were new."""
@@ -294,14 +303,41 @@ class KernelWorkload:
         if any(g > m for g, m in zip(grid, MAX_GRID, strict=True)) or min(grid) < 1:
             problems.append(f"grid {grid} outside CUDA's limits {MAX_GRID}")
         shared = int(compiled.function.shared_size_bytes)
-        if shared > self.max_shared:
+        try:
+            dynamic = self.spec.shared_bytes(config, self.problem)
+        except ExpressionError as exc:
+            return problems + [str(exc)]
+        if dynamic < 0:
+            problems.append(f"shared_memory: {dynamic} bytes for this configuration (must be >= 0)")
+        elif dynamic and shared + dynamic > self.max_shared_optin:
+            problems.append(
+                f"{shared:,} bytes of static and {dynamic:,} of dynamic shared memory over the device's "
+                f"{self.max_shared_optin:,} per block"
+            )
+        elif not dynamic and shared > self.max_shared:
             problems.append(
                 f"{shared:,} bytes of shared memory over the device's {self.max_shared:,} per block"
             )
         return problems
 
-    def _launch(self, compiled: Compiled, grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
-        compiled.function(grid, block, tuple(self._args))
+    def _launch(
+        self, compiled: Compiled, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int = 0
+    ) -> None:
+        if shared:
+            compiled.function(grid, block, tuple(self._args), shared_mem=shared)
+        else:
+            compiled.function(grid, block, tuple(self._args))
+
+    def _shared(self, config: Mapping[str, int], compiled: Compiled) -> int:
+        """The dynamic shared memory of ``config``'s launch; past the plain per-block limit, the kernel
+        opts in to it first (as CUDA requires; ``_problems`` bounded it by the opt-in limit)."""
+        dynamic = self.spec.shared_bytes(config, self.problem)
+        function = compiled.function
+        if dynamic + int(function.shared_size_bytes) > self.max_shared and (
+            int(getattr(function, "max_dynamic_shared_size_bytes", 0)) < dynamic
+        ):
+            function.max_dynamic_shared_size_bytes = dynamic
+        return dynamic
 
     def _reset_outputs(self) -> None:
         for i, initial in self._initial.items():
@@ -310,24 +346,48 @@ class KernelWorkload:
     def _outputs_after_one_launch(self, config: Mapping[str, int], compiled: Compiled) -> dict[int, Any]:
         self._reset_outputs()
         grid, block = self.geometry(config)
-        self._launch(compiled, grid, block)
+        self._launch(compiled, grid, block, self._shared(config, compiled))
         self.cp.cuda.Device().synchronize()
         return {i: self._args[i].copy() for i in self._outputs}
 
-    def reference_outputs(self) -> dict[int, Any]:
-        """What every configuration must compute: the spec's ``reference`` function's answer, else the
-        default configuration's outputs (computed once)."""
-        if self._reference is not None:
-            return self._reference
+    def _reference_function(self) -> tuple[Any, bool]:
+        """The spec's ``reference`` function and whether it takes the configuration (a third parameter:
+        where the answer depends on a parameter, such as the steps one launch of a stencil advances)."""
+        function = _import(self.spec.reference or "", f"{self.spec.path}: reference")
+        try:
+            takes = len(inspect.signature(function).parameters) >= 3
+        except (TypeError, ValueError):
+            takes = False
+        return function, takes
+
+    @property
+    def reference_per_config(self) -> bool:
+        return bool(self.spec.reference) and self._reference_function()[1]
+
+    def reference_outputs(self, config: Mapping[str, int] | None = None) -> dict[int, Any]:
+        """What every configuration must compute: the spec's ``reference`` function's answer (for
+        ``config`` where the function takes one; the last few kept), else the default configuration's
+        outputs (computed once)."""
         if self.spec.reference:
-            answer = _import(self.spec.reference, f"{self.spec.path}: reference")(
-                list(self._host), self.problem
-            )
-            self._reference = {
+            function, per_config = self._reference_function()
+            key = tuple(sorted((config or self._space.default).items())) if per_config else ()
+            if key in self._references:
+                return self._references[key]
+            args = [list(self._host), self.problem]
+            if per_config:
+                args.append(self.spec.actual(dict(config or self._space.default)))
+            answer = function(*args)
+            outputs = {
                 i: self.cp.asarray(answer[i])
                 for i in self._outputs
                 if i < len(answer) and answer[i] is not None
             }
+            if len(self._references) >= REFERENCES_KEPT:
+                self._references.pop(next(iter(self._references)))
+            self._references[key] = outputs
+            self._reference = outputs
+            return outputs
+        if self._reference is not None:
             return self._reference
         default = self._space.default
         compiled = self.compiled(default, count=False)
@@ -339,6 +399,24 @@ class KernelWorkload:
         self._reference = self._outputs_after_one_launch(default, compiled)
         return self._reference
 
+    def check_default(self) -> None:
+        """The default configuration compiles, fits the device and launches, else ``SpecError``: one line
+        naming the spec and the compiler's first error (or the launch's), for a sweep to stop at before any
+        worker measures: every configuration of a spec whose default cannot compile (a missing header, a
+        typo) would fail alike, and a folder of failed rows answers nothing."""
+        default = self._space.default
+        compiled = self.compiled(default, count=False)
+        problems = self._problems(default, compiled)
+        if not problems:
+            try:
+                self._outputs_after_one_launch(default, compiled)
+            except Exception as exc:  # noqa: BLE001  (CuPy's launch errors have several types)
+                problems = [f"launch failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"]
+        if problems:
+            raise SpecError(
+                f"{self.spec.path}: the default configuration {default} cannot run: {problems[0]}"
+            )
+
     # -- the workload interface --------------------------------------------------------------------------
 
     def space(self) -> Space:
@@ -348,7 +426,7 @@ class KernelWorkload:
         """The configuration compiles, fits the compiled kernel's and the device's limits, and computes the
         reference's outputs within ``atol + rtol * |reference|`` everywhere (the worst difference named)."""
         config = self._space.validate(config)
-        want = self.reference_outputs()
+        want = self.reference_outputs(config)
         try:
             self.geometry(config)
         except ExpressionError as exc:  # a grid divisor that is not a positive whole number here
@@ -392,13 +470,14 @@ class KernelWorkload:
         if problems:
             raise WorkloadError("; ".join(problems), field="config")
         grid, block = self.geometry(config)
+        shared = self._shared(config, compiled)
         cp = self.cp
         for _ in range(WARMUP_LAUNCHES):
-            self._launch(compiled, grid, block)
+            self._launch(compiled, grid, block, shared)
         events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(repeats)]
         for start, stop in events:
             start.record()
-            self._launch(compiled, grid, block)
+            self._launch(compiled, grid, block, shared)
             stop.record()
         events[-1][1].synchronize()
         times = [cp.cuda.get_elapsed_time(start, stop) for start, stop in events]
@@ -409,7 +488,7 @@ class KernelWorkload:
 
             def chunk(n: int) -> None:
                 for _ in range(n):
-                    self._launch(compiled, grid, block)
+                    self._launch(compiled, grid, block, shared)
                 cp.cuda.Device().synchronize()
 
             energy = self._meter.measure(chunk, median)
@@ -419,7 +498,7 @@ class KernelWorkload:
             extra["energy_reason"] = self.energy_reason
         metrics, cost = self.spec.evaluate(config, self.problem, measured)
         return Timing(
-            kernels={self.spec.kernel_name: median},
+            kernels={self.spec.kernel_base: median},
             total=median,
             repeats=repeats,
             extra={
@@ -448,11 +527,18 @@ class KernelWorkload:
         compiler options, and the outputs every configuration must compute (``answer``, with ``atol``: the
         spec's ``reference`` or the default configuration's outputs). The restrictions are this workload's
         ``space()`` (the caller states them in Kernel Tuner's terms)."""
-        expected = self.reference_outputs()
+        per_config = self.reference_per_config
+        expected = {} if per_config else self.reference_outputs()
+
+        def config_of(params: Mapping[str, Any]) -> dict[str, int]:  # Kernel Tuner's values -> the space's
+            return {n: self.spec.index_of(n, params[n]) for n in self.spec.names}
+
+        def shared_size(params: Mapping[str, Any]) -> int:
+            return self.spec.shared_bytes(config_of(params), self.problem)
 
         def divisor(dim: int) -> Any:
             def div(params: Mapping[str, Any]) -> int:  # the divisor of KernelSpec.grid
-                config = {n: int(params[n]) for n in self.spec.names}
+                config = config_of(params)
                 divs = self.spec.grid_div[dim]
                 if divs is None:
                     return int(config.get(self.spec.block_size_names[dim], 1))
@@ -469,14 +555,21 @@ class KernelWorkload:
             "problem_size": tuple(self.problem),
             "arguments": list(self._host),
             "cmem_args": {k: v.get() for k, v in self._constants.items()} or None,
-            "tune_params": {p.name: [int(v) for v in p.values] for p in self.spec.params},
+            "tune_params": {
+                p.name: list(self.spec.labels.get(p.name, [int(v) for v in p.values]))
+                for p in self.spec.params
+            },
             "grid_div_x": divisor(0),
             "grid_div_y": divisor(1),
             "grid_div_z": divisor(2),
             "block_size_names": list(self.spec.block_size_names),
             "compiler_options": list(self.spec.compiler_options),
-            "answer": [expected[i].get() if i in expected else None for i in range(len(self._host))],
+            # a reference that depends on the configuration has no one answer: Kernel Tuner checks nothing
+            "answer": None
+            if per_config
+            else [expected[i].get() if i in expected else None for i in range(len(self._host))],
             "atol": self.spec.atol,
+            **({"smem_args": {"size": shared_size}} if self.spec.shared_memory is not None else {}),
             "lang": "cupy",
         }
 
@@ -484,7 +577,7 @@ class KernelWorkload:
         return {
             "workload": self.name,
             "case": self.case,
-            "kernels": [self.spec.kernel_name],
+            "kernels": [self.spec.kernel_base],
             "spec": str(self.spec.path),
             "source": str(self.spec.source),
             "problem_size": list(self.problem),

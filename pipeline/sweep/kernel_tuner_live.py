@@ -66,8 +66,8 @@ def kernel_tuner_task(
     space = workload.space()
     names = space.names
 
-    def in_space(*values: int) -> bool:
-        return space.is_valid(dict(zip(names, values, strict=True)))
+    def in_space(*values: Any) -> bool:  # Kernel Tuner's values (a float or text, not its index)
+        return space.is_valid({n: workload.spec.index_of(n, v) for n, v in zip(names, values, strict=True)})
 
     cache = Path(cache_path)
     assert_inside(Path(sweep_dir), cache)
@@ -92,7 +92,7 @@ def kernel_tuner_task(
     seconds = time.perf_counter() - t0
     order, seen = [], set()
     for r in results:
-        config = {n: int(r[n]) for n in names}
+        config = {n: workload.spec.index_of(n, r[n]) for n in names}
         key = tuple(config.values())
         if key in seen:
             continue
