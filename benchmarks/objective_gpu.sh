@@ -6,7 +6,7 @@
 # fastest one-step configurations; (2) energy: the convolution example under minimize time and minimize
 # energy_mJ (benchmarks/energy_convolution.py). Run from the repository root with the wheels installed and
 # PYTHONPATH set (benchmarks/gpu_setup.sh). Everything lands in $OUT.
-#   SEEDS (0,1,2) BUDGET (100) SEARCH_S (300: no search starts after this) ROUNDS (11)
+#   SEEDS (0,1,2) BUDGET (100) SEARCH_S (220: no search starts after this) ROUNDS (11)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 source benchmarks/gpu_setup.sh
@@ -19,13 +19,13 @@ echo "gpu tests rc=$?" >> "$OUT/run.log"
 python3 -m benchmarks.heat_one_step --out /tmp/heat >> "$OUT/run.log" 2>&1
 cp /tmp/heat/one_step.json "$OUT/" 2>/dev/null
 DIR=/tmp/live_search_heat; rm -rf "$DIR"
-timeout 420 python3 -m benchmarks.live_search --spec cluster_configs/sweeps/kernel_heat.yaml \
+timeout 330 python3 -m benchmarks.live_search --spec cluster_configs/sweeps/kernel_heat.yaml \
   --reference-configs /tmp/heat/one_step.json --top-rows 3 \
   --strategies evolve,kt:genetic_algorithm,kt:random_sample --budgets "${BUDGET:-100}" \
-  --seeds "${SEEDS:-0,1,2}" --max-seconds "${SEARCH_S:-300}" --rounds "${ROUNDS:-11}" --out "$DIR" \
+  --seeds "${SEEDS:-0,1,2}" --max-seconds "${SEARCH_S:-220}" --rounds "${ROUNDS:-11}" --out "$DIR" \
   >> "$OUT/run.log" 2>&1
 echo "live search rc=$? $(date -u +%H:%M:%S)" >> "$OUT/run.log"
 cp "$DIR"/summary.md "$DIR"/remeasure.json "$DIR"/searches.jsonl "$OUT"/ 2>/dev/null
-timeout 120 python3 -m benchmarks.energy_convolution --out "$OUT" >> "$OUT/run.log" 2>&1
+timeout 80 python3 -m benchmarks.energy_convolution --out "$OUT" --samples 32 --rounds 7 >> "$OUT/run.log" 2>&1
 echo "energy rc=$? $(date -u +%H:%M:%S)" >> "$OUT/run.log"
 tail -40 "$OUT/run.log"
