@@ -22,7 +22,7 @@ class Pick:
 
     gpu_class: str
     config: Mapping[str, int]
-    ms: float | None = None
+    ms: float | None = None  # the objective's cost (time in ms where the spec states no objective)
 
 
 def target_macro(gpu_class: str) -> str:
@@ -51,8 +51,13 @@ def render_header(
         "#pragma once",
         "#ifndef kernel_tuner /* only when not tuning */",
     ]
+    objective = spec.objective
+    if not objective.is_time:
+        lines.insert(3, f"   Ranked by the kernel spec's objective: {objective.describe()}.")
     for i, pick in enumerate(sorted(picks, key=lambda p: p.gpu_class)):
-        measured = f" ({pick.ms:.4g} ms)" if pick.ms is not None else ""
+        value = objective.value(pick.ms) if pick.ms is not None else None
+        unit = "ms" if objective.is_time else objective.name
+        measured = f" ({value:.4g} {unit})" if value is not None else ""
         keyword = "#if" if i == 0 else "#elif"
         lines.append(f"{keyword} defined({target_macro(pick.gpu_class)})  /* {pick.gpu_class}{measured} */")
         lines += _block(spec, problem, pick.config)

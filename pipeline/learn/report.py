@@ -24,7 +24,7 @@ from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.crossclass import markdown as cross_class_markdown
 from launchtune.pipeline.results import Sweep, figures, predictions, search_traces, time_label
 from launchtune.pipeline.sweep.folder import SweepFolder, ok_rows, rows_by_class
-from launchtune.pipeline.sweep.schema import kernel_column, kernel_params
+from launchtune.pipeline.sweep.schema import cost_column, kernel_column, kernel_params
 from launchtune.pipeline.sweep.shards import load_merged
 
 logger = logging.getLogger(__name__)
@@ -58,11 +58,22 @@ def remeasure_line(
     """One console line for a class's re-measurement, times rounded to what the timer resolves."""
 
     def ms(m: dict[str, Any]) -> str:
-        return f"{m['total_ms']:.4g} ms" if m.get("total_ms") is not None else m["status"]
+        return (
+            f"{_cost(m):.4g}" + (" ms" if "objective" not in m else "")
+            if _cost(m) is not None
+            else m["status"]
+        )
 
     same = top.get("config") == default.get("config")
     what = "best (a row the sweep recorded)" if top.get("recorded") else "predicted best"
     return f"{what} {ms(top)}, default {ms(default)}; {speedup_text(comparison, backend, same)}"
+
+
+def _cost(m: dict[str, Any]) -> float | None:
+    """A re-measured configuration's cost: its objective's (``kernels.objective``; lower is better), its
+    time where the workload states none (and in records written before objectives)."""
+    value = m.get("objective", m.get("total_ms"))
+    return None if value is None else float(value)
 
 
 def _config(row: pd.Series, params: list[str]) -> dict[str, int]:
@@ -137,6 +148,7 @@ def class_summary(
     rows = frame[frame["gpu_class"] == cls]
     ok = ok_rows(frame, cls) if ok is None else ok
     counts = rows["status"].value_counts()
+    objective = dict(plan.get("objective") or {"minimize": "time"})
     params = plan["params"]
     out: dict[str, Any] = {
         "samples": int(len(rows)),
@@ -146,6 +158,7 @@ def class_summary(
         "device_name": str(rows["device_name"].iloc[0]) if len(rows) else None,
         "device_class": sorted(rows["device_class"].unique().tolist()),
         "backend": _backend(rows),
+        "objective": objective,
     }
     group = metrics.get("groups", {}).get(cls, {})
     models = group.get("models", {})
@@ -156,8 +169,9 @@ def class_summary(
     }
     out["search_model"] = group.get("search_model")
     if len(ok):
-        best = ok.loc[ok["total_ms"].idxmin()]
-        out["best_sampled_ms"] = float(best["total_ms"])
+        cost = cost_column(list(ok.columns))  # the objective's cost, lower is better (time by default)
+        best = ok.loc[ok[cost].idxmin()]
+        out["best_sampled_ms"] = float(best[cost])
         out["best_sampled_config"] = _config(best, params)
     else:
         out["best_sampled_ms"], out["best_sampled_config"] = None, None
@@ -167,13 +181,13 @@ def class_summary(
         default = v["default"]
         out["predicted_best_config"] = top["config"]
         out["predicted_best_predicted_ms"] = top["predicted_ms"]
-        out["predicted_best_measured_ms"] = top.get("total_ms") if top["status"] == "ok" else None
+        out["predicted_best_measured_ms"] = _cost(top) if top["status"] == "ok" else None
         out["predicted_best_status"] = top["status"]
         out["predicted_best_skipped"] = _skipped(v)
         out["default_config"] = default["config"]
-        out["default_measured_ms"] = default.get("total_ms") if default["status"] == "ok" else None
+        out["default_measured_ms"] = _cost(default) if default["status"] == "ok" else None
         measured = [c for c in v["candidates"] if c["status"] == "ok"]
-        out["best_remeasured_ms"] = min((c["total_ms"] for c in measured), default=None)
+        out["best_remeasured_ms"] = min((_cost(c) for c in measured), default=None)
         a, b = out["default_measured_ms"], out["predicted_best_measured_ms"]
         out["speedup_over_default"] = a / b if a and b else None
         out["remeasure_repeats"] = v.get("repeats")
@@ -215,17 +229,18 @@ def tuning_entry(
     if v:
         for c in v["candidates"]:
             if c["status"] == "ok":
-                candidates.append({"config": c["config"], "ms": c["total_ms"], "source": "remeasured"})
+                candidates.append({"config": c["config"], "ms": _cost(c), "source": "remeasured"})
     ok = ok_rows(frame, cls) if ok is None else ok
-    for _, row in ok.nsmallest(TOP_CANDIDATES, "total_ms").iterrows():
-        candidates.append({"config": _config(row, params), "ms": float(row["total_ms"]), "source": "sampled"})
+    cost = cost_column(list(ok.columns))
+    for _, row in ok.nsmallest(TOP_CANDIDATES, cost).iterrows():
+        candidates.append({"config": _config(row, params), "ms": float(row[cost]), "source": "sampled"})
     seen, unique = set(), []
     for c in sorted(candidates, key=lambda c: c["ms"]):
         key = tuple(sorted(c["config"].items()))
         if key not in seen:
             seen.add(key)
             unique.append(c)
-    default_ms = v["default"].get("total_ms") if v and v["default"]["status"] == "ok" else None
+    default_ms = _cost(v["default"]) if v and v["default"]["status"] == "ok" else None
     # Each kernel's (blocks, threads) ranked by its own measured time: the median over the rows sharing them,
     # from the per-kernel grids where the spec asked for them, else from the random samples (each kernel is
     # timed in every sample, so 8,000 samples give ~70 timings per pair of a 120-pair grid).
@@ -260,6 +275,8 @@ def tuning_entry(
         "default_ms": default_ms,
         "candidates": unique[:TOP_CANDIDATES],
         "per_kernel": per_kernel,
+        # what "ms" above is: the objective's cost (lower is better; time where none is stated)
+        "objective": dict(plan.get("objective") or {"minimize": "time"}),
     }
 
 
@@ -350,6 +367,17 @@ def _markdown(report: dict[str, Any]) -> str:
         lines += [
             f"The last measuring run measured {t['rows']} in {t['seconds']:.1f} s on {t['workers']} "
             f"worker(s): {t['samples_per_minute']:.1f} samples per minute.",
+            "",
+        ]
+    stated = {
+        " ".join(f"{k} {v}" for k, v in (c.get("objective") or {}).items())
+        for c in report["classes"].values()
+    } - {"minimize time", ""}
+    if stated:
+        lines += [
+            f"Objective: {', '.join(sorted(stated))} (the kernel spec's). Every configuration is ranked by "
+            "it, and the 'ms' columns below hold its value (a maximised quantity: its reciprocal, so "
+            "lower is better throughout).",
             "",
         ]
     lines += [

@@ -37,7 +37,7 @@ from launchtune.pipeline.learn.design import (
 from launchtune.pipeline.learn.models import AdditiveKernelModel, loss_curve, one_thread, save_model
 from launchtune.pipeline.learn.parallel import run_fits
 from launchtune.pipeline.sweep.folder import SweepFolder, data_hash, ok_rows, rows_by_class
-from launchtune.pipeline.sweep.schema import kernel_column, kernel_params
+from launchtune.pipeline.sweep.schema import cost_column, kernel_column, kernel_params
 from launchtune.pipeline.sweep.shards import load_merged
 from launchtune.pipeline.sweep.spec import SweepSpec
 
@@ -67,7 +67,8 @@ def fit_models(
 ) -> dict[str, Any]:
     """Fit every model on one split of ``rows``; returns {name: (model, metrics)}."""
     features = features or features_for(plan, combined)
-    X, y = design(rows, features), rows["total_ms"].to_numpy(float)
+    # the objective's cost where the rows have one (lower is better; time by default): what is fitted
+    X, y = design(rows, features), rows[cost_column(list(rows.columns))].to_numpy(float)
     tr, te = group_split(rows, spec.test_fraction, spec.seed)
     out = {}
     for name, make in model_makers(spec, len(tr), combined, features, plan.get("inactive", ())).items():
