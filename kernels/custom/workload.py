@@ -180,7 +180,7 @@ class KernelWorkload:
             elif self.spec.needs_energy:
                 raise WorkloadError(
                     f"{self.spec.path}: objective: {self.spec.objective.describe()} needs the energy "
-                    f"counter, and there is {meter.reason.removeprefix('no energy counter: ')}",
+                    f"counter, and this machine has none ({meter.reason})",
                     field="options.spec",
                 )
             else:

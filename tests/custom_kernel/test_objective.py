@@ -176,3 +176,37 @@ def test_a_maximised_metric_without_a_value_is_a_failed_row(make, tmp_path):
         worker._CACHE.clear()
     assert m["status"] == "failed" and "maximize rate: no value" in m["reason"]
     assert good["status"] == "ok" and good["objective"] == 1.0
+
+
+def test_without_an_energy_counter_time_still_works_and_the_rows_say_why(make, tmp_path, monkeypatch):
+    import sys
+
+    from launchtune.pipeline.sweep import worker
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no NVML here, whatever the machine has
+    w = workload_module.make_workload("scale", None, "cupy", spec=str(make().spec.path), compile_workers=0,
+                                      energy="true")  # fmt: skip
+    assert w.measures() == ["energy_mJ", "power_W"]
+    spec = _worker_spec(w, tmp_path)
+    try:
+        m = worker.measure_one(spec, {"block_size_x": 32, "tile": 2}, 3, False)
+    finally:
+        worker._CACHE.clear()
+    assert m["status"] == "ok" and m["total_ms"] == 0.25
+    assert m["reason"].startswith("no energy counter: NVML is not available") and "\n" not in m["reason"]
+    assert "energy_mJ" not in m["measures"]
+
+
+def test_an_energy_objective_without_a_counter_is_one_line(make, monkeypatch):
+    import sys
+
+    from launchtune.kernels.workload import WorkloadError
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    with pytest.raises(WorkloadError) as info:
+        make(objective={"minimize": "energy_mJ"})
+    line = str(info.value)
+    assert (
+        "objective: minimize energy_mJ needs the energy counter, and there is NVML is not available" in line
+    )
+    assert "\n" not in line
