@@ -16,16 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-
-def pareto_front(points: list[tuple[float, float]]) -> list[int]:
-    """Indices of the points no other point beats on both coordinates (lower is better), by the first."""
-    order = sorted(range(len(points)), key=lambda i: points[i])
-    front, best = [], float("inf")
-    for i in order:
-        if points[i][1] < best:
-            front.append(i)
-            best = points[i][1]
-    return front
+from launchtune.pipeline.results.energy import pareto_front  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     d = json.loads(args.data.read_text())
     rows = [r for r in d["rows"] if r.get("energy_mJ") is not None]
     points = [(r["time_ms"], r["energy_mJ"]) for r in rows]
-    front = pareto_front(points)
+    front = pareto_front([t for t, _ in points], [e for _, e in points])
     fig, ax = plt.subplots(figsize=(6.4, 4.4), dpi=120)
     ax.scatter(*zip(*points, strict=True), s=14, color="0.6", label=f"configurations ({len(rows)})")
     fx, fy = zip(*(points[i] for i in front), strict=True)

@@ -23,6 +23,7 @@ from launchtune.kernels.compare import Comparison
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.crossclass import markdown as cross_class_markdown
 from launchtune.pipeline.results import Sweep, figures, predictions, search_traces, time_label
+from launchtune.pipeline.results.energy import energy_rows, energy_summary, pareto_front
 from launchtune.pipeline.sweep.folder import SweepFolder, ok_rows, rows_by_class
 from launchtune.pipeline.sweep.schema import cost_column, kernel_column, kernel_params
 from launchtune.pipeline.sweep.shards import load_merged
@@ -160,6 +161,9 @@ def class_summary(
         "backend": _backend(rows),
         "objective": objective,
     }
+    energy = energy_summary(energy_rows(frame, cls), params)
+    if energy is not None:
+        out["energy"] = energy
     group = metrics.get("groups", {}).get(cls, {})
     models = group.get("models", {})
     mlp = models.get("mlp", {})
@@ -321,6 +325,14 @@ def _figures(
             fig.savefig(folder.figure_path(name), dpi=110)
             plt.close(fig)
             made.append(name)
+    measured = {str(c): energy_rows(frame, str(c)) for c in sorted(frame["gpu_class"].unique())}
+    measured = {c: rows for c, rows in measured.items() if len(rows)}
+    if measured:  # rows measured for energy too: the time-energy front per class
+        fronts = {c: pareto_front(r["total_ms"], r["energy_mJ"]) for c, r in measured.items()}
+        fig = figures.energy_front(measured, fronts, "time and energy per launch")
+        fig.savefig(folder.figure_path("energy_front.png"), dpi=110)
+        plt.close(fig)
+        made.append("energy_front.png")
     traces = search_traces(sweep_dir, frame)
     if traces:
         strategy = spec.search.strategy if spec.search else "search"
@@ -440,6 +452,21 @@ def _markdown(report: dict[str, Any]) -> str:
             "(its own model's pick), from: "
             + ", ".join(f"{', '.join(s['classes'])} `{s['path']}`" for s in report["combined_from"])
             + ".",
+        ]
+    for cls, c in report["classes"].items():
+        e = c.get("energy")
+        if not e:
+            continue
+
+        def said(p: dict[str, Any]) -> str:
+            cfg = ", ".join(f"{k}={v}" for k, v in p["config"].items())
+            return f"{p['time_ms']:.4g} ms, {p['energy_mJ']:.4g} mJ ({cfg})"
+
+        lines += [
+            "",
+            f"**{cls}** time and energy per launch ({e['rows']} configurations measured for both; "
+            f"figures/energy_front.png): the pick under minimize time {said(e['time_pick'])}; under "
+            f"minimize energy_mJ {said(e['energy_pick'])}; {len(e['front'])} on the Pareto front.",
         ]
     lines += report.get("cross_class_md", [])
     if report.get("performance_report"):
