@@ -55,7 +55,9 @@ class EnergyMeter:
         self._nvml: Any = None
         try:
             if nvml is None:
-                import pynvml as nvml  # nvidia-ml-py
+                import pynvml  # nvidia-ml-py
+
+                nvml = pynvml
             nvml.nvmlInit()
         except Exception as exc:  # noqa: BLE001  (no library, no driver: both mean no counter)
             self.reason = f"no energy counter: NVML is not available ({type(exc).__name__}: {exc})"

@@ -244,7 +244,7 @@ def _build(node: ast.AST, known: frozenset[str], used: set[str], text: str, wher
         return any_of
     if isinstance(node, ast.Compare):
         first = sub(node.left)
-        ops = []
+        ops: list[tuple[Any, Evaluator]] = []
         for op_node, right_node in zip(node.ops, node.comparators, strict=True):
             if isinstance(op_node, ast.In | ast.NotIn):
                 # Kernel Tuner's restrictions say ``block_size_x in [128, 256]``: membership of a list or
@@ -254,7 +254,10 @@ def _build(node: ast.AST, known: frozenset[str], used: set[str], text: str, wher
                 items = [sub(e) for e in right_node.elts]
                 negate = isinstance(op_node, ast.NotIn)
 
-                ops.append((("in", negate), lambda v, items=items: [i(v) for i in items]))
+                def members(v: Mapping[str, Number], items: list[Evaluator] = items) -> list[Any]:
+                    return [i(v) for i in items]
+
+                ops.append((("in", negate), members))
                 continue
             op = _COMPARE.get(type(op_node))
             if op is None:

@@ -102,10 +102,12 @@ def _check_options(options: Mapping[str, Any]) -> None:
 
 
 def _energy_option(value: Any) -> str:
-    if value in ("auto", True, False):
-        return {True: "true", False: "false"}.get(value, "auto")  # type: ignore[call-overload]
-    if value in ("true", "false"):
-        return str(value)
+    if value is True or value == "true":
+        return "true"
+    if value is False or value == "false":
+        return "false"
+    if value == "auto":
+        return "auto"
     raise WorkloadError(f"expected auto, true or false, got {value!r}", field="options.energy")
 
 
@@ -373,7 +375,7 @@ class KernelWorkload:
             key = tuple(sorted((config or self._space.default).items())) if per_config else ()
             if key in self._references:
                 return self._references[key]
-            args = [list(self._host), self.problem]
+            args: list[Any] = [list(self._host), self.problem]
             if per_config:
                 args.append(self.spec.actual(dict(config or self._space.default)))
             answer = function(*args)

@@ -394,10 +394,10 @@ def energy_front(
     """Each class's configurations by time and energy per launch, its Pareto front (a line) and its pick under
     each objective (the front's ends: the fastest, and the least energy)."""
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for cls, rows in classes.items():
+    for k, (cls, rows) in enumerate(classes.items()):
         t, e = rows["total_ms"].to_numpy(float), rows["energy_mJ"].to_numpy(float)
-        points = ax.scatter(t, e, s=10, alpha=0.4, label=f"{cls}: {len(rows)} configurations")
-        colour = points.get_facecolor()[0]
+        colour = f"C{k}"
+        ax.scatter(t, e, s=10, alpha=0.4, color=colour, label=f"{cls}: {len(rows)} configurations")
         front = fronts[cls]
         ax.plot(t[front], e[front], "-o", ms=4, color=colour, label=f"{cls}: Pareto front")
         ax.scatter([t[front[0]]], [e[front[0]]], marker="^", s=90, facecolors="none", edgecolors=colour, lw=2)

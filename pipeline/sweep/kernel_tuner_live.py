@@ -58,6 +58,7 @@ def kernel_tuner_task(
     import kernel_tuner
     from constraint import FunctionConstraint
 
+    workload: Any
     workload, facts = get_workload(spec)
     if not hasattr(workload, "kernel_tuner_arguments"):
         raise WorkloadError(f"{PREFIX}{strategy}: Kernel Tuner runs a kernel workload's source only")
