@@ -556,7 +556,7 @@ class KernelWorkload:
             "kernel_source": self.spec.code,
             "problem_size": tuple(self.problem),
             "arguments": list(self._host),
-            "cmem_args": {k: v.get() for k, v in self._constants.items()} or None,
+            "cmem_args": {k: self.cp.asnumpy(v) for k, v in self._constants.items()} or None,
             "tune_params": {
                 p.name: list(self.spec.labels.get(p.name, [int(v) for v in p.values]))
                 for p in self.spec.params
@@ -569,7 +569,7 @@ class KernelWorkload:
             # a reference that depends on the configuration has no one answer: Kernel Tuner checks nothing
             "answer": None
             if per_config
-            else [expected[i].get() if i in expected else None for i in range(len(self._host))],
+            else [self.cp.asnumpy(expected[i]) if i in expected else None for i in range(len(self._host))],
             "atol": self.spec.atol,
             **({"smem_args": {"size": shared_size}} if self.spec.shared_memory is not None else {}),
             "lang": "cupy",

@@ -4,6 +4,7 @@ reads: the worker's rows and answers, a search's pick and its re-measure against
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pyarrow.parquet as pq
@@ -209,3 +210,90 @@ def test_an_energy_objective_without_a_counter_is_one_line(make, monkeypatch):
     assert "objective: minimize energy_mJ needs the energy counter, and this machine has none" in line
     assert "NVML is not available" in line
     assert "\n" not in line
+
+
+def test_a_live_search_is_answered_the_objective_and_its_merged_rows_keep_it(make, tmp_path):
+    """The live path of ``sweep --strategy evolve`` in one process (Dask's in-process cluster, CuPy stood
+    in for): the strategy is answered the objective's cost, and the merged rows rank by it."""
+    from dataclasses import replace
+    from datetime import UTC, datetime
+
+    from distributed import Client, LocalCluster
+
+    from launchtune.pipeline.sweep import worker
+    from launchtune.pipeline.sweep.folder import PLAN_FACTS, SweepFolder
+    from launchtune.pipeline.sweep.search import run_searches, search_pool_plan, top_picks
+    from launchtune.pipeline.sweep.shards import load_merged, merge
+    from launchtune.pipeline.sweep.spec import SearchSpec, parse_spec
+
+    w = make(metrics={"ms_per_tile": "time / tile"}, objective={"minimize": "ms_per_tile"})
+    sweep = {"name": "k", "workload": "kernel", "case": "scale", "size": "1000",
+             "options": {"spec": str(w.spec.path)}}  # fmt: skip
+    spec = replace(parse_spec(sweep, str(tmp_path / "sweep.yaml")), search=SearchSpec("evolve", 6, ()))
+    worker._CACHE[worker._workload_key(spec.to_dict())] = (w, FACTS)
+    out = tmp_path / "out"
+    try:
+        with (
+            LocalCluster(n_workers=1, threads_per_worker=1, processes=False, resources={"h100": 1}) as c,
+            Client(c) as client,
+        ):
+            plan = search_pool_plan(client, spec, "h100", 60)
+            assert plan["objective"] == {"minimize": "ms_per_tile"} and plan["measures"] == [
+                "metric.ms_per_tile"
+            ]
+            folder = SweepFolder(out)
+            facts = {k: v for k, v in plan.items() if k != "pool"}
+            folder.write_plan(
+                "h100", {**facts, "n_configs": len(plan["pool"]), "search": spec.to_dict()["search"]}
+            )
+            folder.write_meta({"spec": spec.to_dict(), "planning_key": spec.planning_key(),
+                               "plan": {k: plan[k] for k in PLAN_FACTS if k in plan},
+                               "updated": datetime.now(UTC).isoformat()})  # fmt: skip
+            found = run_searches(client, spec, {"h100": plan}, out, {"h100": 1}, [], lambda _: None, 60)[
+                "h100"
+            ]
+            merge(out)
+    finally:
+        worker._CACHE.clear()
+    (config, cost), *_ = top_picks(found.session, 1)
+    assert config["tile"] == 4 and cost == pytest.approx(0.0625)  # every launch takes 0.25 ms here
+    rows = load_merged(out)
+    assert (rows["objective"] == rows["metric.ms_per_tile"]).all() and (rows["total_ms"] == 0.25).all()
+
+
+def test_kernel_tuners_baseline_is_told_the_objective_and_its_rows_keep_it(make, tmp_path, monkeypatch):
+    """``kt:<strategy>`` passes the spec's objective, its direction and each metric (evaluating the same
+    expression) to ``tune_kernel``; its rows have the objective's columns. Kernel Tuner stood in for."""
+    kernel_tuner = pytest.importorskip("kernel_tuner")
+    from launchtune.pipeline.sweep import worker
+    from launchtune.pipeline.sweep.kernel_tuner_live import kernel_tuner_task
+
+    told = {}
+
+    def tune_kernel(**kw):  # every configuration its restriction admits, each at 0.25 ms
+        told.update(kw)
+        results = []
+        for values in itertools.product(*kw["tune_params"].values()):
+            p = dict(zip(kw["tune_params"], values, strict=True))
+            if kw["restrictions"][0]._func(*values):
+                p["time"] = 0.25
+                p.update({name: f(p) for name, f in kw["metrics"].items()})
+                results.append(p)
+        return results, {}
+
+    monkeypatch.setattr(kernel_tuner, "tune_kernel", tune_kernel)
+    w = make(metrics={"tiles_per_ms": "tile / time"}, objective={"maximize": "tiles_per_ms"})
+    spec = _worker_spec(w, tmp_path)
+    plan = {"params": w.space().names, "kernels": ["scale"], **worker._objective_facts(w)}
+    shard = tmp_path / "shards" / "gpu_class=h100" / "shard-search-kt.parquet"
+    try:
+        done = kernel_tuner_task(spec, plan, "h100", "random_sample", 9, str(shard),
+                                 str(tmp_path / "search" / "h100.kt-cache.json"), str(tmp_path))  # fmt: skip
+    finally:
+        worker._CACHE.clear()
+    assert told["objective"] == "tiles_per_ms" and told["objective_higher_is_better"] is True
+    assert done["objective"] == {"maximize": "tiles_per_ms"}
+    best = min(done["answers"], key=lambda a: a["cost"])
+    assert best["config"]["tile"] == 4 and best["cost"] == pytest.approx(1 / 16)
+    frame = pq.read_table(shard).to_pandas()
+    assert frame["metric.tiles_per_ms"].max() == 16.0 and frame["objective"].min() == pytest.approx(1 / 16)
