@@ -554,7 +554,10 @@ class KernelWorkload:
         return {
             "kernel_name": self.spec.kernel_name,
             "kernel_source": self.spec.code,
-            "problem_size": tuple(self.problem),
+            # a problem size of the parameters is Kernel Tuner's callable of the configuration too
+            "problem_size": (lambda params: self.spec.launch_problem(config_of(params), self.problem))
+            if any(self.spec.problem_exprs)
+            else tuple(self.problem),
             "arguments": list(self._host),
             "cmem_args": {k: self.cp.asnumpy(v) for k, v in self._constants.items()} or None,
             "tune_params": {
