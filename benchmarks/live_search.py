@@ -3,6 +3,9 @@
     python -m benchmarks.live_search --reference data/cfd/h100/sweep_fused_arith \\
         --strategies evolve,iterative --budgets 100,200 --seeds 0,1,2,3,4 --out DIR
 
+Where the sweep's workload states an objective (a kernel spec's ``objective:``), every figure here is the
+objective's cost (``kernels.objective``: time per step for the heat example), not the launch's time.
+
 Each (strategy, budget, seed) is the live path of ``launchtune sweep --strategy`` (``search_class``:
 the strategy's proposals measured by the cluster's worker, one shard each, the journal) on the reference
 sweep's spec, in its own sweep folder ``DIR/<strategy>-<budget>-seed<seed>`` (merged; not trained), with
@@ -31,9 +34,11 @@ from typing import Any
 import numpy as np
 
 from launchtune.kernels.compare import bootstrap_interval, compare
+from launchtune.kernels.objective import cost_of
 from launchtune.pipeline.cluster import open_cluster
 from launchtune.pipeline.cluster.waits import result, wait_limit
 from launchtune.pipeline.store.folder import PLAN_FACTS, SweepFolder
+from launchtune.pipeline.store.schema import cost_column
 from launchtune.pipeline.store.shards import load_merged, merge
 from launchtune.pipeline.store.spec import SearchSpec, SweepSpec, load_spec
 from launchtune.pipeline.sweep.measure import warm_workers, workers_by_class
@@ -55,7 +60,7 @@ def rounds_task(spec: dict[str, Any], configs: list[dict[str, int]], repeats: in
     for r in range(rounds):
         for k in range(len(valid)):
             j = (k + r) % len(valid)
-            times[r, j] = float(workload.run(valid[j], repeats).total)
+            times[r, j] = cost_of(workload.run(valid[j], repeats))  # the objective's (time by default)
     return {"times": times.tolist(), "device": facts}
 
 
@@ -64,7 +69,8 @@ def reference_rows(reference: Path, gpu_class: str, params: list[str], n: int, s
     from launchtune.kernels.space import Inactive, Param, Space
 
     merged = load_merged(reference)
-    rows = merged[(merged["gpu_class"] == gpu_class) & (merged["status"] == "ok")].sort_values("total_ms")
+    cost = cost_column(list(merged.columns))  # the objective's cost where the rows have one
+    rows = merged[(merged["gpu_class"] == gpu_class) & (merged["status"] == "ok")].sort_values(cost)
     _, facts = SweepFolder(reference).read_spec()
     space = Space(
         tuple(Param(p, tuple(facts["values"][p])) for p in params),
@@ -77,7 +83,7 @@ def reference_rows(reference: Path, gpu_class: str, params: list[str], n: int, s
         key = space.active_key(config)
         if key not in seen:
             seen.add(key)
-            out.append({"config": config, "recorded_ms": float(row["total_ms"])})
+            out.append({"config": config, "recorded_ms": float(row[cost])})
         if len(out) >= n:
             break
     return out
@@ -88,6 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reference", type=Path, help="a committed sweep folder: its fastest rows (and its spec)")
     p.add_argument(
         "--spec", type=Path, help="the sweep spec (default: the reference's); alone: picks against picks"
+    )
+    p.add_argument(
+        "--reference-configs",
+        type=Path,
+        help="instead of --reference: a JSON list of {config, recorded_ms} to compare the picks with",
     )
     p.add_argument("--prior", action="append", default=[], help="recorded data for transfer (repeatable)")
     p.add_argument("--strategies", default="evolve,iterative")
@@ -113,6 +124,13 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         default=None,
         help="instead of searching: join these runs' folders (one per card) into --out's summary",
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        help="start no search after this long (the searches then run seed by seed, every strategy each "
+        "seed, so a cut leaves whole seeds); the re-measure follows with what ran",
     )
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
@@ -147,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.shard:
         k, n = (int(x) for x in args.shard.split("/"))
         runs = runs[k::n]
+    if args.max_seconds is not None:
+        runs.sort(key=lambda r: r[2])  # seed by seed (stable: the strategies' order within a seed)
+    began = time.perf_counter()
     searches_path = args.out / "searches.jsonl"
     with open_cluster("local", None, 1, args.out / ".dask", log) as handle:
         limit = wait_limit(handle.kind)
@@ -157,6 +178,12 @@ def main(argv: list[str] | None = None) -> int:
         log(f"workload built on the worker in {time.perf_counter() - t:.1f} s")
         picks = []
         for strategy, budget, seed in runs:
+            if args.max_seconds is not None and time.perf_counter() - began > args.max_seconds:
+                log(
+                    f"--max-seconds {args.max_seconds:g} passed: {strategy} {budget} seed {seed} and the "
+                    "searches after it not run"
+                )
+                break
             spec = replace(base, seed=seed, search=SearchSpec(strategy, budget, tuple(args.prior)))
             out = args.out / f"{strategy}-{budget}-seed{seed}"
             plan = search_pool_plan(handle.client, spec, cls, limit, args.pool)
@@ -199,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         if args.reference is not None:
             rows = reference_rows(args.reference, cls, list(plan["params"]), args.top_rows, base)
+        elif args.reference_configs is not None:
+            rows = json.loads(args.reference_configs.read_text())[: args.top_rows]
         configs = [r["config"] for r in rows] + [r["pick"] for r in picks]
         future = handle.client.submit(
             rounds_task,
@@ -224,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         r["against_best_row"] = {k2: c[k2] for k2 in ("ratio", "low", "high", "verdict")}
     timing = (SweepFolder(args.reference).read_timing() if args.reference else None) or {}
     summary = {
-        "reference": str(args.reference or args.spec),
+        "reference": str(args.reference or args.reference_configs or args.spec),
         "spec": str(args.spec) if args.spec else None,
         "best_is_pick": not rows,
         "reference_rows": rows,

@@ -59,3 +59,17 @@ def number(minimum: float, maximum: float, open_below: bool = False) -> Callable
 
     parse.__name__ = "number"
     return parse
+
+
+def objective(text: str):  # -> kernels.objective.Objective
+    """``--objective NAME:max|min``: a recorded cache's objective and its direction (``NAME`` alone where the
+    direction is known: time and energy lower, GFLOP/s and GB/s higher)."""
+    from launchtune.kernels.objective import ObjectiveError, parse_flag
+
+    try:
+        return parse_flag(text)
+    except ObjectiveError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+objective.__name__ = "objective"

@@ -51,6 +51,8 @@ PLAN_FACTS = {
         "default": MAYBE_CONFIG,
         "kernels": STRS,
         "inactive": {"type": "array"},
+        "measures": STRS,
+        "objective": {"type": "object", "additionalProperties": STR, "maxProperties": 1},
     },
 }
 

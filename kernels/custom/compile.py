@@ -20,25 +20,29 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
-def source_with_defines(code: str, defines: Mapping[str, int]) -> str:
+def source_with_defines(code: str, defines: Mapping[str, Any], headers: str = "") -> str:
     """``code`` after one ``#define`` per entry and ``#line 1`` (so the compiler's line numbers are the
-    file's own), as Kernel Tuner prepares a kernel."""
-    prefix = "".join(f"#define {name} {value}\n" for name, value in defines.items())
+    file's own), as Kernel Tuner prepares a kernel; ``headers`` (:func:`header_digest`) goes in a comment
+    first, so a compiler cache keyed by the text (CuPy's on disk) sees an edited header as a new source."""
+    prefix = f"// launchtune: local headers {headers}\n" if headers else ""
+    prefix += "".join(f"#define {name} {value}\n" for name, value in defines.items())
     return f"{prefix}#line 1\n{code}"
 
 
-def cache_key(code: str, defines: Mapping[str, int], options: Iterable[str]) -> str:
-    """One key per distinct (source, defines in order, compiler options): configurations that differ
-    only in what does not reach the compiler share a module."""
-    blob = json.dumps([code, list(defines.items()), list(options)], separators=(",", ":"))
+def cache_key(code: str, defines: Mapping[str, Any], options: Iterable[str], headers: str = "") -> str:
+    """One key per distinct (source, defines in order, compiler options, local headers): configurations
+    that differ only in what does not reach the compiler share a module."""
+    blob = json.dumps([code, list(defines.items()), list(options), headers], separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -49,6 +53,49 @@ def build_function(cp: Any, source: str, options: Iterable[str], kernel_name: st
     function = module.get_function(kernel_name)
     function.max_threads_per_block  # noqa: B018  (loads the module)
     return module, function
+
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+MAX_HEADERS = 256
+
+
+def local_headers(code: str, folder: Path, include_dirs: Sequence[Path]) -> list[Path]:
+    """The files ``#include "..."`` reaches from ``code`` (in ``folder``), transitively, found as the
+    compiler finds them: the including file's folder first, then ``include_dirs``. ``<...>`` includes are
+    the system's and not followed; a name found nowhere is left for the compiler to report."""
+    found: list[Path] = []
+    todo = [(code, folder)]
+    while todo and len(found) < MAX_HEADERS:
+        text, here = todo.pop()
+        for name in _INCLUDE.findall(text):
+            for base in (here, *include_dirs):
+                path = (base / name).resolve()
+                if path.is_file():
+                    if path not in found:
+                        found.append(path)
+                        try:
+                            todo.append((path.read_text(encoding="utf-8", errors="replace"), path.parent))
+                        except OSError:
+                            pass
+                    break
+    return found
+
+
+def header_digest(spec: Any) -> str:
+    """A digest of the local headers the spec's source includes and its further source files (empty where
+    there are none): part of each configuration's compile-cache key."""
+    paths = local_headers(spec.code, spec.source.parent, spec.include_dirs)
+    paths += [p for p in spec.extra_sources if p not in paths]
+    if not paths:
+        return ""
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(str(path).encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"unreadable")
+    return digest.hexdigest()[:16]
 
 
 def first_error_line(log: str) -> str:
@@ -90,7 +137,7 @@ class Compiler:
     configurations, :meth:`get` returns one, compiling it now if nobody has yet."""
 
     def __init__(
-        self, build: Callable[[str], Any], workers: int, initializer: Callable[[], None] | None = None
+        self, build: Callable[[Any], Any], workers: int, initializer: Callable[[], None] | None = None
     ):
         """``build(source)`` returns a compiled function's (module, function) or raises with the compiler's
         log in its message; ``initializer`` runs once on each pool thread (to make the GPU current)."""
@@ -101,7 +148,7 @@ class Compiler:
         self._lock = threading.Lock()
         self.workers = workers
 
-    def _compile(self, key: str, source: str) -> Compiled:
+    def _compile(self, key: str, source: Any) -> Compiled:
         start = time.perf_counter()
         try:
             module, function = self._build(source)
@@ -110,7 +157,7 @@ class Compiler:
             return Compiled(key, compile_ms=ms, error=first_error_line(str(exc)) or type(exc).__name__)
         return Compiled(key, module, function, (time.perf_counter() - start) * 1e3)
 
-    def ahead(self, items: Iterable[tuple[str, str]]) -> int:
+    def ahead(self, items: Iterable[tuple[str, Any]]) -> int:
         """Queue (key, source) pairs not compiled or queued yet, in order; how many were queued."""
         if self._pool is None:
             return 0
@@ -123,7 +170,7 @@ class Compiler:
                 queued += 1
         return queued
 
-    def get(self, key: str, source: str) -> tuple[Compiled, bool]:
+    def get(self, key: str, source: Any) -> tuple[Compiled, bool]:
         """The compiled configuration and whether this call made it (False: compiled before, by an
         earlier call or ahead on the pool, whose time was already counted or overlapped the GPU)."""
         with self._lock:

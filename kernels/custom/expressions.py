@@ -2,7 +2,8 @@
 
 A spec is data, often someone else's, so its expressions are never handed to ``eval``. Python's own parser
 (``ast``) reads the text; every node of the tree must be on an allow-list (names the spec declares, numbers,
-``+ - * / // % **``, comparisons including chained ones, ``and or not``, ``min``/``max``, ``a if c else b``);
+``+ - * / // % **``, comparisons including chained ones, ``in`` / ``not in`` a list or tuple written out,
+``and or not``, ``min``/``max``, ``a if c else b``, and short text constants, which only compare);
 the tree is then turned into nested closures, so evaluating an expression runs only this module's code.
 Size is bounded before and after parsing (characters, nodes, depth) and ``**`` is bounded by the size of its
 result, so neither ``((((...))))`` nor ``9**9**9`` can exhaust the stack, the memory or the time.
@@ -54,6 +55,19 @@ _COMPARE: dict[type, Callable[[Any, Any], bool]] = {
     ast.GtE: operator.ge,
 }
 _FUNCTIONS: dict[str, Callable[..., Any]] = {"min": min, "max": max}
+MAX_TEXT = 200  # characters of a text constant (a string parameter's value, as Kernel Tuner's "float")
+MAX_ITEMS = 1000  # items of a list or tuple literal right of ``in``
+
+
+def _numbers_only(fn: Callable[[Any, Any], Any], symbol: str) -> Callable[[Any, Any], Any]:
+    """Arithmetic on numbers only: text is compared, never computed with (``"a" * 10**9`` is memory)."""
+
+    def apply(a: Any, b: Any) -> Any:
+        if isinstance(a, str) or isinstance(b, str):
+            raise ExpressionError(f"{symbol} of text {a!r}, {b!r}")
+        return fn(a, b)
+
+    return apply
 
 
 def _power(base: Any, exponent: Any) -> Any:
@@ -91,7 +105,9 @@ def _describe(node: ast.AST) -> str:
     if isinstance(node, ast.Subscript):
         return "subscript"
     if isinstance(node, ast.Constant):
-        return f"constant {node.value!r} (only numbers and true/false)"
+        return f"constant {node.value!r} (only numbers, true/false and text of at most {MAX_TEXT} characters)"
+    if isinstance(node, ast.List | ast.Tuple):
+        return "a list or tuple other than right of 'in'"
     if isinstance(node, ast.BinOp | ast.UnaryOp | ast.Compare | ast.BoolOp):
         op = getattr(node, "op", None) or getattr(node, "ops", [None])[0]
         return f"operator {type(op).__name__}"
@@ -175,7 +191,7 @@ def _build(node: ast.AST, known: frozenset[str], used: set[str], text: str, wher
 
     if isinstance(node, ast.Constant):
         value = node.value
-        if isinstance(value, bool | int | float):
+        if isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= MAX_TEXT):
             return lambda _: value
         raise refuse(_describe(node))
     if isinstance(node, ast.Name):
@@ -188,10 +204,11 @@ def _build(node: ast.AST, known: frozenset[str], used: set[str], text: str, wher
     if isinstance(node, ast.BinOp):
         left, right = sub(node.left), sub(node.right)
         if isinstance(node.op, ast.Pow):
-            return lambda v: _power(left(v), right(v))
+            power = _numbers_only(_power, "**")
+            return lambda v: power(left(v), right(v))
         if type(node.op) not in _BINARY:
             raise refuse(f"operator {type(node.op).__name__}")
-        binary = _BINARY[type(node.op)]
+        binary = _numbers_only(_BINARY[type(node.op)], type(node.op).__name__)
         return lambda v: binary(left(v), right(v))
     if isinstance(node, ast.UnaryOp):
         operand = sub(node.operand)
@@ -227,8 +244,21 @@ def _build(node: ast.AST, known: frozenset[str], used: set[str], text: str, wher
         return any_of
     if isinstance(node, ast.Compare):
         first = sub(node.left)
-        ops = []
+        ops: list[tuple[Any, Evaluator]] = []
         for op_node, right_node in zip(node.ops, node.comparators, strict=True):
+            if isinstance(op_node, ast.In | ast.NotIn):
+                # Kernel Tuner's restrictions say ``block_size_x in [128, 256]``: membership of a list or
+                # tuple written out (its items are expressions), nothing else
+                if not isinstance(right_node, ast.List | ast.Tuple) or len(right_node.elts) > MAX_ITEMS:
+                    raise refuse(f"'in' over anything but a list or tuple of at most {MAX_ITEMS} items")
+                items = [sub(e) for e in right_node.elts]
+                negate = isinstance(op_node, ast.NotIn)
+
+                def members(v: Mapping[str, Number], items: list[Evaluator] = items) -> list[Any]:
+                    return [i(v) for i in items]
+
+                ops.append((("in", negate), members))
+                continue
             op = _COMPARE.get(type(op_node))
             if op is None:
                 raise refuse(f"comparison {type(op_node).__name__}")
@@ -238,6 +268,10 @@ def _build(node: ast.AST, known: frozenset[str], used: set[str], text: str, wher
             left = first(v)
             for op, right in ops:
                 value = right(v)
+                if isinstance(op, tuple):  # ("in", negate): value is the list's items
+                    if (left in value) == op[1]:
+                        return False
+                    continue  # Python chains ``a in [..] < b`` on the list; nothing sensible follows it
                 if not op(left, value):
                     return False
                 left = value

@@ -34,7 +34,7 @@ class Pick:
 
     gpu_class: str
     config: Mapping[str, int]
-    ms: float | None = None
+    ms: float | None = None  # the objective's cost (time in ms where the spec states no objective)
 
 
 def target_macro(gpu_class: str) -> str:
@@ -122,11 +122,16 @@ def render_header(
         "#pragma once",
         "#ifndef kernel_tuner /* only when not tuning */",
     ]
+    objective = spec.objective
+    if not objective.is_time:
+        lines.insert(3, f"   Ranked by the kernel spec's objective: {objective.describe()}.")
     order = sorted(range(len(picks)), key=lambda i: picks[i].gpu_class)
     for n, i in enumerate(order):
         pick = picks[i]
         ms = pick.ms if isinstance(pick.ms, int | float) and not isinstance(pick.ms, bool) else None
-        measured = f" ({ms:.4g} ms)" if ms is not None else ""
+        value = objective.value(ms) if ms is not None else None
+        unit = "ms" if objective.is_time else objective.name
+        measured = f" ({value:.4g} {unit})" if value is not None else ""
         keyword = "#if" if n == 0 else "#elif"
         lines.append(f"{keyword} defined({target_macro(pick.gpu_class)})  /* {pick.gpu_class}{measured} */")
         lines += _block(spec, problem, pick.config, f"entries[{i}].best")

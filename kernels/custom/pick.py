@@ -19,10 +19,11 @@ class DevicePick:
     gpu_class: str
     config: dict[str, int]
     tuned: bool
-    ms: float | None = None
+    ms: float | None = None  # the objective's cost (lower is better; time in ms by default)
     grid: tuple[int, int, int] | None = None
     block: tuple[int, int, int] | None = None
-    defines: dict[str, int] = field(default_factory=dict)
+    defines: dict[str, Any] = field(default_factory=dict)
+    objective: dict[str, str] = field(default_factory=lambda: {"minimize": "time"})
 
 
 def current_gpu_class() -> str:
@@ -51,7 +52,9 @@ def pick_for_device(
     entry = mine[0] if mine else entries[0]
     config = {str(k): int(v) for k, v in (entry["best"] if mine else entry["default"]).items()}
     ms = entry.get("best_ms") if mine else entry.get("default_ms")
-    pick = DevicePick(cls, config, tuned=bool(mine), ms=None if ms is None else float(ms))
+    objective = dict(entry.get("objective") or {"minimize": "time"})
+    cost = None if ms is None else float(ms)
+    pick = DevicePick(cls, config, tuned=bool(mine), ms=cost, objective=objective)
     if spec_path is None:
         return pick
     spec = load_kernel_spec(spec_path)
@@ -64,4 +67,5 @@ def pick_for_device(
         grid=spec.grid(config, problem),
         block=spec.block(config),
         defines=spec.defines(config, problem),
+        objective=objective,
     )

@@ -18,7 +18,7 @@ import hashlib
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,9 @@ from launchtune.kernels import files
 from launchtune.kernels.custom.arguments import ArgumentSpec, check_host, nbytes, npy_file, parse_arguments
 from launchtune.kernels.custom.errors import SpecError
 from launchtune.kernels.custom.expressions import Expression, ExpressionError, parse
+from launchtune.kernels.objective import DEFAULT as DEFAULT_OBJECTIVE
+from launchtune.kernels.objective import Objective, ObjectiveError
+from launchtune.kernels.objective import from_dict as objective_from_dict
 from launchtune.kernels.space import Constraint, Param, Space, SpaceError
 
 PROBLEM_NAMES = ("problem_size_x", "problem_size_y", "problem_size_z")
@@ -37,6 +40,12 @@ DEFAULT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
 # get_thread_block_dimensions): a script moved over launches what it launched there.
 UNTUNED_BLOCK = (256, 1, 1)
 GRID_NAMES = ("grid_size_x", "grid_size_y", "grid_size_z")
+# What a measurement gives, by name, for metrics and the objective: the median time of one launch (ms), and
+# where the device has an energy counter (kernels.energy), the energy of one launch (mJ) and the mean power
+# while launching (W).
+MEASURED_NAMES = ("time", "energy_mJ", "power_W")
+ENERGY_NAMES = ("energy_mJ", "power_W")
+MAX_METRICS = 64
 
 MAX_SPEC_BYTES = 256 * 1024
 MAX_YAML_EVENTS = 50_000
@@ -67,7 +76,15 @@ _OPTIONAL = (
     "rtol",
     "reference",
     "allowed",
+    "metrics",
+    "objective",
+    "shared_memory",
 )
+MAX_SOURCES = 32
+MAX_TEXT_VALUE = 200
+# a templated kernel's name, Kernel Tuner's ``kernel_name="k<float, block_size_x>"``: parameters named among
+# the template arguments become their values
+TEMPLATED = re.compile(r"(?P<base>[A-Za-z_]\w*)\s*(<(?P<args>[^;{}()]*)>)?")
 
 
 @dataclass(frozen=True)
@@ -97,6 +114,99 @@ class KernelSpec:
     # sha256 of the spec's and the source's bytes as read: a worker handed a checked spec verifies it got
     # the same (``kernels.custom.workload``), so a file replaced after the check is never compiled or imported
     digest: str = ""
+    metrics: tuple[tuple[str, Expression], ...] = ()
+    objective: Objective = DEFAULT_OBJECTIVE
+    # parameters whose values are not integers (floats, text): the space holds each value's index, and
+    # these tuples map it back to the value the source, restrictions and metrics see
+    labels: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    shared_memory: Expression | None = None  # dynamic shared memory of a launch, bytes
+    problem_exprs: tuple[Expression | None, ...] = ()  # problem_size dimensions given as expressions
+    extra_sources: tuple[Path, ...] = ()  # further source files (headers the first includes)
+    include_dirs: tuple[Path, ...] = ()  # the source's folder and every -I of compiler_options, absolute
+    base_options: tuple[str, ...] = ()  # compiler_options as written (the ones passed have -I resolved)
+
+    @property
+    def kernel_base(self) -> str:
+        """The kernel's name without template arguments."""
+        match = TEMPLATED.fullmatch(self.kernel_name)
+        return match["base"] if match else self.kernel_name
+
+    def name_expression(self, config: Mapping[str, int]) -> str:
+        """The name the compiler is asked for: a templated name with each parameter it names replaced by the
+        configuration's value (``k<float, block_size_x>`` -> ``k<float, 128>``)."""
+        match = TEMPLATED.fullmatch(self.kernel_name)
+        if not match or match["args"] is None:
+            return self.kernel_name
+        actual = self.actual(config)
+        args = re.sub(
+            r"\b[A-Za-z_]\w*\b",
+            lambda m: str(_define_text(actual[m[0]])) if m[0] in actual else m[0],
+            match["args"],
+        )
+        return f"{match['base']}<{args}>"
+
+    def actual(self, config: Mapping[str, int]) -> dict[str, Any]:
+        """The configuration's values as the source sees them (an index of a labelled parameter becomes its
+        float or text value)."""
+        return {n: (self.labels[n][int(v)] if n in self.labels else v) for n, v in config.items()}
+
+    def index_of(self, name: str, value: Any) -> int:
+        """The space's value of a parameter's own value (its index where the parameter is labelled)."""
+        if name in self.labels:
+            return self.labels[name].index(value)
+        return int(value)
+
+    def shared_bytes(self, config: Mapping[str, int], problem: tuple[int, int, int]) -> int:
+        """Dynamic shared memory a launch of ``config`` asks for (0 where the spec states none)."""
+        if self.shared_memory is None:
+            return 0
+        return self.shared_memory.integer(self.values(problem, config))
+
+    def launch_problem(
+        self, config: Mapping[str, int], problem: tuple[int, int, int]
+    ) -> tuple[int, int, int]:
+        """The problem size the grid divides: ``problem`` where ``problem_size`` gave numbers, the value of
+        each dimension given as an expression of the parameters."""
+        if not any(self.problem_exprs):
+            return problem
+        values = self.values(problem, config)
+        dims = list(problem)
+        for i, expr in enumerate(self.problem_exprs):
+            if expr is not None:
+                dims[i] = expr.integer(values)
+        return (dims[0], dims[1], dims[2])
+
+    @property
+    def metric_names(self) -> list[str]:
+        return [name for name, _ in self.metrics]
+
+    @property
+    def needs_energy(self) -> bool:
+        """Whether the objective reads the energy counter (then a device without one cannot tune it)."""
+        needed = {self.objective.name}
+        for name, expr in reversed(self.metrics):
+            if name in needed:
+                needed |= expr.names
+        return bool(needed & set(ENERGY_NAMES))
+
+    def evaluate(
+        self, config: Mapping[str, int], problem: tuple[int, int, int], measured: Mapping[str, float | None]
+    ) -> tuple[dict[str, float | None], float]:
+        """Each metric's value (None where it reads a quantity not measured, or cannot be computed) and
+        the objective's cost (``Objective.cost``: lower is better; NaN where it has no value)."""
+        values: dict[str, Any] = {**self.values(problem, config)}
+        values.update({k: v for k, v in measured.items() if v is not None})
+        out: dict[str, float | None] = {}
+        for name, expr in self.metrics:
+            try:
+                value = float(expr(values)) if expr.names <= set(values) else None
+            except (ExpressionError, TypeError, ValueError):
+                value = None
+            out[name] = value
+            if value is not None and math.isfinite(value):
+                values[name] = value
+        target = out.get(self.objective.name, measured.get(self.objective.name))
+        return out, self.objective.cost(target)
 
     @property
     def names(self) -> list[str]:
@@ -109,6 +219,11 @@ class KernelSpec:
             if self.problem_size is None:
                 raise SpecError(f"{self.path}: problem_size: not given, and no size was passed")
             dims = list(self.problem_size)
+            if any(self.problem_exprs):  # a dimension of the parameters: its value at the default
+                defaults = self.values((1, 1, 1), self.default)
+                for i, expr in enumerate(self.problem_exprs):
+                    if expr is not None:
+                        dims[i] = expr.integer(defaults)
         elif isinstance(size, str):
             parts = size.lower().replace(" ", "").split("x")
             digits = len(parts) <= 3 and all(p.isascii() and p.isdigit() and len(p) < 20 for p in parts)
@@ -129,11 +244,11 @@ class KernelSpec:
     ) -> dict[str, int]:
         """The names an expression may read: the problem size and ``config`` (default: the fixed
         parameters, those with one value, which is what argument shapes may name)."""
-        out = dict(zip(PROBLEM_NAMES, problem, strict=True))
+        out: dict[str, Any] = dict(zip(PROBLEM_NAMES, problem, strict=True))
         if config is None:
-            out.update({p.name: p.values[0] for p in self.params if len(p.values) == 1})
+            out.update(self.actual({p.name: p.values[0] for p in self.params if len(p.values) == 1}))
         else:
-            out.update(config)
+            out.update(self.actual(config))
         return out
 
     def space(self, problem: tuple[int, int, int]) -> Space:
@@ -144,7 +259,7 @@ class KernelSpec:
         def holds(rule: Expression) -> Any:
             def check(config: Mapping[str, int]) -> bool:
                 try:
-                    return bool(rule({**sizes, **config}))
+                    return bool(rule({**sizes, **self.actual(config)}))
                 except ExpressionError:
                     return False
 
@@ -175,6 +290,7 @@ class KernelSpec:
         """Blocks per dimension: ceil(problem / product of grid_div) (Kernel Tuner's rule); a divisor that
         is not a positive whole number raises ``ExpressionError`` naming the field."""
         values = self.values(problem, config)
+        problem = self.launch_problem(config, problem)
         out = []
         for dim, (divs, block_name) in enumerate(zip(self.grid_div, self.block_size_names, strict=True)):
             if divs is None:
@@ -191,12 +307,13 @@ class KernelSpec:
             out.append(-(-problem[dim] // divisor))
         return (out[0], out[1], out[2])
 
-    def defines(self, config: Mapping[str, int], problem: tuple[int, int, int]) -> dict[str, int]:
-        """What the source sees, in Kernel Tuner's order: grid sizes, block sizes, each parameter,
-        ``kernel_tuner``."""
-        out: dict[str, int] = dict(zip(GRID_NAMES, self.grid(config, problem), strict=True))
+    def defines(self, config: Mapping[str, int], problem: tuple[int, int, int]) -> dict[str, Any]:
+        """What the source sees, in Kernel Tuner's order: grid sizes, block sizes, each parameter (a float
+        or text value as its text), ``kernel_tuner``."""
+        out: dict[str, Any] = dict(zip(GRID_NAMES, self.grid(config, problem), strict=True))
         out.update(zip(self.block_size_names, self.block(config), strict=True))
-        out.update({n: int(config[n]) for n in self.names})
+        actual = self.actual({n: config[n] for n in self.names})
+        out.update({n: _define_text(v) for n, v in actual.items()})
         out["kernel_tuner"] = 1
         return out
 
@@ -209,6 +326,16 @@ class KernelSpec:
         if self.arguments_factory:
             refs.append((f"{self.path}: arguments_factory", self.arguments_factory))
         return refs
+
+
+def _define_text(value: Any) -> Any:
+    """A value as ``#define`` text: integers as they are, floats as Python writes them (``0.5``), text as
+    it is (Kernel Tuner's rule: ``"float"`` defines the type name)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | str):
+        return value
+    return repr(float(value))
 
 
 def read_yaml(path: Path, with_bytes: bool = False) -> Any:
@@ -246,6 +373,33 @@ def read_yaml(path: Path, with_bytes: bool = False) -> Any:
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping of keys to values at the top level")
     return (data, raw) if with_bytes else data
+
+
+def _param_values(name: str, raw: Any, where: str) -> tuple[tuple[int, ...], tuple[Any, ...] | None]:
+    """A parameter's values for the space, and their labels where they are not all integers (floats, text:
+    the space holds indices 0..n-1)."""
+    values = raw if isinstance(raw, list) else [raw]
+    whole = all(isinstance(v, bool | int) or (isinstance(v, float) and v.is_integer()) for v in values)
+    if whole:
+        return _int_values(name, raw, where), None
+    if not values or len(values) > MAX_VALUES:
+        raise SpecError(f"{where}: expected 1 to {MAX_VALUES:,} values, got {len(values)}")
+    out: list[Any] = []
+    for v in values:
+        if isinstance(v, bool):
+            v = int(v)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise SpecError(f"{where}: {v!r} is not a finite number")
+        if isinstance(v, str) and (
+            not v.strip() or len(v) > MAX_TEXT_VALUE or "\n" in v or "\r" in v or "\\" in v
+        ):
+            raise SpecError(f"{where}: text values are one line of at most {MAX_TEXT_VALUE} characters")
+        if not isinstance(v, int | float | str):
+            raise SpecError(f"{where}: values must be numbers or text, got {v!r}")
+        out.append(v)
+    if len(set(out)) != len(out):
+        raise SpecError(f"{where}: lists a value twice")
+    return tuple(range(len(out))), tuple(out)
 
 
 def _int_values(name: str, raw: Any, where: str) -> tuple[int, ...]:
@@ -342,32 +496,50 @@ def spec_from_mapping(
         raise SpecError(f"{f}missing key {missing[0]!r}")
 
     source_raw = data["source"]
-    if not isinstance(source_raw, str) or not source_raw.strip():
-        raise SpecError(f"{f}source: expected the CUDA source file's path (relative to this file)")
-    if code is not None:
-        source = Path(source_raw)
+    sources_raw = source_raw if isinstance(source_raw, list) else [source_raw]
+    if (
+        not sources_raw
+        or len(sources_raw) > MAX_SOURCES
+        or not all(isinstance(x, str) and x.strip() for x in sources_raw)
+    ):
+        raise SpecError(
+            f"{f}source: expected the CUDA source file's path (relative to this file), or a list of paths "
+            f"whose first holds the kernel and the rest are files it includes (at most {MAX_SOURCES})"
+        )
+    if code is not None:  # the source's text given (``autotune(source=...)``), not a file
+        source_files = [Path(sources_raw[0])]
         raw_code = code.encode()
         if len(raw_code) > MAX_SOURCE_BYTES:
             raise SpecError(f"{f}source: over {MAX_SOURCE_BYTES:,} bytes")
     else:
-        try:  # beside the spec (not /etc/passwd), a regular file, at most MAX_SOURCE_BYTES read
-            source = files.resolve_inside(path.parent, source_raw, f"{f}source")
-            if not source.exists():
-                raise SpecError(f"{f}source: no such file {source}")
-            read = files.read_regular(source, "CUDA source", MAX_SOURCE_BYTES)
-        except files.FileRefused as exc:
-            raise SpecError(f"{f}source: {exc}" if not str(exc).startswith(f) else str(exc)) from None
-        assert read is not None
-        raw_code = read
+        source_files, texts = [], []
+        for raw_file in sources_raw:
+            try:  # beside the spec (not /etc/passwd), a regular file, at most MAX_SOURCE_BYTES read
+                file = files.resolve_inside(path.parent, raw_file, f"{f}source")
+                if not file.exists():
+                    raise SpecError(f"{f}source: no such file {file}")
+                read = files.read_regular(file, "CUDA source", MAX_SOURCE_BYTES)
+            except files.FileRefused as exc:
+                raise SpecError(f"{f}source: {exc}" if not str(exc).startswith(f) else str(exc)) from None
+            assert read is not None
+            source_files.append(file)
+            texts.append(read)
+        raw_code = texts[0]
         try:
             code = raw_code.decode("utf-8")
         except UnicodeDecodeError:
-            raise SpecError(f"{f}source: {source} is not UTF-8 text") from None
+            raise SpecError(f"{f}source: {source_files[0]} is not UTF-8 text") from None
+    source = source_files[0]
     kernel_name = data["kernel_name"]
-    if not isinstance(kernel_name, str) or not kernel_name.isidentifier():
-        raise SpecError(f"{f}kernel_name: expected the kernel's name (an identifier), got {kernel_name!r}")
-    if not kernel_defined(code, kernel_name):
-        raise SpecError(f"{f}kernel_name: no '__global__ ... {kernel_name}(' in {source.name}")
+    match = TEMPLATED.fullmatch(kernel_name) if isinstance(kernel_name, str) else None
+    if match is None or len(kernel_name) > 500:
+        raise SpecError(
+            f"{f}kernel_name: expected the kernel's name (an identifier, or a template like "
+            f"'k<float, block_size_x>'), got {kernel_name!r}"
+        )
+    base = match["base"]
+    if not kernel_defined(code, base):
+        raise SpecError(f"{f}kernel_name: no '__global__ ... {base}(' in {source.name}")
 
     tune = data["tune_params"]
     if not isinstance(tune, dict) or not tune:
@@ -376,11 +548,15 @@ def spec_from_mapping(
         raise SpecError(f"{f}tune_params: {len(tune)} parameters (at most {MAX_PARAMS})")
     reserved = set(PROBLEM_NAMES) | set(GRID_NAMES) | {"kernel_tuner"}
     params = []
+    labels: dict[str, tuple[Any, ...]] = {}
     for name, raw in tune.items():
         if not isinstance(name, str) or not name.isidentifier() or name in reserved:
             raise SpecError(f"{f}tune_params: {name!r} is not a usable parameter name (an identifier, not "
                             f"{', '.join(sorted(reserved))})")  # fmt: skip
-        params.append(Param(name, _int_values(name, raw, f"{f}tune_params.{name}")))
+        values, label = _param_values(name, raw, f"{f}tune_params.{name}")
+        params.append(Param(name, values))
+        if label is not None:
+            labels[name] = label
     names = [p.name for p in params]
     expr_names = names + list(PROBLEM_NAMES)
 
@@ -392,6 +568,9 @@ def spec_from_mapping(
     ):
         raise SpecError(f"{f}block_size_names: expected one to three identifiers, got {block_names!r}")
     block_names = (list(block_names) + list(DEFAULT_BLOCK_NAMES[len(block_names) :]))[:3]
+    for name in labels:
+        if name in block_names:
+            raise SpecError(f"{f}tune_params.{name}: a block size takes whole numbers")
 
     restrictions_raw = data.get("restrictions") or []
     if isinstance(restrictions_raw, str):
@@ -428,29 +607,67 @@ def spec_from_mapping(
         or not all(isinstance(o, str) for o in options)
     ):
         raise SpecError(f"{f}compiler_options: expected a list of strings like ['--use_fast_math']")
+    passed, include_dirs = resolve_includes(options, path.parent, source.parent)
 
     problem_size = None
+    problem_exprs: list[Expression | None] = []
     if "problem_size" in data:
         raw = data["problem_size"]
         dims = raw if isinstance(raw, list) else [raw]
         if not 1 <= len(dims) <= 3 or any(
-            isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= INT64_MAX for d in dims
+            isinstance(d, bool)
+            or (isinstance(d, int) and not 1 <= d <= INT64_MAX)
+            or not isinstance(d, int | str)
+            for d in dims
         ):
             raise SpecError(
-                f"{f}problem_size: expected one to three positive integers (x first), got {raw!r}"
+                f"{f}problem_size: expected one to three positive integers (x first), or expressions of the "
+                f"parameters, got {raw!r}"
             )
-        problem_size = tuple(dims)
+        numbers = []
+        for i, d in enumerate(dims):
+            if isinstance(
+                d, str
+            ):  # Kernel Tuner's problem_size of parameters: the launch's, per configuration
+                try:
+                    problem_exprs.append(parse(d, names, f"{f}problem_size[{i}]"))
+                except ExpressionError as exc:
+                    raise SpecError(f"{exc} (a problem size may name the parameters)") from None
+                numbers.append(1)
+            else:
+                problem_exprs.append(None)
+                numbers.append(d)
+        problem_size = tuple(numbers)
+        problem_exprs += [None] * (3 - len(problem_exprs))
+
+    shared = None
+    if data.get("shared_memory") is not None:
+        try:
+            shared = parse(data["shared_memory"], expr_names, f"{f}shared_memory")
+        except ExpressionError as exc:
+            raise SpecError(
+                f"{exc} (bytes of dynamic shared memory, over the parameters and problem size)"
+            ) from None
 
     first = {p.name: p.values[0] for p in params}
     default_raw = data.get("default") or {}
     if not isinstance(default_raw, dict):
         raise SpecError(f"{f}default: expected a mapping of parameter name to value")
+    chosen = {}
     for name, value in default_raw.items():
         if name not in first:
             raise SpecError(f"{f}default: unknown parameter {name!r}")
+        if name in labels:
+            if value not in labels[name]:
+                raise SpecError(f"{f}default.{name}: {value!r} is not one of its values")
+            chosen[name] = labels[name].index(value)
+            continue
         if isinstance(value, bool) or not isinstance(value, int):
             raise SpecError(f"{f}default.{name}: expected an integer, got {value!r}")
-    default = {**first, **default_raw}
+        chosen[name] = value
+    default = {**first, **chosen}
+
+    metrics, objective = _metrics_and_objective(data, names, f)
 
     spec = KernelSpec(
         path=path,
@@ -464,7 +681,7 @@ def spec_from_mapping(
         block_size_names=(block_names[0], block_names[1], block_names[2]),
         arguments=arguments,
         arguments_factory=factory,
-        compiler_options=tuple(options),
+        compiler_options=tuple(passed),
         atol=_number(data.get("atol"), f"{f}atol", 1e-6),
         rtol=_number(data.get("rtol"), f"{f}rtol", 1e-5),
         reference=_code_target(data.get("reference"), f"{f}reference"),
@@ -474,8 +691,94 @@ def spec_from_mapping(
         digest=hashlib.sha256(
             hashlib.sha256(spec_bytes).digest() + hashlib.sha256(raw_code).digest()
         ).hexdigest(),
+        metrics=metrics,
+        objective=objective,
+        labels=labels,
+        shared_memory=shared,
+        problem_exprs=tuple(problem_exprs),
+        extra_sources=tuple(source_files[1:]),
+        include_dirs=tuple(include_dirs),
+        base_options=tuple(options),
     )
     return spec
+
+
+def resolve_includes(
+    options: Sequence[str], spec_dir: Path, source_dir: Path
+) -> tuple[list[str], list[Path]]:
+    """``compiler_options`` as they reach the compiler, and the folders a source's includes are found in.
+
+    A user writes ``-I.`` meaning the spec's folder, but the compiler runs in the worker's working directory:
+    each relative ``-I`` (``-Idir``, ``-I dir``, ``--include-path=dir``, ``--include-path dir``) is made
+    absolute against the spec's folder, and the source's own folder goes first on the include path, as a
+    compiler given the file would search it."""
+    passed: list[str] = [f"-I{source_dir}"]
+    dirs: list[Path] = [source_dir]
+    pending = None
+    for option in options:
+        if pending is not None:
+            folder = (spec_dir / option).resolve()
+            passed += [pending, str(folder)]
+            dirs.append(folder)
+            pending = None
+            continue
+        if option in ("-I", "--include-path"):
+            pending = option
+            continue
+        for prefix in ("--include-path=", "-I"):
+            if option.startswith(prefix):
+                folder = (spec_dir / option[len(prefix) :]).resolve()
+                passed.append(f"{prefix}{folder}")
+                dirs.append(folder)
+                break
+        else:
+            passed.append(option)
+    if pending is not None:
+        passed.append(pending)  # the compiler says what is missing after it
+    return passed, dirs
+
+
+def _metrics_and_objective(
+    data: Mapping[str, Any], names: Sequence[str], f: str
+) -> tuple[tuple[tuple[str, Expression], ...], Objective]:
+    """``metrics:`` (name -> expression over the parameters, the problem size, what was measured and the
+    metrics before it, in order) and ``objective:`` ({minimize|maximize: a measured name or a metric})."""
+    raw = data.get("metrics") or {}
+    if not isinstance(raw, dict) or len(raw) > MAX_METRICS:
+        raise SpecError(
+            f"{f}metrics: expected a mapping of name to expression like {{ms_per_step: time / steps}}, "
+            f"at most {MAX_METRICS}"
+        )
+    taken = set(names) | set(PROBLEM_NAMES) | set(GRID_NAMES) | set(MEASURED_NAMES) | {"kernel_tuner"}
+    known = [*names, *PROBLEM_NAMES, *MEASURED_NAMES]
+    metrics: list[tuple[str, Expression]] = []
+    for name, text in raw.items():
+        if not isinstance(name, str) or not name.isidentifier() or name in taken:
+            raise SpecError(
+                f"{f}metrics: {name!r} is not a usable metric name (an identifier that is not a parameter, "
+                f"a problem size or one of {', '.join(MEASURED_NAMES)})"
+            )
+        try:
+            expr = parse(text, known, f"{f}metrics.{name}")
+        except ExpressionError as exc:
+            raise SpecError(
+                f"{exc} (a metric is an expression over the parameters, problem_size_x/y/z, "
+                f"{', '.join(MEASURED_NAMES)} and earlier metrics, not Python code)"
+            ) from None
+        metrics.append((name, expr))
+        taken.add(name)
+        known.append(name)
+    try:
+        objective = objective_from_dict(data.get("objective"))
+    except ObjectiveError as exc:
+        raise SpecError(f"{f}objective: {exc}") from None
+    allowed = [*MEASURED_NAMES, *(n for n, _ in metrics)]
+    if objective.name not in allowed:
+        raise SpecError(
+            f"{f}objective: {objective.name!r} is neither measured nor a metric "
+            f"(one of: {', '.join(allowed)})"
+        )
+    return tuple(metrics), objective
 
 
 def check_for_problem(

@@ -4,7 +4,13 @@ pipeline sees every workload: ``space()``, ``run()``, ``check()``, ``describe()`
 ``options`` of a sweep: ``spec`` (the kernel spec's path; a sweep resolves it relative to the sweep file),
 ``seed`` (the arguments' fill, default 0) and ``compile_workers`` (threads compiling ahead; ``auto``, the
 default, is this process's cores less one; 0 compiles each configuration when it is needed;
-``$LAUNCHTUNE_COMPILE_WORKERS`` sets it where the option is absent).
+``$LAUNCHTUNE_COMPILE_WORKERS`` sets it where the option is absent) and ``energy`` (``auto``, the default:
+measure energy and power, ``kernels.energy``, where the spec's objective or a metric reads them; ``true``:
+for every configuration; ``false``: never).
+
+What a configuration is worth is the spec's objective (``kernels.objective``): ``run`` reports the time as
+the total, and in ``extra`` the objective's cost (``objective``, lower is better), each metric (``metrics``)
+and, where measured, ``energy_mJ`` and ``power_W``.
 
 It runs CUDA only: on the numpy backend (no GPU) it refuses to be built, with one line. A ``reference``
 function in the spec answers the check instead of the default configuration, but there is nothing to tune
@@ -14,6 +20,7 @@ on a CPU, so it does not make the workload run there.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -31,6 +38,7 @@ from launchtune.kernels.custom.compile import (
     build_function,
     cache_key,
     default_workers,
+    header_digest,
     source_with_defines,
 )
 from launchtune.kernels.custom.errors import SpecError
@@ -40,9 +48,10 @@ from launchtune.kernels.device import CLASS_SPECS
 from launchtune.kernels.space import Space
 from launchtune.kernels.workload import Check, Timing, Workload, WorkloadError
 
-OPTIONS = ("spec", "seed", "compile_workers", "spec_sha256")
+OPTIONS = ("spec", "seed", "compile_workers", "spec_sha256", "energy")
 WORKERS_ENV = "LAUNCHTUNE_COMPILE_WORKERS"
 WARMUP_LAUNCHES = 1
+REFERENCES_KEPT = 4  # answers of a reference that takes the configuration, kept on the device
 # CUDA's limits on a launch's shape, the same on every card since compute capability 3.0
 MAX_BLOCK = (1024, 1024, 64)
 MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -94,6 +103,7 @@ def _check_options(options: Mapping[str, Any]) -> None:
     digest = options.get("spec_sha256")
     if digest is not None and (not isinstance(digest, str) or not re.fullmatch("[0-9a-f]{64}", digest)):
         raise WorkloadError(f"expected a sha256 in hex, got {digest!r}"[:300], field="options.spec_sha256")
+    _energy_option(options.get("energy", "auto"))
 
 
 def checked_spec(options: Mapping[str, Any]) -> KernelSpec:
@@ -114,6 +124,16 @@ def checked_spec(options: Mapping[str, Any]) -> KernelSpec:
 def pin(**options: Any) -> dict[str, Any]:
     """``options`` with the digest of the kernel spec as it is now (``kernels.workload.pin_options``)."""
     return {**options, "spec_sha256": load_kernel_spec(_spec_path(options)).digest}
+
+
+def _energy_option(value: Any) -> str:
+    if value is True or value == "true":
+        return "true"
+    if value is False or value == "false":
+        return "false"
+    if value == "auto":
+        return "auto"
+    raise WorkloadError(f"expected auto, true or false, got {value!r}", field="options.energy")
 
 
 def check_arguments(case: str, size: str | Sequence[int], **options: Any) -> None:
@@ -159,6 +179,7 @@ class KernelWorkload(Workload):
         seed: int = 0,
         compile_workers: int | str | None = None,
         spec_sha256: str | None = None,
+        energy: bool | str = "auto",
     ):
         self.spec: KernelSpec = checked_spec({"spec": spec, "spec_sha256": spec_sha256})
         self.case = case
@@ -178,15 +199,36 @@ class KernelWorkload(Workload):
         attrs = device.attributes
         # static shared memory (what __shared__ arrays declare) is bounded by the plain per-block limit
         self.max_shared = int(attrs.get("MaxSharedMemoryPerBlock", 49152))
+        # static and dynamic shared memory together may reach the opt-in limit (the kernel asks for it)
+        self.max_shared_optin = int(attrs.get("MaxSharedMemoryPerBlockOptin", self.max_shared))
+        self._headers = header_digest(self.spec)  # an edited header is another module
         check_for_problem(self.spec, self.problem, float(device.mem_info[1]))
         self._space = self.spec.space(self.problem)
         self._host, self._args, self._constants, self._outputs = self._make_arguments()
         self._initial = {i: cp.asarray(self._host[i]) for i in self._outputs}
         self.compiler = Compiler(self._build, _workers(compile_workers), self._use_device)
         self._reference: dict[int, Any] | None = None
+        self._references: dict[tuple, dict[int, Any]] = {}  # the reference function's answers, recent last
         self._constants_set: set[str] = set()
         self._compile_ms = 0.0  # compile time of the configurations used since take_compile_ms
         self.build_compile_ms = 0.0
+        self.energy_reason = ""  # why energy is wanted and not measured
+        self._meter: Any = None
+        wanted = _energy_option(energy)
+        if wanted == "true" or (wanted == "auto" and self.spec.needs_energy):
+            from launchtune.kernels.energy import EnergyMeter
+
+            meter = EnergyMeter(pci_bus_id=getattr(device, "pci_bus_id", None))
+            if meter.available:
+                self._meter = meter
+            elif self.spec.needs_energy:
+                raise WorkloadError(
+                    f"{self.spec.path}: objective: {self.spec.objective.describe()} needs the energy "
+                    f"counter, and this machine has none ({meter.reason})",
+                    field="options.spec",
+                )
+            else:
+                self.energy_reason = meter.reason
 
     # -- arguments ---------------------------------------------------------------------------------------
 
@@ -226,14 +268,18 @@ class KernelWorkload(Workload):
     def _use_device(self) -> None:
         self.cp.cuda.Device(self.device_id).use()  # a pool thread compiles and loads on this workload's GPU
 
-    def _build(self, source: str) -> tuple[Any, Any]:
-        return build_function(self.cp, source, self.spec.compiler_options, self.spec.kernel_name)
+    def _build(self, source: tuple[str, str]) -> tuple[Any, Any]:
+        code, name = source  # a templated kernel's name differs between configurations
+        return build_function(self.cp, code, self.spec.compiler_options, name)
 
-    def _source(self, config: Mapping[str, int]) -> tuple[str, str]:
+    def _source(self, config: Mapping[str, int]) -> tuple[str, tuple[str, str]]:
+        """The compile-cache key of ``config`` and what is compiled: the source text handed to the
+        compiler and the kernel's name expression."""
         defines = self.spec.defines(config, self.problem)
-        return cache_key(self.spec.code, defines, self.spec.compiler_options), source_with_defines(
-            self.spec.code, defines
-        )
+        name = self.spec.name_expression(config)
+        options = [*self.spec.compiler_options, name]
+        key = cache_key(self.spec.code, defines, options, self._headers)
+        return key, (source_with_defines(self.spec.code, defines, self._headers), name)
 
     def compile_ahead(self, configs: Sequence[Mapping[str, int]]) -> int:
         """Queue ``configs`` (a batch about to be measured) on the compile pool; how many were new."""
@@ -302,14 +348,41 @@ class KernelWorkload(Workload):
         if any(g > m for g, m in zip(grid, MAX_GRID, strict=True)) or min(grid) < 1:
             problems.append(f"grid {grid} outside CUDA's limits {MAX_GRID}")
         shared = int(compiled.function.shared_size_bytes)
-        if shared > self.max_shared:
+        try:
+            dynamic = self.spec.shared_bytes(config, self.problem)
+        except ExpressionError as exc:
+            return problems + [str(exc)]
+        if dynamic < 0:
+            problems.append(f"shared_memory: {dynamic} bytes for this configuration (must be >= 0)")
+        elif dynamic and shared + dynamic > self.max_shared_optin:
+            problems.append(
+                f"{shared:,} bytes of static and {dynamic:,} of dynamic shared memory over the device's "
+                f"{self.max_shared_optin:,} per block"
+            )
+        elif not dynamic and shared > self.max_shared:
             problems.append(
                 f"{shared:,} bytes of shared memory over the device's {self.max_shared:,} per block"
             )
         return problems
 
-    def _launch(self, compiled: Compiled, grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
-        compiled.function(grid, block, tuple(self._args))
+    def _launch(
+        self, compiled: Compiled, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int = 0
+    ) -> None:
+        if shared:
+            compiled.function(grid, block, tuple(self._args), shared_mem=shared)
+        else:
+            compiled.function(grid, block, tuple(self._args))
+
+    def _shared(self, config: Mapping[str, int], compiled: Compiled) -> int:
+        """The dynamic shared memory of ``config``'s launch; past the plain per-block limit, the kernel
+        opts in to it first (as CUDA requires; ``_problems`` bounded it by the opt-in limit)."""
+        dynamic = self.spec.shared_bytes(config, self.problem)
+        function = compiled.function
+        if dynamic + int(function.shared_size_bytes) > self.max_shared and (
+            int(getattr(function, "max_dynamic_shared_size_bytes", 0)) < dynamic
+        ):
+            function.max_dynamic_shared_size_bytes = dynamic
+        return dynamic
 
     def _reset_outputs(self) -> None:
         for i, initial in self._initial.items():
@@ -318,28 +391,52 @@ class KernelWorkload(Workload):
     def _outputs_after_one_launch(self, config: Mapping[str, int], compiled: Compiled) -> dict[int, Any]:
         self._reset_outputs()
         grid, block = self.geometry(config)
-        self._launch(compiled, grid, block)
+        self._launch(compiled, grid, block, self._shared(config, compiled))
         self.cp.cuda.Device().synchronize()
         return {i: self._args[i].copy() for i in self._outputs}
 
-    def reference_outputs(self) -> dict[int, Any]:
-        """What every configuration must compute: the spec's ``reference`` function's answer, else the
-        default configuration's outputs (computed once)."""
-        if self._reference is not None:
-            return self._reference
-        answers = self._answers()
-        if answers:
-            self._reference = {i: self.cp.asarray(a) for i, a in answers.items()}
-            return self._reference
+    def _reference_function(self) -> tuple[Any, bool]:
+        """The spec's ``reference`` function and whether it takes the configuration (a third parameter:
+        where the answer depends on a parameter, such as the steps one launch of a stencil advances)."""
+        function = _import(self.spec.reference or "", f"{self.spec.path}: reference")
+        try:
+            takes = len(inspect.signature(function).parameters) >= 3
+        except (TypeError, ValueError):
+            takes = False
+        return function, takes
+
+    @property
+    def reference_per_config(self) -> bool:
+        return bool(self.spec.reference) and self._reference_function()[1]
+
+    def reference_outputs(self, config: Mapping[str, int] | None = None) -> dict[int, Any]:
+        """What every configuration must compute: the spec's ``reference`` function's answer (for
+        ``config`` where the function takes one; the last few kept), else the default configuration's
+        outputs (computed once), or the spec's ``answer`` arrays where it gives them."""
         if self.spec.reference:
-            answer = _import(self.spec.reference, f"{self.spec.path}: reference")(
-                list(self._host), self.problem
-            )
-            self._reference = {
+            function, per_config = self._reference_function()
+            key = tuple(sorted((config or self._space.default).items())) if per_config else ()
+            if key in self._references:
+                return self._references[key]
+            args: list[Any] = [list(self._host), self.problem]
+            if per_config:
+                args.append(self.spec.actual(dict(config or self._space.default)))
+            answer = function(*args)
+            outputs = {
                 i: self.cp.asarray(answer[i])
                 for i in self._outputs
                 if i < len(answer) and answer[i] is not None
             }
+            if len(self._references) >= REFERENCES_KEPT:
+                self._references.pop(next(iter(self._references)))
+            self._references[key] = outputs
+            self._reference = outputs
+            return outputs
+        if self._reference is not None:
+            return self._reference
+        answers = self._answers()  # the spec's answer arrays (the Python API's answer=)
+        if answers:
+            self._reference = {i: self.cp.asarray(a) for i, a in answers.items()}
             return self._reference
         default = self._space.default
         compiled = self.compiled(default, count=False)
@@ -370,6 +467,24 @@ class KernelWorkload(Workload):
             index += 1
         return out
 
+    def check_default(self) -> None:
+        """The default configuration compiles, fits the device and launches, else ``SpecError``: one line
+        naming the spec and the compiler's first error (or the launch's), for a sweep to stop at before any
+        worker measures: every configuration of a spec whose default cannot compile (a missing header, a
+        typo) would fail alike, and a folder of failed rows answers nothing."""
+        default = self._space.default
+        compiled = self.compiled(default, count=False)
+        problems = self._problems(default, compiled)
+        if not problems:
+            try:
+                self._outputs_after_one_launch(default, compiled)
+            except Exception as exc:  # noqa: BLE001  (CuPy's launch errors have several types)
+                problems = [f"launch failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"]
+        if problems:
+            raise SpecError(
+                f"{self.spec.path}: the default configuration {default} cannot run: {problems[0]}"
+            )
+
     # -- the workload interface --------------------------------------------------------------------------
 
     def space(self) -> Space:
@@ -379,7 +494,7 @@ class KernelWorkload(Workload):
         """The configuration compiles, fits the compiled kernel's and the device's limits, and computes the
         reference's outputs within ``atol + rtol * |reference|`` everywhere (the worst difference named)."""
         config = self._space.validate(config)
-        want = self.reference_outputs()
+        want = self.reference_outputs(config)
         try:
             self.geometry(config)
         except ExpressionError as exc:  # a grid divisor that is not a positive whole number here
@@ -423,19 +538,35 @@ class KernelWorkload(Workload):
         if problems:
             raise WorkloadError("; ".join(problems), field="config")
         grid, block = self.geometry(config)
+        shared = self._shared(config, compiled)
         cp = self.cp
         for _ in range(WARMUP_LAUNCHES):
-            self._launch(compiled, grid, block)
+            self._launch(compiled, grid, block, shared)
         events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(repeats)]
         for start, stop in events:
             start.record()
-            self._launch(compiled, grid, block)
+            self._launch(compiled, grid, block, shared)
             stop.record()
         events[-1][1].synchronize()
         times = [cp.cuda.get_elapsed_time(start, stop) for start, stop in events]
         median = float(np.median(times))
+        measured: dict[str, float | None] = {"time": median}
+        extra: dict[str, Any] = {}
+        if self._meter is not None:
+
+            def chunk(n: int) -> None:
+                for _ in range(n):
+                    self._launch(compiled, grid, block, shared)
+                cp.cuda.Device().synchronize()
+
+            energy = self._meter.measure(chunk, median)
+            measured.update(energy_mJ=energy.energy_mJ, power_W=energy.power_W)
+            extra.update(energy_mJ=energy.energy_mJ, power_W=energy.power_W, energy_launches=energy.launches)
+        elif self.energy_reason:
+            extra["energy_reason"] = self.energy_reason
+        metrics, cost = self.spec.evaluate(config, self.problem, measured)
         return Timing(
-            kernels={self.spec.kernel_name: median},
+            kernels={self.spec.kernel_base: median},
             total=median,
             repeats=repeats,
             extra={
@@ -443,8 +574,19 @@ class KernelWorkload(Workload):
                 "grid": list(grid),
                 "block": list(block),
                 "unit": "ms per launch",
+                "objective": cost,
+                "metrics": metrics,
+                **extra,
             },
         )
+
+    def measures(self) -> list[str]:
+        """The columns a row of this workload adds to the time (``pipeline.sweep.schema``): each metric,
+        and energy and power where they are measured (or wanted)."""
+        out = [f"metric.{n}" for n in self.spec.metric_names]
+        if self._meter is not None or self.energy_reason:
+            out += ["energy_mJ", "power_W"]
+        return out
 
     def kernel_tuner_arguments(self) -> dict[str, Any]:
         """Keyword arguments of Kernel Tuner's ``tune_kernel`` that tune this kernel as this workload does:
@@ -453,11 +595,18 @@ class KernelWorkload(Workload):
         compiler options, and the outputs every configuration must compute (``answer``, with ``atol``: the
         spec's ``reference`` or the default configuration's outputs). The restrictions are this workload's
         ``space()`` (the caller states them in Kernel Tuner's terms)."""
-        expected = self.reference_outputs()
+        per_config = self.reference_per_config
+        expected = {} if per_config else self.reference_outputs()
+
+        def config_of(params: Mapping[str, Any]) -> dict[str, int]:  # Kernel Tuner's values -> the space's
+            return {n: self.spec.index_of(n, params[n]) for n in self.spec.names}
+
+        def shared_size(params: Mapping[str, Any]) -> int:
+            return self.spec.shared_bytes(config_of(params), self.problem)
 
         def divisor(dim: int) -> Any:
             def div(params: Mapping[str, Any]) -> int:  # the divisor of KernelSpec.grid
-                config = {n: int(params[n]) for n in self.spec.names}
+                config = config_of(params)
                 divs = self.spec.grid_div[dim]
                 if divs is None:
                     return int(config.get(self.spec.block_size_names[dim], 1))
@@ -471,17 +620,27 @@ class KernelWorkload(Workload):
         return {
             "kernel_name": self.spec.kernel_name,
             "kernel_source": self.spec.code,
-            "problem_size": tuple(self.problem),
+            # a problem size of the parameters is Kernel Tuner's callable of the configuration too
+            "problem_size": (lambda params: self.spec.launch_problem(config_of(params), self.problem))
+            if any(self.spec.problem_exprs)
+            else tuple(self.problem),
             "arguments": list(self._host),
-            "cmem_args": {k: v.get() for k, v in self._constants.items()} or None,
-            "tune_params": {p.name: [int(v) for v in p.values] for p in self.spec.params},
+            "cmem_args": {k: self.cp.asnumpy(v) for k, v in self._constants.items()} or None,
+            "tune_params": {
+                p.name: list(self.spec.labels.get(p.name, [int(v) for v in p.values]))
+                for p in self.spec.params
+            },
             "grid_div_x": divisor(0),
             "grid_div_y": divisor(1),
             "grid_div_z": divisor(2),
             "block_size_names": list(self.spec.block_size_names),
             "compiler_options": list(self.spec.compiler_options),
-            "answer": [expected[i].get() if i in expected else None for i in range(len(self._host))],
+            # a reference that depends on the configuration has no one answer: Kernel Tuner checks nothing
+            "answer": None
+            if per_config
+            else [self.cp.asnumpy(expected[i]) if i in expected else None for i in range(len(self._host))],
             "atol": self.spec.atol,
+            **({"smem_args": {"size": shared_size}} if self.spec.shared_memory is not None else {}),
             "lang": "cupy",
         }
 
@@ -489,12 +648,14 @@ class KernelWorkload(Workload):
         return {
             "workload": self.name,
             "case": self.case,
-            "kernels": [self.spec.kernel_name],
+            "kernels": [self.spec.kernel_base],
             "spec": str(self.spec.path),
             "source": str(self.spec.source),
             "problem_size": list(self.problem),
             "backend": self.backend.name,
             "compile_workers": self.compiler.workers,
+            "objective": self.spec.objective.as_dict(),
+            "measures": self.measures(),
         }
 
 

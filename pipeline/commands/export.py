@@ -9,6 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
+from launchtune.pipeline import flags
 from launchtune.pipeline.errors import UserError
 
 FORMATS = ("kernel-tuner", "c-header")
@@ -33,6 +34,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="the cache file (.json or .json.gz) for one GPU class; otherwise a folder that gets "
         "<class>.json.gz",
     )
+    p.add_argument(
+        "--objective",
+        type=flags.objective,
+        default=None,
+        metavar="NAME:max|min",
+        help="the objective of a Kernel Tuner cache whose direction is not known (time and energy are lower "
+        "is better, GFLOP/s and GB/s higher): e.g. 'score:max'",
+    )
     p.set_defaults(func=run)
 
 
@@ -42,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from launchtune.pipeline.store.datasets import load_datasets
     from launchtune.pipeline.strategies.kt_cache import write_cache
 
-    datasets = load_datasets(args.source)
+    datasets = load_datasets(args.source, args.objective)
     out = Path(args.out)
     if out.name.endswith((".json", ".json.gz")):
         if len(datasets) != 1:

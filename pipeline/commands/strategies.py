@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from launchtune.kernels.workload import SEED_MAX
+from launchtune.pipeline import flags
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.flags import integer
 from launchtune.pipeline.paths import results_root
@@ -175,6 +176,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="PARQUET",
         help="write the dataset as our Parquet form and exit (imports a Kernel Tuner cache)",
     )
+    p.add_argument(
+        "--objective",
+        type=flags.objective,
+        default=None,
+        metavar="NAME:max|min",
+        help="the objective of a Kernel Tuner cache whose direction is not known (time and energy are lower "
+        "is better, GFLOP/s and GB/s higher): e.g. 'score:max'",
+    )
     p.set_defaults(func=run)
 
 
@@ -194,14 +203,14 @@ def json_line(record: dict) -> str:
     return json.dumps(clean(record), allow_nan=False)
 
 
-def _load(paths: list[str]) -> list:
+def _load(paths: list[str], objective=None) -> list:
     """Every dataset of every ``--dataset`` path, in order; two datasets of one name are refused (which one
     would ``--gpu`` or transfer mean?)."""
     from launchtune.pipeline.store.datasets import align_params, load_datasets
 
     datasets, where = [], {}
     for path in paths:
-        for d in load_datasets(path):
+        for d in load_datasets(path, objective):
             if d.name in where:
                 raise UserError(
                     f"{path}: GPU {d.name!r} is also in {where[d.name]}; each GPU may come from one source"
@@ -228,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--parallel: must be at least 1")
     if args.parallel > 1 and args.compare:
         raise UserError("--parallel: runs one strategy (--strategy), not --compare")
-    datasets = _load(args.dataset)
+    datasets = _load(args.dataset, args.objective)
     where = ", ".join(args.dataset)
     if args.export:
         if len(datasets) != 1:

@@ -44,7 +44,7 @@ from launchtune.pipeline.paths import check_slug
 from launchtune.pipeline.store.caches import SAMPLER, CacheClass, is_cache_path, read_caches
 from launchtune.pipeline.store.folder import PLAN_FACTS, SweepFolder, data_hash
 from launchtune.pipeline.store.ownership import claim
-from launchtune.pipeline.store.schema import shard_schema
+from launchtune.pipeline.store.schema import plan_schema
 from launchtune.pipeline.store.shards import load_merged, write_merged
 from launchtune.pipeline.store.spec import SweepSpec, TrainSpec
 
@@ -340,7 +340,7 @@ def combine(
             for p in params:
                 values[p].update(c.params[p])
         plan["values"] = {p: sorted(int(v) for v in values[p]) for p in params}
-    schema = shard_schema(plan["params"], plan["kernels"])
+    schema = plan_schema(plan, search=False)
     classes = sorted([c for s in sources for c in s.classes] + [c.gpu_class for c in caches])
     notes: list[str] = _cache_notes(sources, caches)
     tables, records, validation = [], [], {}

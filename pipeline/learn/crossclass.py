@@ -37,6 +37,7 @@ from launchtune.kernels.device import CLASS_FEATURES, DEVICE_FEATURES
 from launchtune.pipeline.learn.design import MIN_ROWS, capped, design, model_makers, split
 from launchtune.pipeline.learn.parallel import run_fits
 from launchtune.pipeline.store.folder import ok_rows
+from launchtune.pipeline.store.schema import cost_column
 from launchtune.pipeline.store.spec import SweepSpec
 
 Log = Callable[[str], None]
@@ -90,7 +91,7 @@ def same_split(
         if cls not in trained:
             continue
         _, te = split(rows, spec.test_fraction, spec.seed)
-        y = rows["total_ms"].to_numpy(float)[te]
+        y = rows[cost_column(list(rows.columns))].to_numpy(float)[te]
         entry: dict[str, Any] = {"n_test": int(len(te)), "per_class": {}, "combined": {}}
         for side, group in (("per_class", cls), ("combined", "combined")):
             X = design(rows, groups[group]["features"])[te]
@@ -148,8 +149,9 @@ def leave_one_class_out(
         # at an arbitrary distance from it after scaling (an MLP extrapolates that linearly): left out.
         constant = [f for f in device if train[f].nunique(dropna=False) <= 1]
         used = [f for f in features if f not in constant]
-        X, y = design(train, used), train["total_ms"].to_numpy(float)
-        Xh, yh = design(test, used), test["total_ms"].to_numpy(float)
+        cost = cost_column(list(train.columns))
+        X, y = design(train, used), train[cost].to_numpy(float)
+        Xh, yh = design(test, used), test[cost].to_numpy(float)
         entry: dict[str, Any] = {
             "trained_on": sorted(train["gpu_class"].unique()),
             "n_train": int(len(train)),
@@ -223,7 +225,7 @@ def class_pairs(frame: pd.DataFrame, params: list[str]) -> dict[str, Any]:
     has no ok row of it, with the reason: it did not run on A, or A never measured it). Configurations
     measured more than once count with their median."""
     rows = ok_rows(frame, None)
-    times = rows.groupby(["gpu_class", *params], sort=True)["total_ms"].median()
+    times = rows.groupby(["gpu_class", *params], sort=True)[cost_column(list(rows.columns))].median()
     per_class = {c: t.droplevel(0) for c, t in times.groupby(level=0)}
     failed = frame[frame["status"] != "ok"]
     status = {  # what a class recorded of a configuration it has no ok row of

@@ -18,6 +18,7 @@ from sklearn.model_selection import train_test_split
 
 from launchtune.kernels.device import CLASS_FEATURES, DEVICE_FEATURES, SPEC_SHEET_FEATURES, class_features
 from launchtune.pipeline.learn.models import make_gbr, make_mlp, with_inactive_zeroed
+from launchtune.pipeline.store.schema import cost_column
 from launchtune.pipeline.store.spec import SweepSpec
 
 # A spec-sheet feature (kernels.device.SPEC_SHEET_FEATURES) is null where a class has no sheet (the CPU); it
@@ -35,7 +36,7 @@ def training_rows(
     surrogate no longer gains what its fit costs on the login node (issue 18's rehearsal), so a class with
     more rows is trained on a uniform sample of them. Returns the rows and, per class, how many were merged
     and how many used, for ``metrics.json`` (the row count is always stated)."""
-    ok = frame[(frame["status"] == "ok") & frame["total_ms"].notna()]
+    ok = frame[(frame["status"] == "ok") & frame[cost_column(list(frame.columns))].notna()]
     rng = np.random.default_rng(seed)
     parts, counts = [], {}
     for cls, rows in ok.groupby("gpu_class", sort=True):

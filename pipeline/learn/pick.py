@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from launchtune.pipeline.store.schema import cost_column
+
 FAILED_STATUSES = ("invalid", "failed")
 # How many candidates the re-measure may find unrunnable before it stops looking (per wanted pick): the
 # space's constraints keep the known rules out, so a long run of failures means the check rejects them.
@@ -51,7 +53,12 @@ def incumbents(
         rows = rows[rows["gpu_class"] == gpu_class]
     if rows.empty or n <= 0:
         return []
-    best = rows.sort_values("total_ms", kind="stable")[list(params)].astype("int64").drop_duplicates().head(n)
+    best = (
+        rows.sort_values(cost_column(list(rows.columns)), kind="stable")[list(params)]
+        .astype("int64")
+        .drop_duplicates()
+        .head(n)
+    )
     return [{p: int(v) for p, v in zip(params, r, strict=True)} for r in best.itertuples(index=False)]
 
 
@@ -92,7 +99,7 @@ def predicted_pick(
         raise ValueError(f"{len(predicted)} predictions for {len(rows)} rows (need one per row, and rows)")
     keys = [config_key(r, params) for r in rows[list(params)].to_dict("records")]
     status = rows["status"].to_numpy()
-    ms = rows["total_ms"].to_numpy(float)
+    ms = rows[cost_column(list(rows.columns))].to_numpy(float)
     failing = {k for k, s in zip(keys, status, strict=True) if s in FAILED_STATUSES}
     everything = ranked(predicted, keys)
     allowed = ranked(predicted, keys, exclude=failing, runnable=lambda i: status[i] == "ok")

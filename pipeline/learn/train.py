@@ -43,7 +43,7 @@ from launchtune.pipeline.learn.models import (
 )
 from launchtune.pipeline.learn.parallel import run_fits
 from launchtune.pipeline.store.folder import SweepFolder, data_hash, ok_rows, rows_by_class
-from launchtune.pipeline.store.schema import kernel_column, kernel_params
+from launchtune.pipeline.store.schema import cost_column, kernel_column, kernel_params
 from launchtune.pipeline.store.shards import load_merged
 from launchtune.pipeline.store.spec import SweepSpec
 
@@ -76,7 +76,8 @@ def fit_models(
 ) -> dict[str, Any]:
     """Fit every model on one split of ``rows``; returns {name: (model, metrics)}."""
     features = features or features_for(plan, combined)
-    X, y = design(rows, features), rows["total_ms"].to_numpy(float)
+    # the objective's cost where the rows have one (lower is better; time by default): what is fitted
+    X, y = design(rows, features), rows[cost_column(list(rows.columns))].to_numpy(float)
     tr, te = group_split(rows, spec.test_fraction, spec.seed)
     out = {}
     for name, make in model_makers(spec, len(tr), combined, features, plan.get("inactive", ())).items():

@@ -398,3 +398,29 @@ def search_trace(traces: Mapping[str, pd.DataFrame], title: str = "", unit: str 
     ax.set_title(title or "search trace")
     fig.tight_layout()
     return fig
+
+
+def energy_front(
+    classes: Mapping[str, pd.DataFrame], fronts: Mapping[str, list[int]], title: str = ""
+) -> Figure:
+    """Each class's configurations by time and energy per launch, its Pareto front (a line) and its pick under
+    each objective (the front's ends: the fastest, and the least energy)."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for k, (cls, rows) in enumerate(classes.items()):
+        t, e = rows["total_ms"].to_numpy(float), rows["energy_mJ"].to_numpy(float)
+        colour = f"C{k}"
+        ax.scatter(t, e, s=10, alpha=0.4, color=colour, label=f"{cls}: {len(rows)} configurations")
+        front = fronts[cls]
+        ax.plot(t[front], e[front], "-o", ms=4, color=colour, label=f"{cls}: Pareto front")
+        ax.scatter([t[front[0]]], [e[front[0]]], marker="^", s=90, facecolors="none", edgecolors=colour, lw=2)
+        ax.scatter(
+            [t[front[-1]]], [e[front[-1]]], marker="v", s=90, facecolors="none", edgecolors=colour, lw=2
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("time per launch (ms; ^ the pick by time)")
+    ax.set_ylabel("energy per launch (mJ; v the pick by energy)")
+    ax.legend(fontsize=8)
+    ax.set_title(title or "time and energy")
+    fig.tight_layout()
+    return fig

@@ -19,6 +19,7 @@ from launchtune.pipeline.learn.design import design, features_for, group_split, 
 from launchtune.pipeline.learn.models import load_model
 from launchtune.pipeline.results.sweeps import Sweep
 from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.schema import cost_column
 
 
 def r2_table(metrics: dict[str, Any]) -> pd.DataFrame:
@@ -120,7 +121,7 @@ def _group_design(sweep: Sweep, group: str):
             f"{sweep.path}: group {group!r} was trained on {missing[0]!r}, not in the merged data"
         )
     tr, te = group_split(rows, sweep.spec.test_fraction, sweep.spec.seed)
-    return rows, design(rows, features), rows["total_ms"].to_numpy(float), tr, te
+    return rows, design(rows, features), rows[cost_column(list(rows.columns))].to_numpy(float), tr, te
 
 
 def predictions(sweep: Sweep, group: str, model: str = "mlp", fitted: Any = None) -> pd.DataFrame:

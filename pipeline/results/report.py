@@ -23,8 +23,9 @@ from launchtune.kernels.compare import Comparison
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.crossclass import markdown as cross_class_markdown
 from launchtune.pipeline.results import Sweep, figures, predictions, search_traces, time_label
+from launchtune.pipeline.results.energy import energy_rows, energy_summary, pareto_front
 from launchtune.pipeline.store.folder import SweepFolder, ok_rows, rows_by_class
-from launchtune.pipeline.store.schema import kernel_column, kernel_params
+from launchtune.pipeline.store.schema import cost_column, kernel_column, kernel_params
 from launchtune.pipeline.store.shards import load_merged
 
 logger = logging.getLogger(__name__)
@@ -58,11 +59,22 @@ def remeasure_line(
     """One console line for a class's re-measurement, times rounded to what the timer resolves."""
 
     def ms(m: dict[str, Any]) -> str:
-        return f"{m['total_ms']:.4g} ms" if m.get("total_ms") is not None else m["status"]
+        return (
+            f"{_cost(m):.4g}" + (" ms" if "objective" not in m else "")
+            if _cost(m) is not None
+            else m["status"]
+        )
 
     same = top.get("config") == default.get("config")
     what = "best (a row the sweep recorded)" if top.get("recorded") else "predicted best"
     return f"{what} {ms(top)}, default {ms(default)}; {speedup_text(comparison, backend, same)}"
+
+
+def _cost(m: dict[str, Any]) -> float | None:
+    """A re-measured configuration's cost: its objective's (``kernels.objective``; lower is better), its
+    time where the workload states none (and in records written before objectives)."""
+    value = m.get("objective", m.get("total_ms"))
+    return None if value is None else float(value)
 
 
 def _config(row: pd.Series, params: list[str]) -> dict[str, int]:
@@ -200,6 +212,7 @@ def class_summary(
     rows = frame[frame["gpu_class"] == cls]
     ok = ok_rows(frame, cls) if ok is None else ok
     counts = rows["status"].value_counts()
+    objective = dict(plan.get("objective") or {"minimize": "time"})
     params = plan["params"]
     out: dict[str, Any] = {
         "samples": int(len(rows)),
@@ -209,7 +222,11 @@ def class_summary(
         "device_name": str(rows["device_name"].iloc[0]) if len(rows) else None,
         "device_class": sorted(rows["device_class"].unique().tolist()),
         "backend": _backend(rows),
+        "objective": objective,
     }
+    energy = energy_summary(energy_rows(frame, cls), params)
+    if energy is not None:
+        out["energy"] = energy
     group = metrics.get("groups", {}).get(cls, {})
     models = group.get("models", {})
     mlp = models.get("mlp", {})
@@ -219,8 +236,9 @@ def class_summary(
     }
     out["search_model"] = group.get("search_model")
     if len(ok):
-        best = ok.loc[ok["total_ms"].idxmin()]
-        out["best_sampled_ms"] = float(best["total_ms"])
+        cost = cost_column(list(ok.columns))  # the objective's cost, lower is better (time by default)
+        best = ok.loc[ok[cost].idxmin()]
+        out["best_sampled_ms"] = float(best[cost])
         out["best_sampled_config"] = _config(best, params)
     else:
         out["best_sampled_ms"], out["best_sampled_config"] = None, None
@@ -230,13 +248,13 @@ def class_summary(
         default = v["default"]
         out["predicted_best_config"] = top["config"]
         out["predicted_best_predicted_ms"] = top["predicted_ms"]
-        out["predicted_best_measured_ms"] = top.get("total_ms") if top["status"] == "ok" else None
+        out["predicted_best_measured_ms"] = _cost(top) if top["status"] == "ok" else None
         out["predicted_best_status"] = top["status"]
         out["predicted_best_skipped"] = _skipped(v)
         out["default_config"] = default["config"]
-        out["default_measured_ms"] = default.get("total_ms") if default["status"] == "ok" else None
+        out["default_measured_ms"] = _cost(default) if default["status"] == "ok" else None
         measured = [c for c in v["candidates"] if c["status"] == "ok"]
-        out["best_remeasured_ms"] = min((c["total_ms"] for c in measured), default=None)
+        out["best_remeasured_ms"] = min((_cost(c) for c in measured), default=None)
         out.update(_agreement(ok, params, measured, default))
         a, b = out["default_measured_ms"], out["predicted_best_measured_ms"]
         out["speedup_over_default"] = a / b if a and b else None
@@ -279,10 +297,11 @@ def tuning_entry(
     if v:
         for c in v["candidates"]:
             if c["status"] == "ok":
-                candidates.append({"config": c["config"], "ms": c["total_ms"], "source": "remeasured"})
+                candidates.append({"config": c["config"], "ms": _cost(c), "source": "remeasured"})
     ok = ok_rows(frame, cls) if ok is None else ok
-    for _, row in ok.nsmallest(TOP_CANDIDATES, "total_ms").iterrows():
-        candidates.append({"config": _config(row, params), "ms": float(row["total_ms"]), "source": "sampled"})
+    cost = cost_column(list(ok.columns))
+    for _, row in ok.nsmallest(TOP_CANDIDATES, cost).iterrows():
+        candidates.append({"config": _config(row, params), "ms": float(row[cost]), "source": "sampled"})
     # Where the two sets of times disagree beyond their spread (``_agreement``), they do not rank against each
     # other: the re-measured candidates come first, by their own times, then the sampled rows.
     measured = [c for c in (v or {}).get("candidates", []) if c["status"] == "ok"]
@@ -293,7 +312,7 @@ def tuning_entry(
         if key not in seen:
             seen.add(key)
             unique.append(c)
-    default_ms = v["default"].get("total_ms") if v and v["default"]["status"] == "ok" else None
+    default_ms = _cost(v["default"]) if v and v["default"]["status"] == "ok" else None
     # Each kernel's (blocks, threads) ranked by its own measured time: the median over the rows sharing them,
     # from the per-kernel grids where the spec asked for them, else from the random samples (each kernel is
     # timed in every sample, so 8,000 samples give ~70 timings per pair of a 120-pair grid).
@@ -328,6 +347,8 @@ def tuning_entry(
         "default_ms": default_ms,
         "candidates": unique[:TOP_CANDIDATES],
         "per_kernel": per_kernel,
+        # what "ms" above is: the objective's cost (lower is better; time where none is stated)
+        "objective": dict(plan.get("objective") or {"minimize": "time"}),
     }
 
 
@@ -375,6 +396,14 @@ def _figures(
             fig.savefig(folder.figure_path(name), dpi=110)
             plt.close(fig)
             made.append(name)
+    measured = {str(c): energy_rows(frame, str(c)) for c in sorted(frame["gpu_class"].unique())}
+    measured = {c: rows for c, rows in measured.items() if len(rows)}
+    if measured:  # rows measured for energy too: the time-energy front per class
+        fronts = {c: pareto_front(r["total_ms"], r["energy_mJ"]) for c, r in measured.items()}
+        fig = figures.energy_front(measured, fronts, "time and energy per launch")
+        fig.savefig(folder.figure_path("energy_front.png"), dpi=110)
+        plt.close(fig)
+        made.append("energy_front.png")
     traces = search_traces(sweep_dir, frame)
     if traces:
         strategy = spec.search.strategy if spec.search else "search"
@@ -446,6 +475,17 @@ def _markdown(report: dict[str, Any]) -> str:
         ]
     unit = (report.get("time_label") or "total time (ms)").removesuffix(" (ms)")
     held = (report.get("spec") or {}).get("test_fraction", 0.25)
+    stated = {
+        " ".join(f"{k} {v}" for k, v in (c.get("objective") or {}).items())
+        for c in report["classes"].values()
+    } - {"minimize time", ""}
+    if stated:
+        lines += [
+            f"Objective: {', '.join(sorted(stated))} (the kernel spec's). Every configuration is ranked by "
+            "it, and the 'ms' columns below hold its value (a maximised quantity: its reciprocal, so "
+            "lower is better throughout).",
+            "",
+        ]
     lines += [
         f"Times (ms) are each configuration's {unit}, the median of its repeats; R2 and MSE are the "
         f"MLP's on the rows it trained on and on the held-out {held:.0%} (MSE in ms^2: its square root is a "
@@ -515,6 +555,21 @@ def _markdown(report: dict[str, Any]) -> str:
             "(its own model's pick), from: "
             + ", ".join(f"{', '.join(s['classes'])} `{s['path']}`" for s in report["combined_from"])
             + ".",
+        ]
+    for cls, c in report["classes"].items():
+        e = c.get("energy")
+        if not e:
+            continue
+
+        def said(p: dict[str, Any]) -> str:
+            cfg = ", ".join(f"{k}={v}" for k, v in p["config"].items())
+            return f"{p['time_ms']:.4g} ms, {p['energy_mJ']:.4g} mJ ({cfg})"
+
+        lines += [
+            "",
+            f"**{cls}** time and energy per launch ({e['rows']} configurations measured for both; "
+            f"figures/energy_front.png): the pick under minimize time {said(e['time_pick'])}; under "
+            f"minimize energy_mJ {said(e['energy_pick'])}; {len(e['front'])} on the Pareto front.",
         ]
     lines += report.get("cross_class_md", [])
     if report.get("performance_report"):

@@ -11,6 +11,7 @@ import pandas as pd
 
 from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.journal import Journal
+from launchtune.pipeline.store.schema import cost_column
 
 
 def answer_order(sweep_dir: Path, gpu_class: str) -> list[int]:
@@ -28,7 +29,7 @@ def search_traces(sweep_dir: Path, frame: pd.DataFrame) -> dict[str, pd.DataFram
         order = [o for o in answer_order(sweep_dir, str(cls)) if o in rows.index]
         order += [o for o in sorted(rows.index) if o not in set(order)]
         ms = rows.loc[order]
-        t = np.where(ms["status"] == "ok", ms["total_ms"].astype(float), np.inf)
+        t = np.where(ms["status"] == "ok", ms[cost_column(list(ms.columns))].astype(float), np.inf)
         traces[str(cls)] = pd.DataFrame(
             {"measurement": np.arange(1, len(t) + 1), "ms": t, "best_ms": np.minimum.accumulate(t)}
         )

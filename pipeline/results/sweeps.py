@@ -16,7 +16,7 @@ import pandas as pd
 from launchtune.kernels.workload import declared
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.folder import SweepFolder, ok_rows
-from launchtune.pipeline.store.schema import kernel_column, kernel_params
+from launchtune.pipeline.store.schema import cost_column, kernel_column, kernel_params
 from launchtune.pipeline.store.shards import load_merged
 from launchtune.pipeline.store.spec import SweepSpec
 
@@ -190,7 +190,7 @@ def reference_times(sweep: Sweep, gpu_class: str) -> dict[str, float]:
     out: dict[str, float] = {}
     ok = sweep.ok(gpu_class)
     if len(ok):
-        out["best sampled"] = float(ok["total_ms"].min())
+        out["best sampled"] = float(ok[cost_column(list(ok.columns))].min())
     summary = ((sweep.report or {}).get("classes") or {}).get(gpu_class) or {}
     for key, label in (
         ("default_measured_ms", "default (re-measured)"),
@@ -332,20 +332,19 @@ def best_configurations(sweeps: list[Sweep]) -> pd.DataFrame:
     for cls, (s, ok) in class_rows(sweeps).items():
         summary = ((s.report or {}).get("classes") or {}).get(cls) or {}
         default, best = summary.get("default_measured_ms"), summary.get("predicted_best_measured_ms")
+        cost = ok[cost_column(list(ok.columns))]  # the objective's (time by default)
         rows.append(
             {
                 "gpu_class": cls,
                 "folder": s.name,
                 "ok samples": len(ok),
-                "median sampled ms": float(ok["total_ms"].median()) if len(ok) else np.nan,
-                "best sampled ms": float(ok["total_ms"].min()) if len(ok) else np.nan,
+                "median sampled ms": float(cost.median()) if len(ok) else np.nan,
+                "best sampled ms": float(cost.min()) if len(ok) else np.nan,
                 "default ms (re-measured)": default,
                 "predicted best ms (re-measured)": best,
                 "search model": summary.get("search_model"),
                 "speed-up over default": default / best if default and best else np.nan,
-                "best sampled over median": (
-                    float(ok["total_ms"].median() / ok["total_ms"].min()) if len(ok) else np.nan
-                ),
+                "best sampled over median": (float(cost.median() / cost.min()) if len(ok) else np.nan),
             }
         )
     return pd.DataFrame(rows)
@@ -363,7 +362,7 @@ def best_config_table(sweep: Sweep, gpu_class: str) -> pd.DataFrame:
     if not cols["best sampled"]:
         ok = sweep.ok(gpu_class)
         if len(ok):
-            best = ok.loc[ok["total_ms"].idxmin()]
+            best = ok.loc[ok[cost_column(list(ok.columns))].idxmin()]
             cols["best sampled"] = {p: int(best[p]) for p in sweep.plan["params"]}
     frame = pd.DataFrame({k: pd.Series(v, dtype="Int64") for k, v in cols.items() if v})
     return frame.reindex(sweep.plan["params"])

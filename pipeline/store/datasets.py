@@ -3,14 +3,17 @@
 Two sources today:
 
 * a **Kernel Tuner cache** (``*.json`` or ``*.json.gz``, the format of the FAIR Benchmark Hub): one entry per
-  configuration with the objective ``time`` (ms), the repeated ``times`` and a non-numeric ``time`` for a
-  failed configuration;
+  configuration with its ``objective`` (``time`` in ms unless the cache names another: ``GFLOP/s``,
+  ``energy``...), the repeated ``times`` and a non-numeric ``time`` for a failed configuration;
 * **our own Parquet** from the sweep pipeline (a file or a directory of shards): one column per launch
   parameter (``<kernel>.blocks``, ``<kernel>.threads``, ...), per-kernel time columns, a total time and a
   ``status``; rows of several GPU classes become one dataset per class.
 
 Every source becomes a :class:`Dataset` so replay, strategies and transfer never care where the data came
-from."""
+from. Its ``time`` column is the objective's cost (``kernels.objective``): lower is better whatever the
+objective's direction (a maximised GFLOP/s costs its reciprocal), so everything that ranks reads one number.
+The direction of a cache's objective is known for time and energy (lower) and GFLOP/s and GB/s (higher); any
+other needs ``--objective NAME:max|min``."""
 
 from __future__ import annotations
 
@@ -31,11 +34,14 @@ import pyarrow.parquet as pq
 
 from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.device import CLASS_SPECS, gpu_class_of
+from launchtune.kernels.objective import DEFAULT as TIME_OBJECTIVE
+from launchtune.kernels.objective import Objective, ObjectiveError, known
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.jsonio import check_regular, read_json, read_regular_bytes
 from launchtune.pipeline.records import check_record
+from launchtune.pipeline.store.schema import OBJECTIVE_COLUMN, OBJECTIVE_META, objective_of
 
-TIME = "time"  # the objective column of every Dataset frame (ms; NaN where the configuration failed)
+TIME = "time"  # the objective's cost column of every Dataset frame (lower is better; NaN where it failed)
 STATUS = "status"  # "ok", "invalid" or "failed"
 _PARAMS_META = b"launchtune.params"  # schema metadata key: the parameter columns of a file we wrote
 _INACTIVE_META = b"launchtune.inactive"  # schema metadata key: the space's unused-parameter rules, where any
@@ -79,6 +85,9 @@ class Dataset:
     # kernels.space.Inactive rules as lists, [deciding parameter, its values, parameters unused there]: where
     # the fused CFD space's fusion level leaves the seven kernels' launches (or the tile) unused
     inactive: list[list[Any]] = field(default_factory=list)
+    # what ``time`` is the cost of, and the other measured quantities kept: entry name -> frame column
+    objective: Objective = TIME_OBJECTIVE
+    measures: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -86,7 +95,8 @@ class Dataset:
 
     @property
     def optimum(self) -> float:
-        """The best recorded time (ms): the reference every strategy's pick is divided by."""
+        """The best recorded cost (ms where the objective is time): what every strategy's pick is divided
+        by."""
         return float(self.ok[TIME].min())
 
     def values(self, param: str) -> list[int]:
@@ -108,6 +118,7 @@ class Dataset:
             "params": self.params,
             "kernels": list(self.kernels),
             "source": self.source,
+            "objective": self.objective.as_dict(),
         }
 
 
@@ -188,13 +199,39 @@ def _repeats(rep: Any, where: str) -> np.ndarray:
     return out
 
 
-def load_kernel_tuner_cache(path: str | Path) -> Dataset:
+def cache_objective(raw: dict[str, Any], path: Path, override: Objective | None = None) -> Objective:
+    """The objective a cache's entries are ranked by: ``override`` (``--objective``) where given, else the
+    cache's ``objective`` (time where absent) with ``objective_higher_is_better`` where the cache says, else
+    its known direction; one line where none is known."""
+    name = raw.get("objective", "time")
+    if isinstance(name, list) and len(name) == 1:  # Kernel Tuner 1.x may write its objectives as a list
+        name = name[0]
+    if not isinstance(name, str) or not name:
+        raise UserError(f"{path}: objective {name!r} is not one name")
+    if override is not None:
+        if override.name != name:
+            raise UserError(f"{path}: --objective {override.name!r}, but the cache's objective is {name!r}")
+        return override
+    higher = raw.get("objective_higher_is_better")
+    if isinstance(higher, list) and len(higher) == 1:
+        higher = higher[0]
+    if isinstance(higher, bool):
+        return Objective(name, higher)
+    try:
+        return known(name)
+    except ObjectiveError as exc:
+        raise UserError(f"{path}: {exc}") from None
+
+
+def load_kernel_tuner_cache(path: str | Path, objective: Objective | None = None) -> Dataset:
     """Read a Kernel Tuner cache file (``.json`` or ``.json.gz``) into a Dataset.
 
     Parameters that take one value only (``use_cmem``, ``filter_height`` in the convolution cache) are
     constants of the problem, not tuning parameters, and are dropped. A configuration whose ``time`` is not a
     number (``RuntimeFailedConfig``, ``CompilationFailedConfig``, ...) is kept with status ``failed``: a
-    strategy that tries it spends a measurement, as it would on the device."""
+    strategy that tries it spends a measurement, as it would on the device. The entries' objective is ranked
+    in its direction (:func:`cache_objective`; ``objective`` overrides it); the repeated ``times`` are kept
+    only where the objective is time, since they are times."""
     path = Path(path)
     # a FIFO or a device is one line, not a hang; a file past the cap, or one that inflates past it, too
     data = read_regular_bytes(path, "Kernel Tuner cache", max_bytes=MAX_CACHE_BYTES)
@@ -209,7 +246,7 @@ def load_kernel_tuner_cache(path: str | Path) -> Dataset:
         raise UserError(f"{path}: not a Kernel Tuner cache (expected keys 'tune_params_keys' and 'cache')")
     check_record(raw, "Kernel Tuner cache", path)
     keys = list(dict.fromkeys(raw["tune_params_keys"]))  # a key listed twice is one parameter
-    objective = raw.get("objective", "time")
+    goal = cache_objective(raw, path, objective)
     rows, times = [], []
     for key, entry in raw["cache"].items():
         missing = [k for k in keys if k not in entry]
@@ -220,13 +257,15 @@ def load_kernel_tuner_cache(path: str | Path) -> Dataset:
             raise UserError(
                 f"{path}: cache entry {key!r}: parameter {bad[0]!r} is {entry[bad[0]]!r}, not one value"[:300]
             )
-        value = entry.get(objective)
-        ok = _finite(value)
+        value = entry.get(goal.name)
+        cost = goal.cost(value) if _finite(value) else np.nan
+        ok = bool(np.isfinite(cost))
         row = {k: entry[k] for k in keys}
-        row[TIME] = float(value) if ok else np.nan
+        row[TIME] = cost if ok else np.nan
         row[STATUS] = "ok" if ok else "failed"
         rows.append(row)
-        times.append(_repeats(entry.get("times") if ok else None, f"{path}: cache entry {key!r}: times"))
+        rep = entry.get("times") if ok and goal.is_time else None
+        times.append(_repeats(rep, f"{path}: cache entry {key!r}: times"))
     if not rows:
         raise UserError(f"{path}: the cache holds no configurations")
     frame = pd.DataFrame(rows)
@@ -259,6 +298,7 @@ def load_kernel_tuner_cache(path: str | Path) -> Dataset:
             "constants": constants,  # the single-valued parameters left out of params, with their value
         },
         source=str(path),
+        objective=goal,
     )
 
 
@@ -267,7 +307,13 @@ def _first(columns: Sequence[str], choices: Sequence[str]) -> str | None:
     return next((c for c in choices if c in columns), None)
 
 
-def _from_sweep_frame(df: pd.DataFrame, name: str, source: str, declared: list[str] | None = None) -> Dataset:
+def _from_sweep_frame(
+    df: pd.DataFrame,
+    name: str,
+    source: str,
+    declared: list[str] | None = None,
+    objective: Objective = TIME_OBJECTIVE,
+) -> Dataset:
     cols = list(df.columns)
     launch = [c for c in cols if _LAUNCH_PARAM.match(c)]
     extra = [c for c in ("streams", "fusion") if c in cols]  # parameters of no one kernel
@@ -281,9 +327,17 @@ def _from_sweep_frame(df: pd.DataFrame, name: str, source: str, declared: list[s
         raise UserError(
             f"{source}: no launch-parameter columns ('<kernel>.blocks', '<kernel>.threads') found"
         )
-    total = _first(cols, _TOTAL_COLUMNS)
+    # rows that state an objective rank by its cost (pipeline.sweep.schema); their time and measures are kept
+    stated = OBJECTIVE_COLUMN in cols
+    total = OBJECTIVE_COLUMN if stated else _first(cols, _TOTAL_COLUMNS)
     if total is None:
         raise UserError(f"{source}: no total-time column (one of {', '.join(_TOTAL_COLUMNS)})")
+    measures: dict[str, str] = {}
+    if stated:
+        found = [("time", c) for c in ("total_ms",) if c in cols]
+        found += [(c.removeprefix("metric."), c) for c in cols if c.startswith("metric.")]
+        found += [(c, c) for c in ("energy_mJ", "power_W") if c in cols]
+        measures = {k: f"measure.{k}" for k, _ in found}
     kernels: dict[str, list[str]] = {}
     for c in launch:
         kernels.setdefault(_LAUNCH_PARAM.match(c)["kernel"], []).append(c)
@@ -292,10 +346,11 @@ def _from_sweep_frame(df: pd.DataFrame, name: str, source: str, declared: list[s
         col = _first(cols, [p.format(k=k) for p in _KERNEL_TIME_PATTERNS])
         if col is not None:
             kernel_times[k] = col
-    if extra or len(kernel_times) != len(kernels):
-        kernels, kernel_times = {}, {}  # not separable: a global parameter or a kernel without its own time
+    if extra or len(kernel_times) != len(kernels) or stated:
+        # not separable: a global parameter, a kernel without its own time, or a cost that is no sum of times
+        kernels, kernel_times = {}, {}
     status = df["status"].astype(str) if "status" in df else pd.Series("ok", index=df.index)
-    times_col = _first(cols, _TIMES_COLUMNS)
+    times_col = None if stated else _first(cols, _TIMES_COLUMNS)  # repeated times are no cost's repeats
     work = df[params].copy()
     for p in params:
         if work[p].isna().any():
@@ -305,11 +360,14 @@ def _from_sweep_frame(df: pd.DataFrame, name: str, source: str, declared: list[s
     work[STATUS] = np.where(work[TIME].notna(), "ok", np.where(status == "ok", "failed", status))
     for col in kernel_times.values():
         work[col] = pd.to_numeric(df[col], errors="coerce")
+    if stated:
+        for key, col in found:
+            work[measures[key]] = pd.to_numeric(df[col], errors="coerce")
     if times_col:
         work["_times"] = [np.asarray(v, dtype=float) if v is not None else np.empty(0) for v in df[times_col]]
     else:
         work["_times"] = [np.empty(0)] * len(df)
-    frame = _one_row_per_config(work, params, list(kernel_times.values()))
+    frame = _one_row_per_config(work, params, [*kernel_times.values(), *measures.values()])
     default = None
     if "sampler" in df and (df["sampler"] == "default").any():
         default = {p: int(df.loc[df["sampler"] == "default", p].iloc[0]) for p in params}
@@ -335,6 +393,8 @@ def _from_sweep_frame(df: pd.DataFrame, name: str, source: str, declared: list[s
         default,
         {"device_name": device_name, "features": feats},
         source,
+        objective=objective,
+        measures=measures,
     )
 
 
@@ -404,12 +464,16 @@ def load_parquet(path: str | Path) -> list[Dataset]:
     meta = table.schema.metadata or {}
     declared = json.loads(meta[_PARAMS_META]) if _PARAMS_META in meta else _plan_params(path)
     rules = json.loads(meta[_INACTIVE_META]) if _INACTIVE_META in meta else _plan_inactive(path)
+    if OBJECTIVE_META in meta:  # rows that state their objective (a kernel spec's)
+        goal = objective_of(meta)
+    else:
+        goal = objective_of({"objective": _plan_field(path, "objective")})
     cls = _first(list(df.columns), _CLASS_COLUMNS)
     if cls is None:
-        found = [_from_sweep_frame(df, path.stem, str(path), declared)]
+        found = [_from_sweep_frame(df, path.stem, str(path), declared, goal)]
     else:
         found = [
-            _from_sweep_frame(g.reset_index(drop=True), str(key), f"{path}[{cls}={key}]", declared)
+            _from_sweep_frame(g.reset_index(drop=True), str(key), f"{path}[{cls}={key}]", declared, goal)
             for key, g in df.groupby(df[cls].astype(str), sort=True)
         ]
     for dataset in found:
@@ -507,14 +571,14 @@ def align_params(datasets: Sequence[Dataset]) -> list[Dataset]:
     return out
 
 
-def load_datasets(path: str | Path) -> list[Dataset]:
+def load_datasets(path: str | Path, objective: Objective | None = None) -> list[Dataset]:
     """Every dataset under ``path``: a cache file, a Parquet file, a folder of either (one per device), or a
     sweep folder (its ``merged/`` rows; the folder's own JSON files are records, not caches); each checked
-    by ``usable``."""
-    return [usable(d) for d in _load_datasets(path)]
+    by ``usable``. ``objective`` (``--objective NAME:max|min``) gives a cache's objective its direction."""
+    return [usable(d) for d in _load_datasets(path, objective)]
 
 
-def _load_datasets(path: str | Path) -> list[Dataset]:
+def _load_datasets(path: str | Path, objective: Objective | None = None) -> list[Dataset]:
     path = Path(path)
     if not path.exists():
         raise UserError(f"{path}: no such file or directory")
@@ -525,10 +589,10 @@ def _load_datasets(path: str | Path) -> list[Dataset]:
             )
         return load_parquet(path / "merged")
     if path.is_file():
-        return [load_kernel_tuner_cache(path)] if _is_cache(path) else load_parquet(path)
+        return [load_kernel_tuner_cache(path, objective)] if _is_cache(path) else load_parquet(path)
     caches = sorted(p for p in path.iterdir() if p.is_file() and _is_cache(p))
     if caches:
-        return [load_kernel_tuner_cache(p) for p in caches]
+        return [load_kernel_tuner_cache(p, objective) for p in caches]
     if any(path.rglob("*.parquet")):
         return load_parquet(path)
     raise UserError(f"{path}: holds neither Kernel Tuner caches (*.json[.gz]) nor Parquet files")
@@ -540,12 +604,18 @@ def write_parquet(dataset: Dataset, path: str | Path) -> Path:
     path = Path(path)
     frame = dataset.frame.copy()
     frame["total_times"] = [list(map(float, t)) for t in frame.pop("times")]
-    frame = frame.rename(columns={TIME: "total_ms"})
+    stated = not dataset.objective.is_time
+    frame = frame.rename(columns={TIME: OBJECTIVE_COLUMN if stated else "total_ms"})
+    renames = {c: ("total_ms" if k == "time" else f"metric.{k}") for k, c in dataset.measures.items()}
+    renames.update({dataset.measures[k]: k for k in ("energy_mJ", "power_W") if k in dataset.measures})
+    frame = frame.rename(columns=renames)
     frame["gpu_class"] = dataset.name
     frame["device_name"] = dataset.device.get("device_name", dataset.name)
     table = pa.Table.from_pandas(frame, preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[_PARAMS_META] = json.dumps(dataset.params).encode()
+    if stated:
+        meta[OBJECTIVE_META] = json.dumps(dataset.objective.as_dict()).encode()
     if dataset.inactive:
         meta[_INACTIVE_META] = json.dumps(dataset.inactive).encode()
     table = table.replace_schema_metadata(meta)

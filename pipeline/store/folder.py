@@ -64,7 +64,15 @@ class PlanFacts(TypedDict):
     inactive: NotRequired[list[Any]]  # [parameter, values, parameters unused there]: space.Inactive
 
 
-PLAN_FACTS = ("params", "values", "default", "kernels", "inactive")  # what sweep.json's plan block keeps
+PLAN_FACTS = (
+    "params",
+    "values",
+    "default",
+    "kernels",
+    "inactive",
+    "measures",
+    "objective",
+)  # what sweep.json's plan block keeps
 
 
 class Plan(PlanFacts, total=False):

@@ -9,7 +9,9 @@ and kernel lists come from the workload, so a sweep's schema is fixed the moment
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -67,14 +69,45 @@ def kernel_column(kernel: str) -> str:
     return KERNEL_PREFIX + kernel
 
 
-def shard_schema(params: Sequence[str], kernels: Sequence[str], search: bool = False) -> pa.Schema:
+# A workload that states its objective (the ``kernel`` workload: ``kernels.objective``) adds the objective's
+# cost (lower is better; what every ranking reads, ``total_ms`` where absent) and its measures (each metric
+# as ``metric.<name>``, ``energy_mJ``, ``power_W``) after the kernel times; the objective itself is in the
+# schema's metadata, so merged data says what its ``objective`` column is.
+OBJECTIVE_COLUMN = "objective"
+OBJECTIVE_META = b"launchtune.objective"
+
+
+def shard_schema(
+    params: Sequence[str],
+    kernels: Sequence[str],
+    search: bool = False,
+    measures: Sequence[str] | None = None,
+    objective: Mapping[str, str] | None = None,
+) -> pa.Schema:
     """The schema of each shard of a sweep whose space has ``params``, whose workload times ``kernels``
-    (``search``: a search's shards, with ``SEARCH_FIELDS`` last)."""
+    (``search``: a search's shards, with ``SEARCH_FIELDS`` last; ``measures``: the objective column and
+    these, where the workload states an objective)."""
     fields = list(FIXED_FIELDS)
     fields += [pa.field(p, pa.int64()) for p in params]
     fields += [pa.field(kernel_column(k), pa.float64()) for k in kernels]
+    meta = {b"launchtune.schema": b"shard/1"}
+    if measures is not None:
+        fields += [pa.field(OBJECTIVE_COLUMN, pa.float64())]
+        fields += [pa.field(m, pa.float64()) for m in measures]
+        meta[OBJECTIVE_META] = json.dumps(dict(objective or {"minimize": "time"})).encode()
     fields += SEARCH_FIELDS if search else []
-    return pa.schema(fields, metadata={b"launchtune.schema": b"shard/1"})
+    return pa.schema(fields, metadata=meta)
+
+
+def plan_schema(plan: Mapping[str, Any], search: bool | None = None) -> pa.Schema:
+    """:func:`shard_schema` of a plan (``search`` None: whether the plan is a search's)."""
+    return shard_schema(
+        plan["params"],
+        plan["kernels"],
+        search="search" in plan if search is None else search,
+        measures=plan.get("measures"),
+        objective=plan.get("objective"),
+    )
 
 
 def kernel_params(params: Sequence[str]) -> dict[str, list[str]]:
@@ -83,3 +116,23 @@ def kernel_params(params: Sequence[str]) -> dict[str, list[str]]:
     for p in params:
         groups.setdefault(p.split(".", 1)[0], []).append(p)
     return groups
+
+
+def cost_column(columns: Sequence[str]) -> str:
+    """The column every ranking reads: the objective's cost where the rows have one, else the total time."""
+    return OBJECTIVE_COLUMN if OBJECTIVE_COLUMN in columns else "total_ms"
+
+
+def objective_of(meta: Mapping[bytes, bytes] | Mapping[str, Any] | None) -> Any:
+    """The ``kernels.objective.Objective`` a schema's metadata (or a plan's facts) states; time where none."""
+    from launchtune.kernels.objective import from_dict
+
+    if not meta:
+        return from_dict(None)
+    raw = meta.get(OBJECTIVE_META) if OBJECTIVE_META in meta else meta.get("objective")  # type: ignore[call-overload]
+    if isinstance(raw, bytes):
+        raw = json.loads(raw)
+    try:
+        return from_dict(raw)
+    except ValueError:
+        return from_dict(None)

@@ -29,7 +29,7 @@ from launchtune.pipeline.store.batching import measure_order
 from launchtune.pipeline.store.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest, rows_digest
 from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.journal import Journal
-from launchtune.pipeline.store.schema import shard_schema
+from launchtune.pipeline.store.schema import OBJECTIVE_META, plan_schema, shard_schema
 
 logger = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ def _plan_schema(folder: SweepFolder, cls: str) -> pa.Schema | None:
     plan = folder.read_plan_facts(cls)
     if not plan or "params" not in plan or "kernels" not in plan:
         return None
-    return shard_schema(plan["params"], plan["kernels"], search="search" in plan)
+    return plan_schema(plan)
 
 
 def _planned_ids(folder: SweepFolder, cls: str) -> tuple[int, Callable[[int], str]]:
@@ -367,7 +367,10 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
                 folder, cls, [(shards[i], schemas[i], ids_of[cls][k]) for k, i in enumerate(index_of[cls])]
             )
     assert schema is not None
-    schema = schema.remove_metadata().with_metadata(shard_schema([], []).metadata)
+    objective = (schema.metadata or {}).get(OBJECTIVE_META)
+    schema = schema.remove_metadata().with_metadata(
+        {**shard_schema([], []).metadata, **({OBJECTIVE_META: objective} if objective else {})}
+    )
     _check_no_fewer(folder, {cls: sum(len(a) for a in ids_of[cls]) for cls in ids_of}, allow_missing, log)
     parts = {cls: _shards_in_id_order([shards[i] for i in index_of[cls]], ids_of[cls]) for cls in ids_of}
     return _write_streamed(sweep_dir, schema, parts)

@@ -68,6 +68,9 @@ def run_one(
         "time": time,
         "optimum": optimum,
         "ratio": time / optimum,
+        # time and optimum are the objective's costs (lower is better); value: the pick's own value
+        "objective": dataset.objective.as_dict(),
+        "value": dataset.objective.value(time),
         "measured": session.used,
         "best_measured_ratio": seen[0] / optimum,
         "best_measured_config": session.history[seen[1]].config,

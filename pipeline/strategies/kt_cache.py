@@ -7,7 +7,10 @@ recorded time; ``replay.true_values``), ``times`` = the recorded repeats where t
 per-kernel times of a sweep as extra fields (``ms.<kernel>``); a failed configuration has
 ``"time": "RuntimeFailedConfig"``, as in Kernel Tuner's own caches. Entries keep the dataset's row order, so
 replaying the exported file (``load_kernel_tuner_cache``) answers every strategy as the dataset itself does,
-noise included. What a cache cannot carry: the per-kernel structure (which parameters launch which kernel) and
+noise included. A dataset ranked by another objective (a kernel spec's metric, energy) writes that objective's
+value under its name, ``objective`` naming it and ``objective_higher_is_better`` its direction, with the
+time and every metric its rows kept beside it, as Kernel Tuner writes a cache tuned with metrics. What a
+cache cannot carry: the per-kernel structure (which parameters launch which kernel) and
 the default launch, so ``per_kernel_exhaustive`` and the additive estimate of unrecorded configurations need
 the sweep itself.
 """
@@ -39,18 +42,25 @@ def to_cache(dataset: Dataset, times: np.ndarray | None = None, repeats: bool = 
     keys = frame[params].to_numpy(dtype=np.int64)
     reps = list(frame["times"]) if "times" in frame else [np.empty(0)] * len(frame)
     kernel_cols = {k: frame[c].to_numpy(dtype=float) for k, c in dataset.kernel_times.items()}
+    goal = dataset.objective
+    measures = {k: frame[c].to_numpy(dtype=float) for k, c in dataset.measures.items() if k != goal.name}
     entries: dict[str, dict[str, Any]] = {}
     for i, key in enumerate(keys):
         entry: dict[str, Any] = {p: int(v) for p, v in zip(params, key, strict=True)}
         if ok[i]:
-            entry["time"] = float(values[i])
+            entry[goal.name] = float(values[i]) if goal.is_time else goal.value(float(values[i]))
+            for k, col in measures.items():
+                if np.isfinite(col[i]):
+                    entry[k] = float(col[i])
             if repeats and len(reps[i]):
                 entry["times"] = [float(t) for t in reps[i]]
             for k, col in kernel_cols.items():
                 if np.isfinite(col[i]):
                     entry[f"ms.{k}"] = float(col[i])
         else:
-            entry["time"] = FAILED
+            entry[goal.name] = FAILED
+            if not goal.is_time:
+                entry["time"] = FAILED
         entries[",".join(str(int(v)) for v in key)] = entry
     return {
         "device_name": str(dataset.device.get("device_name") or dataset.name),
@@ -58,7 +68,8 @@ def to_cache(dataset: Dataset, times: np.ndarray | None = None, repeats: bool = 
         "problem_size": [1],
         "tune_params_keys": params,
         "tune_params": {p: dataset.values(p) for p in params},
-        "objective": "time",
+        "objective": goal.name,
+        **({} if goal.is_time else {"objective_higher_is_better": goal.maximize}),
         "cache": entries,
     }
 

@@ -35,7 +35,7 @@ from launchtune.pipeline.paths import assert_inside
 from launchtune.pipeline.store.checksums import shard_metadata
 from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.journal import Journal
-from launchtune.pipeline.store.schema import kernel_column, shard_schema
+from launchtune.pipeline.store.schema import OBJECTIVE_COLUMN, kernel_column, plan_schema
 from launchtune.pipeline.strategies.base import Answer, Session
 from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX
 from launchtune.pipeline.sweep.worker import fixed_columns, get_workload
@@ -58,15 +58,17 @@ def kernel_tuner_task(
     import kernel_tuner
     from constraint import FunctionConstraint
 
+    workload: Any
     workload, facts = get_workload(spec)
     arguments = workload.kernel_tuner_arguments()
     if arguments is None:
         raise WorkloadError(f"{PREFIX}{strategy}: Kernel Tuner runs a kernel workload's source only")
+    objective = workload.spec.objective
     space = workload.space()
     names = space.names
 
-    def in_space(*values: int) -> bool:
-        return space.is_valid(dict(zip(names, values, strict=True)))
+    def in_space(*values: Any) -> bool:  # Kernel Tuner's values (a float or text, not its index)
+        return space.is_valid({n: workload.spec.index_of(n, v) for n, v in zip(names, values, strict=True)})
 
     cache = Path(cache_path)
     assert_inside(Path(sweep_dir), cache)
@@ -83,6 +85,7 @@ def kernel_tuner_task(
             strategy=strategy,
             strategy_options={"max_fevals": int(budget)},
             iterations=int(spec["repeats"]),
+            **_objective_arguments(workload),
             cache=str(cache),
             quiet=True,
             verbose=False,
@@ -90,19 +93,22 @@ def kernel_tuner_task(
     seconds = time.perf_counter() - t0
     order, seen = [], set()
     for r in results:
-        config = {n: int(r[n]) for n in names}
+        config = {n: workload.spec.index_of(n, r[n]) for n in names}
         key = tuple(config.values())
         if key in seen:
             continue
         seen.add(key)
         t = r.get("time")
         ok = isinstance(t, int | float) and np.isfinite(t)
-        order.append((config, float(t) if ok else None, "" if ok else str(t)))
+        metrics, cost = workload.spec.evaluate(config, workload.problem, {"time": float(t) if ok else None})
+        ok = ok and np.isfinite(cost)
+        order.append((config, float(t) if ok else None, "" if ok else str(t), cost if ok else None, metrics))
     order = order[:budget]
     kernel = str(plan["kernels"][0]) if plan.get("kernels") else ""
     fixed = fixed_columns(spec, gpu_class, SHARD, facts)
     records = []
-    for k, (config, t, reason) in enumerate(order):
+    measures = plan.get("measures")
+    for k, (config, t, reason, cost, metrics) in enumerate(order):
         rec = {
             **fixed,
             "sample_id": k,
@@ -120,20 +126,58 @@ def kernel_tuner_task(
         }
         for kk in plan["kernels"]:
             rec[kernel_column(kk)] = t if kk == kernel else None
+        if measures is not None:
+            rec[OBJECTIVE_COLUMN] = cost
+            rec.update({m: metrics.get(m.removeprefix("metric.")) for m in measures})
         records.append(rec)
-    schema = shard_schema(plan["params"], plan["kernels"], search=True)
-    rows = [(k, "search", config) for k, (config, _, _) in enumerate(order)]
+    schema = plan_schema(plan, search=True)
+    rows = [(k, "search", config) for k, (config, *_) in enumerate(order)]
     schema = schema.with_metadata({**schema.metadata, **shard_metadata(rows, names, spec["seed"])})
     path = assert_inside(Path(sweep_dir), Path(shard_path))
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         pq.write_table(pa.Table.from_pylist(records, schema=schema), tmp, compression="zstd")
     return {
-        "answers": [{"config": c, "total_ms": t} for c, t, _ in order],
+        "answers": [{"config": c, "total_ms": t, "cost": cost} for c, t, _, cost, _ in order],
+        "objective": objective.as_dict(),
         "cached": min(cached, len(order)),
         "seconds": seconds,
         "kernel": kernel,
     }
+
+
+def _objective_arguments(workload: Any) -> dict[str, Any]:
+    """``tune_kernel``'s ``metrics``, ``objective`` and ``objective_higher_is_better`` for the spec's: each
+    metric as a function of Kernel Tuner's result dict (the parameters, ``time`` in ms) evaluating the same
+    expression, so both tools rank by the same number. Energy is not Kernel Tuner's here (it would need its
+    NVML observer): an objective reading it is one line."""
+    from collections import OrderedDict
+
+    spec = workload.spec
+    if spec.objective.is_time and not spec.metrics:
+        return {}
+    if spec.needs_energy:
+        raise WorkloadError(
+            f"{PREFIX}: the objective {spec.objective.describe()} reads energy, which the Kernel Tuner "
+            "baseline does not measure here"
+        )
+    metrics: OrderedDict[str, Any] = OrderedDict()
+    for name, _ in spec.metrics:
+
+        def metric(p: Mapping[str, Any], name: str = name) -> float:
+            config = {n: int(p[n]) for n in spec.names}
+            values, _ = spec.evaluate(config, workload.problem, {"time": float(p["time"])})
+            value = values.get(name)
+            return float("nan") if value is None else value
+
+        metrics[name] = metric
+    out: dict[str, Any] = {
+        "objective": spec.objective.name,
+        "objective_higher_is_better": spec.objective.maximize,
+    }
+    if metrics:
+        out["metrics"] = metrics
+    return out
 
 
 def _cached_entries(cache: Path) -> int:
@@ -183,7 +227,11 @@ def kernel_tuner_search(
 
     folder = SweepFolder(out)
     name = spec.search.strategy[len(PREFIX) :]
-    plan_min = {"params": plan["params"], "kernels": plan["kernels"]}
+    plan_min = {
+        "params": plan["params"],
+        "kernels": plan["kernels"],
+        **{k: plan[k] for k in ("measures", "objective") if k in plan},
+    }
     future = client.submit(
         kernel_tuner_task,
         spec.to_dict(),
@@ -200,8 +248,12 @@ def kernel_tuner_search(
     )
     done = result(future, f"Kernel Tuner's search of class {cls}", limit)
     kernel = done["kernel"]
-    answers = [
-        Answer(k, float("inf") if a["total_ms"] is None else float(a["total_ms"]), {kernel: a["total_ms"]})
+    answers = [  # the objective's cost, as our strategies see it; per-kernel times only where that is time
+        Answer(
+            k,
+            float("inf") if a["cost"] is None else float(a["cost"]),
+            {kernel: a["total_ms"]} if done["objective"] == {"minimize": "time"} else {},
+        )
         for k, a in enumerate(done["answers"])
     ]
     session = session_of(RecordedAnswers(answers))

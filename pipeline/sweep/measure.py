@@ -20,7 +20,7 @@ from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.logs import show_bars
 from launchtune.pipeline.store.batching import measure_order
 from launchtune.pipeline.store.folder import SweepFolder
-from launchtune.pipeline.store.schema import shard_schema
+from launchtune.pipeline.store.schema import plan_schema
 from launchtune.pipeline.store.shards import Planned, pending_batches
 from launchtune.pipeline.store.spec import SweepSpec
 from launchtune.pipeline.sweep.worker import measure_batch, warm_task
@@ -83,7 +83,7 @@ def _queues(
     for cls, plan in plans.items():
         ordered = measure_order(plan["configs"], batch_size)
         rank = {batch: r for r, (batch, _) in enumerate(ordered)}
-        schema = shard_schema(plan["params"], plan["kernels"])
+        schema = plan_schema(plan, search=False)
         planned = Planned(list(plan["params"]), spec.seed)
         todo, finished = pending_batches(out, cls, ordered, schema, log, planned)
         skipped += finished

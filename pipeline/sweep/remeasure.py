@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from launchtune.kernels.compare import compare, interleaved
+from launchtune.kernels.objective import cost_of
 from launchtune.pipeline.learn.pick import MAX_REJECTED_PER_PICK, branch_leaders, ranked
 from launchtune.pipeline.sweep.worker import get_workload, measure_one, worker_name
 
@@ -31,7 +32,7 @@ def pick_task(
         m = measure_one(spec, config, repeats, True)
         entry = {"config": dict(config), "predicted_ms": None, "predicted_rank": rank, **m, "recorded": True}
         (measured if m["status"] == "ok" else rejected).append(entry)
-    measured.sort(key=lambda m: m["total_ms"])
+    measured.sort(key=lambda m: m["objective"])
     default = measure_one(spec, space.default, repeats, True)
     comparison = None
     if facts["backend"] != "numpy" and measured and default["status"] == "ok":
@@ -138,7 +139,7 @@ def remeasure_task(
     # The model shortlists, the measurement decides: the pick is the fastest of those that ran (stable, so a
     # tie keeps the model's order). Its speed-up is timed afresh below, so choosing the minimum of noisy
     # times does not bias the reported ratio.
-    measured.sort(key=lambda m: m["total_ms"])
+    measured.sort(key=lambda m: m["objective"])
     default = measure_one(spec, space.default, repeats, True)
     comparison = None
     if (
@@ -170,8 +171,8 @@ def _pick_against_default(
     ratio, its interval and verdict, and every round's times."""
     chosen = space.validate(pick)
 
-    def time_of(config: Mapping[str, int]) -> Callable[[], float]:
-        return lambda: float(workload.run(config, repeats).total)
+    def time_of(config: Mapping[str, int]) -> Callable[[], float]:  # the objective's cost: time by default
+        return lambda: cost_of(workload.run(config, repeats))
 
     a, b = interleaved(time_of(space.default), time_of(chosen), rounds)
     return {**compare(a, b, seed=seed).as_dict(), "default_ms": a, "pick_ms": b}

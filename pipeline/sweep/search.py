@@ -36,7 +36,7 @@ from launchtune.pipeline.learn.models import one_thread
 from launchtune.pipeline.store.datasets import Dataset, _device_features
 from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.journal import Journal
-from launchtune.pipeline.store.schema import kernel_column, kernel_params
+from launchtune.pipeline.store.schema import OBJECTIVE_COLUMN, kernel_column, kernel_params
 from launchtune.pipeline.store.spec import SweepSpec
 from launchtune.pipeline.strategies import get_strategy
 from launchtune.pipeline.strategies.base import POOL_LIMIT, Answer, Session, StrategyError
@@ -123,7 +123,12 @@ class ClusterAnswers:
         self.client, self.cls, self.out, self.width = client, cls, out, max(1, int(width))
         self.spec_d = spec.to_dict()
         self.strategy = spec.search.strategy if spec.search else ""
-        self.plan = {"params": plan["params"], "kernels": plan["kernels"], "search": True}
+        self.plan = {
+            "params": plan["params"],
+            "kernels": plan["kernels"],
+            "search": True,
+            **{k: plan[k] for k in ("measures", "objective") if k in plan},
+        }
         self.journal, self.limit = journal, limit
         self.stop = stop or threading.Event()
         self.completed = as_completed()
@@ -227,21 +232,26 @@ def _recorded_answers(
 ) -> dict[int, tuple[Config, Answer]]:
     """Every proposal answered by a search shard of ``cls`` on disk: its configuration and answer."""
     params, kernels = list(plan["params"]), list(plan["kernels"])
+    objective = plan.get("measures") is not None  # rows rank by the objective's cost (schema.plan_schema)
+    cost = OBJECTIVE_COLUMN if objective else "total_ms"
     found: dict[int, tuple[Config, Answer]] = {}
     for path in sorted(folder.shard_dir(cls).glob("shard-search-*.parquet")):
         try:
             rows = pq.read_table(
-                path, columns=["sample_id", "status", "total_ms", *params, *map(kernel_column, kernels)]
+                path,
+                columns=["sample_id", "status", *{"total_ms", cost}, *params, *map(kernel_column, kernels)],
             )
         except Exception:  # noqa: BLE001  (pyarrow raises several types; an unreadable shard is re-measured)
             continue
         for row in rows.to_pylist():
-            ok = row["status"] == "ok" and row["total_ms"] is not None
+            ok = row["status"] == "ok" and row[cost] is not None
             answer = {
                 "sample_id": row["sample_id"],
-                "total_ms": row["total_ms"] if ok else None,
+                "total_ms": row[cost] if ok else None,
                 "kernels": {
-                    k: row[kernel_column(k)] for k in kernels if ok and row[kernel_column(k)] is not None
+                    k: row[kernel_column(k)]
+                    for k in kernels
+                    if ok and not objective and row[kernel_column(k)] is not None
                 },
             }
             found[int(row["sample_id"])] = ({p: int(row[p]) for p in params}, _to_answer(answer))

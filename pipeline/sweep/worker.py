@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import math
 import os
 import platform
 import socket
@@ -29,11 +30,17 @@ from launchtune import __version__
 from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.backend import get_backend, gpu_count
 from launchtune.kernels.device import describe_device, measure_copy_bandwidth
+from launchtune.kernels.objective import cost_of
 from launchtune.kernels.workload import Workload, WorkloadError, make_workload
 from launchtune.pipeline.errors import PERMANENT_ERRNOS
 from launchtune.pipeline.paths import assert_inside
 from launchtune.pipeline.store.checksums import rows_digest, shard_metadata
-from launchtune.pipeline.store.schema import kernel_column, kernel_params, shard_schema
+from launchtune.pipeline.store.schema import (
+    OBJECTIVE_COLUMN,
+    kernel_column,
+    kernel_params,
+    plan_schema,
+)
 from launchtune.pipeline.store.shards import Planned, read_shard, set_aside, shard_problem
 from launchtune.pipeline.store.workloads import builtin_names, resolve
 
@@ -108,9 +115,27 @@ def _kernels_of(workload: Workload, params: list[str]) -> list[str]:
     return [k for k, ps in kernel_params(params).items() if any("." in p for p in ps)]
 
 
+def _check_default(workload: Workload) -> None:
+    """A workload whose default configuration can fail to compile or launch (a user's kernel) is tried
+    once before anything is planned: a ``WorkloadError`` here stops the sweep with one line, exit 2."""
+    check = getattr(workload, "check_default", None)
+    if callable(check):
+        check()
+
+
+def _objective_facts(workload: Workload) -> dict[str, Any]:
+    """What a workload that states its objective adds to its plan: the objective and its measures' columns
+    (``schema.shard_schema``); nothing for one that does not (time is its objective)."""
+    info = workload.describe()
+    if "measures" not in info:
+        return {}
+    return {"measures": [str(m) for m in info["measures"]], "objective": dict(info.get("objective") or {})}
+
+
 def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: int) -> dict[str, Any]:
     """Draw the configurations to measure, on a worker of the class (constraints may depend on the device)."""
     workload, facts = get_workload(spec)
+    _check_default(workload)
     space = workload.space()
     params = space.names
     out: dict[str, Any] = {
@@ -118,6 +143,7 @@ def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: 
         "values": {p.name: list(p.values) for p in space.params},
         "default": space.default,
         "kernels": _kernels_of(workload, params),
+        **_objective_facts(workload),
         "device": facts,
         "configs": [],  # (sampler, config) in sample-id order
     }
@@ -152,6 +178,7 @@ def search_plan_task(spec: Mapping[str, Any], seed: int, pool_limit: int) -> dic
     has them, a recorded dataset's rows; else every valid configuration up to ``pool_limit``, else a seeded
     sample of that many), since the constraints are the device's."""
     workload, facts = get_workload(spec)
+    _check_default(workload)
     space = workload.space()
     params = space.names
     fixed = workload.candidates()
@@ -166,6 +193,7 @@ def search_plan_task(spec: Mapping[str, Any], seed: int, pool_limit: int) -> dic
         "values": {p.name: list(p.values) for p in space.params},
         "default": space.default,
         "kernels": _kernels_of(workload, params),
+        **_objective_facts(workload),
         "device": facts,
         "pool": np.array([[c[n] for n in params] for c in configs], dtype=np.int64).reshape(-1, len(params)),
     }
@@ -234,14 +262,24 @@ def measure_one(
                 }
             verified = True
         timing = workload.run(config, repeats)
-        return {
+        cost = cost_of(timing)
+        measures = {f"metric.{k}": v for k, v in (timing.extra.get("metrics") or {}).items()}
+        measures.update({k: timing.extra[k] for k in ("energy_mJ", "power_W") if k in timing.extra})
+        out = {
             "status": "ok",
-            "reason": "",
+            "reason": str(timing.extra.get("energy_reason", "")),  # an ok row says why it has no energy
             "verified": verified,
             "total_ms": float(timing.total),
+            "objective": cost,
+            "measures": measures,
             "kernels": {k: float(v) for k, v in timing.kernels.items()},
             "compile_ms": _compile_ms(workload, timing.extra.get("compile_ms")),
         }
+        if not math.isfinite(cost):  # a maximised metric of 0, a metric dividing by zero: nothing to rank
+            objective = workload.describe().get("objective") or {}
+            what = " ".join(f"{k} {v}" for k, v in objective.items()) or "the objective"
+            out.update(status="failed", reason=f"{what}: no value for this configuration", objective=None)
+        return out
     except Exception as exc:  # a launch failure is data, not a crash
         # A CUDA context may be poisoned by a bad launch, so the workload is rebuilt, unless it says its
         # failures leave it sound (``keeps_state_on_failure``: the replay workload, whose rebuild would cost a
@@ -310,8 +348,9 @@ def measure_batch(
     started = time.time()
     path = assert_inside(Path(sweep_dir), Path(shard_path))
     params, kernels = plan["params"], plan["kernels"]
+    measures = plan.get("measures")
     search = bool(plan.get("search"))
-    schema = shard_schema(params, kernels, search=search)
+    schema = plan_schema(plan, search=search)
     note = None
     planned = (Planned(list(params), spec["seed"]), rows_digest(rows, params, spec["seed"]))
     if path.exists():
@@ -322,7 +361,7 @@ def measure_batch(
             status = read_shard(path).column("status").to_pylist()
             counts = {s: status.count(s) for s in ("ok", "invalid", "failed")}
             return {
-                **({"answers": shard_answers(path, kernels)} if search else {}),
+                **({"answers": shard_answers(path, kernels, measures is not None)} if search else {}),
                 "batch": batch,
                 "gpu_class": gpu_class,
                 "rows": len(status),
@@ -361,6 +400,9 @@ def measure_batch(
         rec.update({p: int(config[p]) if p in config else None for p in params})
         times = m.get("kernels", {})
         rec.update({kernel_column(k): times.get(k) for k in kernels})
+        if measures is not None:
+            rec[OBJECTIVE_COLUMN] = m.get("objective")
+            rec.update({c: (m.get("measures") or {}).get(c) for c in measures})
         if search:
             rec.update((extra or {}).get(sample_id, {}))
         records.append(rec)
@@ -384,7 +426,7 @@ def measure_batch(
         raise
     counts = {s: sum(r["status"] == s for r in records) for s in ("ok", "invalid", "failed")}
     return {
-        **({"answers": [_answer(r, kernels) for r in records]} if search else {}),
+        **({"answers": [_answer(r, kernels, measures is not None) for r in records]} if search else {}),
         "batch": batch,
         "gpu_class": gpu_class,
         "rows": len(records),
@@ -397,21 +439,28 @@ def measure_batch(
     }
 
 
-def _answer(row: Mapping[str, Any], kernels: list[str]) -> dict[str, Any]:
-    """A measured row as a search's strategy sees it: its time (None unless it ran) and its kernels'."""
-    ok = row["status"] == "ok" and row["total_ms"] is not None
+def _answer(row: Mapping[str, Any], kernels: list[str], objective: bool = False) -> dict[str, Any]:
+    """A measured row as a search's strategy sees it: its cost (the objective's where the workload states
+    one, else its time; None unless it ran) and its kernels' times (only where the cost is the time, since
+    a strategy may add them up)."""
+    value = row[OBJECTIVE_COLUMN] if objective else row["total_ms"]
+    ok = row["status"] == "ok" and value is not None
+    per_kernel = ok and not objective
     return {
         "sample_id": int(row["sample_id"]),
-        "total_ms": float(row["total_ms"]) if ok else None,
-        "kernels": {k: row[kernel_column(k)] for k in kernels if ok and row[kernel_column(k)] is not None},
+        "total_ms": float(value) if ok else None,
+        "kernels": {
+            k: row[kernel_column(k)] for k in kernels if per_kernel and row[kernel_column(k)] is not None
+        },
     }
 
 
-def shard_answers(path: Path, kernels: list[str]) -> list[dict[str, Any]]:
+def shard_answers(path: Path, kernels: list[str], objective: bool = False) -> list[dict[str, Any]]:
     """The answers a search's shard holds (:func:`_answer` of each row): a shard already on disk answers
     its proposal again without measuring it (a resumed search, a task Dask ran twice)."""
-    table = pq.read_table(path, columns=["sample_id", "status", "total_ms", *map(kernel_column, kernels)])
-    return [_answer(row, kernels) for row in table.to_pylist()]
+    columns = ["sample_id", "status", "total_ms", *map(kernel_column, kernels)]
+    table = pq.read_table(path, columns=columns + ([OBJECTIVE_COLUMN] if objective else []))
+    return [_answer(row, kernels, objective) for row in table.to_pylist()]
 
 
 # Write errors that no retry fixes (``PERMANENT_ERRNOS``: not writable, read-only, full). Any other OSError

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The user's objective on one lent GPU, in one call (issue 44): (1) the heat example (temporal tiling,
+# objective minimize ms_per_step): its GPU tests, every one-step-per-launch configuration measured, then ours
+# live (evolve) against Kernel Tuner 1.5 live (kt:genetic_algorithm, kt:random_sample) with the same objective,
+# budget, seeds and card (benchmarks/live_search.py), every pick re-measured in interleaved rounds against the
+# fastest one-step configurations; (2) energy: the convolution example under minimize time and minimize
+# energy_mJ (benchmarks/energy_convolution.py). Run from the repository root with the wheels installed and
+# PYTHONPATH set (benchmarks/gpu_setup.sh). Everything lands in $OUT.
+#   SEEDS (0,1,2) BUDGET (100) SEARCH_S (220: no search starts after this) ROUNDS (11)
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source benchmarks/gpu_setup.sh
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-objective}
+REF=launchtune.kernels.examples.heat:reference
+{ date -u +"start %Y-%m-%dT%H:%M:%SZ"; git rev-parse HEAD 2>/dev/null || true; } > "$OUT/run.log"
+python3 -m pytest -q -p no:cacheprovider -m gpu tests/custom_kernel/test_heat.py >> "$OUT/run.log" 2>&1
+echo "gpu tests rc=$?" >> "$OUT/run.log"
+python3 -m benchmarks.heat_one_step --out /tmp/heat >> "$OUT/run.log" 2>&1
+cp /tmp/heat/one_step.json "$OUT/" 2>/dev/null
+DIR=/tmp/live_search_heat; rm -rf "$DIR"
+timeout 330 python3 -m benchmarks.live_search --spec cluster_configs/sweeps/kernel_heat.yaml \
+  --reference-configs /tmp/heat/one_step.json --top-rows 3 \
+  --strategies evolve,kt:genetic_algorithm,kt:random_sample --budgets "${BUDGET:-100}" \
+  --seeds "${SEEDS:-0,1,2}" --max-seconds "${SEARCH_S:-220}" --rounds "${ROUNDS:-11}" --out "$DIR" \
+  >> "$OUT/run.log" 2>&1
+echo "live search rc=$? $(date -u +%H:%M:%S)" >> "$OUT/run.log"
+cp "$DIR"/summary.md "$DIR"/remeasure.json "$DIR"/searches.jsonl "$OUT"/ 2>/dev/null
+timeout 80 python3 -m benchmarks.energy_convolution --out "$OUT" --samples 32 --rounds 7 >> "$OUT/run.log" 2>&1
+echo "energy rc=$? $(date -u +%H:%M:%S)" >> "$OUT/run.log"
+tail -40 "$OUT/run.log"
