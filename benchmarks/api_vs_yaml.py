@@ -22,8 +22,8 @@ from pathlib import Path
 import yaml
 
 import launchtune
-from launchtune.kernels.custom.arguments import make_host
-from launchtune.kernels.custom.spec import load_kernel_spec
+from launchtune.kernels.kernel.arguments import make_host
+from launchtune.kernels.kernel.spec import load_kernel_spec
 from launchtune.pipeline.store.folder import SweepFolder
 
 SEED = 0

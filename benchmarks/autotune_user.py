@@ -43,8 +43,8 @@ def launch_timer(config: dict[str, int], problem: tuple[int, int, int], launches
     """A function timing ``launches`` back-to-back launches of ``config`` (CUDA events): ms per launch."""
     import cupy as cp
 
-    from launchtune.kernels.custom.compile import build_function, source_with_defines
-    from launchtune.kernels.custom.spec import load_kernel_spec
+    from launchtune.kernels.kernel.compile import build_function, source_with_defines
+    from launchtune.kernels.kernel.spec import load_kernel_spec
 
     spec = load_kernel_spec(SPEC)
     source = source_with_defines(spec.code, spec.defines(config, problem))

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from launchtune.kernels.compare import compare
-from launchtune.kernels.custom.workload import make_workload
+from launchtune.kernels.kernel.workload import make_workload
 
 
 def main(argv: list[str] | None = None) -> int:

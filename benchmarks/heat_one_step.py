@@ -13,7 +13,7 @@ import json
 from importlib.resources import files
 from pathlib import Path
 
-from launchtune.kernels.custom.workload import make_workload
+from launchtune.kernels.kernel.workload import make_workload
 from launchtune.kernels.objective import cost_of
 
 

@@ -25,7 +25,7 @@ SPEC = str(Path(__file__).resolve().parents[1] / "kernels" / "examples" / "convo
 
 def measure(spec: str, size: str, workers: str, samples: int, batch: int, repeats: int, seed: int) -> dict:
     """One mode in this process: build, then measure ``samples`` configurations as a sweep's worker does."""
-    from launchtune.kernels.custom.workload import make_workload
+    from launchtune.kernels.kernel.workload import make_workload
 
     t0 = time.perf_counter()
     w = make_workload("bench", size, "cupy", spec=spec, compile_workers=workers)

@@ -14,7 +14,7 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-objective}
 REF=launchtune.kernels.examples.heat:reference
 { date -u +"start %Y-%m-%dT%H:%M:%SZ"; git rev-parse HEAD 2>/dev/null || true; } > "$OUT/run.log"
-python3 -m pytest -q -p no:cacheprovider -m gpu tests/custom_kernel/test_heat.py >> "$OUT/run.log" 2>&1
+python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernel/test_heat.py >> "$OUT/run.log" 2>&1
 echo "gpu tests rc=$?" >> "$OUT/run.log"
 python3 -m benchmarks.heat_one_step --out /tmp/heat >> "$OUT/run.log" 2>&1
 cp /tmp/heat/one_step.json "$OUT/" 2>/dev/null

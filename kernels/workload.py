@@ -154,7 +154,7 @@ def number_option(
 _WORKLOADS = {
     "cfd": "launchtune.kernels.cfd.workload:CfdWorkload",
     "tridiag": "launchtune.kernels.tridiag.workload:TridiagWorkload",
-    "kernel": "launchtune.kernels.custom.workload:KernelWorkload",
+    "kernel": "launchtune.kernels.kernel.workload:KernelWorkload",
 }
 
 

@@ -1,7 +1,7 @@
 """The Python API: ``tune_kernel`` in Kernel Tuner's vocabulary, ``sweep`` for a sweep spec, ``load`` for a
 sweep folder; each returns a :class:`Result`.
 
-``tune_kernel`` is the ``kernel`` workload (:mod:`launchtune.kernels.custom`) run by the sweep runner
+``tune_kernel`` is the ``kernel`` workload (:mod:`launchtune.kernels.kernel`) run by the sweep runner
 (:func:`launchtune.pipeline.sweep.run.run_sweep`), as ``launchtune sweep`` runs it: the call writes the
 kernel's source, a kernel spec and a sweep spec into ``OUT/inputs/<hash>/``, its arrays as ``.npy`` files
 beside them, and the loaders that read any spec check them. The same sweep runs again from the command line
@@ -285,7 +285,7 @@ def _arguments(
     arrays as the outputs checked (without one, every array is checked against the default
     configuration's); ``cmem_args`` as ``__constant__`` copies (passed too where the same array is an
     argument)."""
-    from launchtune.kernels.custom.arguments import DTYPES
+    from launchtune.kernels.kernel.arguments import DTYPES
 
     if answer is not None and len(answer) != len(arguments):
         raise ValueError(
@@ -424,7 +424,7 @@ def tune_kernel(
     cluster config's path, or a Dask ``Client`` or cluster object (used, left running). ``out``: the
     sweep folder (default ``results/<kernel_name>``); the same call again resumes it.
     """
-    from launchtune.kernels.custom.spec import kernel_defined
+    from launchtune.kernels.kernel.spec import kernel_defined
     from launchtune.pipeline.paths import check_slug, out_folder, results_root
     from launchtune.pipeline.store.ownership import claim
 

@@ -19,16 +19,16 @@ from launchtune.kernels.autotune.cache import PickCache
 from launchtune.kernels.autotune.log import LaunchLog
 from launchtune.kernels.autotune.table import seed_configs
 from launchtune.kernels.autotune.tuner import IDLE, Autotuner, TunerError
-from launchtune.kernels.custom.compile import (
+from launchtune.kernels.kernel.compile import (
     Compiler,
     build_function,
     cache_key,
     default_workers,
     source_with_defines,
 )
-from launchtune.kernels.custom.errors import SpecError
-from launchtune.kernels.custom.expressions import ExpressionError
-from launchtune.kernels.custom.spec import PROBLEM_NAMES, KernelSpec
+from launchtune.kernels.kernel.errors import SpecError
+from launchtune.kernels.kernel.expressions import ExpressionError
+from launchtune.kernels.kernel.spec import PROBLEM_NAMES, KernelSpec
 
 WHERE = "autotune"
 Config = dict[str, int]

@@ -5,7 +5,7 @@
 solver: a scan over the candidates during the real calls, then the fastest locked). What is tunable is said
 in the ``kernel`` workload's vocabulary (Kernel Tuner's): ``tune_params``, ``restrictions`` (expressions,
 never code), ``grid_div_x/y/z``, ``block_size_names``, read by the one kernel-spec parser
-(``kernels.custom.spec``), so a kernel spec YAML works as it is (``spec=``).
+(``kernels.kernel.spec``), so a kernel spec YAML works as it is (``spec=``).
 
 Two kinds of kernel:
 
@@ -43,7 +43,7 @@ from launchtune.kernels.autotune.cache import PickCache
 from launchtune.kernels.autotune.table import read_table_doc, table_file
 from launchtune.kernels.autotune.tuned import WHERE, AutotuneError, KeyState, TunedKernel
 from launchtune.kernels.autotune.tuner import REDUCERS
-from launchtune.kernels.custom.spec import KernelSpec, read_yaml, spec_from_mapping
+from launchtune.kernels.kernel.spec import KernelSpec, read_yaml, spec_from_mapping
 
 __all__ = ["AutotuneError", "KeyState", "TunedKernel", "autotune"]
 

@@ -45,8 +45,8 @@ def untuned_convolution() -> Any:
     """The same kernel without a tuner: compiled once per size in the spec's default configuration."""
     import cupy as cp
 
-    from launchtune.kernels.custom.compile import build_function, source_with_defines
-    from launchtune.kernels.custom.spec import load_kernel_spec
+    from launchtune.kernels.kernel.compile import build_function, source_with_defines
+    from launchtune.kernels.kernel.spec import load_kernel_spec
 
     spec = load_kernel_spec(SPEC)
     modules: dict[tuple[int, int, int], Any] = {}

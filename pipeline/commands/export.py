@@ -70,8 +70,8 @@ def run(args: argparse.Namespace) -> int:
 def write_c_header(sweep_dir: Path, out: Path) -> int:
     """The tuning table of a ``kernel`` sweep (or a combined folder of them) as a C header at ``out``."""
     from launchtune.kernels.atomic import write_text
-    from launchtune.kernels.custom.header import HeaderError, Pick, render_header
-    from launchtune.kernels.custom.spec import load_kernel_spec
+    from launchtune.kernels.kernel.header import HeaderError, Pick, render_header
+    from launchtune.kernels.kernel.spec import load_kernel_spec
     from launchtune.kernels.workload import WorkloadError, declared
     from launchtune.pipeline.store.folder import SweepFolder
 

@@ -1,6 +1,6 @@
 """A CPU stand-in for the ``kernel`` workload, for the Python API's tests: the real ``KernelWorkload`` (spec,
 arguments from ``.npy`` files, answers, restrictions, checks, timing's bookkeeping) built on the fake CuPy of
-``tests.custom_kernel.fake_cupy``, whose emulated ``scale`` kernel computes ``out = 2 * in`` (``#define
+``tests.kernel.fake_cupy``, whose emulated ``scale`` kernel computes ``out = 2 * in`` (``#define
 wrong 1``: a wrong answer). Its launches take :func:`fake_ms` of the configuration, so the best
 configuration is known in advance."""
 
@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from launchtune.kernels.backend import Backend
-from launchtune.kernels.custom import workload as workload_module
-from tests.custom_kernel import fake_cupy
+from launchtune.kernels.kernel import workload as workload_module
+from tests.kernel import fake_cupy
 
 _LAST = threading.local()
 _BUILD = threading.Lock()

@@ -13,10 +13,10 @@ import yaml
 
 import launchtune
 from launchtune import api
-from launchtune.kernels.custom.spec import load_kernel_spec
+from launchtune.kernels.kernel.spec import load_kernel_spec
 from launchtune.pipeline.errors import UserError
 from tests.api.stand_in import fake_ms
-from tests.custom_kernel.conftest import SOURCE
+from tests.kernel.conftest import SOURCE
 
 N = 1000
 

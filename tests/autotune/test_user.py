@@ -16,7 +16,7 @@ import pytest
 
 from launchtune.kernels.autotune import IDLE, AutotuneError, TableError, autotune
 from launchtune.kernels.autotune.cache import FORMAT, PickCache, cache_dir
-from launchtune.kernels.custom.errors import SpecError
+from launchtune.kernels.kernel.errors import SpecError
 
 SOURCE = """
 extern "C" __global__ void scale(float *out, const float *in, int n) {

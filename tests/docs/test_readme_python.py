@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from launchtune.kernels.custom.spec import load_kernel_spec
 from launchtune.kernels.device import visible_gpu_names
+from launchtune.kernels.kernel.spec import load_kernel_spec
 from launchtune.pipeline.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[2]

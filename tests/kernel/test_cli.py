@@ -219,7 +219,7 @@ def test_c_header_export_refuses_what_is_not_a_name_or_an_int(tmp_path, write_sp
 
 def test_c_header_comments_hold_no_comment_end(tmp_path, write_spec):
     """The sweep folder's name and the source's file name go into a comment: escaped, one line each."""
-    from launchtune.kernels.custom.header import comment
+    from launchtune.kernels.kernel.header import comment
     from launchtune.pipeline.commands.export import write_c_header
 
     assert comment("a */ b\n#include <x> /* c") == "a *? b?#include <x> ?* c"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from launchtune.kernels.custom.arguments import make_host, nbytes
-from launchtune.kernels.custom.errors import SpecError
-from launchtune.kernels.custom.spec import load_kernel_spec
+from launchtune.kernels.kernel.arguments import make_host, nbytes
+from launchtune.kernels.kernel.errors import SpecError
+from launchtune.kernels.kernel.spec import load_kernel_spec
 
 
 def _arrays(spec, seed):

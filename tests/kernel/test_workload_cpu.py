@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from launchtune.kernels.custom import pick_for_device
-from launchtune.kernels.custom.errors import SpecError
-from launchtune.kernels.custom.pick import current_gpu_class
-from launchtune.kernels.custom.workload import largest_memory_bytes
+from launchtune.kernels.kernel import pick_for_device
+from launchtune.kernels.kernel.errors import SpecError
+from launchtune.kernels.kernel.pick import current_gpu_class
+from launchtune.kernels.kernel.workload import largest_memory_bytes
 from launchtune.kernels.workload import (
     WorkloadError,
     check_arguments,

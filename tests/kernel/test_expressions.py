@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from launchtune.kernels.custom.expressions import MAX_CHARS, ExpressionError, parse
+from launchtune.kernels.kernel.expressions import MAX_CHARS, ExpressionError, parse
 
 NAMES = ["a", "b", "c", "block_size_x"]
 VALUES = {"a": 7, "b": 2, "c": 0, "block_size_x": 48}

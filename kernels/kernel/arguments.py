@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from launchtune.kernels import files
-from launchtune.kernels.custom.errors import SpecError
-from launchtune.kernels.custom.expressions import Expression, ExpressionError, parse
+from launchtune.kernels.kernel.errors import SpecError
+from launchtune.kernels.kernel.expressions import Expression, ExpressionError, parse
 
 FILLS = ("zeros", "uniform", "normal", "constant", "arange", "npy")
 DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",

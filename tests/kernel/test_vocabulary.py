@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from launchtune.kernels.custom import workload as workload_module
-from launchtune.kernels.custom.errors import SpecError
-from launchtune.kernels.custom.expressions import ExpressionError, parse
-from tests.custom_kernel import fake_cupy
+from launchtune.kernels.kernel import workload as workload_module
+from launchtune.kernels.kernel.errors import SpecError
+from launchtune.kernels.kernel.expressions import ExpressionError, parse
+from tests.kernel import fake_cupy
 
 TEMPLATED_SOURCE = """
 #include "helpers.h"
@@ -186,7 +186,7 @@ def test_a_default_that_cannot_compile_stops_the_plan_before_any_measurement(mak
     """The sweep's (and a live search's) plan is the first thing a worker does: the default is tried there,
     and the ``SpecError`` reaches the sweep's process as one line, exit 2 (``waits.result``)."""
     from launchtune.pipeline.sweep import worker
-    from tests.custom_kernel.test_objective import _worker_spec
+    from tests.kernel.test_objective import _worker_spec
 
     w = make(tune_params={"block_size_x": [32, 64], "tile": [1, 2], "broken": [1, 0]})
     spec = _worker_spec(w, tmp_path)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.autotune.table import TableError, read_table_doc
-from launchtune.kernels.custom.spec import load_kernel_spec
+from launchtune.kernels.kernel.spec import load_kernel_spec
 
 
 @dataclass(frozen=True)

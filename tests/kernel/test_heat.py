@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from launchtune.kernels.custom.spec import load_kernel_spec
 from launchtune.kernels.examples.heat import advance, reference
+from launchtune.kernels.kernel.spec import load_kernel_spec
 from tests.conftest import REPO
 
 HEAT = REPO / "kernels" / "examples" / "heat.yaml"
@@ -81,7 +81,7 @@ def test_the_spec_minimises_time_per_step():
 
 @pytest.mark.gpu
 def test_the_kernel_matches_numpy_on_random_configurations():
-    from launchtune.kernels.custom.workload import make_workload
+    from launchtune.kernels.kernel.workload import make_workload
 
     w = make_workload("heat", "300x200", "cupy", spec=str(HEAT), seed=4, compile_workers=4)
     space = w.space()

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from launchtune.kernels.custom.errors import SpecError
-from launchtune.kernels.custom.spec import check_for_problem, kernel_defined, load_kernel_spec
+from launchtune.kernels.kernel.errors import SpecError
+from launchtune.kernels.kernel.spec import check_for_problem, kernel_defined, load_kernel_spec
 from tests.conftest import REPO
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from launchtune.kernels.custom.compile import Compiler, cache_key, first_error_line, source_with_defines
-from launchtune.kernels.custom.spec import load_kernel_spec
+from launchtune.kernels.kernel.compile import Compiler, cache_key, first_error_line, source_with_defines
+from launchtune.kernels.kernel.spec import load_kernel_spec
 
 
 def test_source_gets_kernel_tuners_defines_and_line_directive(write_spec):

@@ -26,9 +26,9 @@ import numpy as np
 import yaml
 
 from launchtune.kernels import files
-from launchtune.kernels.custom.arguments import ArgumentSpec, check_host, nbytes, npy_file, parse_arguments
-from launchtune.kernels.custom.errors import SpecError
-from launchtune.kernels.custom.expressions import Expression, ExpressionError, parse
+from launchtune.kernels.kernel.arguments import ArgumentSpec, check_host, nbytes, npy_file, parse_arguments
+from launchtune.kernels.kernel.errors import SpecError
+from launchtune.kernels.kernel.expressions import Expression, ExpressionError, parse
 from launchtune.kernels.objective import DEFAULT as DEFAULT_OBJECTIVE
 from launchtune.kernels.objective import Objective, ObjectiveError
 from launchtune.kernels.objective import from_dict as objective_from_dict
@@ -112,7 +112,7 @@ class KernelSpec:
     # a .npy of one row per configuration, columns in tune_params order; None: no such list
     allowed: Path | None = None
     # sha256 of the spec's and the source's bytes as read: a worker handed a checked spec verifies it got
-    # the same (``kernels.custom.workload``), so a file replaced after the check is never compiled or imported
+    # the same (``kernels.kernel.workload``), so a file replaced after the check is never compiled or imported
     digest: str = ""
     metrics: tuple[tuple[str, Expression], ...] = ()
     objective: Objective = DEFAULT_OBJECTIVE

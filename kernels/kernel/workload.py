@@ -1,4 +1,4 @@
-"""The ``kernel`` workload: a user's CUDA kernel, described by a kernel spec (``kernels.custom.spec``), as the
+"""The ``kernel`` workload: a user's CUDA kernel, described by a kernel spec (``kernels.kernel.spec``), as the
 pipeline sees every workload: ``space()``, ``run()``, ``check()``, ``describe()``.
 
 ``options`` of a sweep: ``spec`` (the kernel spec's path; a sweep resolves it relative to the sweep file),
@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 
 from launchtune.kernels.backend import get_backend
-from launchtune.kernels.custom.arguments import make_host
-from launchtune.kernels.custom.compile import (
+from launchtune.kernels.device import CLASS_SPECS
+from launchtune.kernels.kernel.arguments import make_host
+from launchtune.kernels.kernel.compile import (
     Compiled,
     Compiler,
     build_function,
@@ -41,10 +42,9 @@ from launchtune.kernels.custom.compile import (
     header_digest,
     source_with_defines,
 )
-from launchtune.kernels.custom.errors import SpecError
-from launchtune.kernels.custom.expressions import ExpressionError
-from launchtune.kernels.custom.spec import KernelSpec, check_for_problem, load_kernel_spec
-from launchtune.kernels.device import CLASS_SPECS
+from launchtune.kernels.kernel.errors import SpecError
+from launchtune.kernels.kernel.expressions import ExpressionError
+from launchtune.kernels.kernel.spec import KernelSpec, check_for_problem, load_kernel_spec
 from launchtune.kernels.space import Space
 from launchtune.kernels.workload import Check, Timing, Workload, WorkloadError
 

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from launchtune.kernels.custom.workload import make_workload
 from launchtune.kernels.examples.convolution import convolve
+from launchtune.kernels.kernel.workload import make_workload
 from tests.conftest import REPO
 from tests.pipeline.conftest import run_cli
 

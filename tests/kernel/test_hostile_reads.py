@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from numpy.lib import format as npy
 
-from launchtune.kernels.custom.errors import SpecError
-from launchtune.kernels.custom.spec import MAX_SPEC_BYTES, check_for_problem, load_kernel_spec
+from launchtune.kernels.kernel.errors import SpecError
+from launchtune.kernels.kernel.spec import MAX_SPEC_BYTES, check_for_problem, load_kernel_spec
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.spec import load_spec
 from tests.pipeline.conftest import REPO
@@ -63,7 +63,7 @@ def test_a_huge_spec_is_refused_before_it_is_read(tmp_path):
         f.truncate(4 << 30)
     code = (
         "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
-        "from launchtune.kernels.custom.spec import load_kernel_spec\n"
+        "from launchtune.kernels.kernel.spec import load_kernel_spec\n"
         f"load_kernel_spec({str(spec)!r})"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -89,7 +89,7 @@ def test_deep_nesting_and_long_integers_are_one_line(tmp_path, write_spec):
 
 
 def _checked(path) -> None:
-    """What the sweep runs on the CPU before any cluster starts (``kernels.custom.workload``)."""
+    """What the sweep runs on the CPU before any cluster starts (``kernels.kernel.workload``)."""
     spec = load_kernel_spec(path)
     check_for_problem(spec, spec.problem(None), None)
 
@@ -164,9 +164,9 @@ def test_npy_fills_are_checked_from_their_header_before_anything_loads(tmp_path,
 def test_the_worker_builds_only_the_spec_the_sweep_checked(tmp_path, write_spec):
     """The sweep pins the kernel spec it checked (and allowed the Python of) by its digest; a worker handed
     those options refuses a spec or source replaced since, before it compiles or imports anything."""
-    from launchtune.kernels.custom.workload import KernelWorkload, code_references
+    from launchtune.kernels.kernel.workload import KernelWorkload, code_references
     from launchtune.kernels.workload import WorkloadError
-    from tests.custom_kernel.test_cli import _sweep
+    from tests.kernel.test_cli import _sweep
 
     write_spec()
     options = load_spec(_sweep(tmp_path)).options

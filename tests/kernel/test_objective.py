@@ -10,14 +10,14 @@ import math
 import pyarrow.parquet as pq
 import pytest
 
-from launchtune.kernels.custom import workload as workload_module
-from launchtune.kernels.custom.errors import SpecError
-from launchtune.kernels.custom.spec import load_kernel_spec
+from launchtune.kernels.kernel import workload as workload_module
+from launchtune.kernels.kernel.errors import SpecError
+from launchtune.kernels.kernel.spec import load_kernel_spec
 from launchtune.kernels.objective import Objective, ObjectiveError, known, parse_flag
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.spec import load_spec
-from tests.custom_kernel import fake_cupy
-from tests.custom_kernel.test_cli import _sweep
+from tests.kernel import fake_cupy
+from tests.kernel.test_cli import _sweep
 from tests.pipeline.conftest import one_line_error, run_cli
 
 PER_ELEMENT = {"ns_per_element": "time * 1e6 / problem_size_x", "ns_per_tile": "ns_per_element * tile"}

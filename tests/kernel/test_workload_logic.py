@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from launchtune.kernels.custom import workload as workload_module
-from launchtune.kernels.custom.errors import SpecError
+from launchtune.kernels.kernel import workload as workload_module
+from launchtune.kernels.kernel.errors import SpecError
 from launchtune.kernels.workload import WorkloadError
-from tests.custom_kernel import fake_cupy
+from tests.kernel import fake_cupy
 
 
 @pytest.fixture
