@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.store import datasets
 from launchtune.pipeline.store.datasets import load_kernel_tuner_cache
-from launchtune.pipeline.strategies import datasets
 from launchtune.pipeline.strategies.replay import ReplayWorkload
 
 numbers = st.floats(allow_nan=True, allow_infinity=True) | st.integers(-(2**1100), 2**1100)
