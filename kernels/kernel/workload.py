@@ -19,136 +19,43 @@ on a CPU, so it does not make the workload run there.
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import os
-import re
 from collections.abc import Mapping, Sequence
-from functools import reduce
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from launchtune.kernels.backend import get_backend
-from launchtune.kernels.device import CLASS_SPECS
 from launchtune.kernels.kernel.arguments import make_host
 from launchtune.kernels.kernel.compile import (
     Compiled,
     Compiler,
     build_function,
     cache_key,
-    default_workers,
     header_digest,
     source_with_defines,
 )
 from launchtune.kernels.kernel.errors import SpecError
 from launchtune.kernels.kernel.expressions import ExpressionError
-from launchtune.kernels.kernel.spec import KernelSpec, check_for_problem, load_kernel_spec
+from launchtune.kernels.kernel.options import (
+    check_arguments,
+    check_options,
+    checked_spec,
+    code_references,
+    energy_option,
+    import_target,
+    pin,
+    workers_option,
+)
+from launchtune.kernels.kernel.spec import KernelSpec, check_for_problem
 from launchtune.kernels.space import Space
 from launchtune.kernels.workload import Check, Timing, Workload, WorkloadError
 
-OPTIONS = ("spec", "seed", "compile_workers", "spec_sha256", "energy")
-WORKERS_ENV = "LAUNCHTUNE_COMPILE_WORKERS"
 WARMUP_LAUNCHES = 1
 REFERENCES_KEPT = 4  # answers of a reference that takes the configuration, kept on the device
-# CUDA's limits on a launch's shape, the same on every card since compute capability 3.0
 MAX_BLOCK = (1024, 1024, 64)
 MAX_GRID = (2**31 - 1, 65535, 65535)
-
-
-def _spec_path(options: Mapping[str, Any]) -> Path:
-    path = options.get("spec")
-    if not isinstance(path, str | Path) or not str(path).strip():
-        raise WorkloadError(
-            "the kernel workload needs options.spec: the kernel spec's YAML", field="options.spec"
-        )
-    return Path(path)
-
-
-def _workers(value: Any, where: str = "options.compile_workers") -> int:
-    if value is None:
-        value = os.environ.get(WORKERS_ENV, "auto")
-        where = f"${WORKERS_ENV}"
-    if value == "auto":
-        return default_workers()
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 256:
-        raise WorkloadError(f"expected 'auto' or a number of threads 0-256, got {value!r}", field=where)
-    return value
-
-
-def _import(target: str, where: str) -> Any:
-    module_name, _, attr = target.partition(":")
-    try:
-        return reduce(getattr, attr.split("."), importlib.import_module(module_name))
-    except (ImportError, AttributeError) as exc:
-        raise SpecError(f"{where}: cannot import {target!r} ({exc})") from None
-
-
-def largest_memory_bytes() -> float:
-    """The most memory any GPU class of the registry has: arrays larger than it fit no card we know."""
-    return max(s.memory_gb for s in CLASS_SPECS.values()) * 1e9
-
-
-def _check_options(options: Mapping[str, Any]) -> None:
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise WorkloadError(f"unknown option {unknown[0]!r} (options: {', '.join(OPTIONS)})", field="options")
-    seed = options.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        raise WorkloadError(f"expected an integer >= 0, got {seed!r}", field="options.seed")
-    _workers(options.get("compile_workers"))
-    digest = options.get("spec_sha256")
-    if digest is not None and (not isinstance(digest, str) or not re.fullmatch("[0-9a-f]{64}", digest)):
-        raise WorkloadError(f"expected a sha256 in hex, got {digest!r}"[:300], field="options.spec_sha256")
-    _energy_option(options.get("energy", "auto"))
-
-
-def checked_spec(options: Mapping[str, Any]) -> KernelSpec:
-    """The kernel spec ``options`` name, and, where they carry its ``spec_sha256`` (a sweep pins the digest
-    of the spec it checked), refused unless it is still that spec: the Python it names is imported, and its
-    source compiled, only as it was checked and allowed."""
-    spec = load_kernel_spec(_spec_path(options))
-    expected = options.get("spec_sha256")
-    if expected is not None and spec.digest != expected:
-        raise WorkloadError(
-            f"{spec.path} (or its source {spec.source.name}) changed since the sweep checked it; run the "
-            "sweep again to check the new one",
-            field="options.spec",
-        )
-    return spec
-
-
-def pin(**options: Any) -> dict[str, Any]:
-    """``options`` with the digest of the kernel spec as it is now (``kernels.workload.pin_options``)."""
-    return {**options, "spec_sha256": load_kernel_spec(_spec_path(options)).digest}
-
-
-def _energy_option(value: Any) -> str:
-    if value is True or value == "true":
-        return "true"
-    if value is False or value == "false":
-        return "false"
-    if value == "auto":
-        return "auto"
-    raise WorkloadError(f"expected auto, true or false, got {value!r}", field="options.energy")
-
-
-def check_arguments(case: str, size: str | Sequence[int], **options: Any) -> None:
-    """A sweep's kernel workload checked before any cluster starts (``kernels.workload.check_arguments``):
-    the options, the whole kernel spec, its default configuration at this size, and arrays that fit the
-    largest GPU of the registry (the card's own memory is checked where the workload is built)."""
-    _check_options(options)
-    spec = load_kernel_spec(_spec_path(options))
-    check_for_problem(spec, spec.problem(size), largest_memory_bytes(), "any GPU class of the registry,")
-
-
-def code_references(**options: Any) -> list[tuple[str, str]]:
-    """(field, module:function) of the Python the kernel spec names (its reference, its arguments
-    factory): a sweep allows these as it allows a ``module:factory`` workload."""
-    return checked_spec(options).code_references()
 
 
 class KernelWorkload(Workload):
@@ -206,7 +113,7 @@ class KernelWorkload(Workload):
         self._space = self.spec.space(self.problem)
         self._host, self._args, self._constants, self._outputs = self._make_arguments()
         self._initial = {i: cp.asarray(self._host[i]) for i in self._outputs}
-        self.compiler = Compiler(self._build, _workers(compile_workers), self._use_device)
+        self.compiler = Compiler(self._build, workers_option(compile_workers), self._use_device)
         self._reference: dict[int, Any] | None = None
         self._references: dict[tuple, dict[int, Any]] = {}  # the reference function's answers, recent last
         self._constants_set: set[str] = set()
@@ -214,7 +121,7 @@ class KernelWorkload(Workload):
         self.build_compile_ms = 0.0
         self.energy_reason = ""  # why energy is wanted and not measured
         self._meter: Any = None
-        wanted = _energy_option(energy)
+        wanted = energy_option(energy)
         if wanted == "true" or (wanted == "auto" and self.spec.needs_energy):
             from launchtune.kernels.energy import EnergyMeter
 
@@ -237,7 +144,7 @@ class KernelWorkload(Workload):
         host list) of the outputs."""
         cp = self.cp
         if self.spec.arguments_factory:
-            made = _import(self.spec.arguments_factory, f"{self.spec.path}: arguments_factory")(
+            made = import_target(self.spec.arguments_factory, f"{self.spec.path}: arguments_factory")(
                 self.problem, self.seed
             )
             if isinstance(made, Mapping):
@@ -398,7 +305,7 @@ class KernelWorkload(Workload):
     def _reference_function(self) -> tuple[Any, bool]:
         """The spec's ``reference`` function and whether it takes the configuration (a third parameter:
         where the answer depends on a parameter, such as the steps one launch of a stencil advances)."""
-        function = _import(self.spec.reference or "", f"{self.spec.path}: reference")
+        function = import_target(self.spec.reference or "", f"{self.spec.path}: reference")
         try:
             takes = len(inspect.signature(function).parameters) >= 3
         except (TypeError, ValueError):
@@ -664,5 +571,5 @@ def make_workload(
 ) -> KernelWorkload:
     """``make_workload("convolution", "4096x4096", spec="kernels/examples/convolution.yaml")``; ``size``
     None takes the spec's ``problem_size``."""
-    _check_options(options)
+    check_options(options)
     return KernelWorkload(case, size, backend, **options)

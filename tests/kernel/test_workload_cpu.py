@@ -9,8 +9,8 @@ import pytest
 
 from launchtune.kernels.kernel import pick_for_device
 from launchtune.kernels.kernel.errors import SpecError
+from launchtune.kernels.kernel.options import largest_memory_bytes
 from launchtune.kernels.kernel.pick import current_gpu_class
-from launchtune.kernels.kernel.workload import largest_memory_bytes
 from launchtune.kernels.workload import (
     WorkloadError,
     check_arguments,
