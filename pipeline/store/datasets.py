@@ -17,10 +17,7 @@ other needs ``--objective NAME:max|min``."""
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -39,6 +36,7 @@ from launchtune.kernels.objective import Objective, ObjectiveError, known
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.jsonio import check_regular, read_json, read_regular_bytes
 from launchtune.pipeline.records import check_record
+from launchtune.pipeline.store import cache_json
 from launchtune.pipeline.store.schema import OBJECTIVE_COLUMN, OBJECTIVE_META, objective_of
 
 TIME = "time"  # the objective's cost column of every Dataset frame (lower is better; NaN where it failed)
@@ -122,7 +120,7 @@ class Dataset:
         }
 
 
-def _device_features(name: str) -> dict[str, float] | None:
+def device_features(name: str) -> dict[str, float] | None:
     """``HUB_DEVICE_FEATURES`` of the GPU a device name (or a class name) belongs to; None where the registry
     has no complete data sheet for it."""
     spec = CLASS_SPECS.get(gpu_class_of(name))
@@ -138,67 +136,6 @@ def _device_features(name: str) -> dict[str, float] | None:
 
 
 # -------------------------------------------------------------------------------------- Kernel Tuner cache
-def _cache_json(text: str) -> Any:
-    """A cache file's JSON, closed as Kernel Tuner closes it: a run appends each entry (``"key": {...},``) to
-    an open file and closes the braces at its end, so an interrupted run leaves the file without its two
-    closing braces (and with a trailing comma); Kernel Tuner's ``read_cache`` closes such a file before
-    parsing, and so does this. By hand because ``kernel_tuner`` is an optional extra, its reader cannot open
-    a gzipped cache, and it rewrites the file it reads (opening it for appending)."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        text = text.strip()
-        if not text or text[-3:] in ("}\n}", "}}}"):
-            raise exc from None
-        try:
-            return json.loads(text.removesuffix(",") + "}\n}")
-        except json.JSONDecodeError:
-            raise exc from None
-
-
-# A Kernel Tuner cache, compressed or not, is read whole: at most this many bytes of JSON (a 4,000-point
-# cache is a few MB; a gzip of zeros that inflates without end is one line, not a process out of memory).
-MAX_CACHE_BYTES = 1 << 30
-
-
-def _gunzip(data: bytes, path: Path) -> str:
-    """``data`` inflated, at most :data:`MAX_CACHE_BYTES` of it (``gzip.decompress`` has no cap)."""
-    with gzip.GzipFile(fileobj=io.BytesIO(data)) as file:
-        text = file.read(MAX_CACHE_BYTES + 1)
-    if len(text) > MAX_CACHE_BYTES:
-        raise UserError(f"{path}: inflates past {MAX_CACHE_BYTES:,} bytes; not a Kernel Tuner cache we read")
-    return text.decode()
-
-
-def _finite(value: Any) -> bool:
-    """A number (not a flag) that is a finite float: an int past a float's range is not."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except OverflowError:
-        return False
-
-
-def _repeats(rep: Any, where: str) -> np.ndarray:
-    """A configuration's recorded repeats: a list of finite numbers whose mean is finite (empty where there
-    are none); anything else (text, nested lists, times whose sum overflows) is one line naming the entry."""
-    if rep is None or (isinstance(rep, list) and not rep):
-        return np.empty(0)
-    if not isinstance(rep, list) or any(isinstance(t, bool) or not isinstance(t, int | float) for t in rep):
-        raise UserError(f"{where}: expected a list of numbers, got {rep!r}"[:300])
-    try:
-        out = np.asarray(rep, dtype=float)
-    except OverflowError:  # an int past a float
-        raise UserError(f"{where}: a time past a float"[:300]) from None
-    with np.errstate(over="ignore", invalid="ignore"):
-        if not np.isfinite(out).all() or not np.isfinite(out.sum()):
-            raise UserError(
-                f"{where}: times that are not finite or whose sum overflows ({rep[:3]!r}...)"[:300]
-            )
-    return out
-
-
 def cache_objective(raw: dict[str, Any], path: Path, override: Objective | None = None) -> Objective:
     """The objective a cache's entries are ranked by: ``override`` (``--objective``) where given, else the
     cache's ``objective`` (time where absent) with ``objective_higher_is_better`` where the cache says, else
@@ -234,10 +171,10 @@ def load_kernel_tuner_cache(path: str | Path, objective: Objective | None = None
     only where the objective is time, since they are times."""
     path = Path(path)
     # a FIFO or a device is one line, not a hang; a file past the cap, or one that inflates past it, too
-    data = read_regular_bytes(path, "Kernel Tuner cache", max_bytes=MAX_CACHE_BYTES)
+    data = read_regular_bytes(path, "Kernel Tuner cache", max_bytes=cache_json.MAX_CACHE_BYTES)
     assert data is not None
     try:
-        raw = _cache_json(_gunzip(data, path) if path.name.endswith(".gz") else data.decode())
+        raw = cache_json.parse(cache_json.gunzip(data, path) if path.name.endswith(".gz") else data.decode())
     except (OSError, EOFError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise UserError(
             f"{path}: not a readable Kernel Tuner cache ({exc.__class__.__name__}: {exc})"
@@ -258,14 +195,14 @@ def load_kernel_tuner_cache(path: str | Path, objective: Objective | None = None
                 f"{path}: cache entry {key!r}: parameter {bad[0]!r} is {entry[bad[0]]!r}, not one value"[:300]
             )
         value = entry.get(goal.name)
-        cost = goal.cost(value) if _finite(value) else np.nan
+        cost = goal.cost(value) if cache_json.finite(value) else np.nan
         ok = bool(np.isfinite(cost))
         row = {k: entry[k] for k in keys}
         row[TIME] = cost if ok else np.nan
         row[STATUS] = "ok" if ok else "failed"
         rows.append(row)
         rep = entry.get("times") if ok and goal.is_time else None
-        times.append(_repeats(rep, f"{path}: cache entry {key!r}: times"))
+        times.append(cache_json.repeats(rep, f"{path}: cache entry {key!r}: times"))
     if not rows:
         raise UserError(f"{path}: the cache holds no configurations")
     frame = pd.DataFrame(rows)
@@ -285,7 +222,7 @@ def load_kernel_tuner_cache(path: str | Path, objective: Objective | None = None
     name = path.name.split(".")[0]
     if not device_name:
         device_name = name
-    feats = _device_features(device_name) or _device_features(name)
+    feats = device_features(device_name) or device_features(name)
     return Dataset(
         name=name,
         params=params,
@@ -383,7 +320,7 @@ def _from_sweep_frame(
             counts = sweep[p].value_counts()
             default[p] = int(counts.index[0]) if counts.iloc[0] >= len(sweep) / 2 else int(first[p])
     device_name = str(df["device_name"].iloc[0]) if "device_name" in df else name
-    feats = _device_features(device_name) or _device_features(name)
+    feats = device_features(device_name) or device_features(name)
     return Dataset(
         name,
         params,

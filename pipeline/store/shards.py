@@ -1,7 +1,4 @@
-"""Shards on disk: which are finished, and the merge into one dataset.
-
-Paths come from :mod:`launchtune.pipeline.store.folder`.
-"""
+"""Shards on disk: which are finished, and the merge into one dataset (paths from ``store.folder``)."""
 
 from __future__ import annotations
 

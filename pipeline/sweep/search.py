@@ -33,7 +33,7 @@ from launchtune.kernels.workload import Check, Timing, Workload
 from launchtune.pipeline.cluster.waits import timed_out
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.models import one_thread
-from launchtune.pipeline.store.datasets import Dataset, _device_features
+from launchtune.pipeline.store.datasets import Dataset, device_features
 from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.journal import Journal
 from launchtune.pipeline.store.schema import OBJECTIVE_COLUMN, kernel_column, kernel_params
@@ -285,7 +285,7 @@ def device_facts(plan: Mapping[str, Any]) -> dict[str, Any]:
     """What a strategy may know of the card (``transfer``: spec-sheet figures by its name)."""
     device = dict(plan.get("device") or {})
     name = str(device.get("device_name", ""))
-    return {"device_name": name, "features": _device_features(name), **{"gpu_class": device.get("gpu_class")}}
+    return {"device_name": name, "features": device_features(name), **{"gpu_class": device.get("gpu_class")}}
 
 
 def search_class(

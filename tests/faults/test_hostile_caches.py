@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.store import datasets
+from launchtune.pipeline.store import cache_json
 from launchtune.pipeline.store.datasets import load_kernel_tuner_cache
 from launchtune.pipeline.strategies.replay import ReplayWorkload
 
@@ -80,7 +80,7 @@ def test_malformed_entries_are_one_line_naming_the_entry(tmp_path, change, why):
 
 
 def test_a_gzip_that_inflates_past_the_cap_is_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(datasets, "MAX_CACHE_BYTES", 1 << 20)
+    monkeypatch.setattr(cache_json, "MAX_CACHE_BYTES", 1 << 20)
     bomb = tmp_path / "bomb.json.gz"
     bomb.write_bytes(gzip.compress(b" " * (8 << 20)))  # 8 MB of blanks in 8 KB
     assert bomb.stat().st_size < 64 << 10

@@ -216,7 +216,8 @@ def _cpu_report(backend: str) -> str:
     time (25.38 ms), as a loaded CPU gives them."""
     import pandas as pd
 
-    from launchtune.pipeline.results.report import _markdown, class_summary
+    from launchtune.pipeline.results.markdown import render
+    from launchtune.pipeline.results.report import class_summary
 
     params = ["a.blocks", "a.threads"]
     frame = pd.DataFrame(
@@ -248,7 +249,7 @@ def _cpu_report(backend: str) -> str:
         "models": {},
         "figures": [],
     }
-    return _markdown(report)
+    return render(report)
 
 
 def test_a_cpu_report_says_its_spread_is_noise_where_the_best_sample_is_slower_than_the_default():

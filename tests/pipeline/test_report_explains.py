@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from launchtune.pipeline.learn.models import held_out_curve, loss_curve, make_mlp
-from launchtune.pipeline.results.report import _markdown, class_summary
+from launchtune.pipeline.results.markdown import render
+from launchtune.pipeline.results.report import class_summary
 
 PARAMS = ["a.blocks", "a.threads"]
 
@@ -70,7 +71,7 @@ def _report(backend: str, recorded: list[float], default_ms: float, pick_ms: flo
         "models": {"cpu": {"mlp": {"r2_train": 0.99, "r2_test": -0.3, "mse_test": 600.0, "n_train": 2}}},
         "figures": [],
     }
-    return _markdown(report)
+    return render(report)
 
 
 def _sentence(text: str) -> list[str]:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pandas as pd
 
 from launchtune.pipeline.results.energy import pareto_front
-from launchtune.pipeline.results.report import _markdown, class_summary, tuning_entry
+from launchtune.pipeline.results.markdown import render
+from launchtune.pipeline.results.report import class_summary, tuning_entry
 
 PARAMS = ["block_size_x", "steps"]
 
@@ -53,7 +54,7 @@ def test_a_report_ranks_by_the_objective_and_names_the_picks_under_time_and_ener
     report = {"sweep_id": "heat", "workload": "kernel", "case": "heat", "size": "4096x4096", "seed": 0,
               "created": "now", "merged_rows": 4, "classes": {"h100": summary}, "models": {},
               "figures": []}  # fmt: skip
-    text = _markdown(report)
+    text = render(report)
     assert "Objective: minimize ms_per_step (the kernel spec's)" in text
     assert "the pick under minimize time 0.09 ms, 42 mJ (block_size_x=64, steps=1)" in text
     assert "under minimize energy_mJ 0.1 ms, 40 mJ (block_size_x=32, steps=1); 2 on the Pareto front" in text
