@@ -149,7 +149,7 @@ def test_rows_keep_time_each_metric_and_the_objective(make, tmp_path):
 
 
 def test_the_pick_is_the_best_objective_and_its_comparison_is_on_it(make, tmp_path):
-    from launchtune.pipeline.sweep import worker
+    from launchtune.pipeline.sweep import remeasure, worker
 
     w = make(
         metrics={"elements_per_ms": "problem_size_x * tile / time"}, objective={"maximize": "elements_per_ms"}
@@ -157,7 +157,7 @@ def test_the_pick_is_the_best_objective_and_its_comparison_is_on_it(make, tmp_pa
     spec = _worker_spec(w, tmp_path)
     picks = [{"block_size_x": 32, "tile": t} for t in (1, 2, 4)]
     try:
-        answer = worker.pick_task(spec, picks, repeats=3, seed=0, rounds=5)
+        answer = remeasure.pick_task(spec, picks, repeats=3, seed=0, rounds=5)
     finally:
         worker._CACHE.clear()
     assert answer["candidates"][0]["config"]["tile"] == 4  # the highest elements per ms, at equal time
