@@ -51,7 +51,7 @@ pytest: $(VENV)/.installed
 notebooks: $(VENV)/.installed
 	$(VENV)/bin/launchtune notebooks
 
-LINTED := launchtune kernels pipeline tests benchmarks lab
+LINTED := launchtune kernels pipeline tests benchmarks lab tools
 lint: $(VENV)/.installed
 	$(PY) -m ruff check $(LINTED)
 	$(PY) -m ruff format --check $(LINTED)

@@ -33,12 +33,12 @@ import numpy as np
 from launchtune.kernels.compare import bootstrap_interval, compare
 from launchtune.pipeline.cluster import open_cluster
 from launchtune.pipeline.cluster.waits import result, wait_limit
-from launchtune.pipeline.sweep.folder import PLAN_FACTS, SweepFolder
+from launchtune.pipeline.store.folder import PLAN_FACTS, SweepFolder
+from launchtune.pipeline.store.shards import load_merged, merge
+from launchtune.pipeline.store.spec import SearchSpec, SweepSpec, load_spec
 from launchtune.pipeline.sweep.measure import warm_workers, workers_by_class
 from launchtune.pipeline.sweep.priors import check_params, constants_of, load_priors
 from launchtune.pipeline.sweep.search import run_searches, search_pool_plan, top_picks
-from launchtune.pipeline.sweep.shards import load_merged, merge
-from launchtune.pipeline.sweep.spec import SearchSpec, SweepSpec, load_spec
 from launchtune.pipeline.sweep.worker import get_workload
 
 

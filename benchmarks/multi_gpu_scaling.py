@@ -156,7 +156,7 @@ def agreement(
     from distributed import wait
 
     from launchtune.pipeline.cluster.local import open_local_cluster
-    from launchtune.pipeline.sweep.spec import load_spec
+    from launchtune.pipeline.store.spec import load_spec
     from launchtune.pipeline.sweep.worker import measure_batch, plan_task
 
     spec_d = load_spec(spec).to_dict()

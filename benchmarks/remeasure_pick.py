@@ -19,13 +19,13 @@ from typing import Any
 from launchtune.kernels.compare import compare, interleaved
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.jsonio import write_json
-from launchtune.pipeline.learn.report import build_report, first_runnable
 from launchtune.pipeline.learn.train import train_sweep
-from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.results.report import build_report, first_runnable
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.shards import load_merged
+from launchtune.pipeline.store.workloads import check_allow_flag, check_workload
 from launchtune.pipeline.sweep.run import remeasure_picks
-from launchtune.pipeline.sweep.shards import load_merged
 from launchtune.pipeline.sweep.worker import get_workload
-from launchtune.pipeline.sweep.workloads import check_allow_flag, check_workload
 
 
 class _Done:

@@ -87,7 +87,7 @@ def commit() -> str:
 
 
 def make_spec(samples: int, workers: int, args, kill_dir: Path, batch_size: int):
-    from launchtune.pipeline.sweep.spec import parse_spec
+    from launchtune.pipeline.store.spec import parse_spec
 
     kills = max(1, round(workers * args.kill_fraction))
     data = {
@@ -130,8 +130,8 @@ def child_merge(folder: Path) -> None:
     import numpy as np
     import pyarrow.parquet as pq
 
-    from launchtune.pipeline.sweep.folder import SweepFolder
-    from launchtune.pipeline.sweep.shards import merge
+    from launchtune.pipeline.store.folder import SweepFolder
+    from launchtune.pipeline.store.shards import merge
 
     t0 = time.perf_counter()
     merged = merge(folder)
@@ -211,7 +211,7 @@ def sleeps_s(folder: Path, args) -> tuple[float, int]:
 
 def one(samples: int, workers: int, args, work: Path) -> dict[str, Any]:
     from launchtune.pipeline.cluster import open_cluster
-    from launchtune.pipeline.sweep.folder import SweepFolder
+    from launchtune.pipeline.store.folder import SweepFolder
     from launchtune.pipeline.sweep.measure import measure_batches, warm_workers
     from launchtune.pipeline.sweep.run import plan_class
 
@@ -220,7 +220,7 @@ def one(samples: int, workers: int, args, work: Path) -> dict[str, Any]:
     kill_dir = folder / "kills"
     kill_dir.mkdir(parents=True)
     if args.batch_size == "auto":
-        from launchtune.pipeline.sweep.batching import suggest_batch_size
+        from launchtune.pipeline.store.batching import suggest_batch_size
 
         batch_size = suggest_batch_size(samples, workers, 5.46e-3 * args.time_scale)  # the dataset's mean
     else:
@@ -332,8 +332,8 @@ def rows_only(n: int, source: Path, work: Path, args) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from launchtune.pipeline.sweep.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest
-    from launchtune.pipeline.sweep.folder import SweepFolder
+    from launchtune.pipeline.store.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest
+    from launchtune.pipeline.store.folder import SweepFolder
 
     src = SweepFolder(source)
     shards = src.shards()

@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     runs_path = args.out / "runs.jsonl"
     if not args.table_only:
+        from launchtune.pipeline.store.datasets import load_datasets
         from launchtune.pipeline.strategies import NEEDS_PRIOR
-        from launchtune.pipeline.strategies.datasets import load_datasets
 
         datasets = [d for path in args.dataset for d in load_datasets(path)]
         targets = [d for d in datasets if args.gpu in (None, d.name)]

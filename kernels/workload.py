@@ -1,15 +1,17 @@
 """The interface between what runs on a device (``kernels``) and what plans and learns (``pipeline``).
 
-A workload is one kernel set on one case and size, bound to a backend. The pipeline only ever calls
-``space()``, ``run()``, ``check()`` and ``describe()``; everything else is the workload's own business.
+A workload is one kernel set on one case and size, bound to a backend: a subclass of :class:`Workload`, whose
+methods and class attributes are everything the pipeline may ask of it. The registry below names the three
+shipped here; the pipeline adds its own (recorded-data replays) and a user's (``module:factory``).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
 from launchtune.kernels.space import Space
 
@@ -32,19 +34,75 @@ class Check:
     reason: str = ""
 
 
-@runtime_checkable
-class Workload(Protocol):
+Config = Mapping[str, Any]
+
+
+class Workload(ABC):
+    """One kernel set on one case and size, bound to a backend: what the pipeline measures.
+
+    A workload implements the four abstract methods. What else it can do is declared here, with defaults
+    that say "this workload does not": the pipeline asks every workload the same questions and never probes
+    for a method. Class attributes and class methods answer before anything is built (a sweep's plan, on the
+    login node); instance methods answer on a worker.
+    """
+
     name: str
     case: str
     size: tuple[int, ...]
 
+    gpu_only: ClassVar[bool] = False  # no numpy backend: a sweep refuses it where no GPU is visible
+    path_options: ClassVar[tuple[str, ...]] = ()  # options naming a file, given relative to the sweep spec
+    # runs a user's CUDA source from a kernel spec: Kernel Tuner can run it live (``kt:`` strategies) and its
+    # tuned values export as a C header
+    from_kernel_spec: ClassVar[bool] = False
+
+    @classmethod
+    def check_arguments(cls, case: str, size: Any, **options: Any) -> None:
+        """Refuse an unknown case, size or option (``WorkloadError`` naming the field) without building
+        anything, so a spec's mistake is found before a cluster starts. Default: nothing to check."""
+        return None
+
+    @classmethod
+    def code_references(cls, **options: Any) -> list[tuple[str, str]]:
+        """(field, module:function) of Python code the options name, which the sweep allows as it allows
+        a ``module:factory`` workload. Default: none."""
+        return []
+
+    @abstractmethod
     def space(self) -> Space: ...
 
-    def run(self, config: Mapping[str, int], repeats: int) -> Timing: ...
+    @abstractmethod
+    def run(self, config: Config, repeats: int) -> Timing: ...
 
-    def check(self, config: Mapping[str, int]) -> Check: ...
+    @abstractmethod
+    def check(self, config: Config) -> Check: ...
 
+    @abstractmethod
     def describe(self) -> dict[str, Any]: ...
+
+    def candidates(self) -> list[dict[str, Any]] | None:
+        """A fixed pool a search chooses from (a recorded dataset's rows); None: the space's own."""
+        return None
+
+    def answerable(self, config: Config) -> bool:
+        """Whether ``config`` can be measured beyond the space's constraints (a recorded dataset answers only
+        its rows). Default: every valid configuration."""
+        return True
+
+    def compile_ahead(self, configs: Sequence[Config]) -> int:
+        """Start compiling these configurations while others run; returns how many it started. Default:
+        nothing compiles per configuration."""
+        return 0
+
+    def take_compile_ms(self) -> float | None:
+        """Compile time spent since the last call (outside the timed region); None: never compiles per
+        configuration."""
+        return None
+
+    def kernel_tuner_arguments(self) -> dict[str, Any] | None:
+        """What Kernel Tuner's ``tune_kernel`` needs to run this workload's source (``from_kernel_spec``
+        workloads); None for the others."""
+        return None
 
 
 class WorkloadError(ValueError):
@@ -84,51 +142,48 @@ def number_option(
     return float(value)
 
 
-# Lazy "module:factory" strings keep this module import-light: a workload's CuPy or numpy code loads only when
-# that workload is asked for.
-_FACTORIES = {
-    "cfd": "launchtune.kernels.cfd.workload:make_workload",
-    "tridiag": "launchtune.kernels.tridiag.workload:make_workload",
-    "kernel": "launchtune.kernels.custom.workload:make_workload",
+# The registry: name -> the module that defines the workload's class and its ``make_workload`` factory, as
+# lazy "module:Class" strings, so this module stays import-light (a workload's CuPy or numpy code loads only
+# when that workload is asked for).
+_WORKLOADS = {
+    "cfd": "launchtune.kernels.cfd.workload:CfdWorkload",
+    "tridiag": "launchtune.kernels.tridiag.workload:TridiagWorkload",
+    "kernel": "launchtune.kernels.custom.workload:KernelWorkload",
 }
-
-# Options that name a file: a sweep spec gives them relative to itself (pipeline resolves them).
-PATH_OPTIONS: dict[str, tuple[str, ...]] = {"kernel": ("spec",)}
-# Workloads that run only on a GPU (no numpy backend): a sweep refuses them where none is visible.
-GPU_ONLY = frozenset({"kernel"})
 
 
 def workload_names() -> list[str]:
-    return sorted(_FACTORIES)
+    return sorted(_WORKLOADS)
+
+
+def workload_class(name: str) -> type[Workload]:
+    """The class of a registered workload (``WorkloadError`` for an unknown name)."""
+    if name not in _WORKLOADS:
+        raise WorkloadError(f"unknown workload {name!r}: choose one of {', '.join(workload_names())}")
+    module_name, cls = _WORKLOADS[name].split(":")
+    return getattr(importlib.import_module(module_name), cls)
+
+
+def declared(name: str) -> type[Workload]:
+    """What a workload named in a spec declares: its class where registered, else the base class's
+    defaults (``replay``, an entry point or a ``module:factory`` workload declare nothing up front)."""
+    return workload_class(name) if name in _WORKLOADS else Workload
 
 
 def check_arguments(name: str, case: str, size: str, options: Mapping[str, Any]) -> None:
     """Refuse an unknown workload, case, size or option of a registered workload without building anything
-    (``WorkloadError`` naming the field), so a spec's mistake is found before a cluster starts. Each workload
-    module checks its own arguments in ``check_arguments(case, size, **options)``."""
-    if name not in _FACTORIES:
-        raise WorkloadError(f"unknown workload {name!r}: choose one of {', '.join(workload_names())}")
-    module_name, _ = _FACTORIES[name].split(":")
-    importlib.import_module(module_name).check_arguments(case, size, **options)
+    (``WorkloadError`` naming the field)."""
+    workload_class(name).check_arguments(case, size, **options)
 
 
 def code_references(name: str, options: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(field, module:function) of Python code a registered workload's options name (the ``kernel``
-    workload's spec may name a reference and an arguments factory): the sweep allows each as it allows a
-    ``module:factory`` workload. Empty for workloads that name none."""
-    if name not in _FACTORIES:
-        return []
-    module = importlib.import_module(_FACTORIES[name].split(":")[0])
-    refs = getattr(module, "code_references", None)
-    return list(refs(**options)) if refs is not None else []
+    """(field, module:function) of Python code a registered workload's options name; empty for others."""
+    return declared(name).code_references(**options)
 
 
 def make_workload(
     name: str, case: str, size: str | tuple[int, ...], backend: str = "auto", **options: Any
 ) -> Workload:
     """Build and prepare a workload: ``make_workload("cfd", "inlet", "208x64", "numpy")``."""
-    if name not in _FACTORIES:
-        raise WorkloadError(f"unknown workload {name!r}: choose one of {', '.join(workload_names())}")
-    module_name, factory = _FACTORIES[name].split(":")
-    module = importlib.import_module(module_name)
-    return getattr(module, factory)(case=case, size=size, backend=backend, **options)
+    module = importlib.import_module(workload_class(name).__module__)
+    return module.make_workload(case=case, size=size, backend=backend, **options)

@@ -38,8 +38,8 @@ from launchtune.pipeline.learn.combine import combine
 from launchtune.pipeline.learn.crossclass import WITHIN, scores
 from launchtune.pipeline.learn.design import capped, design, device_features, model_makers, with_class_facts
 from launchtune.pipeline.learn.models import make_gbr, make_mlp, one_thread
-from launchtune.pipeline.sweep.folder import SweepFolder, ok_rows
-from launchtune.pipeline.sweep.shards import load_merged
+from launchtune.pipeline.store.folder import SweepFolder, ok_rows
+from launchtune.pipeline.store.shards import load_merged
 
 # Warp (NVIDIA) or wavefront (AMD) width HIP/CUDA run this kernel with: 32 on every NVIDIA GPU (CUDA
 # Programming Guide, "warpSize"); 64 on CDNA (MI250X) and 32 on RDNA 2/3 (W6600, W7800) per the ROCm

@@ -35,8 +35,8 @@ from launchtune.pipeline.learn.design import (
     training_rows,
 )
 from launchtune.pipeline.learn.models import one_thread
-from launchtune.pipeline.sweep.folder import SweepFolder, ok_rows
-from launchtune.pipeline.sweep.shards import load_merged
+from launchtune.pipeline.store.folder import SweepFolder, ok_rows
+from launchtune.pipeline.store.shards import load_merged
 
 SCORES = ("r2", "spearman", "picked_over_best")
 

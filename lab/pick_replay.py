@@ -25,8 +25,8 @@ import pandas as pd
 from launchtune.pipeline.learn.design import design, group_split, model_makers, training_rows
 from launchtune.pipeline.learn.models import one_thread
 from launchtune.pipeline.learn.pick import predicted_pick
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.shards import load_merged
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.shards import load_merged
 
 
 def inactive_zeroed(rows: pd.DataFrame, params: list[str]) -> pd.DataFrame:

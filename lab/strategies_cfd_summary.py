@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from launchtune.pipeline.strategies.datasets import load_datasets
+from launchtune.pipeline.store.datasets import load_datasets
 from launchtune.pipeline.strategies.replay import ReplayWorkload
 
 REPO = Path(__file__).resolve().parents[1]

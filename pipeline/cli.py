@@ -29,7 +29,6 @@ COMMANDS = [
     "export",
     "combine",
     "notebooks",
-    "readme",
 ]
 
 

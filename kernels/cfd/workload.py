@@ -18,7 +18,15 @@ from launchtune.kernels.cfd.launch_space import PRESETS
 from launchtune.kernels.cfd.physics import KERNEL_NAMES, LIMITERS
 from launchtune.kernels.cfd.solver import Scheme, Solver, parse_size
 from launchtune.kernels.space import Space, SpaceError
-from launchtune.kernels.workload import SEED_MAX, Check, Timing, WorkloadError, integer_option, number_option
+from launchtune.kernels.workload import (
+    SEED_MAX,
+    Check,
+    Timing,
+    Workload,
+    WorkloadError,
+    integer_option,
+    number_option,
+)
 
 WORKLOAD_PRESETS = (*PRESETS, "fused")
 
@@ -36,8 +44,13 @@ def relative_difference(xp: Any, got: Any, want: Any) -> float:
     return float((xp.abs(got - want).max(axis=axes) / scale).max())
 
 
-class CfdWorkload:
+class CfdWorkload(Workload):
+    @classmethod
+    def check_arguments(cls, case: str, size: Any, **options: Any) -> None:
+        check_arguments(case, size, **options)
+
     name = "cfd"
+    size: tuple[int, int]  # cells in x and y
 
     def __init__(
         self,

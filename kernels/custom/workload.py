@@ -36,7 +36,7 @@ from launchtune.kernels.custom.expressions import ExpressionError
 from launchtune.kernels.custom.spec import KernelSpec, check_for_problem, load_kernel_spec
 from launchtune.kernels.device import CLASS_SPECS
 from launchtune.kernels.space import Space
-from launchtune.kernels.workload import Check, Timing, WorkloadError
+from launchtune.kernels.workload import Check, Timing, Workload, WorkloadError
 
 OPTIONS = ("spec", "seed", "compile_workers")
 WORKERS_ENV = "LAUNCHTUNE_COMPILE_WORKERS"
@@ -106,7 +106,19 @@ def code_references(**options: Any) -> list[tuple[str, str]]:
     return load_kernel_spec(_spec_path(options)).code_references()
 
 
-class KernelWorkload:
+class KernelWorkload(Workload):
+    gpu_only = True  # compiles and runs CUDA: no numpy backend
+    path_options = ("spec",)
+    from_kernel_spec = True
+
+    @classmethod
+    def check_arguments(cls, case: str, size: Any, **options: Any) -> None:
+        check_arguments(case, size, **options)
+
+    @classmethod
+    def code_references(cls, **options: Any) -> list[tuple[str, str]]:
+        return code_references(**options)
+
     name = "kernel"
 
     def __init__(

@@ -40,7 +40,7 @@ from launchtune.kernels.tridiag.system import (
     random_system,
     residual,
 )
-from launchtune.kernels.workload import SEED_MAX, Check, Timing, WorkloadError, integer_option
+from launchtune.kernels.workload import SEED_MAX, Check, Timing, Workload, WorkloadError, integer_option
 
 CASES = ("random", "heat")
 THREADS = (32, 64, 128, 256, 512, 1024)
@@ -52,7 +52,11 @@ RESIDUAL_TOL = 1e-12
 AGREE_TOL = 1e-11
 
 
-class TridiagWorkload:
+class TridiagWorkload(Workload):
+    @classmethod
+    def check_arguments(cls, case: str, size: Any, **options: Any) -> None:
+        check_arguments(case, size, **options)
+
     name = "tridiag"
 
     def __init__(self, case: str, n: int, backend: str = "auto", seed: int = 0):

@@ -51,6 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from launchtune.pipeline.learn.combine import combine
+    from launchtune.pipeline.results.report import build_report
 
-    combine(args.out, args.sources)
+    combine(args.out, args.sources, report=build_report)
     return 0

@@ -39,7 +39,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.format == "c-header":
         return write_c_header(Path(args.source), Path(args.out))
-    from launchtune.pipeline.strategies.datasets import load_datasets
+    from launchtune.pipeline.store.datasets import load_datasets
     from launchtune.pipeline.strategies.kt_cache import write_cache
 
     datasets = load_datasets(args.source)
@@ -63,14 +63,14 @@ def write_c_header(sweep_dir: Path, out: Path) -> int:
     from launchtune.kernels.atomic import write_text
     from launchtune.kernels.custom.header import Pick, render_header
     from launchtune.kernels.custom.spec import load_kernel_spec
-    from launchtune.kernels.workload import WorkloadError
-    from launchtune.pipeline.sweep.folder import SweepFolder
+    from launchtune.kernels.workload import WorkloadError, declared
+    from launchtune.pipeline.store.folder import SweepFolder
 
     if out.suffix not in (".h", ".hpp", ".cuh"):
         raise UserError(f"{out}: a C header's name ends in .h, .hpp or .cuh")
     folder = SweepFolder(sweep_dir)
     spec, _ = folder.read_spec()
-    if spec.workload != "kernel":
+    if not declared(spec.workload).from_kernel_spec:
         raise UserError(f"{sweep_dir}: a {spec.workload!r} sweep; the C header is for kernel sweeps")
     table = folder.read_tuning_table()
     if table is None:

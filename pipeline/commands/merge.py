@@ -24,8 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from launchtune.pipeline.errors import UserError
-    from launchtune.pipeline.sweep.folder import SweepFolder
-    from launchtune.pipeline.sweep.shards import merge
+    from launchtune.pipeline.store.folder import SweepFolder
+    from launchtune.pipeline.store.shards import merge
 
     if not args.dir.is_dir():
         raise UserError(f"{args.dir}: no such sweep folder")

@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from launchtune.pipeline.errors import UserError
-    from launchtune.pipeline.learn.report import build_report
+    from launchtune.pipeline.results.report import build_report
 
     if not args.dir.is_dir():
         raise UserError(f"{args.dir}: no such sweep folder")

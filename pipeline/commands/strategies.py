@@ -17,9 +17,12 @@ from launchtune.kernels.workload import SEED_MAX
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.flags import integer
 from launchtune.pipeline.paths import results_root
+from launchtune.pipeline.store.spec import LIMITS
 
 # Bounds of the flags that size work: far above any run we make, far below what would never end.
-MAX_BUDGET = 1_000_000  # a budget over a dataset's space measures the space (``Session.capped``)
+MAX_BUDGET = LIMITS[
+    "search.budget"
+]  # a sweep's search has the same bound; over the space: ``Session.capped``
 MAX_SEEDS = 100_000
 MAX_REPEATS = 10_000  # replayed repeats per measurement (a spec's ``repeats`` has the same bound)
 MAX_WORKERS = 1024
@@ -194,7 +197,7 @@ def json_line(record: dict) -> str:
 def _load(paths: list[str]) -> list:
     """Every dataset of every ``--dataset`` path, in order; two datasets of one name are refused (which one
     would ``--gpu`` or transfer mean?)."""
-    from launchtune.pipeline.strategies.datasets import align_params, load_datasets
+    from launchtune.pipeline.store.datasets import align_params, load_datasets
 
     datasets, where = [], {}
     for path in paths:
@@ -218,8 +221,8 @@ def _select(datasets: list, gpu: str | None, path: str) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
+    from launchtune.pipeline.store.datasets import write_parquet
     from launchtune.pipeline.strategies import NEEDS_PRIOR
-    from launchtune.pipeline.strategies.datasets import write_parquet
 
     if args.parallel < 1:
         raise UserError("--parallel: must be at least 1")

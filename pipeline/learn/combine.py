@@ -9,7 +9,7 @@ another grid size are another problem (a launch's effect does not scale with the
 class per size the size would be indistinguishable from the device. Two sources holding the same class are
 refused: which one's rows would count?
 
-The output folder must be new or empty, or one combine made (:mod:`pipeline.sweep.ownership`); a folder
+The output folder must be new or empty, or one combine made (:mod:`pipeline.store.ownership`); a folder
 holding anything else is refused, never cleared. The folder gets ``merged/`` only (no ``shards/``: the
 sources keep theirs; merged holds the same rows),
 ``plan/<class>.json`` without the sampled configurations (each row of merged carries its own), the sources'
@@ -18,7 +18,7 @@ sources keep theirs; merged holds the same rows),
 is deterministic: the same sources give the same merged data, split and models.
 
 A source may also be a Kernel Tuner cache (a ``.json``/``.json.gz`` file, or a folder of them): each cache is
-one GPU class with its data-sheet facts from the GPU registry (:mod:`pipeline.learn.caches`). A cache has no
+one GPU class with its data-sheet facts from the GPU registry (:mod:`pipeline.store.caches`). A cache has no
 planning key, so it must share the launch space's parameters instead: every parameter of the sweeps (or,
 with caches alone, of the first cache) recorded, and any other parameter single-valued (a constant of the
 problem, such as the hub's ``filter_height``, left out). Caches must agree among themselves on the kernel
@@ -39,15 +39,14 @@ import pandas as pd
 import pyarrow as pa
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.learn.caches import SAMPLER, CacheClass, is_cache_path, read_caches
-from launchtune.pipeline.learn.report import build_report
 from launchtune.pipeline.learn.train import train_sweep
 from launchtune.pipeline.paths import check_slug
-from launchtune.pipeline.sweep.folder import PLAN_FACTS, SweepFolder, data_hash
-from launchtune.pipeline.sweep.ownership import claim
-from launchtune.pipeline.sweep.schema import shard_schema
-from launchtune.pipeline.sweep.shards import load_merged, write_merged
-from launchtune.pipeline.sweep.spec import SweepSpec, TrainSpec
+from launchtune.pipeline.store.caches import SAMPLER, CacheClass, is_cache_path, read_caches
+from launchtune.pipeline.store.folder import PLAN_FACTS, SweepFolder, data_hash
+from launchtune.pipeline.store.ownership import claim
+from launchtune.pipeline.store.schema import shard_schema
+from launchtune.pipeline.store.shards import load_merged, write_merged
+from launchtune.pipeline.store.spec import SweepSpec, TrainSpec
 
 logger = logging.getLogger(__name__)
 
@@ -269,8 +268,16 @@ def _merged_frame(table: pa.Table) -> pd.DataFrame:
     return frame.sort_values(["gpu_class", "sample_id"]).reset_index(drop=True)
 
 
-def combine(out: Path, paths: Sequence[Path], log: Log = logger.info, train: bool = True) -> dict[str, Any]:
-    """Everything ``launchtune combine OUT SRC...`` does; returns the ``combined`` block."""
+def combine(
+    out: Path,
+    paths: Sequence[Path],
+    log: Log = logger.info,
+    train: bool = True,
+    report: Callable[..., Any] | None = None,
+) -> dict[str, Any]:
+    """Everything ``launchtune combine OUT SRC...`` does; returns the ``combined`` block. ``report`` (the
+    command passes ``results.report.build_report``) is called after training as ``report(out, log, frame=,
+    models=)``: reports sit above the learning layer, so this one is handed in."""
     paths = [Path(p) for p in paths]
     if len({p.resolve() for p in paths}) < len(paths):
         raise UserError("combine: a source folder is named twice")
@@ -387,6 +394,7 @@ def combine(out: Path, paths: Sequence[Path], log: Log = logger.info, train: boo
     if train:
         frame = _merged_frame(merged)  # read once, handed down: training and the report read no merged/
         trained = train_sweep(out, log, merged=frame)
-        build_report(out, log, frame=frame, models=trained["models"])
-        log(f"report: {folder.report_md}")
+        if report is not None:
+            report(out, log, frame=frame, models=trained["models"])
+            log(f"report: {folder.report_md}")
     return block

@@ -36,8 +36,8 @@ from sklearn.metrics import mean_squared_error, r2_score
 from launchtune.kernels.device import CLASS_FEATURES, DEVICE_FEATURES
 from launchtune.pipeline.learn.design import MIN_ROWS, capped, design, model_makers, split
 from launchtune.pipeline.learn.parallel import run_fits
-from launchtune.pipeline.sweep.folder import ok_rows
-from launchtune.pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.store.folder import ok_rows
+from launchtune.pipeline.store.spec import SweepSpec
 
 Log = Callable[[str], None]
 

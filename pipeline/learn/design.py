@@ -18,7 +18,7 @@ from sklearn.model_selection import train_test_split
 
 from launchtune.kernels.device import CLASS_FEATURES, DEVICE_FEATURES, SPEC_SHEET_FEATURES, class_features
 from launchtune.pipeline.learn.models import make_gbr, make_mlp, with_inactive_zeroed
-from launchtune.pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.store.spec import SweepSpec
 
 # A spec-sheet feature (kernels.device.SPEC_SHEET_FEATURES) is null where a class has no sheet (the CPU); it
 # reads 0, a level of its own. Anything else null means "not measured" (rows older than the column): 0 would

@@ -42,10 +42,10 @@ from launchtune.pipeline.learn.models import (
     save_model,
 )
 from launchtune.pipeline.learn.parallel import run_fits
-from launchtune.pipeline.sweep.folder import SweepFolder, data_hash, ok_rows, rows_by_class
-from launchtune.pipeline.sweep.schema import kernel_column, kernel_params
-from launchtune.pipeline.sweep.shards import load_merged
-from launchtune.pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.store.folder import SweepFolder, data_hash, ok_rows, rows_by_class
+from launchtune.pipeline.store.schema import kernel_column, kernel_params
+from launchtune.pipeline.store.shards import load_merged
+from launchtune.pipeline.store.spec import SweepSpec
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.design import design, features_for, group_split, model_makers, with_class_facts
 from launchtune.pipeline.learn.models import load_model
 from launchtune.pipeline.results.sweeps import Sweep
-from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.store.folder import SweepFolder
 
 
 def r2_table(metrics: dict[str, Any]) -> pd.DataFrame:

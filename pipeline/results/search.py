@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.journal import Journal
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.journal import Journal
 
 
 def answer_order(sweep_dir: Path, gpu_class: str) -> list[int]:

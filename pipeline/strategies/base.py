@@ -125,8 +125,9 @@ class Session:
         self.space = workload.space()
         self.names = self.space.names
         self.answers: Answers = answers if answers is not None else WorkloadAnswers(workload, repeats)
-        if hasattr(workload, "candidates"):
-            configs = workload.candidates()
+        fixed = workload.candidates()
+        if fixed is not None:
+            configs = fixed
         elif self.space.cardinality <= POOL_LIMIT:
             configs = list(self.space.grid())
         else:
@@ -195,8 +196,7 @@ class Session:
         return self._index.get(tuple(int(config[n]) for n in self.names))
 
     def can_measure(self, config: Mapping[str, int]) -> bool:
-        answerable = getattr(self.workload, "answerable", None)
-        return self.space.is_valid(config) if answerable is None else bool(answerable(config))
+        return self.space.is_valid(config) and self.workload.answerable(config)
 
     def measure(self, config: Mapping[str, int]) -> float:
         """Propose ``config`` for one measurement (``repeats`` runs) and spend one unit of budget.

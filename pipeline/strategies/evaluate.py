@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 
 from launchtune.pipeline.learn.models import one_thread
+from launchtune.pipeline.store.datasets import Dataset
 from launchtune.pipeline.strategies import DEFAULT, NEEDS_PRIOR, get_strategy
 from launchtune.pipeline.strategies.base import Session, StrategyError
-from launchtune.pipeline.strategies.datasets import Dataset
 from launchtune.pipeline.strategies.replay import ReplayWorkload
 
 # Separate noise streams: the strategy's own choices and the replayed measurement noise never share draws.

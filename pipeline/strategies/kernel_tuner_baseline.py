@@ -108,7 +108,7 @@ def run_kernel_tuner(session: Session, strategy: str, options: dict | None = Non
     import kernel_tuner
     from constraint import FunctionConstraint
 
-    if not hasattr(session.workload, "measurement"):
+    if not isinstance(session.workload, ReplayWorkload):
         raise StrategyError("kt: strategies run on recorded data only (a replayed dataset)")
     names = kt_strategy_names()
     if strategy not in names:

@@ -23,7 +23,7 @@ import numpy as np
 
 from launchtune.kernels.atomic import atomic_path
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.strategies.datasets import Dataset
+from launchtune.pipeline.store.datasets import Dataset
 from launchtune.pipeline.strategies.replay import true_values
 
 FAILED = "RuntimeFailedConfig"

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from launchtune.kernels.space import Config, Constraint, Inactive, Param, Space
-from launchtune.kernels.workload import Check, Timing
-from launchtune.pipeline.strategies.datasets import STATUS, TIME, Dataset
+from launchtune.kernels.workload import Check, Timing, Workload
+from launchtune.pipeline.store.datasets import STATUS, TIME, Dataset
 
 
 class ReplayError(KeyError):
@@ -50,7 +50,7 @@ def true_values(frame) -> np.ndarray:
     return time
 
 
-class ReplayWorkload:
+class ReplayWorkload(Workload):
     """Answers ``run(config)`` from ``dataset``; ``seed`` fixes the noise drawn from the recorded repeats."""
 
     name = "replay"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from launchtune.pipeline.store.datasets import HUB_DEVICE_FEATURES
 from launchtune.pipeline.strategies.base import Session, StrategyError
-from launchtune.pipeline.strategies.datasets import HUB_DEVICE_FEATURES
 from launchtune.pipeline.strategies.estimators import forest, launch_features, product_features
 
 _CACHE: dict[tuple, object] = {}

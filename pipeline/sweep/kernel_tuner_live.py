@@ -32,12 +32,12 @@ import pyarrow.parquet as pq
 from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.workload import WorkloadError
 from launchtune.pipeline.paths import assert_inside
+from launchtune.pipeline.store.checksums import shard_metadata
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.journal import Journal
+from launchtune.pipeline.store.schema import kernel_column, shard_schema
 from launchtune.pipeline.strategies.base import Answer, Session
 from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX
-from launchtune.pipeline.sweep.checksums import shard_metadata
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.journal import Journal
-from launchtune.pipeline.sweep.schema import kernel_column, shard_schema
 from launchtune.pipeline.sweep.worker import fixed_columns, get_workload
 
 SHARD = "search-kt"  # the one shard of a Kernel Tuner search
@@ -59,9 +59,9 @@ def kernel_tuner_task(
     from constraint import FunctionConstraint
 
     workload, facts = get_workload(spec)
-    if not hasattr(workload, "kernel_tuner_arguments"):
-        raise WorkloadError(f"{PREFIX}{strategy}: Kernel Tuner runs a kernel workload's source only")
     arguments = workload.kernel_tuner_arguments()
+    if arguments is None:
+        raise WorkloadError(f"{PREFIX}{strategy}: Kernel Tuner runs a kernel workload's source only")
     space = workload.space()
     names = space.names
 

@@ -17,11 +17,11 @@ from tqdm import tqdm
 from launchtune.kernels.progress import Progress
 from launchtune.pipeline.cluster.waits import ClusterFailure, timed_out, wait_limit
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep.batching import measure_order
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.schema import shard_schema
-from launchtune.pipeline.sweep.shards import Planned, pending_batches
-from launchtune.pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.store.batching import measure_order
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.schema import shard_schema
+from launchtune.pipeline.store.shards import Planned, pending_batches
+from launchtune.pipeline.store.spec import SweepSpec
 from launchtune.pipeline.sweep.worker import measure_batch, warm_task
 
 Log = Callable[[str], None]

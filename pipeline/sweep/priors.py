@@ -14,9 +14,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.strategies.datasets import Dataset, load_datasets
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.store.datasets import Dataset, load_datasets
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.spec import SweepSpec
 
 # What makes a sweep's launch space: a prior sweep must agree with this one on all of them.
 SPACE_KEYS = ("workload", "case", "options")

@@ -1,7 +1,7 @@
 """The replay worker mode (issue 18): a sweep workload that answers from a recorded dataset and sleeps.
 
 ``workload: replay`` in a sweep spec, with ``options`` naming a recorded dataset (our merged Parquet or a
-Kernel Tuner cache, anything :func:`pipeline.strategies.datasets.load_datasets` reads). ``run`` answers the
+Kernel Tuner cache, anything :func:`pipeline.store.datasets.load_datasets` reads). ``run`` answers the
 recorded (or, for a separable dataset, additively estimated) time of the configuration, through
 :class:`pipeline.strategies.replay.ReplayWorkload`, and sleeps for that time times ``time_scale``: a worker
 process then stands in for a GPU whose samples take as long as the recorded ones did, scaled, so the
@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.space import Space
-from launchtune.kernels.workload import SEED_MAX, Check, Timing, WorkloadError, integer_option, number_option
+from launchtune.kernels.workload import (
+    SEED_MAX,
+    Check,
+    Timing,
+    Workload,
+    WorkloadError,
+    integer_option,
+    number_option,
+)
 
 OPTIONS = (
     "dataset",
@@ -92,8 +100,12 @@ def _worker_name() -> str:
         return ""
 
 
-class RehearsalWorkload:
+class RehearsalWorkload(Workload):
     """A recorded dataset behind the workload interface, with sleeping and injected faults."""
+
+    @classmethod
+    def check_arguments(cls, case: str, size: Any, **options: Any) -> None:
+        check_arguments(case, size, **options)
 
     name = "replay"
     keeps_state_on_failure = True  # an injected failure poisons nothing: the worker need not rebuild it
@@ -114,7 +126,7 @@ class RehearsalWorkload:
         kill_dir: str | None = None,
         seed: int = 0,
     ) -> None:
-        from launchtune.pipeline.strategies.datasets import load_datasets
+        from launchtune.pipeline.store.datasets import load_datasets
         from launchtune.pipeline.strategies.replay import ReplayWorkload
 
         for name, value in (

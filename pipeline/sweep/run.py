@@ -1,7 +1,7 @@
 """The sweep graph: plan on each class's worker -> one task per (class, batch) writing a shard -> merge ->
 train -> re-measure the predicted best and the default on each class -> report.
 
-Batching lives in :mod:`launchtune.pipeline.sweep.batching`, measuring the batches on the cluster in
+Batching lives in :mod:`launchtune.pipeline.store.batching`, measuring the batches on the cluster in
 :mod:`launchtune.pipeline.sweep.measure`.
 
 Finished shards are skipped on rerun, so an interrupted sweep resumes where it stopped; ``force`` with classes
@@ -28,16 +28,17 @@ from launchtune.pipeline.cluster import open_cluster
 from launchtune.pipeline.cluster.waits import result, wait_limit
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.pick import incumbents, known_failures
-from launchtune.pipeline.learn.report import build_report, remeasure_line
 from launchtune.pipeline.learn.train import train_sweep
-from launchtune.pipeline.sweep.batching import auto_batch_size
-from launchtune.pipeline.sweep.checksums import EditedFile
-from launchtune.pipeline.sweep.folder import PLAN_FACTS, PLANNED_WITH, SweepFolder, data_hash
-from launchtune.pipeline.sweep.lock import sweep_lock
+from launchtune.pipeline.results.report import build_report, remeasure_line
+from launchtune.pipeline.store.batching import auto_batch_size
+from launchtune.pipeline.store.checksums import EditedFile
+from launchtune.pipeline.store.folder import PLAN_FACTS, PLANNED_WITH, SweepFolder, data_hash
+from launchtune.pipeline.store.lock import sweep_lock
+from launchtune.pipeline.store.ownership import claim
+from launchtune.pipeline.store.shards import load_merged, merge
+from launchtune.pipeline.store.spec import SweepSpec
 from launchtune.pipeline.sweep.measure import measure_batches, warm_workers, workers_by_class
-from launchtune.pipeline.sweep.ownership import claim
-from launchtune.pipeline.sweep.shards import load_merged, merge
-from launchtune.pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.sweep.plan import SweepPlan
 from launchtune.pipeline.sweep.worker import plan_task, remeasure_task
 
 logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def check_previous(out: Path, spec: SweepSpec, force: bool, classes: Sequence[st
 
 
 def start_afresh_if_edited(out: Path, force: bool, classes: Sequence[str] | None, log: Log) -> None:
-    """A ``sweep.json`` edited since the sweep wrote it is refused (:mod:`pipeline.sweep.checksums`), except
+    """A ``sweep.json`` edited since the sweep wrote it is refused (:mod:`pipeline.store.checksums`), except
     with ``--force`` (without ``--gpu-class``), which starts the folder afresh as for another plan."""
     folder = SweepFolder(out)
     try:
@@ -256,6 +257,21 @@ def run_sweep(
     datasets of ``launchtune.pipeline.sweep.priors.load_priors``)."""
     with sweep_lock(out, log):
         return _run_sweep(spec, out, cluster, classes, force, workers_per_class, log, max_minutes, prior)
+
+
+def run_plan(plan: SweepPlan, log: Log = logger.info) -> dict[str, Any]:
+    """Run a checked plan (``sweep.plan.plan_sweep``): what ``launchtune sweep`` and the Python API do."""
+    return run_sweep(
+        plan.spec,
+        plan.out,
+        plan.cluster,
+        plan.classes,
+        plan.force,
+        plan.workers_per_class,
+        log=log,
+        max_minutes=plan.max_minutes,
+        prior=plan.prior,
+    )
 
 
 def _search(

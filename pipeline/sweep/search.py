@@ -29,19 +29,19 @@ import pyarrow.parquet as pq
 from distributed import as_completed
 
 from launchtune.kernels.space import Config, Inactive, Param, Space
-from launchtune.kernels.workload import Check, Timing
+from launchtune.kernels.workload import Check, Timing, Workload
 from launchtune.pipeline.cluster.waits import timed_out
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.models import one_thread
+from launchtune.pipeline.store.datasets import Dataset, _device_features
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.journal import Journal
+from launchtune.pipeline.store.schema import kernel_column, kernel_params
+from launchtune.pipeline.store.spec import SweepSpec
 from launchtune.pipeline.strategies import get_strategy
 from launchtune.pipeline.strategies.base import POOL_LIMIT, Answer, Session, StrategyError
-from launchtune.pipeline.strategies.datasets import Dataset, _device_features
 from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX as KT_PREFIX
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.journal import Journal
 from launchtune.pipeline.sweep.priors import aligned, constants_of
-from launchtune.pipeline.sweep.schema import kernel_column, kernel_params
-from launchtune.pipeline.sweep.spec import SweepSpec
 from launchtune.pipeline.sweep.worker import measure_batch, pick_task, search_plan_task
 
 Log = Callable[[str], None]
@@ -53,7 +53,7 @@ def batch_name(order: int) -> str:
     return f"search-{order:05d}"
 
 
-class ClassSpace:
+class ClassSpace(Workload):
     """A class's space and candidate pool as the sweep's process sees them (from ``search_plan_task``, run
     on a worker of the class): the space without its device constraints, since the pool holds only
     configurations that satisfy them. Measuring is the workers' job, so ``run`` refuses."""

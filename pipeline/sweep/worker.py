@@ -36,10 +36,10 @@ from launchtune.kernels.workload import Workload, WorkloadError, make_workload
 from launchtune.pipeline.errors import PERMANENT_ERRNOS
 from launchtune.pipeline.learn.pick import MAX_REJECTED_PER_PICK, branch_leaders, ranked
 from launchtune.pipeline.paths import assert_inside
-from launchtune.pipeline.sweep.checksums import rows_digest, shard_metadata
-from launchtune.pipeline.sweep.schema import kernel_column, kernel_params, shard_schema
-from launchtune.pipeline.sweep.shards import Planned, read_shard, set_aside, shard_problem
-from launchtune.pipeline.sweep.workloads import builtin_names, resolve
+from launchtune.pipeline.store.checksums import rows_digest, shard_metadata
+from launchtune.pipeline.store.schema import kernel_column, kernel_params, shard_schema
+from launchtune.pipeline.store.shards import Planned, read_shard, set_aside, shard_problem
+from launchtune.pipeline.store.workloads import builtin_names, resolve
 
 # One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a
 # batch
@@ -64,7 +64,7 @@ def _workload_key(spec: Mapping[str, Any]) -> str:
 
 def build_workload(spec: Mapping[str, Any]) -> Workload:
     """A registered name (``cfd``; ``replay``, the recorded-data rehearsal; an installed entry point's) or
-    ``module:factory`` for one's own workload, as :func:`pipeline.sweep.workloads.resolve` names it. Whether
+    ``module:factory`` for one's own workload, as :func:`pipeline.store.workloads.resolve` names it. Whether
     the spec may name it was decided before the cluster started (``workloads.check_workload``)."""
     name = resolve(spec["workload"])
     args = dict(case=spec["case"], size=spec["size"], backend=spec["backend"], **(spec.get("options") or {}))
@@ -79,7 +79,13 @@ def build_workload(spec: Mapping[str, Any]) -> Workload:
             f"workload {name!r}: cannot import {factory!r} from {module_name!r} ({exc}); "
             f"use a registered name ({', '.join(builtin_names())}) or module:factory"
         ) from exc
-    return make(**args)
+    workload = make(**args)
+    if not isinstance(workload, Workload):
+        raise WorkloadError(
+            f"workload {name!r} returned a {type(workload).__name__}, not a "
+            "launchtune.kernels.workload.Workload (subclass it: it says what the pipeline may ask)"
+        )
+    return workload
 
 
 def get_workload(spec: Mapping[str, Any]) -> tuple[Workload, dict[str, Any]]:
@@ -153,8 +159,9 @@ def search_plan_task(spec: Mapping[str, Any], seed: int, pool_limit: int) -> dic
     workload, facts = get_workload(spec)
     space = workload.space()
     params = space.names
-    if hasattr(workload, "candidates"):
-        configs = workload.candidates()
+    fixed = workload.candidates()
+    if fixed is not None:
+        configs = fixed
     elif space.cardinality <= pool_limit:
         configs = list(space.grid())
     else:
@@ -290,8 +297,8 @@ def _compile_ms(workload: Workload, reported: float | None = None) -> float | No
     once per process, outside the timed region); None for workloads that never compile per configuration."""
     if reported is not None:
         return float(reported)
-    take = getattr(workload, "take_compile_ms", None)
-    return float(take()) if take is not None else None
+    taken = workload.take_compile_ms()
+    return float(taken) if taken is not None else None
 
 
 def fixed_columns(
@@ -373,9 +380,8 @@ def measure_batch(
             raise
         note = f"{path}: {problem}; set aside, its batch measured again"
     workload, facts = get_workload(spec)
-    ahead = getattr(workload, "compile_ahead", None)
-    if callable(ahead):  # a workload that compiles per configuration starts on the batch's ones now
-        ahead([config for _, _, config in rows])
+    # a workload that compiles per configuration starts on the batch's ones now
+    workload.compile_ahead([config for _, _, config in rows])
     fixed = fixed_columns(spec, gpu_class, batch, facts)
     records = []
     for sample_id, sampler, config in rows:

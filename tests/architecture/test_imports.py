@@ -19,7 +19,9 @@ PACKAGE = "launchtune"  # the one installed package: launchtune/ with kernels/ a
 def _modules() -> dict[str, Path]:
     """Every module of the installed package by its dotted name (``launchtune.kernels.space``)."""
     out = {}
-    paths = [Path(d, f) for d, _, fs in os.walk(REPO / PACKAGE, followlinks=True) for f in fs if f.endswith(".py")]
+    paths = [
+        Path(d, f) for d, _, fs in os.walk(REPO / PACKAGE, followlinks=True) for f in fs if f.endswith(".py")
+    ]
     for path in sorted(paths):  # through the links to kernels/ and pipeline/
         parts = (PACKAGE, *path.relative_to(REPO / PACKAGE).with_suffix("").parts)
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -104,3 +106,58 @@ sys.exit(1 if failed else 0)
 """
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# The folders of pipeline/, lowest first: a module imports only from folders below its own (and its own
+# folder, and pipeline's top-level modules: errors, paths, jsonio, records, ...). ``cli`` sits on top.
+PIPELINE_LAYERS = (
+    ("store", "cluster", "streams"),  # the sweep folder's format; Dask clusters; the streams model
+    ("learn",),  # surrogate models
+    ("strategies",),  # search strategies
+    ("results",),  # reading results back: report, figures, tables
+    ("sweep",),  # running a whole sweep: plan, measure, merge, train, report
+    ("commands",),  # one module per CLI command
+)
+
+
+def _layer(module: str) -> int | None:
+    """A pipeline module's layer (its folder's index in PIPELINE_LAYERS); None for a top-level module."""
+    parts = module.split(".")
+    if parts[:2] != ["launchtune", "pipeline"] or len(parts) < 4:
+        return None if parts[-1] != "cli" else len(PIPELINE_LAYERS)
+    return next(i for i, folders in enumerate(PIPELINE_LAYERS) if parts[2] in folders)
+
+
+def test_pipeline_folders_import_only_downwards():
+    known = {f for folders in PIPELINE_LAYERS for f in folders}
+    present = {p.name for p in (REPO / "pipeline").iterdir() if (p / "__init__.py").exists()}
+    assert present == known, f"pipeline folders not placed in PIPELINE_LAYERS: {present ^ known}"
+    wrong = []
+    for module, deps in project_imports().items():
+        if not module.startswith("launchtune.pipeline"):
+            continue
+        mine = _layer(module)
+        for dep in deps:
+            theirs = _layer(dep)
+            if theirs is None or dep.split(".")[2] == module.split(".")[2]:
+                continue  # a top-level module (errors, paths...) or the same folder
+            if mine is None or theirs >= mine:
+                wrong.append(f"{module} -> {dep}")
+    assert not wrong, "imports up or across the layers:\n" + "\n".join(sorted(wrong))
+
+
+def test_the_pipeline_asks_workloads_what_they_declare():
+    """No probing a workload for a method, and no test of a workload's name outside the registries."""
+    probes = []
+    for path in sorted((REPO / "pipeline").rglob("*.py")):
+        text = path.read_text()
+        for needle in (
+            "hasattr(workload",
+            "hasattr(session.workload",
+            "getattr(workload",
+            '== "kernel"',
+            '!= "kernel"',
+        ):
+            if needle in text:
+                probes.append(f"{path.relative_to(REPO)}: {needle}")
+    assert not probes, probes

@@ -19,7 +19,7 @@ BENCH = REPO / "benchmarks"
 MODULES = sorted(p.stem for p in BENCH.glob("*.py") if p.stem != "__init__")
 SOURCED = ("gpu_setup.sh",)  # sourced by the scripts, not run on its own
 SCRIPTS = sorted(p.name for p in BENCH.glob("*.sh") if p.name not in SOURCED)
-PROJECT = ("pipeline", "kernels")
+PROJECT = {"launchtune"}
 
 
 def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep.spec import load_spec, parse_spec
-from launchtune.pipeline.sweep.workloads import check_workload, workload_code
+from launchtune.pipeline.store.spec import load_spec, parse_spec
+from launchtune.pipeline.store.workloads import check_workload, workload_code
 from tests.pipeline.conftest import one_line_error, run_cli
 
 

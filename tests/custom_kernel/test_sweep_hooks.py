@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from launchtune.kernels.workload import WorkloadError
+from launchtune.pipeline.store.spec import parse_spec
 from launchtune.pipeline.sweep import worker
-from launchtune.pipeline.sweep.spec import parse_spec
 from tests.pipeline.conftest import base_spec
 from tests.pipeline.fake_workload import FakeWorkload
 

@@ -12,11 +12,11 @@ from launchtune.kernels.custom.errors import SpecError
 from launchtune.kernels.custom.pick import current_gpu_class
 from launchtune.kernels.custom.workload import largest_memory_bytes
 from launchtune.kernels.workload import (
-    GPU_ONLY,
     WorkloadError,
     check_arguments,
     code_references,
     make_workload,
+    workload_class,
     workload_names,
 )
 from tests.conftest import REPO
@@ -25,7 +25,7 @@ CONVOLUTION = REPO / "kernels" / "examples" / "convolution.yaml"
 
 
 def test_registered_and_checked_through_the_workload_interface(write_spec):
-    assert "kernel" in workload_names() and "kernel" in GPU_ONLY
+    assert "kernel" in workload_names() and workload_class("kernel").gpu_only
     check_arguments("kernel", "demo", "1000", {"spec": str(write_spec()), "seed": 3, "compile_workers": 0})
     check_arguments("kernel", "convolution", "4096x4096", {"spec": str(CONVOLUTION)})
 

@@ -121,8 +121,8 @@ def test_a_batch_through_the_sweeps_worker(make, tmp_path):
     compile time in the shard."""
     import pyarrow.parquet as pq
 
+    from launchtune.pipeline.store.spec import parse_spec
     from launchtune.pipeline.sweep import worker
-    from launchtune.pipeline.sweep.spec import parse_spec
 
     w = make(workers=2)
     sweep = {

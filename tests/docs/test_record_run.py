@@ -1,4 +1,4 @@
-"""``python3 -m tests.record_run``: pytest's summary line read into the counts the README prints."""
+"""``python3 -m tools.record_run``: pytest's summary line read into the counts the README prints."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from launchtune.pipeline.results import readme
-from tests.record_run import main, parse_summary
+from tools import readme
+from tools.record_run import main, parse_summary
 
 
 def test_the_last_summary_line_gives_counts_and_seconds():

@@ -10,7 +10,7 @@ import yaml
 
 from launchtune.pipeline import yamlio
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep.spec import load_spec, parse_spec
+from launchtune.pipeline.store.spec import load_spec, parse_spec
 from launchtune.pipeline.yamlio import MAX_BYTES, MAX_NODES, load_yaml
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 

@@ -19,8 +19,8 @@ import yaml
 from launchtune.kernels.workload import SEED_MAX, WorkloadError
 from launchtune.pipeline.cluster.waits import ClusterFailure, result
 from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.store.spec import parse_spec
 from launchtune.pipeline.sweep.measure import GONE_S, _check_workers
-from launchtune.pipeline.sweep.spec import parse_spec
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 from tests.strategies.conftest import write_cache
 

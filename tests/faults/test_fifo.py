@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.store.folder import SweepFolder
 from tests.faults.test_plan_checks import _folder, _shard
 from tests.pipeline.conftest import REPO, one_line_error, run_cli
 
@@ -61,20 +61,20 @@ def test_merge_names_a_non_regular_file_in_one_line(tmp_path, kind, target, name
 @pytest.mark.parametrize("kind", ["fifo", "device"])
 def test_reading_merged_data_or_a_json_record_names_a_fifo_in_one_line(tmp_path, kind):
     folder, _ = _measured(tmp_path)
-    from launchtune.pipeline.sweep.shards import merge
+    from launchtune.pipeline.store.shards import merge
 
     merge(folder.path)
     part = next(folder.merged_dir.glob("gpu_class=cpu/*.parquet"))
     _replace(part, kind)
     said = _python(
-        f"from launchtune.pipeline.sweep.shards import load_merged\nload_merged(Path({str(folder.path)!r}))"
+        f"from launchtune.pipeline.store.shards import load_merged\nload_merged(Path({str(folder.path)!r}))"
     )
     assert part.name in said and "where a merged data file belongs" in said
     line = one_line_error(run_cli("merge", str(folder.path), cwd=tmp_path, timeout=HANG))
     assert part.name in line  # the row count of the old merge is read without blocking too
     _replace(folder.path / "report.json", kind)
     folder_code = f"SweepFolder(Path({str(folder.path)!r}))"
-    said = _python(f"from launchtune.pipeline.sweep.folder import SweepFolder\n{folder_code}.read_report()")
+    said = _python(f"from launchtune.pipeline.store.folder import SweepFolder\n{folder_code}.read_report()")
     assert "report.json" in said and "where a report file belongs" in said
 
 
@@ -101,9 +101,9 @@ def test_a_rerun_sets_a_fifo_named_like_a_shard_aside_and_measures_its_batch(tmp
     _replace(fifo, "fifo")
     code = (
         "from pathlib import Path\n"
-        "from launchtune.pipeline.sweep.shards import Planned, pending_batches\n"
-        "from launchtune.pipeline.sweep.batching import measure_order\n"
-        "from launchtune.pipeline.sweep.folder import SweepFolder\n"
+        "from launchtune.pipeline.store.shards import Planned, pending_batches\n"
+        "from launchtune.pipeline.store.batching import measure_order\n"
+        "from launchtune.pipeline.store.folder import SweepFolder\n"
         "from tests.faults.test_shards import SCHEMA, PARAMS\n"
         f"out = Path({str(folder.path)!r})\n"
         "plan = SweepFolder(out).read_plan('cpu')\n"

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep.shards import merge
+from launchtune.pipeline.store.shards import merge
 from tests.faults.test_plan_checks import _folder, _shard
 
 TARGETS = [

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.strategies.datasets import load_kernel_tuner_cache
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.ownership import marker_kind
+from launchtune.pipeline.store.datasets import load_kernel_tuner_cache
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.ownership import marker_kind
 
 scalars = (
     st.none()

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep.spec import SPEC_KEYS, parse_spec
+from launchtune.pipeline.store.spec import SPEC_KEYS, parse_spec
 from tests.pipeline.conftest import base_spec
 
 SCALARS = st.one_of(

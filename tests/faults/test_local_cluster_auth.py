@@ -11,7 +11,7 @@ from distributed import Client
 from distributed.security import Security
 
 from launchtune.pipeline.cluster import open_cluster
-from launchtune.pipeline.sweep.folder import SweepFolder
+from launchtune.pipeline.store.folder import SweepFolder
 from tests.pipeline.conftest import FAKE, run_cli
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep.lock import LOCK_NAME, sweep_lock
+from launchtune.pipeline.store.lock import LOCK_NAME, sweep_lock
 from tests.pipeline.conftest import one_line_error, run_cli
 
 

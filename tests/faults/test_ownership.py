@@ -10,9 +10,9 @@ import pytest
 
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.combine import combine
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.ownership import MARKER, owner, write_marker
-from launchtune.pipeline.sweep.shards import merge
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.ownership import MARKER, owner, write_marker
+from launchtune.pipeline.store.shards import merge
 from tests.faults.test_shards import _planned_folder, _table, _write
 from tests.pipeline.conftest import one_line_error, run_cli
 from tests.pipeline.test_combine import make_sweep

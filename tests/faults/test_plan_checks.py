@@ -12,13 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep.batching import measure_order
-from launchtune.pipeline.sweep.checksums import EditedFile, shard_metadata
-from launchtune.pipeline.sweep.folder import PLANNED_WITH, SweepFolder
-from launchtune.pipeline.sweep.ownership import write_marker
+from launchtune.pipeline.store.batching import measure_order
+from launchtune.pipeline.store.checksums import EditedFile, shard_metadata
+from launchtune.pipeline.store.folder import PLANNED_WITH, SweepFolder
+from launchtune.pipeline.store.ownership import write_marker
+from launchtune.pipeline.store.shards import Planned, merge, pending_batches
+from launchtune.pipeline.store.spec import parse_spec
 from launchtune.pipeline.sweep.run import plan_class, start_afresh_if_edited
-from launchtune.pipeline.sweep.shards import Planned, merge, pending_batches
-from launchtune.pipeline.sweep.spec import parse_spec
 from tests.faults.test_shards import KERNELS, PARAMS, SCHEMA
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 

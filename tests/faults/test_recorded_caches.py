@@ -12,7 +12,7 @@ import pytest
 
 from launchtune.pipeline.commands.strategies import json_line
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.strategies.datasets import MAX_TIME_MS, load_datasets
+from launchtune.pipeline.store.datasets import MAX_TIME_MS, load_datasets
 from tests.strategies.conftest import write_cache
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.strategies.datasets import load_kernel_tuner_cache
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.ownership import MARKER, marker_kind
+from launchtune.pipeline.store.datasets import load_kernel_tuner_cache
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.ownership import MARKER, marker_kind
 from tests.faults.test_plan_checks import _folder, _shard
 from tests.pipeline.conftest import REPO, one_line_error, run_cli
 

@@ -10,11 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep.batching import measure_order
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.schema import shard_schema
-from launchtune.pipeline.sweep.shards import merge, pending_batches, shard_problem
-from launchtune.pipeline.sweep.spec import parse_spec
+from launchtune.pipeline.store.batching import measure_order
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.schema import shard_schema
+from launchtune.pipeline.store.shards import merge, pending_batches, shard_problem
+from launchtune.pipeline.store.spec import parse_spec
 from tests.pipeline.conftest import base_spec
 
 PARAMS = ["a.blocks", "a.threads"]

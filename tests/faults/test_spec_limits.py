@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep.spec import LIMITS, MAX_LAYERS, parse_spec
+from launchtune.pipeline.store.spec import LIMITS, MAX_LAYERS, parse_spec
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 
 

@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep import workloads
-from launchtune.pipeline.sweep.workloads import ENTRY_POINT_GROUP, check_allow_flag, check_workload, resolve
+from launchtune.pipeline.store.workloads import ENTRY_POINT_GROUP, check_allow_flag, check_workload, resolve
+from launchtune.pipeline.store import workloads
 from tests.pipeline.conftest import FAKE, REPO, one_line_error, run_cli
 
 

@@ -8,7 +8,7 @@ import errno
 import pyarrow.parquet as pq
 import pytest
 
-from launchtune.pipeline.sweep.spec import parse_spec
+from launchtune.pipeline.store.spec import parse_spec
 from launchtune.pipeline.sweep.worker import measure_batch
 from tests.pipeline.conftest import base_spec
 

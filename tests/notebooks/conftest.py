@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from launchtune.pipeline.sweep.schema import FIXED_FIELDS, kernel_column, shard_schema
-from launchtune.pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.store.schema import FIXED_FIELDS, kernel_column, shard_schema
+from launchtune.pipeline.store.spec import SweepSpec
 
 KERNELS = ("a", "b")
 BLOCKS = [100, 200, 300]

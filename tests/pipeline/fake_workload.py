@@ -19,14 +19,14 @@ from typing import Any
 import numpy as np
 
 from launchtune.kernels.space import Constraint, Param, Space
-from launchtune.kernels.workload import Check, Timing
+from launchtune.kernels.workload import Check, Timing, Workload
 
 
 def kernel_ms(blocks: int, threads: int, best_blocks: int, best_threads: int) -> float:
     return 1.0 + 0.3 * abs(math.log2(blocks / best_blocks)) + 0.5 * abs(threads - best_threads) / best_threads
 
 
-class FakeWorkload:
+class FakeWorkload(Workload):
     name = "fake"
 
     def __init__(

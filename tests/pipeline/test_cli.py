@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from launchtune.kernels.autotune.table import TuningTable
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.schema import FIXED_FIELDS
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.schema import FIXED_FIELDS
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 
 REPORT_KEYS = {

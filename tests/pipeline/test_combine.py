@@ -16,10 +16,10 @@ from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.combine import combine
 from launchtune.pipeline.learn.crossclass import scores
 from launchtune.pipeline.learn.design import group_split, split
-from launchtune.pipeline.sweep.folder import ok_rows
-from launchtune.pipeline.sweep.schema import shard_schema
-from launchtune.pipeline.sweep.shards import load_merged, write_merged
-from launchtune.pipeline.sweep.spec import parse_spec
+from launchtune.pipeline.store.folder import ok_rows
+from launchtune.pipeline.store.schema import shard_schema
+from launchtune.pipeline.store.shards import load_merged, write_merged
+from launchtune.pipeline.store.spec import parse_spec
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli
 from tests.pipeline.fake_workload import kernel_ms, make_workload
 

@@ -16,14 +16,14 @@ import pytest
 
 from launchtune.kernels.device import CLASS_FEATURES, CLASS_SPECS, class_features, gpu_class_of
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.learn.caches import SAMPLER, read_cache_class
 from launchtune.pipeline.learn.combine import combine
 from launchtune.pipeline.learn.crossclass import WITHIN, class_pairs, why_not
-from launchtune.pipeline.strategies.datasets import load_kernel_tuner_cache
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.schema import shard_schema
-from launchtune.pipeline.sweep.shards import load_merged, write_merged
-from launchtune.pipeline.sweep.spec import SweepSpec, TrainSpec
+from launchtune.pipeline.store.caches import SAMPLER, read_cache_class
+from launchtune.pipeline.store.datasets import load_kernel_tuner_cache
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.schema import shard_schema
+from launchtune.pipeline.store.shards import load_merged, write_merged
+from launchtune.pipeline.store.spec import SweepSpec, TrainSpec
 
 # The six GPUs of the FAIR Benchmark Hub's convolution space, as their caches name them (the MI250X's names
 # nothing: its file name stands in).
@@ -338,7 +338,7 @@ def test_combine_hands_down_the_frame_load_merged_reads(hub_like, monkeypatch):
     it hands down must be the one ``load_merged`` reads back, column for column (the data hash depends on
     it)."""
     import launchtune.pipeline.learn.combine as combine_module
-    from launchtune.pipeline.sweep.folder import data_hash
+    from launchtune.pipeline.store.folder import data_hash
 
     handed = {}
 

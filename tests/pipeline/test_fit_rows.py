@@ -13,9 +13,9 @@ from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.combine import combine
 from launchtune.pipeline.learn.design import capped, design, model_makers
 from launchtune.pipeline.learn.models import load_model, loss_curve
-from launchtune.pipeline.sweep.folder import ok_rows
-from launchtune.pipeline.sweep.shards import load_merged
-from launchtune.pipeline.sweep.spec import parse_spec
+from launchtune.pipeline.store.folder import ok_rows
+from launchtune.pipeline.store.shards import load_merged
+from launchtune.pipeline.store.spec import parse_spec
 from tests.pipeline.conftest import base_spec
 from tests.pipeline.test_combine import make_sweep
 

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from launchtune.pipeline.store.datasets import load_datasets
 from launchtune.pipeline.strategies import get_strategy
 from launchtune.pipeline.strategies.base import Session
-from launchtune.pipeline.strategies.datasets import load_datasets
 from launchtune.pipeline.strategies.parallel import SimulatedAnswers
 from launchtune.pipeline.strategies.replay import ReplayWorkload
 from tests.faults.test_interrupts import QUIET, _ends_with_one_line, _interrupt_when, _no_process_left

@@ -10,12 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep import shards as shards_module
-from launchtune.pipeline.sweep.batching import measure_order
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.schema import shard_schema
-from launchtune.pipeline.sweep.shards import merge
-from launchtune.pipeline.sweep.spec import parse_spec
+from launchtune.pipeline.store.batching import measure_order
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.schema import shard_schema
+from launchtune.pipeline.store.shards import merge
+from launchtune.pipeline.store.spec import parse_spec
+from launchtune.pipeline.store import shards as shards_module
 from tests.pipeline.conftest import base_spec
 
 PARAMS = ["a.blocks", "a.threads"]

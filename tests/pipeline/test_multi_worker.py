@@ -17,15 +17,15 @@ import pytest
 
 from launchtune.pipeline.cluster.local import plan_local_workers
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep.batching import (
+from launchtune.pipeline.store.batching import (
     TAIL_BATCHES,
     TAIL_MIN_SIZE,
     TAIL_PARTS,
     batches,
     measure_order,
 )
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.shards import pending_batches
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.shards import pending_batches
 from tests.pipeline.conftest import REPO, run_cli
 
 H200 = "NVIDIA H200"

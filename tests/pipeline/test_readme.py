@@ -1,4 +1,4 @@
-"""The README's measured figures are generated from committed data (``launchtune readme``)."""
+"""The README's measured figures are generated from committed data (``python -m tools.readme``)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from launchtune.pipeline.cli import main
-from launchtune.pipeline.results import readme
+from tools import readme
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_readme_and_docs_match_the_committed_data(capsys):
     """The CI guard: every generated block of README.md and docs/ is what the data gives."""
-    assert main(["readme", "--check"]) == 0, capsys.readouterr().out
+    assert readme.main(["--check"]) == 0, capsys.readouterr().out
     text = (ROOT / "README.md").read_text()
     assert "<!-- generated: summary " in text and "<!-- generated: make_test " in text
     # the measured tables live in docs/, and every page there is checked
@@ -29,10 +28,10 @@ def test_a_new_docs_page_is_checked_without_being_listed(tmp_path, monkeypatch, 
     root = _root_with(tmp_path, "t", "| a |\n")
     (root / "docs").mkdir()
     (root / "docs" / "new.md").write_text(
-        "<!-- generated: t (launchtune readme) -->\nstale\n<!-- end generated: t -->\n"
+        "<!-- generated: t (python -m tools.readme) -->\nstale\n<!-- end generated: t -->\n"
     )
     (root / "README.md").write_text("# t\n")
-    assert main(["readme", "--check", "--root", str(root)]) == 1
+    assert readme.main(["--check", "--root", str(root)]) == 1
     assert "docs/new.md: generated blocks differ" in capsys.readouterr().out
 
 
@@ -40,7 +39,7 @@ def _root_with(tmp_path: Path, block: str, data: str) -> Path:
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "table.md").write_text(data)
     (tmp_path / "README.md").write_text(
-        f"# t\n\nbefore\n<!-- generated: {block} (launchtune readme) -->\nstale\n"
+        f"# t\n\nbefore\n<!-- generated: {block} (python -m tools.readme) -->\nstale\n"
         f"<!-- end generated: {block} -->\nafter\n"
     )
     return tmp_path
@@ -49,25 +48,25 @@ def _root_with(tmp_path: Path, block: str, data: str) -> Path:
 def test_a_stale_block_is_found_then_rewritten(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(readme.BLOCKS, "t", readme._file_block("data/table.md"))
     root = _root_with(tmp_path, "t", "| a |\n| 1 |\n")
-    assert main(["readme", "--check", "--root", str(root)]) == 1
+    assert readme.main(["--check", "--root", str(root)]) == 1
     out = capsys.readouterr().out
     assert "README.md: generated blocks differ" in out and "-stale" in out and "+| 1 |" in out
-    assert main(["readme", "--root", str(root)]) == 0
+    assert readme.main(["--root", str(root)]) == 0
     text = (root / "README.md").read_text()
     assert "stale" not in text and "| a |\n| 1 |\n<!-- end generated: t -->\nafter\n" in text
     assert text.startswith("# t\n\nbefore\n")
-    assert main(["readme", "--check", "--root", str(root)]) == 0
+    assert readme.main(["--check", "--root", str(root)]) == 0
     # the data changes: the check fails again
     (root / "data" / "table.md").write_text("| a |\n| 2 |\n")
-    assert main(["readme", "--check", "--root", str(root)]) == 1
+    assert readme.main(["--check", "--root", str(root)]) == 1
 
 
 def test_unknown_block_and_unbalanced_markers_are_one_line_errors(tmp_path, capsys):
     root = _root_with(tmp_path, "no_such_block", "x")
-    assert main(["readme", "--check", "--root", str(root)]) == 2
+    assert readme.main(["--check", "--root", str(root)]) == 2
     assert "unknown generated block no_such_block" in capsys.readouterr().err
-    (root / "README.md").write_text("<!-- generated: cfd_sweeps (launchtune readme) -->\nno end\n")
-    assert main(["readme", "--root", str(root)]) == 2
+    (root / "README.md").write_text("<!-- generated: cfd_sweeps (python -m tools.readme) -->\nno end\n")
+    assert readme.main(["--root", str(root)]) == 2
     assert "not balanced (cfd_sweeps)" in capsys.readouterr().err
 
 

@@ -16,9 +16,9 @@ import pytest
 from launchtune.kernels.workload import WorkloadError
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.design import training_rows
-from launchtune.pipeline.strategies.datasets import STATUS, TIME, _one_row_per_config
+from launchtune.pipeline.store.datasets import STATUS, TIME, _one_row_per_config
+from launchtune.pipeline.store.spec import parse_spec
 from launchtune.pipeline.sweep.rehearsal import RehearsalWorkload
-from launchtune.pipeline.sweep.spec import parse_spec
 from launchtune.pipeline.sweep.worker import build_workload
 from tests.pipeline.conftest import base_spec, run_cli
 
@@ -200,7 +200,7 @@ def test_the_local_clusters_dask_settings_last_as_long_as_the_cluster(tmp_path, 
 
 
 def test_suggested_batch_size_pays_the_task_cost_and_keeps_every_worker_busy():
-    from launchtune.pipeline.sweep.batching import suggest_batch_size
+    from launchtune.pipeline.store.batching import suggest_batch_size
 
     # 22 ms samples, 15 ms a task: 35 samples keep the task's cost at 2% of the batch, and 44 keep the
     # scheduler of 32 workers half idle
@@ -214,7 +214,7 @@ def test_suggested_batch_size_pays_the_task_cost_and_keeps_every_worker_busy():
 
 
 def test_batch_size_auto_is_timed_on_the_planning_worker_chosen_once_and_kept(tmp_path):
-    from launchtune.pipeline.sweep.batching import auto_batch_size, suggest_batch_size
+    from launchtune.pipeline.store.batching import auto_batch_size, suggest_batch_size
     from launchtune.pipeline.sweep.run import keep_batch_size
     from launchtune.pipeline.sweep.worker import PROBE_SAMPLES, plan_task
 

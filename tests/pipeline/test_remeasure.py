@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from launchtune.pipeline.learn.report import DEFAULT_NOTE, NUMPY_NOTE, remeasure_line, speedup_text
+from launchtune.pipeline.results.report import DEFAULT_NOTE, NUMPY_NOTE, remeasure_line, speedup_text
 from launchtune.pipeline.sweep import worker
 from tests.pipeline.conftest import base_spec
 from tests.pipeline.fake_workload import make_workload
@@ -106,7 +106,7 @@ def test_configurations_recorded_as_failing_are_never_measured(monkeypatch):
 
 
 def test_the_report_takes_the_first_candidate_that_ran_also_from_old_folders():
-    from launchtune.pipeline.learn.report import first_runnable
+    from launchtune.pipeline.results.report import first_runnable
 
     bad = {"config": {"a.blocks": 8}, "status": "invalid", "reason": "over the register limit"}
     good = {"config": {"a.blocks": 4}, "status": "ok", "total_ms": 2.0, "predicted_ms": 1.9}
@@ -214,7 +214,7 @@ def _cpu_report(backend: str) -> str:
     time (25.38 ms), as a loaded CPU gives them."""
     import pandas as pd
 
-    from launchtune.pipeline.learn.report import _markdown, class_summary
+    from launchtune.pipeline.results.report import _markdown, class_summary
 
     params = ["a.blocks", "a.threads"]
     frame = pd.DataFrame(

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.sweep.spec import SweepSpec, load_spec, parse_spec
+from launchtune.pipeline.store.spec import SweepSpec, load_spec, parse_spec
 from tests.pipeline.conftest import REPO, base_spec
 
 

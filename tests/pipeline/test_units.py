@@ -11,11 +11,11 @@ from launchtune.pipeline.cluster.local import plan_local_workers
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.models import AdditiveKernelModel, load_model, save_model
 from launchtune.pipeline.paths import assert_inside
-from launchtune.pipeline.sweep.batching import batches
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.schema import FIXED_FIELDS, kernel_params, shard_schema
-from launchtune.pipeline.sweep.shards import is_finished, merge
-from launchtune.pipeline.sweep.spec import parse_spec
+from launchtune.pipeline.store.batching import batches
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.schema import FIXED_FIELDS, kernel_params, shard_schema
+from launchtune.pipeline.store.shards import is_finished, merge
+from launchtune.pipeline.store.spec import parse_spec
 from tests.pipeline.conftest import base_spec
 
 
@@ -149,7 +149,7 @@ def test_a_model_file_with_an_untrusted_type_is_refused(tmp_path):
 
 def test_a_batch_whose_shard_exists_is_reported_not_measured_again(tmp_path):
     """Dask re-runs a finished task after losing the worker that held its result: the shard must be kept."""
-    from launchtune.pipeline.sweep.spec import parse_spec
+    from launchtune.pipeline.store.spec import parse_spec
     from launchtune.pipeline.sweep.worker import measure_batch
     from tests.pipeline.conftest import base_spec
 

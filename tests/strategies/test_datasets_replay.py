@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.strategies.datasets import Dataset, align_params, load_datasets, write_parquet
+from launchtune.pipeline.store.datasets import Dataset, align_params, load_datasets, write_parquet
 from launchtune.pipeline.strategies.replay import ReplayError, ReplayWorkload
 from tests.strategies.conftest import DEFAULT, KERNEL_BEST, cache_time, kernel_ms
 

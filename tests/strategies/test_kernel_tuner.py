@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.store.datasets import load_datasets
 from launchtune.pipeline.strategies import get_strategy
 from launchtune.pipeline.strategies.base import Session
-from launchtune.pipeline.strategies.datasets import load_datasets
 from launchtune.pipeline.strategies.evaluate import run_one
 from launchtune.pipeline.strategies.replay import ReplayWorkload
 from tests.strategies.conftest import write_sweep

@@ -7,9 +7,9 @@ import itertools
 import pandas as pd
 import pytest
 
+from launchtune.pipeline.store.datasets import Dataset, load_datasets
 from launchtune.pipeline.strategies import STRATEGIES, get_strategy, strategy_names
 from launchtune.pipeline.strategies.base import BudgetExhausted, Session, StrategyError
-from launchtune.pipeline.strategies.datasets import Dataset, load_datasets
 from launchtune.pipeline.strategies.evaluate import run_one
 from launchtune.pipeline.strategies.replay import ReplayWorkload
 from tests.strategies.conftest import write_sweep
@@ -196,7 +196,7 @@ def test_iterative_finds_the_fused_cfd_spaces_narrow_best_corner():
 def _twin_session(order: list[int]) -> Session:
     """Two levels: ``level`` 0 uses ``size`` only (``knob`` is inactive there, so each size appears twice,
     twins that run the same code), level 1 uses both; rows in the given order."""
-    from launchtune.pipeline.strategies.datasets import Dataset as D
+    from launchtune.pipeline.store.datasets import Dataset as D
 
     rows = [
         {"level": 0, "size": z, "knob": k, "time": 1.0 + z, "status": "ok"} for z in (1, 2, 3) for k in (0, 1)

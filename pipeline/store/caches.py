@@ -1,7 +1,7 @@
 """Kernel Tuner caches as GPU classes of a combined folder: GPUs measured by someone else, on hardware we will
 never own (the FAIR Benchmark Hub's brute-forced spaces), trained on beside our own sweeps.
 
-A cache file (``.json`` or ``.json.gz``, read by :func:`pipeline.strategies.datasets.load_kernel_tuner_cache`,
+A cache file (``.json`` or ``.json.gz``, read by :func:`pipeline.store.datasets.load_kernel_tuner_cache`,
 the one reader of the format) becomes one class: its GPU's class name from the device name it records (or
 its file name: the hub's MI250X cache records none) through ``kernels.device.gpu_class_of``, and that
 class's data-sheet facts from the one GPU registry (``kernels.device.CLASS_SPECS``) in every row, where a
@@ -23,7 +23,7 @@ import pandas as pd
 
 from launchtune.kernels.device import CLASS_SPECS, gpu_class_of
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.strategies.datasets import STATUS, TIME, load_kernel_tuner_cache
+from launchtune.pipeline.store.datasets import STATUS, TIME, load_kernel_tuner_cache
 
 SAMPLER = "kernel_tuner_cache"
 FAILED_REASON = "Kernel Tuner recorded no time (the configuration failed to compile or run on this GPU)"

@@ -1,6 +1,6 @@
 """Shards on disk: which are finished, and the merge into one dataset.
 
-Paths come from :mod:`launchtune.pipeline.sweep.folder`.
+Paths come from :mod:`launchtune.pipeline.store.folder`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import pyarrow.parquet as pq
 
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.jsonio import check_regular, open_regular, read_regular_bytes
-from launchtune.pipeline.sweep.batching import measure_order
-from launchtune.pipeline.sweep.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest, rows_digest
-from launchtune.pipeline.sweep.folder import SweepFolder
-from launchtune.pipeline.sweep.journal import Journal
-from launchtune.pipeline.sweep.schema import shard_schema
+from launchtune.pipeline.store.batching import measure_order
+from launchtune.pipeline.store.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest, rows_digest
+from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.journal import Journal
+from launchtune.pipeline.store.schema import shard_schema
 
 logger = logging.getLogger(__name__)
 

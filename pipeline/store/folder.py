@@ -35,12 +35,12 @@ from launchtune.kernels.atomic import write_text
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.jsonio import read_json, read_regular_bytes, write_json
 from launchtune.pipeline.records import checked
-from launchtune.pipeline.sweep.checksums import check_meta, check_plan, meta_checksums, plan_checksums
-from launchtune.pipeline.sweep.ownership import Kind, require_owned
-from launchtune.pipeline.sweep.spec import SweepSpec
+from launchtune.pipeline.store.checksums import check_meta, check_plan, meta_checksums, plan_checksums
+from launchtune.pipeline.store.ownership import Kind, require_owned
+from launchtune.pipeline.store.spec import SweepSpec
 
 # What a fresh start (``--force`` with another plan, or ``combine`` into an old folder) removes, in a folder
-# the project made (:mod:`pipeline.sweep.ownership`); anything else in it (PROVENANCE.md, logs) is kept.
+# the project made (:mod:`pipeline.store.ownership`); anything else in it (PROVENANCE.md, logs) is kept.
 MANAGED_DIRS = ("shards", "merged", "models", "plan", "figures", "search")
 MANAGED_FILES = (
     "sweep.json",
@@ -77,7 +77,7 @@ class Plan(PlanFacts, total=False):
     n_configs: int
     configs_file: str
     planned_with: dict[str, Any]  # the spec fields that decided the configurations (PLANNED_WITH)
-    checksums: dict[str, str]  # launchtune.pipeline.sweep.checksums.plan_checksums; absent in older folders
+    checksums: dict[str, str]  # launchtune.pipeline.store.checksums.plan_checksums; absent in older folders
 
 
 # The spec fields that decide a plan's configurations, recorded in it: a plan is reused only by a sweep that
@@ -93,7 +93,7 @@ class SweepMeta(TypedDict, total=False):
     plan: PlanFacts
     updated: str
     combined: dict[str, Any]
-    checksums: dict[str, str]  # launchtune.pipeline.sweep.checksums.meta_checksums; absent in older folders
+    checksums: dict[str, str]  # launchtune.pipeline.store.checksums.meta_checksums; absent in older folders
 
 
 class Metrics(TypedDict, total=False):
@@ -179,7 +179,7 @@ class SweepFolder:
 
     def clear(self, kind: Kind) -> None:
         """Remove everything a sweep or combine writes, keeping what the user put there; only in a folder
-        the project made as ``kind`` (:mod:`launchtune.pipeline.sweep.ownership`)."""
+        the project made as ``kind`` (:mod:`launchtune.pipeline.store.ownership`)."""
         require_owned(self.path, kind, "clear it")
         for name in MANAGED_DIRS:
             shutil.rmtree(self.path / name, ignore_errors=True)

@@ -1,17 +1,17 @@
-"""Record a ``make test`` run for the README: ``python3 -m tests.record_run [-- COMMAND ...]``.
+"""Record a ``make test`` run for the README: ``python3 -m tools.record_run [-- COMMAND ...]``.
 
 Runs COMMAND (default ``make test``) from the repository root, passing its output through, and writes
 ``data/ci/last_run.json``: the commit, the machine's cores, its 1-minute load average during the run (sampled
 every 10 s: the lowest and highest), the wall time of the whole command (the install included on a fresh
 clone), and pytest's own time and counts from its final summary line; the same record is appended to
-``data/ci/runs.jsonl``. The README's sentence about the suite is generated from those files (``launchtune
-readme``): the range of the suite's times over the recorded runs with their loads, and what the last run
+``data/ci/runs.jsonl``. The README's sentence about the suite is generated from those files (``python -m
+tools.readme``): the range of the suite's times over the recorded runs with their loads, and what the last run
 did, at which commit. Record it on a clean clone::
 
-    git clone REPO /tmp/fresh && cd /tmp/fresh && python3 -m tests.record_run
+    git clone REPO /tmp/fresh && cd /tmp/fresh && python3 -m tools.record_run
     cp /tmp/fresh/data/ci/last_run.json REPO/data/ci/
     tail -n 1 /tmp/fresh/data/ci/runs.jsonl >> REPO/data/ci/runs.jsonl
-    cd REPO && .venv/bin/launchtune readme
+    cd REPO && .venv/bin/python -m tools.readme
 
 Standard library only: it runs before ``.venv`` exists.
 """
@@ -71,7 +71,7 @@ def parse_summary(output: str) -> tuple[dict[str, int], float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m tests.record_run", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python3 -m tools.record_run", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=OUT, help="where to write (default: data/ci/last_run.json)")
     ap.add_argument("command", nargs="*", default=["make", "test"], help="the command (default: make test)")
     args = ap.parse_args(argv)

@@ -23,9 +23,9 @@ from launchtune.kernels.compare import Comparison
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.crossclass import markdown as cross_class_markdown
 from launchtune.pipeline.results import Sweep, figures, predictions, search_traces, time_label
-from launchtune.pipeline.sweep.folder import SweepFolder, ok_rows, rows_by_class
-from launchtune.pipeline.sweep.schema import kernel_column, kernel_params
-from launchtune.pipeline.sweep.shards import load_merged
+from launchtune.pipeline.store.folder import SweepFolder, ok_rows, rows_by_class
+from launchtune.pipeline.store.schema import kernel_column, kernel_params
+from launchtune.pipeline.store.shards import load_merged
 
 logger = logging.getLogger(__name__)
 

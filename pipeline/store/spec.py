@@ -7,6 +7,8 @@ sweep before any cluster starts, with a message naming the file and the field.
 
 from __future__ import annotations
 
+import importlib
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -14,10 +16,10 @@ from typing import Any
 
 from launchtune.kernels.backend import BACKEND_NAMES
 from launchtune.kernels.device import GPU_CLASSES
-from launchtune.kernels.workload import GPU_ONLY, PATH_OPTIONS, SEED_MAX, WorkloadError, check_arguments
+from launchtune.kernels.workload import SEED_MAX, WorkloadError, check_arguments, declared
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.paths import check_slug, inside, results_root
-from launchtune.pipeline.sweep.workloads import PIPELINE_WORKLOADS, builtin_names, entry_point_workloads
+from launchtune.pipeline.store.workloads import PIPELINE_WORKLOADS, builtin_names, entry_point_workloads
 from launchtune.pipeline.yamlio import check_keys, load_yaml
 
 # random: `samples` seeded draws; per_kernel_exhaustive: each kernel's parameter grid, the others at default;
@@ -106,7 +108,7 @@ class SweepSpec:
     samplers: tuple[str, ...] = ("random",)
     repeats: int = 3
     batch_size: int | str = (
-        25  # or "auto": chosen at the first run (launchtune.pipeline.sweep.batching.auto_batch_size)
+        25  # or "auto": chosen at the first run (launchtune.pipeline.store.batching.auto_batch_size)
     )
     check: bool = True
     seed: int = 0
@@ -183,6 +185,7 @@ LIMITS = {
     "train.hidden_layers": 4096,  # per layer
     "train.max_epochs": 100_000,
     "search.budget": 50_000,  # a search's candidate pool holds at most this many (strategies.base.POOL_LIMIT)
+    "workers_per_class": 4096,  # SLURM jobs or local CPU workers of one class
 }
 MAX_LAYERS = 8
 
@@ -257,10 +260,9 @@ def _check_workload(workload: str, case: str, size: str, options: dict[str, Any]
     if ":" in workload or workload in entry_point_workloads():
         return
     try:
-        if workload in PIPELINE_WORKLOADS:  # replay, the one of ours
-            from launchtune.pipeline.sweep.rehearsal import check_arguments as check_replay
-
-            check_replay(case, size, **options)
+        if workload in PIPELINE_WORKLOADS:  # replay, the one of ours: its module by name, as a registry does
+            module = importlib.import_module(PIPELINE_WORKLOADS[workload].split(":")[0])
+            module.check_arguments(case, size, **options)
         else:
             check_arguments(workload, case, size, options)
     except WorkloadError as exc:
@@ -276,7 +278,7 @@ def _resolve_paths(workload: str, options: dict[str, Any], source: str) -> dict[
     """A workload's file options (``kernel``'s ``spec``) are relative to the sweep spec: made absolute here,
     so the workers and a rerun from another folder find the same file."""
     out = dict(options)
-    for key in PATH_OPTIONS.get(workload, ()):
+    for key in declared(workload).path_options:
         value = out.get(key)
         if isinstance(value, str) and value.strip() and not Path(value).is_absolute():
             try:
@@ -299,7 +301,7 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
         raise UserError(f"{f}backend: {backend!r} is not one of {', '.join(BACKEND_NAMES)}")
     options = _mapping(data, "options", f + "options", "workload options")
     options = _resolve_paths(workload, options, source)
-    if workload in GPU_ONLY and backend == "numpy":
+    if declared(workload).gpu_only and backend == "numpy":
         raise UserError(f"{f}backend: the {workload} workload runs CUDA only; use backend cupy or auto")
     samplers = data.get("samplers", ["random"])
     if isinstance(samplers, str):
@@ -381,19 +383,16 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
     )
 
 
-def check_strategy(name: Any, where: str) -> str:
-    """A strategy name a search can run: one of ``pipeline.strategies``, ``default``, or ``kt:<name>``
-    (Kernel Tuner's; whether the workload lets it run is the command's check)."""
-    from launchtune.pipeline.strategies import STRATEGIES
-    from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX
+_STRATEGY_NAME = re.compile(r"(kt:)?[a-z][a-z0-9_]*")
 
-    if isinstance(name, str) and (name in STRATEGIES or name == "default"):
+
+def check_strategy(name: Any, where: str) -> str:
+    """A strategy's name as a spec records it: ``default``, a strategy's, or ``kt:<name>``. Only its form is
+    checked here: whether such a strategy exists is the sweep plan's check (``sweep.plan``), once."""
+    if isinstance(name, str) and _STRATEGY_NAME.fullmatch(name):
         return name
-    if isinstance(name, str) and name.startswith(PREFIX) and len(name) > len(PREFIX):
-        return name
-    ours = ", ".join(["default", *STRATEGIES])
     raise UserError(
-        f"{where}: unknown strategy {name!r} (choose one of {ours}, or kt:<Kernel Tuner strategy>)"
+        f"{where}: {name!r} is not a strategy name (launchtune strategies --list shows them)"[:300]
     )
 
 

@@ -1,9 +1,11 @@
-"""Measured figures in the README and docs, generated from committed data (``launchtune readme``).
+"""Measured figures in the README and docs, generated from committed data (``python -m tools.readme``).
+
+The project's own maintenance tool (not installed with the package); the test suite runs ``--check``.
 
 A figure typed by hand drifts from the data behind it; here every measured table or sentence lives in a
 generated block of a Markdown file::
 
-    <!-- generated: NAME (launchtune readme) -->
+    <!-- generated: NAME (python -m tools.readme) -->
     ...rendered from committed files, never edited by hand...
     <!-- end generated: NAME -->
 
@@ -13,7 +15,7 @@ that differ from what the data gives (the test suite runs it on the real files, 
 
 Adding a block: write ``def _my_table(root: Path) -> str`` that reads committed files and returns Markdown,
 add ``"my_table": _my_table`` to ``BLOCKS``, put the two marker lines where it belongs, and run
-``launchtune readme``.
+``python -m tools.readme``.
 
 The marker parsing is hand-written (a regular expression) because it is ten lines and no Markdown library
 keeps comments and layout byte for byte.
@@ -42,7 +44,7 @@ def checked_files(root: Path) -> tuple[str, ...]:
 
 
 _BLOCK = re.compile(
-    r"(?P<open><!-- generated: (?P<name>[\w-]+) \(launchtune readme\) -->\n)"
+    r"(?P<open><!-- generated: (?P<name>[\w-]+) \(python -m tools.readme\) -->\n)"
     r"(?P<body>.*?)"
     r"(?P<close><!-- end generated: (?P=name) -->)",
     re.S,
@@ -712,7 +714,7 @@ def _tridiag_at(root: Path, gpu: str, size: int) -> dict[str, str]:
 
 
 def _make_test(root: Path) -> str:
-    """``make test`` as ``python3 -m tests.record_run`` recorded it (data/ci/): the suite's time as the range
+    """``make test`` as ``python3 -m tools.record_run`` recorded it (data/ci/): the suite's time as the range
     over every recorded run, with the machines' load during those runs (one time on a shared machine is no
     promise), and the last run's test count and outcome at its commit."""
     run = _load(root / "data" / "ci" / "last_run.json")
@@ -744,7 +746,7 @@ def _install(extra_minutes: float | None) -> str:
 
 
 def _recorded_runs(path: Path) -> list[dict]:
-    """Every run ``tests.record_run`` appended (data/ci/runs.jsonl), oldest first; none where absent."""
+    """Every run ``tools.record_run`` appended (data/ci/runs.jsonl), oldest first; none where absent."""
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -875,3 +877,38 @@ def rewrite(root: Path, files: tuple[str, ...] | None = None) -> list[str]:
             write_text(path, new)
             changed.append(rel)
     return changed
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite the generated blocks (``--check``: compare only, exit 1 naming each block that differs)."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m tools.readme", description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 naming every block that differs"
+    )
+    ap.add_argument("--root", type=Path, default=ROOT, help="repository root (default: this checkout)")
+    args = ap.parse_args(argv)
+    try:
+        if args.check:
+            diffs = differences(args.root)
+            for rel, diff in diffs.items():
+                print(f"{rel}: generated blocks differ from the data (run `python -m tools.readme`)")
+                print(diff)
+            if not diffs:
+                print("generated blocks match the committed data")
+            return 1 if diffs else 0
+        changed = rewrite(args.root)
+    except ReadmeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("rewrote " + ", ".join(changed) if changed else "nothing to rewrite", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
