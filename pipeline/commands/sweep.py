@@ -113,10 +113,11 @@ def _search_spec(args: argparse.Namespace, spec: SweepSpec) -> SweepSpec:
             raise UserError(f"{flag}: needs --strategy (a search), or a search block in {args.spec}")
         if args.budget is None and old is None:
             raise UserError("--budget: a search needs a budget (--budget N measurements per GPU class)")
-        strategy = check_strategy(args.strategy, "--strategy") if args.strategy else _old(old).strategy
+        given = args.strategy is not None  # "" is a strategy asked for, and refused by name
+        strategy = check_strategy(args.strategy, "--strategy") if given else _old(old).strategy
         budget = args.budget if args.budget is not None else _old(old).budget
         prior = args.prior if args.prior is not None else list(old.prior if old else [])
-        where_strategy = "--strategy" if args.strategy else f"{args.spec}: search.strategy"
+        where_strategy = "--strategy" if given else f"{args.spec}: search.strategy"
         where_budget = "--budget" if args.budget is not None else f"{args.spec}: search.budget"
     budget = limited(budget, "search.budget", where_budget, 1)
     _check_kernel_tuner(strategy, spec, where_strategy)
@@ -221,7 +222,7 @@ def _searching(args: argparse.Namespace, spec: SweepSpec) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.cluster import known_gpu_classes
+    from launchtune.pipeline.cluster import check_cluster, known_gpu_classes
     from launchtune.pipeline.cluster.waits import wait_limit
     from launchtune.pipeline.errors import UserError
     from launchtune.pipeline.sweep.run import run_sweep
@@ -257,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
         classes = [check_gpu_class(c.strip(), "--gpu-class", known) for c in args.gpu_class.split(",")]
     if args.cluster == "local":
         _check_this_machine(spec, args.spec, classes)
+    check_cluster(args.cluster, classes or spec.gpu_classes)  # SLURM's classes and partitions, before --out
     out = out_folder(args.out) if args.out else spec.default_out()
     print(
         f"sweep {spec.name}: {spec.workload}/{spec.case}/{spec.size} -> {out}"
