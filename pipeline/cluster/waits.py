@@ -9,12 +9,19 @@ on SLURM, where a job may wait that long in the queue. ``$LAUNCHTUNE_WAIT_S`` se
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from typing import Any
 
 from launchtune.pipeline.errors import UserError
 
 WAIT_ENV = "LAUNCHTUNE_WAIT_S"
 DEFAULT_WAIT_S = {"local": 3600.0, "slurm": 86400.0}
+# How often a wait looks at the cluster, and how long the workers that could answer it may all be gone
+# (Dask's Nanny restarts a killed worker in a few seconds; one killed while it restarts is not restarted
+# again, distributed 2026.8).
+POLL_S = 5.0
+GONE_S = 30.0
 # The longest limit one may set: 30 days, past any queue. Event loops and thread waits overflow on limits
 # near 1e300 (and a limit of centuries is no limit).
 MAX_WAIT_S = 30 * 86400.0
@@ -56,17 +63,42 @@ def timed_out(what: str, limit: float) -> ClusterTimeout:
     )
 
 
-def result(future: Any, what: str, limit: float) -> Any:
+def result(future: Any, what: str, limit: float, alive: Callable[[], bool] | None = None) -> Any:
     """``future.result()``, waiting at most ``limit`` seconds; past it, one line naming ``what``. A task that
     failed on its worker is one line too, naming ``what`` and the error: exit 2 where the workload could not
     be built as the spec asks (a ``WorkloadError``, a size that does not fit the worker's memory), else exit 1
-    (a worker killed past Dask's retries). The worker's traceback is its own log's."""
+    (a worker killed past Dask's retries). The worker's traceback is its own log's.
+
+    ``alive`` (where workers that are gone will not come back: the local cluster) is asked every ``POLL_S``
+    whether any worker that can run the task is left; none for ``GONE_S`` is one line, exit 1, not the
+    limit's hour of silence."""
+    deadline = time.monotonic() + limit
+    gone_since: float | None = None
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return _outcome(future, what, max(0.0, min(left, POLL_S) if alive is not None else left))
+        except TimeoutError:
+            now = time.monotonic()
+            if now >= deadline:
+                future.cancel()
+                raise timed_out(what, limit) from None
+            assert alive is not None
+            if alive():
+                gone_since = None
+            elif now - (gone_since := gone_since or now) >= GONE_S:
+                future.cancel()
+                raise ClusterFailure(
+                    f"{what}: every worker that could run it died and none was restarted within "
+                    f"{GONE_S:.0f} s; what was measured is kept, the same command again goes on"
+                ) from None
+
+
+def _outcome(future: Any, what: str, timeout: float) -> Any:
+    """``future.result(timeout)``, a ``TimeoutError`` passed on, a failure on the worker one line."""
     try:
-        return future.result(timeout=limit)
-    except TimeoutError:
-        future.cancel()
-        raise timed_out(what, limit) from None
-    except (KeyboardInterrupt, UserError):
+        return future.result(timeout=timeout)
+    except (KeyboardInterrupt, UserError, TimeoutError):
         raise
     except Exception as exc:
         from launchtune.kernels.workload import WorkloadError

@@ -15,7 +15,7 @@ from distributed import wait
 from tqdm.auto import tqdm
 
 from launchtune.kernels.progress import Progress
-from launchtune.pipeline.cluster.waits import ClusterFailure, timed_out, wait_limit
+from launchtune.pipeline.cluster.waits import GONE_S, POLL_S, ClusterFailure, timed_out, wait_limit
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.logs import show_bars
 from launchtune.pipeline.store.batching import measure_order
@@ -218,11 +218,8 @@ def _finish_spread(per: dict[str, dict]) -> dict[str, float]:
 
 
 # How often the measuring loop looks at the cluster while it waits, and how long a local class may have no
-# worker at all while its batches wait. Dask's Nanny restarts a killed worker in a few seconds; a worker
-# killed while it restarts is not restarted again (distributed 2026.8), and without this look the sweep sat
+# worker at all while its batches wait (``cluster.waits``: POLL_S, GONE_S); without this look the sweep sat
 # silent until the wait limit (an hour).
-POLL_S = 5.0
-GONE_S = 30.0
 
 
 def _names_by_class(client, classes: Sequence[str]) -> dict[str, set[str]]:

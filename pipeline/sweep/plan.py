@@ -16,7 +16,7 @@ from typing import Any
 
 from launchtune.kernels.device import visible_gpu_names
 from launchtune.kernels.workload import declared
-from launchtune.pipeline.cluster import known_gpu_classes
+from launchtune.pipeline.cluster import check_cluster, known_gpu_classes
 from launchtune.pipeline.cluster.local import plan_local_workers
 from launchtune.pipeline.cluster.waits import wait_limit
 from launchtune.pipeline.errors import UserError
@@ -98,6 +98,8 @@ def plan_sweep(
             check_gpu_class(c, "--gpu-class", known)
     if cluster == "local":
         _check_this_machine(spec, source, classes)
+    if named_cluster:  # SLURM's classes, sbatch and partitions, before any folder is made
+        check_cluster(str(cluster), classes or spec.gpu_classes)
     return SweepPlan(
         spec=spec,
         out=out_folder(out) if out else spec.default_out(),

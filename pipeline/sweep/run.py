@@ -140,10 +140,13 @@ def remeasure_picks(
     out: Path,
     log: Log,
     limit: float | None = None,
+    local: bool = False,
 ) -> None:
     """Each class's predicted best against its default, measured on a worker of that class (``client``
     submits ``remeasure_task`` with the class as resource), into ``validation.json``; each class's answer
-    waited for at most ``limit`` seconds (``pipeline.cluster.waits``; None: the local cluster's default)."""
+    waited for at most ``limit`` seconds (``pipeline.cluster.waits``; None: the local cluster's default), and,
+    on the ``local`` cluster (whose dead workers do not come back), no longer than ``GONE_S`` without a
+    worker of the class."""
     limit = limit or wait_limit("local")
     folder = SweepFolder(out)
     validation = folder.read_validation() or {}
@@ -181,7 +184,8 @@ def remeasure_picks(
             ),
         )
     for cls, (name, future) in futures.items():
-        answer = result(future, f"the re-measurement of class {cls}'s predicted best", limit)
+        alive = (lambda c=cls: workers_by_class(client, [c])[c] > 0) if local else None
+        answer = result(future, f"the re-measurement of class {cls}'s predicted best", limit, alive)
         answer.update(model=name, repeats=spec.validate.repeats)
         validation[cls] = answer
         if not answer["candidates"]:
@@ -436,7 +440,15 @@ def _run_sweep(
         else:
             trained = train_sweep(out, log)
             remeasure_picks(
-                handle.client, spec, plans, trained["models"], trained["metrics"], out, log, limit
+                handle.client,
+                spec,
+                plans,
+                trained["models"],
+                trained["metrics"],
+                out,
+                log,
+                limit,
+                local=handle.kind == "local",
             )
     report = build_report(out, log)
     log(f"report: {folder.report_md}")

@@ -170,3 +170,15 @@ def test_the_cli_refuses_before_any_folder_or_cluster(tmp_path, content, env, ma
     assert match in one_line_error(result)
     assert not out.exists() and not (tmp_path / "results").exists()
     assert "dashboard" not in result.stdout  # no cluster was started
+
+
+def test_an_empty_strategy_and_a_slurm_class_it_does_not_serve_are_one_line_with_nothing_made(
+    tmp_path, write_spec
+):
+    spec = write_spec(gpu_classes=["cpu"])
+    out = tmp_path / "out"
+    line = one_line_error(run_cli("sweep", str(spec), "--strategy", "", "--budget", "5", "--out", str(out)))
+    assert line.startswith("error: --strategy: unknown strategy ''")  # an AssertionError before
+    line = one_line_error(run_cli("sweep", str(spec), "--cluster", "slurm", "--out", str(out)))
+    assert "cpu: no such class in" in line and "slurm.yaml" in line
+    assert not out.exists()  # the SLURM config is checked before --out is made
