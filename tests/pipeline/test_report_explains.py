@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from launchtune.pipeline.learn.models import held_out_curve, loss_curve, make_mlp
-from launchtune.pipeline.learn.report import _markdown, class_summary
+from launchtune.pipeline.results.report import _markdown, class_summary
 
 PARAMS = ["a.blocks", "a.threads"]
 
@@ -197,7 +197,7 @@ def test_the_tuning_table_ranks_by_the_re_measured_times_where_the_two_sets_disa
     rank first. Where they overlap (a pick re-measured at 4.5 ms), one ranking holds both."""
     from types import SimpleNamespace
 
-    from launchtune.pipeline.learn.report import tuning_entry
+    from launchtune.pipeline.results.report import tuning_entry
 
     frame = pd.DataFrame(
         {
