@@ -18,6 +18,7 @@ from launchtune.kernels.device import CLASS_FEATURES, CLASS_SPECS, class_feature
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.combine import combine
 from launchtune.pipeline.learn.crossclass import WITHIN, class_pairs, why_not
+from launchtune.pipeline.results.report import build_report
 from launchtune.pipeline.store.caches import SAMPLER, read_cache_class
 from launchtune.pipeline.store.datasets import load_kernel_tuner_cache
 from launchtune.pipeline.store.folder import SweepFolder
@@ -269,7 +270,7 @@ def test_combine_takes_a_sweep_folder_and_caches_and_scores_leave_one_gpu_out(hu
     tmp, caches, sweep = hub_like
     out = tmp / "four"
     logged: list[str] = []
-    combine(out, [sweep, caches], log=logged.append)
+    combine(out, [sweep, caches], log=logged.append, report=build_report)
     meta = json.loads((out / "sweep.json").read_text())
     assert meta["spec"]["gpu_classes"] == ["a100", "a4000", "h100", "w6600"]
     assert meta["plan"]["params"] == [*PARAMS, *CONSTANTS] and meta["spec"]["train"]["max_epochs"] == 30
@@ -347,12 +348,10 @@ def test_combine_hands_down_the_frame_load_merged_reads(hub_like, monkeypatch):
         return {"models": {}}
 
     monkeypatch.setattr(combine_module, "train_sweep", train)
-    monkeypatch.setattr(
-        combine_module, "build_report", lambda out, log, frame, models: handed.update(report=frame)
-    )
     tmp, caches, sweep = hub_like
     out = tmp / "handed"
-    combine(out, [sweep, caches], log=lambda m: None)
+    report = lambda out, log, frame, models: handed.update(report=frame)  # noqa: E731
+    combine(out, [sweep, caches], log=lambda m: None, report=report)
     assert handed["train"] is handed["report"]
     reread = load_merged(out)
     pd.testing.assert_frame_equal(handed["train"], reread)
