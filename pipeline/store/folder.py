@@ -62,6 +62,9 @@ class PlanFacts(TypedDict):
     default: dict[str, int]
     kernels: list[str]
     inactive: NotRequired[list[Any]]  # [parameter, values, parameters unused there]: space.Inactive
+    # a workload that states its objective (a kernel spec's): its measures' columns and the objective
+    measures: NotRequired[list[str]]
+    objective: NotRequired[dict[str, str]]
 
 
 PLAN_FACTS = (

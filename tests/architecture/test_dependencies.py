@@ -27,6 +27,7 @@ PROVIDED_BY = {
     "nvidia": "cupy-cuda12x",  # pip-installed CUDA libraries, tried where present (kernels/tridiag/gtsv2.py)
     "constraint": "kernel-tuner",  # python-constraint2, Kernel Tuner's own dependency for its restrictions
     "jupyter_client": "nbclient",  # nbclient's own dependency; its NoSuchKernel names a missing kernel
+    "pynvml": "nvidia-ml-py",  # NVML's energy counter (kernels/energy.py)
 }
 # declared but never imported by name: what each one is for
 NOT_IMPORTED = {
