@@ -86,6 +86,11 @@ class Workload(ABC):
     @abstractmethod
     def describe(self) -> dict[str, Any]: ...
 
+    def check_default(self) -> None:
+        """Raise ``WorkloadError`` (one line) where the default configuration cannot compile or launch (a
+        user's kernel), so a sweep stops before it plans. Default: the default always runs."""
+        return None
+
     def candidates(self) -> list[dict[str, Any]] | None:
         """A fixed pool a search chooses from (a recorded dataset's rows); None: the space's own."""
         return None

@@ -115,14 +115,6 @@ def _kernels_of(workload: Workload, params: list[str]) -> list[str]:
     return [k for k, ps in kernel_params(params).items() if any("." in p for p in ps)]
 
 
-def _check_default(workload: Workload) -> None:
-    """A workload whose default configuration can fail to compile or launch (a user's kernel) is tried
-    once before anything is planned: a ``WorkloadError`` here stops the sweep with one line, exit 2."""
-    check = getattr(workload, "check_default", None)
-    if callable(check):
-        check()
-
-
 def _objective_facts(workload: Workload) -> dict[str, Any]:
     """What a workload that states its objective adds to its plan: the objective and its measures' columns
     (``schema.shard_schema``); nothing for one that does not (time is its objective)."""
@@ -135,7 +127,7 @@ def _objective_facts(workload: Workload) -> dict[str, Any]:
 def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: int) -> dict[str, Any]:
     """Draw the configurations to measure, on a worker of the class (constraints may depend on the device)."""
     workload, facts = get_workload(spec)
-    _check_default(workload)
+    workload.check_default()  # a default that cannot run stops the sweep with one line, exit 2
     space = workload.space()
     params = space.names
     out: dict[str, Any] = {
@@ -178,7 +170,7 @@ def search_plan_task(spec: Mapping[str, Any], seed: int, pool_limit: int) -> dic
     has them, a recorded dataset's rows; else every valid configuration up to ``pool_limit``, else a seeded
     sample of that many), since the constraints are the device's."""
     workload, facts = get_workload(spec)
-    _check_default(workload)
+    workload.check_default()  # a default that cannot run stops the sweep with one line, exit 2
     space = workload.space()
     params = space.names
     fixed = workload.candidates()
