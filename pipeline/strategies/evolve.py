@@ -86,13 +86,18 @@ class _Breeder:
         # summed down the columns (a sum along 23-long rows was nearly half of an evolve search's host time).
         codes = np.stack([np.searchsorted(v, self.X[:, j]) for j, v in enumerate(self.values)])
         self._codes = codes.astype(np.uint8 if codes.max(initial=0) < 256 else np.int64)
+        # a value's position by dict: a child's values come from its parents or ``values``, and one
+        # ``searchsorted`` per parameter per child was a fifth of a search's host time
+        self._code_of = [{x: k for k, x in enumerate(v.tolist())} for v in self.values]
+        self._dist_dtype = np.uint8 if X.shape[1] < 256 else np.int32
 
     def repair(self, child: np.ndarray) -> int:
         i = self.index.get(tuple(child.tolist()))
         if i is not None:
             return i
-        code = np.array([np.searchsorted(v, x) for v, x in zip(self.values, child.tolist(), strict=True)])
-        dist = (self._codes != code.astype(self._codes.dtype)[:, None]).sum(axis=0, dtype=np.int32)
+        code = np.array([c[x] for c, x in zip(self._code_of, child.tolist(), strict=True)], self._codes.dtype)
+        # summed as bytes (fewer than 256 parameters): three times faster than an int32 sum
+        dist = np.add.reduce(self._codes != code[:, None], axis=0, dtype=self._dist_dtype)
         nearest = np.flatnonzero(dist == dist.min())
         return int(self.rng.choice(nearest))
 
