@@ -41,6 +41,21 @@ seeds per variant, issue 17; the variants tried and what each gave: ``docs/strat
     setting cannot predict, and it costs one measurement per flag (on the A6000 the search sat at 1.29x with
     (64, 1, 2, 4, 0, 0, 1) measured at 1.34x; its ``use_shmem=0`` neighbour is 1.06x and was never tried);
 
+* against a bad worst seed (issue 45: one user runs one search; ``WORST_CASE``, ``tune`` only; measured
+  with ``benchmarks/search_worst_seed.py``, the variants tried and what each gave: ``docs/strategies.md``):
+
+  - level turns: on a space with levels (``Session.levels``: the fused CFD space's ``fusion``), while more
+    than one level's best is within ``iterative.LIVE`` of the best of all, half of each generation (not a
+    quarter) goes to the whole pool as ``iterative``'s Thompson batch, whose slots take turns between those
+    levels (the stage-fused level holds the fused sweeps' fastest rows, its median 2.5x slower);
+  - a reserved share: a fifth of the budget beyond ``RESERVE_FROM`` measurements, at most ``RESERVE_CAP``
+    (none at 100 or less, where it scored worse on the H100 convolution), measured just before the polish:
+    the unmeasured candidates most likely ``MARGIN`` faster than the best measured, by the forest's mean and
+    spread and the search's own forecast errors (:func:`_chance_each`); on the H100 convolution at 200 it
+    takes the runs that ended in the 1.29x basin of ``tile_size_x = 2`` to the optimum's region;
+  - ``session.notes["p_faster"]`` (:func:`sureness`): the search's estimate of the chance that a
+    configuration ``MARGIN`` faster than its pick remains unmeasured, in the JSON line and the live report;
+
 * the model learns log time capped at ``CLIP`` times the best seen (100x slow tells no more than 10x).
 
 Batching (a live search over several workers, ``Session``): a generation is the batch; its children are
@@ -73,14 +88,16 @@ MARGIN = 1.05  # ``p_faster``: the chance that a configuration this much faster 
 # what ``tune`` (and ``transfer`` after its prior's best) adds to ``search``: see the module's docstring
 OPTIONS: dict[str, Any] = {"explore": EXPLORE, "thompson": True, "flips": FLIPS}
 # what ``tune`` adds against a bad worst seed (issue 45; the module's docstring, docs/strategies.md)
-RESERVE = 0.2
+RESERVE = 0.2  # of the budget beyond RESERVE_FROM, at most RESERVE_CAP measurements
 RESERVE_CAP = 20
+RESERVE_FROM = 100
 WORST_CASE: dict[str, Any] = {
     "levels": True,
     "level_explore": 0.5,
     "level_thompson": True,
     "reserve": RESERVE,
     "reserve_cap": RESERVE_CAP,
+    "reserve_from": RESERVE_FROM,
     "reserve_z": True,
 }
 
@@ -226,6 +243,7 @@ def search(
     level_thompson: bool = False,
     stall_chance: bool = False,
     reserve_cap: int = 1 << 30,
+    reserve_from: int = 0,
 ) -> None:
     """The generations, from whatever the session has measured so far (``transfer`` starts it after the
     prior's best candidates). ``explore``: the share of each generation (but the last) measured from the whole
@@ -240,7 +258,7 @@ def search(
     kept). Sets ``session.notes`` (:func:`sureness`)."""
     n0 = session.used
     breeder = _Breeder(session.X, session.rng)
-    reserved = min(round(reserve * session.budget), reserve_cap)
+    reserved = min(round(reserve * max(0, session.budget - reserve_from)), reserve_cap)
     polish_n = int(polish * session.budget)  # the polish: the last ``polish_n`` measurements
     batch = max(1, -(-(session.remaining - reserved) // generations))
     island = {int(i): k % islands for k, i in enumerate(session.proposed)}

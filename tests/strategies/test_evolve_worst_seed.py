@@ -83,7 +83,7 @@ def test_chance_of_a_5_percent_gain_is_zero_where_measured_and_follows_mean_and_
 @pytest.mark.parametrize("budget", [3, 12, 17, 25, 32])
 def test_evolve_spends_its_budget_exactly_with_the_reserved_share(budget):
     session = _grid_session(budget)
-    evolve.tune(session)
+    evolve.tune(session, reserve=0.25, reserve_from=0)  # the default reserves only beyond 100
     session.settle()
     assert session.used == budget == len(session.proposed)
     # an estimate once the model chose something (a budget of 3 is all initial design)
@@ -117,3 +117,14 @@ def test_the_json_line_carries_the_estimate(cache_file):
     record = run_one(d, "evolve", 20, 0)
     assert 0.0 <= record["p_faster"] <= 1.0
     assert "p_faster" not in run_one(d, "random", 20, 0)  # a strategy that says nothing
+
+
+def test_the_reserve_changes_what_is_measured_and_not_how_much():
+    runs = {}
+    for reserve in (0.0, 0.4):
+        session = _grid_session(budget=24, seed=1)
+        evolve.tune(session, reserve=reserve, reserve_from=0)
+        runs[reserve] = [tuple(m.config.values()) for m in session.history]
+    assert len(runs[0.0]) == len(runs[0.4]) == 24
+    assert runs[0.0][:8] == runs[0.4][:8]  # the same initial design
+    assert runs[0.0] != runs[0.4]
