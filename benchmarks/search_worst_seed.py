@@ -27,6 +27,7 @@ TODAY: dict[str, Any] = {
     "reserve": 0.0,
     "reserve_z": False,
     "reserve_cap": 1 << 30,
+    "reserve_from": 0,
     "stall_chance": False,
 }
 LTS = {"levels": True, "level_explore": 0.5, "level_thompson": True, "reserve_z": True}
@@ -43,8 +44,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "lts50_reserve10z": {**LTS, "reserve": 0.1},
         "lts50_reserve20z": {**LTS, "reserve": 0.2},
         "lts50_reserve10z_stall": {**LTS, "reserve": 0.1, "stall_chance": True},
-        # the default since issue 45 (``evolve.WORST_CASE``)
-        "final": {**LTS, "reserve": 0.2, "reserve_cap": 20},
+        "reserve20cap20": {**LTS, "reserve": 0.2, "reserve_cap": 20},
+        "final_without_turns": {"reserve": 0.2, "reserve_cap": 20, "reserve_from": 100, "reserve_z": True},
+        # the default since issue 45 (``evolve.WORST_CASE``): the same at 200, no reserve at 100 or less
+        "final": {**LTS, "reserve": 0.2, "reserve_cap": 20, "reserve_from": 100},
     }.items()
 }
 
@@ -119,7 +122,10 @@ def alternatives(runs) -> str:
         keys = [(ds, gpu, b, s) for s in seeds]
         base = today.reindex(keys)
         shown = ",".join(map(str, seeds)) if len(seeds) < 10 else f"{seeds[0]}-{seeds[-1]}"
-        then = _cell(base) if base.notna().all() else "not run"
+        have = base.dropna()
+        then = _cell(have) if len(have) == len(base) else "not run"
+        if 0 < len(have) < len(base):
+            then = f"{_cell(have)}, its {len(have)} seeds"
         lines.append(f"| {v} | {_name(ds, gpu)} | {b} | {shown} | {then} | {_cell(g['ratio'])} |")
     return "\n".join(lines) + "\n"
 
@@ -127,7 +133,7 @@ def alternatives(runs) -> str:
 def summary(runs, variant: str = "final") -> str:
     """Per dataset and budget: today against ``variant`` over the seeds both ran (the targets' table)."""
     lines = [
-        "| dataset | budget | seeds | today: mean | worst | over 1.05 | over 1.10 "
+        "| dataset | budget | seeds (today's) | today: mean | worst | over 1.05 | over 1.10 "
         "| now: mean | worst | over 1.05 | over 1.10 |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
@@ -136,14 +142,15 @@ def summary(runs, variant: str = "final") -> str:
     for (ds, gpu, b), g in sorted(
         mine.groupby(["dataset", "gpu", "budget"]), key=lambda kv: (kv[0][0], kv[0][1], -kv[0][2])
     ):
-        base = today.reindex([(ds, gpu, b, s) for s in g["seed"]])
+        base = today.reindex([(ds, gpu, b, s) for s in g["seed"]]).dropna()
 
         def cols(r) -> str:
-            if r.isna().any():
+            if not len(r):
                 return " |  |  | "
             return f"{r.mean():.3f} | {r.max():.3f} | {int((r >= OVER).sum())} | {int((r >= 1.10).sum())}"
 
-        lines.append(f"| {_name(ds, gpu)} | {b} | {len(g)} | {cols(base)} | {cols(g['ratio'])} |")
+        seeds = f"{len(g)} ({len(base)})" if len(base) != len(g) else f"{len(g)}"
+        lines.append(f"| {_name(ds, gpu)} | {b} | {seeds} | {cols(base)} | {cols(g['ratio'])} |")
     return "\n".join(lines) + "\n"
 
 
