@@ -44,15 +44,15 @@ seeds per variant, issue 17; the variants tried and what each gave: ``docs/strat
 * against a bad worst seed (issue 45: one user runs one search; ``WORST_CASE``, ``tune`` only; measured
   with ``benchmarks/search_worst_seed.py``, the variants tried and what each gave: ``docs/strategies.md``):
 
-  - level turns: on a space with levels (``Session.levels``: the fused CFD space's ``fusion``), while more
-    than one level's best is within ``iterative.LIVE`` of the best of all, half of each generation (not a
-    quarter) goes to the whole pool as ``iterative``'s Thompson batch, whose slots take turns between those
-    levels (the stage-fused level holds the fused sweeps' fastest rows, its median 2.5x slower);
-  - a reserved share: a fifth of the budget beyond ``RESERVE_FROM`` measurements, at most ``RESERVE_CAP``
-    (none at 100 or less, where it scored worse on the H100 convolution), measured just before the polish:
-    the unmeasured candidates most likely ``MARGIN`` faster than the best measured, by the forest's mean and
-    spread and the search's own forecast errors (:func:`_chance_each`); on the H100 convolution at 200 it
-    takes the runs that ended in the 1.29x basin of ``tile_size_x = 2`` to the optimum's region;
+  - a reserved share, on a space without levels: a fifth of the budget beyond ``RESERVE_FROM``
+    measurements, at most ``RESERVE_CAP`` (none at 100 or less, where it scored worse on the H100
+    convolution), measured just before the polish: the unmeasured candidates most likely ``MARGIN`` faster
+    than the best measured, by the forest's mean and spread and the search's own forecast errors
+    (:func:`_chance_each`); on the H100 convolution at 200 it takes the runs that ended in the 1.29x basin of
+    ``tile_size_x = 2`` to the optimum's region. On the fused CFD sweeps (levels) it and the level turns
+    (``levels``, ``level_explore``, ``level_thompson``: the whole-pool share as ``iterative``'s Thompson
+    batch taking turns between the levels in reach) moved which seeds fail, not how many, and made the H200's
+    mean worse on the seeds run both ways, so a space with levels searches as before;
   - ``session.notes["p_faster"]`` (:func:`sureness`): the search's estimate of the chance that a
     configuration ``MARGIN`` faster than its pick remains unmeasured, in the JSON line and the live report;
 
@@ -87,14 +87,12 @@ FLIPS = 0.5
 MARGIN = 1.05  # ``p_faster``: the chance that a configuration this much faster than the pick is unmeasured
 # what ``tune`` (and ``transfer`` after its prior's best) adds to ``search``: see the module's docstring
 OPTIONS: dict[str, Any] = {"explore": EXPLORE, "thompson": True, "flips": FLIPS}
-# what ``tune`` adds against a bad worst seed (issue 45; the module's docstring, docs/strategies.md)
+# what ``tune`` adds against a bad worst seed on a space without levels (issue 45; the module's docstring,
+# docs/strategies.md); a space with levels (the fused CFD space) searches as before
 RESERVE = 0.2  # of the budget beyond RESERVE_FROM, at most RESERVE_CAP measurements
 RESERVE_CAP = 20
 RESERVE_FROM = 100
 WORST_CASE: dict[str, Any] = {
-    "levels": True,
-    "level_explore": 0.5,
-    "level_thompson": True,
     "reserve": RESERVE,
     "reserve_cap": RESERVE_CAP,
     "reserve_from": RESERVE_FROM,
@@ -174,7 +172,7 @@ def tune(
     n0 = max(2, min(session.budget, max(8, round(initial_fraction * session.budget))))
     features = product_features(session.X, session.unused)
     maximin(session, features, n0)
-    options = {**OPTIONS, **WORST_CASE, **options}
+    options = {**OPTIONS, **(WORST_CASE if session.levels is None else {}), **options}
     search(session, features, generations, islands=islands, **options)
 
 

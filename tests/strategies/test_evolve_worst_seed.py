@@ -128,3 +128,33 @@ def test_the_reserve_changes_what_is_measured_and_not_how_much():
     assert len(runs[0.0]) == len(runs[0.4]) == 24
     assert runs[0.0][:8] == runs[0.4][:8]  # the same initial design
     assert runs[0.0] != runs[0.4]
+
+
+def _wide_session(levels: bool, budget: int = 130) -> Session:
+    """180 candidates: ``level`` 0 with 60 sizes, level 1 with 60 sizes x a knob; with ``levels`` the knob is
+    inactive on level 0 (a space with levels), else every row uses both (the same rows, no levels)."""
+    rows = [
+        {"level": 0, "size": z, "knob": 0, "time": 2.0 + ((z * 7) % 13) / 10, "status": "ok"}
+        for z in range(60)
+    ]
+    rows += [
+        {"level": 1, "size": z, "knob": k, "time": 1.5 + ((z * 5 + k) % 17) / 10, "status": "ok"}
+        for z in range(60)
+        for k in (0, 1)
+    ]
+    inactive = [["level", [0], ["knob"]]] if levels else []
+    data = Dataset("wide", ["level", "size", "knob"], pd.DataFrame(rows), inactive=inactive)
+    return Session(ReplayWorkload(data, seed=0), budget, seed=3)
+
+
+def test_the_default_reserves_beyond_100_and_never_on_a_space_with_levels():
+    def history(levels: bool, **options) -> list[tuple]:
+        session = _wide_session(levels)
+        evolve.tune(session, **options)
+        assert session.used == 130
+        return [tuple(m.config.values()) for m in session.history]
+
+    none = {"reserve": 0.0}
+    assert _wide_session(True).levels is not None and _wide_session(False).levels is None
+    assert history(True) == history(True, **none)  # with levels: searched as before issue 45
+    assert history(False) != history(False, **none)  # without: 6 measurements reserved (a fifth of 30)
