@@ -45,11 +45,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "lts50_reserve20z": {**LTS, "reserve": 0.2},
         "lts50_reserve10z_stall": {**LTS, "reserve": 0.1, "stall_chance": True},
         "reserve20cap20": {**LTS, "reserve": 0.2, "reserve_cap": 20},
+        "final_with_turns": {**LTS, "reserve": 0.2, "reserve_cap": 20, "reserve_from": 100},
         "final_without_turns": {"reserve": 0.2, "reserve_cap": 20, "reserve_from": 100, "reserve_z": True},
-        # the default since issue 45 (``evolve.WORST_CASE``): the same at 200, no reserve at 100 or less
-        "final": {**LTS, "reserve": 0.2, "reserve_cap": 20, "reserve_from": 100},
     }.items()
 }
+# the default since issue 45, as shipped (``evolve.WORST_CASE`` on a space without levels, on a space with
+# levels as ``today``): no options passed
+VARIANTS["final"] = {}
 
 
 OVER = 1.05  # a pick this far off the optimum counts as a miss
@@ -131,26 +133,37 @@ def alternatives(runs) -> str:
 
 
 def summary(runs, variant: str = "final") -> str:
-    """Per dataset and budget: today against ``variant`` over the seeds both ran (the targets' table)."""
+    """Per dataset and budget: today against ``variant`` over the seeds both ran (the targets' table); where
+    ``variant`` has no runs but today has (a space with levels, which the default searches as before), today's
+    runs and "as today"."""
     lines = [
         "| dataset | budget | seeds (today's) | today: mean | worst | over 1.05 | over 1.10 "
         "| now: mean | worst | over 1.05 | over 1.10 |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    mine = runs[runs["variant"] == variant]
-    today = runs[runs["variant"] == "today"].set_index(["dataset", "gpu", "budget", "seed"])["ratio"]
-    for (ds, gpu, b), g in sorted(
-        mine.groupby(["dataset", "gpu", "budget"]), key=lambda kv: (kv[0][0], kv[0][1], -kv[0][2])
-    ):
-        base = today.reindex([(ds, gpu, b, s) for s in g["seed"]]).dropna()
+    key = ["dataset", "gpu", "budget"]
+    mine = {k: g for k, g in runs[runs["variant"] == variant].groupby(key)}
+    before = {k: g for k, g in runs[runs["variant"] == "today"].groupby(key)}
 
-        def cols(r) -> str:
-            if not len(r):
-                return " |  |  | "
-            return f"{r.mean():.3f} | {r.max():.3f} | {int((r >= OVER).sum())} | {int((r >= 1.10).sum())}"
+    def cols(r) -> str:
+        if not len(r):
+            return " |  |  | "
+        return f"{r.mean():.3f} | {r.max():.3f} | {int((r >= OVER).sum())} | {int((r >= 1.10).sum())}"
 
-        seeds = f"{len(g)} ({len(base)})" if len(base) != len(g) else f"{len(g)}"
-        lines.append(f"| {_name(ds, gpu)} | {b} | {seeds} | {cols(base)} | {cols(g['ratio'])} |")
+    for k in sorted(set(mine) | set(before), key=lambda k: (k[0], k[1], -k[2])):
+        ds, gpu, b = k
+        if k in mine:
+            g = mine[k]
+            base = (
+                before[k].set_index("seed")["ratio"].reindex(g["seed"]).dropna()
+                if k in before
+                else g["ratio"][:0]
+            )
+            seeds = f"{len(g)} ({len(base)})" if len(base) != len(g) else f"{len(g)}"
+            lines.append(f"| {_name(ds, gpu)} | {b} | {seeds} | {cols(base)} | {cols(g['ratio'])} |")
+        else:
+            r = before[k]["ratio"]
+            lines.append(f"| {_name(ds, gpu)} | {b} | ({len(r)}) | {cols(r)} | as today |  |  |  |")
     return "\n".join(lines) + "\n"
 
 
