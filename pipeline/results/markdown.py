@@ -84,6 +84,12 @@ def _class_details(report: dict[str, Any]) -> list[str]:
                 f"measured, {_fmt(se['best_ms'])} ms then) re-measured with the runners-up above; the trace: "
                 "figures/search_trace.png.",
             ]
+            if se.get("p_faster") is not None:
+                lines[-1] += (
+                    " The search's estimate of the chance that a configuration at least 5% faster than its "
+                    f"pick remains unmeasured: {se['p_faster']:.2f} (where it is high, a larger budget may "
+                    "pay; its calibration: docs/strategies.md)."
+                )
         if c.get("speedup_text"):
             lines += ["", f"**{cls}** predicted best against the default: {c['speedup_text']}."]
     if report.get("combined_from"):

@@ -168,6 +168,9 @@ class Session:
         self.events = 0  # delivery points passed
         self.informed = 0  # delivery points that brought answers: a proposal's round
         self.deliveries: list[tuple[int, int]] = []  # (delivery point, proposal order), in arrival order
+        # what a strategy says about its own search beside the pick (``p_faster``: its estimate of the chance
+        # that a configuration at least 5% faster than the pick remains unmeasured); empty if it says nothing
+        self.notes: dict[str, Any] = {}
 
     # ---------------------------------------------------------------------------------------------- measuring
     @property

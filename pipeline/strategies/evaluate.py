@@ -76,6 +76,7 @@ def run_one(
         "best_measured_config": session.history[seen[1]].config,
         "gpu": dataset.name,
         "time_source": source,
+        **session.notes,  # what the strategy says of its search (evolve: p_faster, faster_count)
         "optimum_source": optimum_source,
         **({"parallel": parallel} if parallel > 1 else {}),
         **({"resolved": DEFAULT} if strategy == "default" else {}),

@@ -352,9 +352,11 @@ def search_class(
         journal.close()
     seconds = time.perf_counter() - t0
     best = session.best()
+    sure = session.notes.get("p_faster")
     log(
         f"search {cls}: {session.used} of {spec.search.budget} measurements ({answers.replayed} replayed "
         f"from the shards, {live.measured} measured now), best {best.time:.4g} ms"
+        + (f"; chance a 5% faster configuration is unmeasured: {sure:.2f}" if sure is not None else "")
     )
     return ClassSearch(cls, session, answers.replayed, live.measured, seconds, live.width)
 
@@ -407,6 +409,8 @@ def remeasure_search_pick(client: Any, spec: SweepSpec, found: ClassSearch, limi
             "workers": found.width,
             "seed": spec.seed,
             "best_ms": picks[0][1] if picks else None,
+            # the strategy's estimate that a configuration 5% faster than its pick remains unmeasured
+            "p_faster": found.session.notes.get("p_faster"),
             "pick": picks[0][0] if picks else None,
             "seconds": round(found.seconds, 2),
             "replayed": found.replayed,

@@ -1,0 +1,232 @@
+"""The default search's worst seed, replayed on recorded spaces (no GPU; issue 45).
+
+Runs ``evolve`` in named variants (``VARIANTS``: keyword options of ``evolve.tune``) over datasets, budgets
+and seeds, one JSON line per run (the CLI's record without the configurations, plus ``variant`` and
+``dataset``), appended to ``--out`` and skipped when already there, so an interrupted run resumes:
+
+    python -m benchmarks.search_worst_seed --variant today --dataset data/cfd/h100/sweep_fused_arith/merged \\
+        --budgets 100,200 --seeds 20 --out data/search_worst_seed/runs.jsonl
+
+``--table`` prints, from such a file, mean / worst seed / seeds over 1.05 and 1.10 per variant, dataset and
+budget (the table in docs/strategies.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+# ``evolve.search``'s options as before issue 45 (``today``); each variant changes some of them
+TODAY: dict[str, Any] = {
+    "levels": False,
+    "level_explore": None,
+    "level_thompson": False,
+    "reserve": 0.0,
+    "reserve_z": False,
+    "reserve_cap": 1 << 30,
+    "reserve_from": 0,
+    "stall_chance": False,
+}
+LTS = {"levels": True, "level_explore": 0.5, "level_thompson": True, "reserve_z": True}
+VARIANTS: dict[str, dict[str, Any]] = {
+    name: {**TODAY, **change}
+    for name, change in {
+        "today": {},
+        "reserve10": {"reserve": 0.1},
+        "reserve20": {"reserve": 0.2},
+        "reserve10z": {"reserve": 0.1, "reserve_z": True},
+        "levels_reserve10": {"levels": True, "reserve": 0.1},
+        "levels_reserve10z": {"levels": True, "reserve": 0.1, "reserve_z": True},
+        "lx50_reserve10z": {"levels": True, "level_explore": 0.5, "reserve": 0.1, "reserve_z": True},
+        "lts50_reserve10z": {**LTS, "reserve": 0.1},
+        "lts50_reserve20z": {**LTS, "reserve": 0.2},
+        "lts50_reserve10z_stall": {**LTS, "reserve": 0.1, "stall_chance": True},
+        "reserve20cap20": {**LTS, "reserve": 0.2, "reserve_cap": 20},
+        "final_with_turns": {**LTS, "reserve": 0.2, "reserve_cap": 20, "reserve_from": 100},
+        "final_without_turns": {"reserve": 0.2, "reserve_cap": 20, "reserve_from": 100, "reserve_z": True},
+    }.items()
+}
+# the default since issue 45, as shipped (``evolve.WORST_CASE`` on a space without levels, on a space with
+# levels as ``today``): no options passed
+VARIANTS["final"] = {}
+
+
+OVER = 1.05  # a pick this far off the optimum counts as a miss
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def run(variant: str, datasets: list[str], budgets: list[int], seeds: list[int], out: Path) -> None:
+    from launchtune.pipeline.learn.models import one_thread  # noqa: F401  (run_one uses it)
+    from launchtune.pipeline.strategies import evolve
+    from launchtune.pipeline.strategies.datasets import load_datasets
+    from launchtune.pipeline.strategies.evaluate import run_one
+
+    options = dict(VARIANTS[variant])
+    original = evolve.tune
+    evolve.tune = lambda session, **kw: original(session, **{**options, **kw})
+    done = {(r["variant"], r["dataset"], r["gpu"], r["budget"], r["seed"]) for r in _records(out)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        for path in datasets:
+            for d in load_datasets(path):
+                for budget in budgets:
+                    for seed in seeds:
+                        if (variant, path, d.name, budget, seed) in done:
+                            continue
+                        r = run_one(d, "evolve", budget, seed)
+                        r.pop("config", None), r.pop("best_measured_config", None)
+                        r = {"variant": variant, "dataset": path, **r}
+                        with out.open("a") as f:
+                            f.write(json.dumps(r) + "\n")
+                        print(
+                            f"{variant} {d.name} {budget} {seed} {r['ratio']:.3f} {r.get('p_faster', '')}",
+                            flush=True,
+                        )
+    finally:
+        evolve.tune = original
+
+
+def _name(dataset: str, gpu: str) -> str:
+    """A dataset as the tables print it: the sweep folder, or the Hub's GPU."""
+    return (
+        f"Hub {gpu}"
+        if "benchmark_hub" in dataset or "$HUB" in dataset
+        else dataset.removeprefix("data/").removesuffix("/merged")
+    )
+
+
+def _cell(r) -> str:
+    return f"{r.mean():.3f} / {r.max():.3f} ({int((r >= OVER).sum())})"
+
+
+def alternatives(runs) -> str:
+    """Each variant against ``today`` on the same seeds: mean / worst seed (seeds at least 5% off)."""
+    lines = [
+        "| variant | dataset | budget | seeds | today: mean / worst (over 1.05) "
+        "| variant: mean / worst (over 1.05) |",
+        "| --- | --- | ---: | --- | --- | --- |",
+    ]
+    today = runs[runs["variant"] == "today"].set_index(["dataset", "gpu", "budget", "seed"])["ratio"]
+    order = [v for v in VARIANTS if v != "today"]
+    for (v, ds, gpu, b), g in sorted(
+        runs[runs["variant"] != "today"].groupby(["variant", "dataset", "gpu", "budget"]),
+        key=lambda kv: (order.index(kv[0][0]), kv[0][1], kv[0][2], -kv[0][3]),
+    ):
+        seeds = sorted(g["seed"])
+        keys = [(ds, gpu, b, s) for s in seeds]
+        base = today.reindex(keys)
+        shown = ",".join(map(str, seeds)) if len(seeds) < 10 else f"{seeds[0]}-{seeds[-1]}"
+        have = base.dropna()
+        then = _cell(have) if len(have) == len(base) else "not run"
+        if 0 < len(have) < len(base):
+            then = f"{_cell(have)}, its {len(have)} seeds"
+        lines.append(f"| {v} | {_name(ds, gpu)} | {b} | {shown} | {then} | {_cell(g['ratio'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def summary(runs, variant: str = "final") -> str:
+    """Per dataset and budget: today against ``variant`` over the seeds both ran (the targets' table); where
+    ``variant`` has no runs but today has (a space with levels, which the default searches as before), today's
+    runs and "as today"."""
+    lines = [
+        "| dataset | budget | seeds (today's) | today: mean | worst | over 1.05 | over 1.10 "
+        "| now: mean | worst | over 1.05 | over 1.10 |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    key = ["dataset", "gpu", "budget"]
+    mine = {k: g for k, g in runs[runs["variant"] == variant].groupby(key)}
+    before = {k: g for k, g in runs[runs["variant"] == "today"].groupby(key)}
+
+    def cols(r) -> str:
+        if not len(r):
+            return " |  |  | "
+        return f"{r.mean():.3f} | {r.max():.3f} | {int((r >= OVER).sum())} | {int((r >= 1.10).sum())}"
+
+    for k in sorted(set(mine) | set(before), key=lambda k: (k[0], k[1], -k[2])):
+        ds, gpu, b = k
+        if k in mine:
+            g = mine[k]
+            base = (
+                before[k].set_index("seed")["ratio"].reindex(g["seed"]).dropna()
+                if k in before
+                else g["ratio"][:0]
+            )
+            seeds = f"{len(g)} ({len(base)})" if len(base) != len(g) else f"{len(g)}"
+            lines.append(f"| {_name(ds, gpu)} | {b} | {seeds} | {cols(base)} | {cols(g['ratio'])} |")
+        else:
+            r = before[k]["ratio"]
+            lines.append(f"| {_name(ds, gpu)} | {b} | ({len(r)}) | {cols(r)} | as today |  |  |  |")
+    return "\n".join(lines) + "\n"
+
+
+BINS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 1.0)
+
+
+def calibration(runs, variant: str = "final") -> str:
+    """``p_faster`` against what happened: per bin of the estimate, the runs, their mean estimate, and the
+    share whose pick is at least 5% slower than the optimum (a configuration that much faster was left)."""
+    import numpy as np
+
+    mine = runs[(runs["variant"] == variant) & runs["p_faster"].notna()]
+    lines = [
+        "| p_faster | runs | mean p_faster | picks at least 5% off the optimum | share |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    edges = np.array(BINS)
+    which = np.clip(np.searchsorted(edges, mine["p_faster"].to_numpy(), side="right") - 1, 0, len(BINS) - 2)
+    for k in range(len(BINS) - 1):
+        g = mine[which == k]
+        if not len(g):
+            continue
+        off = int((g["ratio"] >= OVER).sum())
+        lines.append(
+            f"| {BINS[k]:.2f}-{BINS[k + 1]:.2f} | {len(g)} | {g['p_faster'].mean():.3f} | {off} | "
+            f"{off / len(g):.2f} |"
+        )
+    off = int((mine["ratio"] >= OVER).sum())
+    lines.append(
+        f"| all | {len(mine)} | {mine['p_faster'].mean():.3f} | {off} | {off / max(1, len(mine)):.2f} |"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def write(path: Path, out: Path) -> None:
+    """``alternatives.md``, ``summary.md`` and ``calibration.md`` in ``out``, from the records at ``path``."""
+    import pandas as pd
+
+    runs = pd.DataFrame(_records(path))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "alternatives.md").write_text(alternatives(runs))
+    (out / "summary.md").write_text(summary(runs))
+    (out / "calibration.md").write_text(calibration(runs))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--variant", default="today", choices=sorted(VARIANTS))
+    p.add_argument("--dataset", action="append", default=[])
+    p.add_argument("--budgets", default="100,200")
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--seed", type=int, action="append", help="only these seeds (repeatable)")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--tables", type=Path, help="write the tables from --out's records into this folder")
+    a = p.parse_args(argv)
+    if a.tables:
+        write(a.out, a.tables)
+        return 0
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    seeds = a.seed if a.seed else list(range(a.seeds))
+    run(a.variant, a.dataset, [int(b) for b in a.budgets.split(",")], seeds, a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
