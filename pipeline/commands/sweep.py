@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from launchtune.pipeline.flags import number, whole
+from launchtune.pipeline.flags import integer, number, whole
+from launchtune.pipeline.store.spec import LIMITS
 
 EPILOG = """\
 examples:
@@ -56,7 +57,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--workers-per-class",
-        type=whole,
+        type=integer(1, LIMITS["workers_per_class"]),
         default=1,
         help="SLURM: jobs per GPU class (default 1); local: CPU workers where no GPU is visible "
         "(with GPUs the local cluster runs one worker per GPU)",

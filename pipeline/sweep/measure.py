@@ -152,7 +152,12 @@ class _Feeder:
             future = self.client.submit(
                 measure_batch,
                 self.spec_d,
-                {k: self.plans[cls][k] for k in ("params", "kernels")},
+                # what the shard's schema is made of (schema.plan_schema): the objective's columns too
+                {
+                    k: self.plans[cls][k]
+                    for k in ("params", "kernels", "measures", "objective")
+                    if k in self.plans[cls]
+                },
                 cls,
                 batch,
                 batch_rows,
