@@ -38,6 +38,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from launchtune.kernels.files import FileRefused, check_input
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.caches import SAMPLER, CacheClass, is_cache_path, read_caches
 from launchtune.pipeline.learn.report import build_report
@@ -70,8 +71,10 @@ class Source:
 
 
 def read_source(path: Path) -> Source:
-    if not path.is_dir():
-        raise UserError(f"{path}: no such sweep folder")
+    try:  # missing, a loop, a FIFO, a file: one line that says which
+        check_input(path, "sweep folder", file_ok=False)
+    except FileRefused as exc:
+        raise UserError(str(exc)) from None
     folder = SweepFolder(path)
     spec, _ = folder.read_spec()
     folder.planning_key()  # a user error where there is none
@@ -272,6 +275,11 @@ def _merged_frame(table: pa.Table) -> pd.DataFrame:
 def combine(out: Path, paths: Sequence[Path], log: Log = logger.info, train: bool = True) -> dict[str, Any]:
     """Everything ``launchtune combine OUT SRC...`` does; returns the ``combined`` block."""
     paths = [Path(p) for p in paths]
+    for p in paths:  # a symlink loop (RuntimeError in resolve), a FIFO, a device: one line naming it
+        try:
+            check_input(p, "source (a sweep folder or Kernel Tuner cache)")
+        except FileRefused as exc:
+            raise UserError(str(exc)) from None
     if len({p.resolve() for p in paths}) < len(paths):
         raise UserError("combine: a source folder is named twice")
     sources: list[Source] = []

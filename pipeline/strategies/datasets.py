@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.device import CLASS_SPECS, gpu_class_of
+from launchtune.kernels.files import FileRefused, check_input
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.jsonio import check_regular, read_json, read_regular_bytes
 from launchtune.pipeline.records import check_record
@@ -516,8 +517,10 @@ def load_datasets(path: str | Path) -> list[Dataset]:
 
 def _load_datasets(path: str | Path) -> list[Dataset]:
     path = Path(path)
-    if not path.exists():
-        raise UserError(f"{path}: no such file or directory")
+    try:  # missing, a symlink loop, a FIFO or a device: one line that says which
+        check_input(path, "file or directory (a dataset)")
+    except FileRefused as exc:
+        raise UserError(str(exc)) from None
     if (path / "sweep.json").is_file():
         if not (path / "merged").is_dir():
             raise UserError(
