@@ -65,8 +65,8 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 def run(variant: str, datasets: list[str], budgets: list[int], seeds: list[int], out: Path) -> None:
     from launchtune.pipeline.learn.models import one_thread  # noqa: F401  (run_one uses it)
+    from launchtune.pipeline.store.datasets import load_datasets
     from launchtune.pipeline.strategies import evolve
-    from launchtune.pipeline.strategies.datasets import load_datasets
     from launchtune.pipeline.strategies.evaluate import run_one
 
     options = dict(VARIANTS[variant])

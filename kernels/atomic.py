@@ -28,6 +28,12 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
+    except OSError as exc:
+        # what a message shows is the file asked for, not the temporary name (nor no name at all: a full
+        # disk's ENOSPC from a write carries none)
+        if exc.errno is not None and exc.filename in (None, str(tmp), tmp):
+            raise OSError(exc.errno, exc.strerror or os.strerror(exc.errno), str(path)) from exc
+        raise
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -110,3 +110,24 @@ def resolve_inside(base: Path, relative: str, what: str) -> Path:
             f"{what}: {relative!r} is outside the spec's folder {root} (keep it beside the spec)"
         )
     return path
+
+
+def check_input(path: Path | str, what: str, folder_ok: bool = True, file_ok: bool = True) -> None:
+    """A path given as input, refused with the one line that says what it is (missing, a symlink loop, a
+    FIFO or a device, a file where a folder belongs or a folder where a file does) instead of "no such
+    file" or "Not a directory" for all of them."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise FileRefused(f"{path}: no such {what}") from None
+    except (OSError, ValueError) as exc:  # ELOOP: a symlink loop; a NUL in the name
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise FileRefused(f"{path}: cannot use it as a {what} ({why})"[:400]) from None
+    if stat.S_ISDIR(mode):
+        if not folder_ok:
+            raise FileRefused(f"{path}: a directory where a {what} belongs")
+    elif stat.S_ISREG(mode):
+        if not file_ok:
+            raise FileRefused(f"{path}: a file where a {what} (a folder) belongs")
+    else:
+        raise FileRefused(f"{path}: {kind_of(mode)} where a {what} belongs; move it away")

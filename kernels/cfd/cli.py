@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--residual-every",
         type=int,
-        default=0,
+        default=None,
         help="compute residual norms every N steps (default: about 200 rows per run)",
     )
     run.add_argument("--smoothing", type=int, default=0, help="elliptic (Winslow) grid-smoothing sweeps (0)")
@@ -189,6 +189,8 @@ def _run_size(ns: argparse.Namespace) -> tuple[int, int]:
         raise UsageError(f"--size: {e}") from None
     if not 1 <= ns.steps <= MAX_STEPS:
         raise UsageError(f"--steps must be from 1 to {MAX_STEPS:,} (got {ns.steps})")
+    if ns.residual_every is not None and not 1 <= ns.residual_every <= MAX_STEPS:
+        raise UsageError(f"--residual-every must be from 1 to {MAX_STEPS:,} steps (got {ns.residual_every})")
     if not 0 <= ns.smoothing <= MAX_SMOOTHING:
         raise UsageError(f"--smoothing must be from 0 to {MAX_SMOOTHING:,} (got {ns.smoothing})")
     if ns.autotune not in AUTOTUNE_MODES:

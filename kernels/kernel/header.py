@@ -71,10 +71,8 @@ def check_config(spec: KernelSpec, config: Any, where: str) -> dict[str, int]:
     return out
 
 
-def _block(
-    spec: KernelSpec, problem: tuple[int, int, int], config: Mapping[str, int], where: str
-) -> list[str]:
-    config = check_config(spec, config, where)
+def _block(spec: KernelSpec, problem: tuple[int, int, int], raw: Any, where: str) -> list[str]:
+    config = check_config(spec, raw, where)
     if min(spec.block(config)) < 1:
         raise HeaderError(f"{where}: thread block {spec.block(config)}; every extent must be >= 1")
     try:
@@ -93,7 +91,7 @@ def render_header(
     spec: KernelSpec,
     problem: tuple[int, int, int],
     picks: Sequence[Pick],
-    default: Mapping[str, int],
+    default: Mapping[str, int] | None,
     origin: str,
 ) -> str:
     """The header's text; ``origin`` (the sweep it came from) goes in its first comment. ``HeaderError``

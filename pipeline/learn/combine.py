@@ -38,6 +38,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from launchtune.kernels.files import FileRefused, check_input
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.train import train_sweep
 from launchtune.pipeline.paths import check_slug
@@ -69,8 +70,10 @@ class Source:
 
 
 def read_source(path: Path) -> Source:
-    if not path.is_dir():
-        raise UserError(f"{path}: no such sweep folder")
+    try:  # missing, a loop, a FIFO, a file: one line that says which
+        check_input(path, "sweep folder", file_ok=False)
+    except FileRefused as exc:
+        raise UserError(str(exc)) from None
     folder = SweepFolder(path)
     spec, _ = folder.read_spec()
     folder.planning_key()  # a user error where there is none
@@ -310,6 +313,11 @@ def combine(
     command passes ``results.report.build_report``) is called after training as ``report(out, log, frame=,
     models=)``: reports sit above the learning layer, so this one is handed in."""
     paths = [Path(p) for p in paths]
+    for p in paths:  # a symlink loop (RuntimeError in resolve), a FIFO, a device: one line naming it
+        try:
+            check_input(p, "source (a sweep folder or Kernel Tuner cache)")
+        except FileRefused as exc:
+            raise UserError(str(exc)) from None
     if len({p.resolve() for p in paths}) < len(paths):
         raise UserError("combine: a source folder is named twice")
     sources: list[Source] = []

@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 
 from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.device import CLASS_SPECS, gpu_class_of
+from launchtune.kernels.files import FileRefused, check_input
 from launchtune.kernels.objective import DEFAULT as TIME_OBJECTIVE
 from launchtune.kernels.objective import Objective, ObjectiveError, known
 from launchtune.pipeline.errors import UserError
@@ -518,8 +519,10 @@ def load_datasets(path: str | Path, objective: Objective | None = None) -> list[
 
 def _load_datasets(path: str | Path, objective: Objective | None = None) -> list[Dataset]:
     path = Path(path)
-    if not path.exists():
-        raise UserError(f"{path}: no such file or directory")
+    try:  # missing, a symlink loop, a FIFO or a device: one line that says which
+        check_input(path, "file or directory (a dataset)")
+    except FileRefused as exc:
+        raise UserError(str(exc)) from None
     if (path / "sweep.json").is_file():
         if not (path / "merged").is_dir():
             raise UserError(

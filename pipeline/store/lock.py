@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -61,6 +62,17 @@ def _holder(path: Path) -> dict[str, Any]:
         return {}  # half-written or foreign: treated as held by an unknown process
 
 
+# A lock younger than this that names no holder is being written by a sweep that just created it.
+WRITING_S = 10.0
+
+
+def _age(path: Path) -> float:
+    try:
+        return time.time() - os.stat(path).st_mtime
+    except OSError:
+        return 0.0
+
+
 def _create(path: Path, me: dict[str, Any]) -> bool:
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -85,16 +97,27 @@ def sweep_lock(folder: Path, log: Callable[[str], Any] = logger.info) -> Iterato
     }
     if not _create(path, me):
         held = _holder(path)
-        host, pid = held.get("host", "?"), held.get("pid")
-        who = f"process {pid} on {host} (since {held.get('started', '?')})"
-        if host != me["host"]:
-            raise UserError(f"{folder}: in use by {who}; if that sweep is gone, remove {path} and run again")
-        if isinstance(pid, int) and _alive(pid, held.get("pid_started")):
-            raise UserError(f"{folder}: in use by {who}: wait for it, or stop it first")
-        log(f"note: {folder}: taking over a stale lock of {who}: that process is gone")
+        host, pid = held.get("host"), held.get("pid")
+        if not isinstance(host, str) or not isinstance(pid, int):  # empty, torn or foreign: no holder named
+            if _age(path) < WRITING_S:
+                raise UserError(
+                    f"{folder}: another sweep is starting here (its lock {path} is being written); run again "
+                    "in a few seconds"
+                )
+            note = f"taking over a lock that names no holder ({path} is empty or unreadable)"
+        else:
+            who = f"process {pid} on {host} (since {held.get('started', 'an unknown time')})"
+            if host != me["host"]:
+                raise UserError(
+                    f"{folder}: in use by {who}; if that sweep is gone, remove {path} and run again"
+                )
+            if _alive(pid, held.get("pid_started")):
+                raise UserError(f"{folder}: in use by {who}: wait for it, or stop it first")
+            note = f"taking over a stale lock of {who}: that process is gone"
+        log(f"note: {folder}: {note}")
         path.unlink(missing_ok=True)
         if not _create(path, me):  # another sweep took it over in between
-            raise UserError(f"{folder}: in use by {_holder(path).get('pid')} (it just started)")
+            raise UserError(f"{folder}: another sweep took the lock just now; wait for it, or stop it first")
     try:
         yield path
     finally:

@@ -213,8 +213,9 @@ def _size(value: Any, where: str) -> str:
     text = _str(value, where).lower().replace(" ", "")
     parts = text.split("x")
     # ASCII digits only: str.isdigit() is also true of superscripts and other scripts' digits
-    if not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
-        raise UserError(f"{where}: must be a positive size like 208x64 or 100000 (got {value!r})")
+    # and at most 18 of them: a size is an int64 (int() of thousands of digits is a ValueError, not a size)
+    if not all(p.isascii() and p.isdigit() and len(p) <= 18 and int(p) > 0 for p in parts):
+        raise UserError(f"{where}: must be a positive size like 208x64 or 100000 (got {value!r})"[:300])
     return text
 
 

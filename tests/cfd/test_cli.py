@@ -67,6 +67,8 @@ def test_mms_order_of_accuracy(tmp_path):
         (["run", "--case", "nozzle"], "--case"),
         (["run", "--backend", "opencl"], "--backend"),
         (["run", "--steps", "0"], "--steps"),
+        (["run", "--residual-every", "0"], "--residual-every"),  # exit 0 before
+        (["run", "--residual-every", "-3"], "--residual-every"),
         (["run", "--autotune", "always"], "--autotune"),
         (["run", "--limiter", "superbee2"], "--limiter"),
         (["mms", "--sizes", "32,a"], "--sizes"),

@@ -182,3 +182,13 @@ def test_an_empty_strategy_and_a_slurm_class_it_does_not_serve_are_one_line_with
     line = one_line_error(run_cli("sweep", str(spec), "--cluster", "slurm", "--out", str(out)))
     assert "cpu: no such class in" in line and "slurm.yaml" in line
     assert not out.exists()  # the SLURM config is checked before --out is made
+
+
+@pytest.mark.parametrize("size", ["9" * 5000 + "x4", "9" * 5000, "8x" + "1" * 19])
+def test_a_size_of_thousands_of_digits_is_one_line(size):
+    """int() of more than 4,300 digits is a ValueError; a size is checked for its digits first."""
+    for workload, case in (("cfd", "inlet"), ("tridiag", "random")):
+        spec = base_spec(workload=workload, case=case, size=size)
+        with pytest.raises(UserError, match="spec.yaml: size: must be a positive size") as info:
+            parse_spec(spec, "spec.yaml")
+        assert len(str(info.value)) <= 300

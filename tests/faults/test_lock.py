@@ -83,3 +83,22 @@ def test_the_lock_records_its_holders_start_time_and_a_live_holder_keeps_it(tmp_
         with pytest.raises(UserError, match="in use by process"):
             with sweep_lock(tmp_path):
                 pass
+
+
+@pytest.mark.parametrize("content", ["", "{", "[1, 2]", '{"pid": "x"}', "\xff garbage"])
+def test_a_lock_that_names_no_holder_is_taken_over_when_old_and_waited_for_when_new(tmp_path, content):
+    """Empty, torn or foreign: it said "in use by process None on ? (since ?)" and refused forever."""
+    path = tmp_path / LOCK_NAME
+    path.write_text(content, errors="surrogateescape")
+    with pytest.raises(
+        UserError, match="another sweep is starting here .* run again in a few seconds"
+    ) as info:
+        with sweep_lock(tmp_path):
+            pass
+    assert "None" not in str(info.value) and "?" not in str(info.value)
+    os.utime(path, (0, 0))  # written long ago: its writer is gone
+    notes = []
+    with sweep_lock(tmp_path, log=notes.append) as held:
+        assert json.loads(held.read_text())["pid"] == os.getpid()
+    assert len(notes) == 1 and "taking over a lock that names no holder" in notes[0]
+    assert not path.exists()

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from launchtune.pipeline.store.datasets import Dataset, load_datasets
 from launchtune.pipeline.strategies import evolve
 from launchtune.pipeline.strategies.base import Session
-from launchtune.pipeline.strategies.datasets import Dataset, load_datasets
 from launchtune.pipeline.strategies.evaluate import run_one
 from launchtune.pipeline.strategies.replay import ReplayWorkload
 
