@@ -315,7 +315,7 @@ def combine(
     paths = [Path(p) for p in paths]
     for p in paths:  # a symlink loop (RuntimeError in resolve), a FIFO, a device: one line naming it
         try:
-            check_input(p, "source (a sweep folder or Kernel Tuner cache)")
+            check_input(p, "sweep folder")  # (or a Kernel Tuner cache: a file is fine here)
         except FileRefused as exc:
             raise UserError(str(exc)) from None
     if len({p.resolve() for p in paths}) < len(paths):

@@ -202,8 +202,7 @@ def load_kernel_tuner_cache(path: str | Path, objective: Objective | None = None
         row[TIME] = cost if ok else np.nan
         row[STATUS] = "ok" if ok else "failed"
         rows.append(row)
-        # a time past any measurement counts as failed (``usable``), its repeats unread
-        rep = entry.get("times") if ok and goal.is_time and cost <= MAX_TIME_MS else None
+        rep = entry.get("times") if ok and goal.is_time else None
         times.append(cache_json.repeats(rep, f"{path}: cache entry {key!r}: times"))
     if not rows:
         raise UserError(f"{path}: the cache holds no configurations")

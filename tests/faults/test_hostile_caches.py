@@ -63,10 +63,6 @@ def test_any_cache_entries_are_replayed_to_a_finite_time_or_refused_in_one_line(
         ({"a": [1, 2]}, "cache entry '0': parameter 'a' is [1, 2], not one value"),
         ({"times": "abc"}, "cache entry '0': times: expected a list of numbers, got 'abc'"),
         ({"times": [[1, 2], [3]]}, "cache entry '0': times: expected a list of numbers"),
-        (
-            {"times": [1e308, 1e308]},
-            "cache entry '0': times: times that are not finite or whose sum overflows",
-        ),
     ],
 )
 def test_malformed_entries_are_one_line_naming_the_entry(tmp_path, change, why):
@@ -92,3 +88,17 @@ def test_a_gzip_that_inflates_past_the_cap_is_one_line(tmp_path, monkeypatch):
         UserError, match=r"big.json: 2,097,152 bytes; a Kernel Tuner cache file holds at most"
     ):
         load_kernel_tuner_cache(big)
+
+
+def test_repeats_that_overflow_are_left_out_and_the_time_answers(tmp_path):
+    """Times whose sum overflows made the replayed mean infinite (NaN in ``combine``): they are left out, the
+    entry's own time answers, and a time past any measurement counts as failed (``usable``)."""
+    entries = [{"a": a, "b": 8, "time": 1.0 + a, "times": [1.0 + a] * 2} for a in (1, 2, 4)]
+    entries[0]["times"] = [1e308, 1e308]
+    path = tmp_path / "A100.json"
+    path.write_text(json.dumps(_cache(entries)))
+    dataset = load_kernel_tuner_cache(path)
+    assert [len(t) for t in dataset.frame["times"]] == [0, 2, 2]
+    workload = ReplayWorkload(dataset, seed=0)
+    for config in workload.candidates():
+        assert math.isfinite(workload.run(config, 3).total)

@@ -33,7 +33,7 @@ def test_each_reader_names_what_the_input_is(odd, name, why):
     cases = [
         (
             lambda: combine(odd / "out", [path], log=lambda _: None),
-            "source (a sweep folder or Kernel Tuner cache)",
+            "sweep folder",
         ),
         (lambda: load_datasets(path), "file or directory (a dataset)"),
         (lambda: read_source(path), "sweep folder"),
