@@ -195,6 +195,11 @@ def load_kernel_tuner_cache(path: str | Path, objective: Objective | None = None
             raise UserError(
                 f"{path}: cache entry {key!r}: parameter {bad[0]!r} is {entry[bad[0]]!r}, not one value"[:300]
             )
+        huge = [k for k in keys if type(entry[k]) is int and not -(2**63) <= entry[k] < 2**63]
+        if huge:
+            raise UserError(
+                f"{path}: cache entry {key!r}: parameter {huge[0]!r} is past a 64-bit integer"[:300]
+            )
         value = entry.get(goal.name)
         cost = goal.cost(value) if cache_json.finite(value) else np.nan
         ok = bool(np.isfinite(cost))

@@ -13,6 +13,7 @@ from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.combine import combine
 from launchtune.pipeline.learn.design import capped, design, model_makers
 from launchtune.pipeline.learn.models import load_model, loss_curve
+from launchtune.pipeline.results.report import build_report
 from launchtune.pipeline.store.folder import ok_rows
 from launchtune.pipeline.store.shards import load_merged
 from launchtune.pipeline.store.spec import parse_spec
@@ -58,7 +59,7 @@ def sources(tmp_path_factory):
 def test_the_loco_mlp_is_fitted_on_at_most_loco_rows_of_each_class_and_says_so(sources):
     tmp, paths = sources
     out = tmp / "capped"
-    combine(out, paths, log=lambda m: None)
+    combine(out, paths, log=lambda m: None, report=build_report)
     metrics = json.loads((out / "models" / "metrics.json").read_text())
     n = {g: {m: s["n_train"] for m, s in e["models"].items()} for g, e in metrics["groups"].items()}
     # the groups' models see every training row (75% of 160 and of 120)
@@ -93,7 +94,7 @@ def test_combine_twice_gives_the_same_numbers_and_predictions(sources, monkeypat
         if cores:  # the second run fits everything in this one process, no pool
             monkeypatch.setattr(parallel, "cpu_count", lambda n=cores: n)
         out = tmp / name
-        combine(out, paths, log=lambda m: None)
+        combine(out, paths, log=lambda m: None, report=build_report)
         metrics = json.loads((out / "models" / "metrics.json").read_text())
         rows = ok_rows(load_merged(out), None)
         predictions = {}
