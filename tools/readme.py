@@ -819,6 +819,7 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "live_search_convolution_h100": _file_block("data/convolution/h100/live_search/eight_seeds/summary.md"),
     "kernel_convolution_h100": _kernel_convolution,
     "worst_seed_summary": _file_block("data/combined/search_worst_seed/summary.md"),
+    "autotune_user_h100": _file_block("data/convolution/h100/autotune_user/summary.md"),
     "worst_seed_alternatives": _file_block("data/combined/search_worst_seed/alternatives.md"),
     "worst_seed_calibration": _file_block("data/combined/search_worst_seed/calibration.md"),
 }
