@@ -216,15 +216,28 @@ def _problem_size(problem_size: Any) -> list[int]:
     return [int(d) for d in dims]
 
 
-def _tune_params(tune_params: Mapping[str, Sequence[int]]) -> dict[str, list[int]]:
+def _tune_params(tune_params: Mapping[str, Sequence[Any]], blocks: Sequence[str]) -> dict[str, list[Any]]:
+    """Each parameter's values: integers, floats or text (as the kernel spec takes them, ``#define`` text);
+    the thread block's (``blocks``) whole numbers."""
     if not isinstance(tune_params, Mapping) or not tune_params:
         raise ValueError("tune_params: expected a dict of parameter name to its list of values")
-    out = {}
+    out: dict[str, list[Any]] = {}
     for name, values in tune_params.items():
-        values = list(values) if isinstance(values, Sequence | np.ndarray) else [values]
-        if not values or not all(isinstance(v, int | np.integer | bool) for v in values):
-            raise ValueError(f"tune_params[{name!r}]: expected a list of integers, got {values!r}")
-        out[str(name)] = [int(v) for v in values]
+        values = (
+            list(values)
+            if isinstance(values, Sequence | np.ndarray) and not isinstance(values, str)
+            else [values]
+        )
+        if not values or not all(isinstance(v, int | float | str | np.integer | np.floating) for v in values):
+            raise ValueError(
+                f"tune_params[{name!r}]: expected a list of integers, floats or text, got {values!r}"
+            )
+        whole = all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in values)
+        if name in blocks and not whole:
+            raise ValueError(
+                f"tune_params[{name!r}]: a thread block's size takes whole numbers, got {values!r}"
+            )
+        out[str(name)] = [v.item() if isinstance(v, np.generic) else v for v in values]
     return out
 
 
@@ -387,7 +400,7 @@ def tune_kernel(
     kernel_source: str | Path,
     problem_size: int | Sequence[int],
     arguments: Sequence[Any],
-    tune_params: Mapping[str, Sequence[int]],
+    tune_params: Mapping[str, Sequence[Any]],
     *,
     restrictions: str | Callable[[dict[str, int]], bool] | Sequence[Any] | None = None,
     grid_div_x: str | Sequence[str] | None = None,
@@ -399,6 +412,9 @@ def tune_kernel(
     atol: float = 1e-6,
     compiler_options: Sequence[str] | None = None,
     iterations: int = 7,
+    metrics: Mapping[str, str] | None = None,
+    objective: str | None = None,
+    objective_higher_is_better: bool = False,
     strategy: str | None = None,
     budget: int | None = None,
     cluster: Any = None,
@@ -418,6 +434,12 @@ def tune_kernel(
     argument is not checked; without it every array must match the default configuration's), within
     ``atol`` + 1e-5 relative; ``iterations`` timed launches per configuration (the median).
 
+    ``metrics``: named expressions (strings, in the kernel spec's language, never Python functions: they are
+    evaluated on the workers) over the parameters, ``problem_size_x/y/z``, ``time`` (ms per launch) and, where
+    NVML has an energy counter, ``energy_mJ`` and ``power_W``; ``objective``: the metric or measured quantity
+    every ranking uses (default ``time``), maximised where ``objective_higher_is_better`` (Kernel Tuner's
+    names for both).
+
     ``strategy``: None or ``"brute_force"`` measures every configuration, or ``budget`` random ones; a
     strategy name (``launchtune strategies --list``; ``kt:<name>`` for Kernel Tuner's) searches within
     ``budget`` measurements. ``cluster``: None or ``"local"`` (this machine's GPUs), ``"slurm"``, a
@@ -432,7 +454,7 @@ def tune_kernel(
     if not isinstance(kernel_name, str) or not kernel_defined(code, kernel_name):
         raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the kernel source")
     dims = _problem_size(problem_size)
-    params = _tune_params(tune_params)
+    params = _tune_params(tune_params, block_size_names or ("block_size_x", "block_size_y", "block_size_z"))
     files = _Writer()
     texts, allowed = _restrictions(restrictions, params, files)
     kernel: dict[str, Any] = {
@@ -455,6 +477,18 @@ def tune_kernel(
         kernel["block_size_names"] = list(block_size_names)
     if compiler_options:
         kernel["compiler_options"] = list(compiler_options)
+    if metrics:
+        if not isinstance(metrics, Mapping) or not all(isinstance(v, str) for v in metrics.values()):
+            raise TypeError(
+                "metrics: expected a dict of name to an expression string (not a Python function)"
+            )
+        kernel["metrics"] = {str(k): v for k, v in metrics.items()}
+    if objective is not None:
+        if not isinstance(objective, str):
+            raise TypeError(
+                f"objective: expected the name of a metric or a measured quantity, got {objective!r}"
+            )
+        kernel["objective"] = {"maximize" if objective_higher_is_better else "minimize": objective}
     files.text("kernel.yaml", yaml.safe_dump(kernel, sort_keys=False, default_flow_style=None))
 
     name = check_slug(kernel_name, "kernel_name")

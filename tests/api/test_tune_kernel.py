@@ -147,3 +147,25 @@ def test_constant_memory_passed_or_not(tmp_path):
     files.write(tmp_path)
     assert np.array_equal(np.load(tmp_path / entries[3]["fill"]["npy"]), table)
     assert np.array_equal(np.load(tmp_path / "arg1.npy"), data)
+
+
+def test_metrics_objective_and_text_values_reach_the_kernel_spec(tmp_path, monkeypatch):
+    """Kernel Tuner's ``metrics``, ``objective`` and ``objective_higher_is_better``, and float and text
+    parameter values, become the kernel spec's keys, which its loader reads back; without a GPU the sweep
+    then refuses in one line."""
+    from launchtune.kernels.kernel.spec import load_kernel_spec
+
+    monkeypatch.setattr(api, "sweep", lambda *a, **k: None)  # the inputs are what is checked here
+    arguments, _ = _arrays()
+    launchtune.tune_kernel(
+        "scale", SOURCE, N, arguments, {"block_size_x": [32, 64], "tile": [1, 2], "scale": [0.5, 2.0]},
+        metrics={"gb_s": "2 * 4 * problem_size_x / (time * 1e6)"}, objective="gb_s",
+        objective_higher_is_better=True, out=tmp_path / "out",
+    )  # fmt: skip
+    (inputs,) = (tmp_path / "out" / "inputs").iterdir()
+    spec = load_kernel_spec(inputs / "kernel.yaml")
+    assert spec.objective.name == "gb_s" and spec.objective.maximize
+    assert [name for name, _ in spec.metrics] == ["gb_s"] and spec.labels["scale"] == (0.5, 2.0)
+    with pytest.raises(TypeError, match="not a Python function"):
+        launchtune.tune_kernel("scale", SOURCE, N, arguments, {"block_size_x": [32]},
+                               metrics={"gb_s": lambda p: 1.0}, out=tmp_path / "other")  # fmt: skip
