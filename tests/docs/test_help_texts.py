@@ -1,6 +1,6 @@
 """What a user reads (every command's --help, README.md, docs/) works in a clone as it comes: examples in the
-console script's name, each on its lines as typed, and no path outside the repository (a clone has no
-``../shared``); the tests themselves read nothing there either."""
+console script's name, each on its lines as typed, and no path to the lab's folder beside the repository (a
+clone has none); the tests themselves read nothing there either."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from launchtune.pipeline.cli import COMMANDS, build_parser
 from launchtune.pipeline.strategies import strategy_names
 
 ROOT = Path(__file__).resolve().parents[2]
-# a path that reaches out of the repository to the lab's shared folder
-_SHARED = re.compile(r"\.\./shared|parents?\b[^\n]*[\"']shared[\"']")
+# a path that reaches out of the repository to the lab's folder beside it (its name kept apart, so this file
+# names no such path itself)
+_SIBLING = "shared"
+_SHARED = re.compile(r"\.\./" + _SIBLING + r"|parents?\b[^\n]*[\"']" + _SIBLING + r"[\"']")
 
 
 def _helps() -> dict[str, str]:
@@ -85,10 +87,12 @@ def test_readme_and_docs_never_send_a_user_to_shared():
 def test_no_test_reads_the_shared_folder():
     sources = sorted((ROOT / "tests").rglob("*.py"))
     assert Path(__file__) in sources
-    this = Path(__file__).read_text()
     found = [
         str(p.relative_to(ROOT)) for p in sources if p != Path(__file__) and _SHARED.search(p.read_text())
     ]
     assert not found
-    # the pattern catches what it must: the fixture that used to read ../shared
-    assert _SHARED.search('SHARED = REPO.parent / "shared"') and _SHARED.search(this)
+    # the pattern catches what it must: the fixture that used to read the folder, and a path to it
+    assert _SHARED.search('SHARED = REPO.parent / "' + _SIBLING + '"')
+    assert _SHARED.search("HUB=../" + _SIBLING + "/data/benchmark_hub") and not _SHARED.search(
+        "data/benchmark_hub"
+    )
