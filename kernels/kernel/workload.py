@@ -19,8 +19,10 @@ on a CPU, so it does not make the workload run there.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -434,11 +436,11 @@ class KernelWorkload(Workload):
         passed = [a.name for a in self.spec.arguments if a.argument]
         return passed[host_index] if host_index < len(passed) else f"argument {host_index}"
 
-    def run(self, config: Mapping[str, int], repeats: int = 7) -> Timing:
-        """CUDA events around each of ``repeats`` launches after a warm-up launch; the median. Compiling
-        happens before the first event, never inside a measured interval."""
-        if repeats < 1:
-            raise ValueError("repeats must be >= 1")
+    def launcher(self, config: Mapping[str, int], function: Any = None) -> Callable[[], None]:
+        """One launch of ``config`` on this workload's arguments, compiled and ready (a timing protocol's
+        building block: ``run`` and ``benchmarks/timing_parity.py``); a configuration that cannot launch here
+        is a :class:`WorkloadError`. ``function``: the same kernel built another way (a comparison's),
+        launched with this configuration's grid, block and shared memory."""
         config = self._space.validate(config)
         compiled = self.compiled(config)
         problems = self._problems(config, compiled)
@@ -446,13 +448,25 @@ class KernelWorkload(Workload):
             raise WorkloadError("; ".join(problems), field="config")
         grid, block = self.geometry(config)
         shared = self._shared(config, compiled)
+        if function is not None:
+            compiled = dataclasses.replace(compiled, function=function)
+        return functools.partial(self._launch, compiled, grid, block, shared)
+
+    def run(self, config: Mapping[str, int], repeats: int = 7) -> Timing:
+        """CUDA events around each of ``repeats`` launches after a warm-up launch; the median. Compiling
+        happens before the first event, never inside a measured interval."""
+        if repeats < 1:
+            raise ValueError("repeats must be >= 1")
+        config = self._space.validate(config)
+        launch = self.launcher(config)
+        grid, block = self.geometry(config)
         cp = self.cp
         for _ in range(WARMUP_LAUNCHES):
-            self._launch(compiled, grid, block, shared)
+            launch()
         events = [(cp.cuda.Event(), cp.cuda.Event()) for _ in range(repeats)]
         for start, stop in events:
             start.record()
-            self._launch(compiled, grid, block, shared)
+            launch()
             stop.record()
         events[-1][1].synchronize()
         times = [cp.cuda.get_elapsed_time(start, stop) for start, stop in events]
@@ -463,7 +477,7 @@ class KernelWorkload(Workload):
 
             def chunk(n: int) -> None:
                 for _ in range(n):
-                    self._launch(compiled, grid, block, shared)
+                    launch()
                 cp.cuda.Device().synchronize()
 
             energy = self._meter.measure(chunk, median)
