@@ -321,10 +321,13 @@ def markdown(summary: dict[str, Any]) -> str:
         best = summary["reference_rows"][summary["best_row"]]
         head = (
             f"Reference: {summary['reference']}, its fastest recorded rows re-measured; the fastest of them: "
-            f"{best['remeasured_ms']:.4f} ms (recorded {best['recorded_ms']:.4f}). The reference sweep "
-            f"measured {summary['reference_sweep_rows']} configurations in "
-            f"{summary['reference_sweep_seconds']} s."
+            f"{best['remeasured_ms']:.4f} ms (recorded {best['recorded_ms']:.4f})."
         )
+        if summary["reference_sweep_rows"] is not None:  # a sweep folder, not a list of configurations
+            head += (
+                f" The reference sweep measured {summary['reference_sweep_rows']} configurations in "
+                f"{summary['reference_sweep_seconds']} s."
+            )
     cards = summary.get("cards") or []
     if len(cards) > 1 and not summary["best_is_pick"]:
         fastest = ", ".join(f"{c['best']['remeasured_ms']:.4f}" for c in cards)

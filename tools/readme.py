@@ -87,14 +87,18 @@ def _load(path: Path) -> dict:
 # ---------------------------------------------------------------- the blocks
 
 
-def _file_block(relpath: str) -> Callable[[Path], str]:
-    """A block that is a committed Markdown file, copied in whole."""
+def _file_block(relpath: str, tables_only: bool = False) -> Callable[[Path], str]:
+    """A block that is a committed Markdown file, copied in whole (``tables_only``: from its first table on,
+    the lines before it being the benchmark's notes on its own run)."""
 
     def render(root: Path) -> str:
         path = root / relpath
         if not path.exists():
             raise ReadmeError(f"{path}: missing (a generated block reads it)")
-        return path.read_text().strip() + "\n"
+        text = path.read_text()
+        if tables_only and "\n|" in text:
+            text = text[text.index("\n|") + 1 :]
+        return text.strip() + "\n"
 
     return render
 
@@ -820,6 +824,8 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "kernel_convolution_h100": _kernel_convolution,
     "worst_seed_summary": _file_block("data/combined/search_worst_seed/summary.md"),
     "autotune_user_h100": _file_block("data/convolution/h100/autotune_user/summary.md"),
+    "kernel_heat_h100": _file_block("data/heat/h100/live_search/summary.md", tables_only=True),
+    "timing_parity_h100": _file_block("data/heat/h100/timing_parity/parity.md"),
     "worst_seed_alternatives": _file_block("data/combined/search_worst_seed/alternatives.md"),
     "worst_seed_calibration": _file_block("data/combined/search_worst_seed/calibration.md"),
 }
