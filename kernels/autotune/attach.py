@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.autotune.log import LaunchLog
-from launchtune.kernels.autotune.table import write_entries
+from launchtune.kernels.autotune.table import TuningTable, write_entries
 from launchtune.kernels.autotune.tuner import TunerError
 from launchtune.kernels.autotune.tuning import Tuning
 from launchtune.kernels.backend import Backend, get_backend
@@ -62,6 +62,8 @@ def attach_tuners(
         raise TunerError(
             "--autotune seeded needs --tuning-table FILE (a sweep report's or a tuned run's table)"
         )
+    if mode == "seeded":  # every entry's blocks and threads within CUDA's bounds, or one line before a step
+        TuningTable.load(table_path)
     backend = solver.backend if isinstance(solver.backend, Backend) else get_backend(str(solver.backend))
     device = describe_device(backend)
     step = step_counter(solver)

@@ -30,7 +30,7 @@ RUNTIME = "runtime"
 
 # Bounds checked on load, so an absurd entry (threads 0, blocks -1 or 1e30, size 0x0) is refused with one line
 # naming the file and entry, and never locked, used or written back by a tuned run. Threads: CUDA's limit per
-# block on every GPU we target (a kernel's own, often lower, limit is applied by ``attach.fit_candidates``);
+# block on every GPU we target (a kernel's own, often lower, limit is in its launch space's constraints);
 # blocks: CUDA's grid limit in x.
 MAX_THREADS = 1024
 MAX_BLOCKS = 2**31 - 1
