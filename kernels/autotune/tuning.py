@@ -63,6 +63,7 @@ class Tuning:
         self.info = dict(info or {})  # written into the table entry (device, case, ...)
         self.default: Param = self.param_of(space.default)
         self.rejected: list[dict[str, Any]] = []
+        self._saved = 0  # scans already written to the cache
         self._options = {"clock": clock, "wallclock": wallclock, "step": step, "log": log, **tuner_options}
         configs, self.seed, locked = self._candidates(table, seed_count, scan, seed, default_first, pinned)
         self.seeded = table is not None and not self.seed.startswith("none")
@@ -72,10 +73,7 @@ class Tuning:
             if space.is_valid(stored["config"]):
                 locked, self.cache_state = self.param_of(stored["config"]), "hit"
         candidates = [self.param_of(c) for c in configs]
-        self.tuner = self._tuner([locked, *candidates] if locked is not None else candidates)
-        if locked is not None:
-            self.tuner.lock(locked)
-        self._saved = len(self.tuner.scans)
+        self._use(self._tuner([locked, *candidates] if locked is not None else candidates), locked)
 
     # --- what a launch asks ------------------------------------------------------------------------------
     @property
@@ -95,11 +93,8 @@ class Tuning:
     def candidates(self) -> list[Param]:
         return self.tuner.candidates  # type: ignore[return-value]
 
-    def begin(self) -> None:
-        self.tuner.begin()
-
-    def end(self) -> None:
-        """The launch is done; a scan that finished with it has its pick written to the cache."""
+    def _end_and_remember(self) -> None:
+        """``end()`` with a cache: a scan that finished with this launch has its pick written to it."""
         self.tuner.end()
         if len(self.tuner.scans) > self._saved:
             self._saved = len(self.tuner.scans)
@@ -124,9 +119,7 @@ class Tuning:
             return
         if param == self.default:
             raise TunerError(f"{self.name}: the default configuration {self.space.default} cannot run: {why}")
-        self.tuner = self._tuner([self.default])
-        self.tuner.lock(self.default)
-        self._saved = len(self.tuner.scans)
+        self._use(self._tuner([self.default]), self.default)
 
     # --- what a run reports ------------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -177,6 +170,16 @@ class Tuning:
     # --- internals ---------------------------------------------------------------------------------------
     def _tuner(self, candidates: list[Param]) -> Autotuner:
         return Autotuner(self.name, candidates, **self._options)
+
+    def _use(self, tuner: Autotuner, locked: Param | None) -> None:
+        """Launch through ``tuner`` (locked to ``locked``): ``begin`` and, without a cache, ``end`` are its
+        own, so a launch pays no call in between (a CFD step makes 28 launches)."""
+        self.tuner = tuner
+        if locked is not None:
+            tuner.lock(locked)
+        self._saved = len(tuner.scans)
+        self.begin: Callable[[], None] = tuner.begin
+        self.end: Callable[[], None] = tuner.end if self.cache is None else self._end_and_remember
 
     def _candidates(
         self,
