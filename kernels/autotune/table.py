@@ -1,17 +1,19 @@
-"""The tuning table: ranked launch parameters per (GPU class, problem size, kernel), as JSON.
+"""The tuning table: ranked configurations per (GPU class, problem size), as JSON.
 
 Two producers write it: a tuned run (``source: "runtime"``, measured in a real run on that GPU class and size:
 the next run locks to it without scanning) and a sweep's report (``source`` anything else, e.g. ``"sweep"`` or
-``"surrogate"``: a ranked short list the next run scans instead of the whole space). The canonical file::
+``"surrogate"``: a ranked short list the next run scans instead of the whole space). An entry::
 
     {"format": "launchtune-tuning-table", "version": 1,
-     "entries": [{"gpu_class": "h100", "size": "3328x1024", "kernel": "xi_flux", "source": "sweep",
-                  "candidates": [{"blocks": 400, "threads": 128, "time_ms": 0.131}, ...]}, ...]}
+     "entries": [{"gpu_class": "h100", "size": "3328x1024", "source": "runtime",
+                  "best": {"xi_flux.blocks": 400, "xi_flux.threads": 128},
+                  "candidates": [{"config": {...}, "time_ms": 0.131}, ...]}, ...]}
 
-An entry without ``kernel`` is a sweep report's (``pipeline/report.py``): ``per_kernel`` (kernel -> ranked
-``{"xi_flux.blocks": 400, "xi_flux.threads": 128, "ms": ...}``), ``best`` (a whole configuration),
-``candidates`` (``[{"config": {...}, "ms": ...}]``, best first), ``configs`` or ``config``; the reader splits
-them into one entry per kernel, per-kernel rankings first, so a report exports what it measured as it is.
+A sweep report's entry (``pipeline/results/report.py``) also has ``per_kernel`` (kernel -> ranked
+``{"xi_flux.blocks": 400, "xi_flux.threads": 128, "ms": ...}``), and ``configs`` or ``config`` may list more;
+an older tuned run's entry names its ``kernel`` with ``candidates`` of ``blocks`` and ``threads``. Every
+tuning reads its picks through :func:`table_seeds`; :class:`TuningTable` is the per-kernel view, each entry's
+blocks and threads checked on load.
 """
 
 from __future__ import annotations
@@ -81,7 +83,9 @@ def _cells(size: str) -> float:
 
 
 class TuningTable:
-    """Entries keyed by (GPU class, size, kernel); later ``add`` of the same key replaces the earlier one."""
+    """A table's per-kernel view, every entry checked on load (blocks and threads within CUDA's bounds):
+    entries keyed by (GPU class, size, kernel); a later ``add`` of the same key replaces the earlier one. A
+    tuning reads a table's picks through :func:`table_seeds`."""
 
     def __init__(self, entries: Iterable[Entry] = ()):
         self._entries: dict[tuple[str, str, str], Entry] = {}
@@ -97,20 +101,6 @@ class TuningTable:
 
     def add(self, entry: Entry) -> None:
         self._entries[(entry.gpu_class, entry.size, entry.kernel)] = entry
-
-    def lookup(self, gpu_class: str, size: str | Sequence[int], kernel: str) -> Entry | None:
-        """The entry for exactly this key, else this class and kernel at the nearest size (by cell count)."""
-        size = size_key(size)
-        exact = self._entries.get((gpu_class, size, kernel))
-        if exact is not None:
-            return exact
-        near = [e for (g, _, k), e in self._entries.items() if g == gpu_class and k == kernel]
-        if not near:
-            return None
-        target = math.log(_cells(size)) if _cells(size) > 0 else 0.0
-        return min(
-            near, key=lambda e: abs(math.log(_cells(e.size)) - target) if _cells(e.size) > 0 else math.inf
-        )
 
     # --- files --------------------------------------------------------------------------------------------
     @classmethod

@@ -87,9 +87,12 @@ def test_scan_mode_tunes_every_kernel_within_limits_and_reports(tmp_path):
     assert len(rows) == (22 + 1) + (31 + 1)
     assert set(rows[0]) >= {"kernel", "step", "state", "blocks", "threads", "time_ms"}
     assert all(r["time_ms"] != "" for r in rows)
-    table = TuningTable.load(written["tuning_table"])
-    entry = table.lookup("cpu", "32x16", "rhs")
-    assert entry.source == "runtime" and entry.params[0] == (rhs["blocks"], rhs["threads"])
+    assert {e.kernel for e in TuningTable.load(written["tuning_table"]).entries} == set(KERNELS)  # in bounds
+    seeds = table_seeds(written["tuning_table"], "cpu", "32x16", {"rhs.blocks": 2, "rhs.threads": 256})
+    assert seeds.source == "runtime" and seeds.configs[0] == {
+        "rhs.blocks": rhs["blocks"],
+        "rhs.threads": rhs["threads"],
+    }
 
 
 def test_seeded_from_a_runtime_table_locks_without_scanning(tmp_path):
@@ -152,7 +155,7 @@ def test_off_mode_attaches_nothing_and_bad_modes_are_named():
         attach_tuners(solver, "seeded")
 
 
-def test_table_reads_a_sweep_report_entry_per_kernel_rankings_first(tmp_path):
+def test_table_seeds_reads_a_sweep_report_entry_per_kernel_rankings_first(tmp_path):
     # the shape pipeline/report.py writes: best, candidates of whole configurations, per_kernel rankings
     best = {"xi_flux.blocks": 400, "xi_flux.threads": 128, "rhs.blocks": 100, "rhs.threads": 64}
     doc = {
@@ -173,19 +176,27 @@ def test_table_reads_a_sweep_report_entry_per_kernel_rankings_first(tmp_path):
             }
         ],
     }
-    (tmp_path / "t.json").write_text(json.dumps(doc))
-    table = TuningTable.load(tmp_path / "t.json")
-    assert table.lookup("h100", "3328x1024", "xi_flux").params == [(400, 128), (500, 128)]
-    assert table.lookup("h100", "3328x1024", "rhs").params == [(900, 32), (100, 64)]
-    assert table.lookup("h100", "3328x1024", "rhs").source == "sweep"  # scanned, never locked
-    assert table.lookup("h100", (208, 64), "rhs").size == "3328x1024"  # nearest size of the class
-    assert table.lookup("a100", "3328x1024", "rhs") is None
-    assert TuningTable.load(table.save(tmp_path / "again.json")).lookup(
-        "h100", "3328x1024", "rhs"
-    ).params == [
-        (900, 32),
-        (100, 64),
-    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+
+    def seeds(kernel, gpu_class="h100", size="3328x1024", path=path):
+        default = {f"{kernel}.blocks": 1, f"{kernel}.threads": 1}
+        return table_seeds(path, gpu_class, size, default)
+
+    def pairs(found):
+        return [tuple(c.values()) for c in found.configs]
+
+    assert pairs(seeds("xi_flux")) == [(400, 128), (500, 128)]
+    assert pairs(seeds("rhs")) == [(900, 32), (100, 64)]
+    assert seeds("rhs").source == "sweep"  # scanned, never locked
+    assert seeds("rhs", size=(208, 64)).size == "3328x1024"  # nearest size of the class
+    assert seeds("rhs", gpu_class="a100").configs == [] and seeds("rhs", gpu_class="a100").where.startswith(
+        "none"
+    )
+    table = TuningTable.load(path)  # the per-kernel view keeps the same ranking, and saves it
+    again = TuningTable.load(table.save(tmp_path / "again.json"))
+    assert next(e for e in again.entries if e.kernel == "rhs").params == [(900, 32), (100, 64)]
+    assert pairs(seeds("rhs", path=tmp_path / "again.json")) == [(900, 32), (100, 64)]
 
 
 @pytest.mark.parametrize(
@@ -241,7 +252,7 @@ def test_seeded_from_the_committed_h100_sweep_report(monkeypatch):
     tuners = attach_tuners(solver, "seeded", path, samples=1)
     for k in KERNELS:
         # the same ranking as the table's per-kernel view, per_kernel rankings first
-        entry = table.lookup("h100", "3328x1024", k)
+        entry = next(e for e in table.entries if e.kernel == k and e.size == "3328x1024")
         seeds = table_seeds(path, "h100", (3328, 1024), {f"{k}.blocks": 1, f"{k}.threads": 1}).configs
         assert [(c[f"{k}.blocks"], c[f"{k}.threads"]) for c in seeds] == entry.params
         default = (PAPER_DEFAULT[k], 256)
