@@ -255,7 +255,7 @@ class TunedKernel:
             cache=self.cache,
             identity=self.identity,
             key_text=repr(k),
-            info={"kernel": self.spec.kernel_name},
+            info={"kernel_name": self.spec.kernel_name},
             clock=self.clock,
             wallclock=self._wallclock,
             step=lambda: self.calls,

@@ -106,7 +106,7 @@ class Tuning:
                     self.key_text,
                     self.config_of(last["best"]),
                     ms=last["best_ms"],
-                    kernel=self.info.get("kernel", self.name),
+                    kernel=self.info.get("kernel_name", self.name),
                 )
 
     def reject(self, why: str) -> None:
