@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.autotune.whole import attach_whole_tuner, table_configurations
+from launchtune.kernels.autotune.table import table_seeds
+from launchtune.kernels.autotune.whole import attach_whole_tuner
 from launchtune.kernels.cfd.solver import Solver
 from launchtune.kernels.compare import Comparison, compare, interleaved
 from launchtune.kernels.device import describe_device
@@ -113,7 +114,7 @@ def main() -> int:
     result["bitwise_equal"] = {m: bool(np.array_equal(states["off"], states[m])) for m in ("seeded", "scan")}
 
     default = dict(probe.space("fused").default)
-    sweep_best = table_configurations(args.table, device["gpu_class"], args.size)[0][0]
+    sweep_best = table_seeds(args.table, device["gpu_class"], args.size, default).configs[0]
     picks = {m: result["runs"][m]["summary"]["config"] for m in ("seeded", "scan")}
     pairs = {
         "seeded / default": (default, picks["seeded"]),

@@ -32,8 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from launchtune.kernels.autotune import TuningTable, attach_tuners, save_tuning, tuning_summary
-from launchtune.kernels.autotune.attach import space_candidates
+from launchtune.kernels.autotune import Tuning, TuningTable, attach_tuners, save_tuning, tuning_summary
 from launchtune.kernels.autotune.table import Entry
 from launchtune.kernels.cfd.solver import Solver
 from launchtune.kernels.cfd.workload import CfdWorkload
@@ -45,7 +44,9 @@ def exhaustive(wl: CfdWorkload, repeats: int) -> tuple[list[dict], list[tuple[in
     """Rows (kernel, blocks, threads, ms) for every pair of the space on every kernel (default first)."""
     space = wl.space()
     names = wl.solver.kernel_names
-    pairs = space_candidates(space, names[0])[1]
+    sub = space.subspace([f"{names[0]}.blocks", f"{names[0]}.threads"])
+    # exactly what --autotune scan tunes (the default first, then the whole space): its candidates
+    pairs = Tuning(names[0], sub, gpu_class="", size=wl.solver.size, scan=None).candidates
     limits = wl.solver.max_threads_per_block
     rows = []
     for i, (b, t) in enumerate(pairs):

@@ -2,9 +2,11 @@
 
 :func:`autotune` wraps your own CUDA kernel (a CuPy ``RawKernel``, or a source with ``#define`` parameters)
 so each call launches it in a tuned configuration, seeded from a sweep's table and remembered in your cache
-directory (:func:`clear_cache` forgets).
+directory (:func:`clear_cache` forgets). Under it, one :class:`Tuning` per key: the candidates, the table's
+picks, a remembered pick locked at once, rejected candidates and the state machine (:class:`Autotuner`).
 
-The CFD solver's CLI calls :func:`attach_tuners` (``--autotune {off,scan,seeded} --tuning-table FILE``),
+The CFD solver is one more user of :class:`Tuning`: its CLI calls :func:`attach_tuners` (one per kernel,
+``--autotune {off,scan,seeded} --tuning-table FILE``; ``whole.attach_whole_tuner`` for ``--space fused``),
 :func:`tuning_summary` for ``summary.json`` and :func:`tuning_files` (or :func:`save_tuning`) for the launch
 log and the tuned table.
 """
@@ -12,7 +14,6 @@ log and the tuned table.
 from launchtune.kernels.autotune.attach import (
     MODES,
     attach_tuners,
-    fit_candidates,
     save_tuning,
     tuning_files,
     tuning_summary,
@@ -21,6 +22,7 @@ from launchtune.kernels.autotune.cache import cache_dir, clear_cache
 from launchtune.kernels.autotune.log import LaunchLog
 from launchtune.kernels.autotune.table import Entry, TableError, TuningTable
 from launchtune.kernels.autotune.tuner import IDLE, SCANNING, STARTUP, Autotuner, TunerError
+from launchtune.kernels.autotune.tuning import Tuning
 from launchtune.kernels.autotune.user import AutotuneError, TunedKernel, autotune
 
 __all__ = [
@@ -35,12 +37,12 @@ __all__ = [
     "TableError",
     "TunedKernel",
     "TunerError",
+    "Tuning",
     "TuningTable",
     "attach_tuners",
     "autotune",
     "cache_dir",
     "clear_cache",
-    "fit_candidates",
     "save_tuning",
     "tuning_files",
     "tuning_summary",

@@ -1,17 +1,19 @@
-"""The tuning table: ranked launch parameters per (GPU class, problem size, kernel), as JSON.
+"""The tuning table: ranked configurations per (GPU class, problem size), as JSON.
 
 Two producers write it: a tuned run (``source: "runtime"``, measured in a real run on that GPU class and size:
 the next run locks to it without scanning) and a sweep's report (``source`` anything else, e.g. ``"sweep"`` or
-``"surrogate"``: a ranked short list the next run scans instead of the whole space). The canonical file::
+``"surrogate"``: a ranked short list the next run scans instead of the whole space). An entry::
 
     {"format": "launchtune-tuning-table", "version": 1,
-     "entries": [{"gpu_class": "h100", "size": "3328x1024", "kernel": "xi_flux", "source": "sweep",
-                  "candidates": [{"blocks": 400, "threads": 128, "time_ms": 0.131}, ...]}, ...]}
+     "entries": [{"gpu_class": "h100", "size": "3328x1024", "source": "runtime",
+                  "best": {"xi_flux.blocks": 400, "xi_flux.threads": 128},
+                  "candidates": [{"config": {...}, "time_ms": 0.131}, ...]}, ...]}
 
-An entry without ``kernel`` is a sweep report's (``pipeline/report.py``): ``per_kernel`` (kernel -> ranked
-``{"xi_flux.blocks": 400, "xi_flux.threads": 128, "ms": ...}``), ``best`` (a whole configuration),
-``candidates`` (``[{"config": {...}, "ms": ...}]``, best first), ``configs`` or ``config``; the reader splits
-them into one entry per kernel, per-kernel rankings first, so a report exports what it measured as it is.
+A sweep report's entry (``pipeline/results/report.py``) also has ``per_kernel`` (kernel -> ranked
+``{"xi_flux.blocks": 400, "xi_flux.threads": 128, "ms": ...}``), and ``configs`` or ``config`` may list more;
+an older tuned run's entry names its ``kernel`` with ``candidates`` of ``blocks`` and ``threads``. Every
+tuning reads its picks through :func:`table_seeds`; :class:`TuningTable` is the per-kernel view, each entry's
+blocks and threads checked on load.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ RUNTIME = "runtime"
 
 # Bounds checked on load, so an absurd entry (threads 0, blocks -1 or 1e30, size 0x0) is refused with one line
 # naming the file and entry, and never locked, used or written back by a tuned run. Threads: CUDA's limit per
-# block on every GPU we target (a kernel's own, often lower, limit is applied by ``attach.fit_candidates``);
+# block on every GPU we target (a kernel's own, often lower, limit is in its launch space's constraints);
 # blocks: CUDA's grid limit in x.
 MAX_THREADS = 1024
 MAX_BLOCKS = 2**31 - 1
@@ -81,7 +83,9 @@ def _cells(size: str) -> float:
 
 
 class TuningTable:
-    """Entries keyed by (GPU class, size, kernel); later ``add`` of the same key replaces the earlier one."""
+    """A table's per-kernel view, every entry checked on load (blocks and threads within CUDA's bounds):
+    entries keyed by (GPU class, size, kernel); a later ``add`` of the same key replaces the earlier one. A
+    tuning reads a table's picks through :func:`table_seeds`."""
 
     def __init__(self, entries: Iterable[Entry] = ()):
         self._entries: dict[tuple[str, str, str], Entry] = {}
@@ -97,20 +101,6 @@ class TuningTable:
 
     def add(self, entry: Entry) -> None:
         self._entries[(entry.gpu_class, entry.size, entry.kernel)] = entry
-
-    def lookup(self, gpu_class: str, size: str | Sequence[int], kernel: str) -> Entry | None:
-        """The entry for exactly this key, else this class and kernel at the nearest size (by cell count)."""
-        size = size_key(size)
-        exact = self._entries.get((gpu_class, size, kernel))
-        if exact is not None:
-            return exact
-        near = [e for (g, _, k), e in self._entries.items() if g == gpu_class and k == kernel]
-        if not near:
-            return None
-        target = math.log(_cells(size)) if _cells(size) > 0 else 0.0
-        return min(
-            near, key=lambda e: abs(math.log(_cells(e.size)) - target) if _cells(e.size) > 0 else math.inf
-        )
 
     # --- files --------------------------------------------------------------------------------------------
     @classmethod
@@ -278,30 +268,116 @@ def table_file(table: str | Path) -> Path:
     return path / "tuning_table.json" if path.is_dir() else path
 
 
-def seed_configs(
-    table: str | Path, gpu_class: str, problem: Sequence[int], names: Sequence[str], count: int = 8
-) -> tuple[list[dict[str, int]], str]:
-    """A sweep table's ranked whole configurations (``best``, then ``candidates``) for ``gpu_class`` at the
-    size nearest ``problem`` (by cell count, on a log scale), at most ``count``; those that do not set exactly
-    ``names`` are left out. Also a line saying where they came from, or why there are none."""
+@dataclass
+class Seeds:
+    """A table's ranked configurations for one tuning: ``configs`` best first (empty: none for it), the
+    entry's ``source`` and ``size``, and ``where`` (a line naming the entry, or why there is none)."""
+
+    configs: list[dict[str, int]]
+    source: str
+    size: str
+    where: str
+
+
+def size_text(size: str | Sequence[int]) -> str:
+    """A size as a table writes it, trailing extents of 1 dropped: ``(1000, 1, 1)`` -> ``"1000"``."""
+    parts = size_key(size).split("x")
+    while len(parts) > 1 and parts[-1] == "1":
+        parts.pop()
+    return "x".join(parts)
+
+
+def table_seeds(
+    table: str | Path, gpu_class: str, size: str | Sequence[int], default: Mapping[str, int]
+) -> Seeds:
+    """The ranked configurations a tuning table holds for the parameters of ``default``, for ``gpu_class`` at
+    the entry nearest ``size`` (by cell count, on a log scale), each set in full.
+
+    The one reader of a table's picks, for every run-time tuning (``autotune``, each CFD kernel, the fused
+    step). Per entry, best first: ``per_kernel`` rankings that set every parameter (one kernel measured over
+    its own space), then whole configurations (``best``, ``candidates``, ``configs``, ``config``; a
+    ``kernel`` entry's ``blocks``/``threads`` as ``<kernel>.blocks``/``<kernel>.threads``). A configuration
+    that sets some of the parameters takes the default for the others (a table written before a parameter
+    joined the space); one that sets none of them is another kernel's. A value that is not an integer is a
+    ``TableError`` naming the file and the entry.
+    """
     path = table_file(table)
     doc = read_table_doc(path)
-    mine = [e for e in doc["entries"] if isinstance(e, Mapping) and e.get("gpu_class") == gpu_class]
-    if not mine:
-        return [], f"none: {path} has no {gpu_class} entry"
-    target = math.log(max(1, math.prod(int(n) for n in problem)))
-    entry = min(
-        mine, key=lambda e: abs(math.log(c) - target) if (c := _cells(str(e.get("size")))) > 0 else math.inf
-    )
-    ranked: list[Any] = [entry.get("best")]
-    ranked += [c.get("config", c) if isinstance(c, Mapping) else c for c in entry.get("candidates") or []]
+    names = list(default)
+    found: list[tuple[Mapping[str, Any], list[dict[str, int]]]] = []
+    for i, raw in enumerate(doc["entries"]):
+        where = f"{path}: entries[{i}]"
+        if not isinstance(raw, Mapping) or not isinstance(raw.get("gpu_class"), str):
+            raise TableError(f"{where}: must be an object with 'gpu_class' (a string such as \"h100\")")
+        parts = str(raw.get("size", "")).split("x")
+        if (
+            not isinstance(raw.get("size"), str)
+            or not 1 <= len(parts) <= 3
+            or not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts)
+        ):
+            raise TableError(
+                f"{where}: field 'size' must be up to three positive integers like \"3328x1024\""
+            )
+        if raw["gpu_class"] == gpu_class:
+            configs = _entry_configs(raw, names, default, path)
+            if configs:
+                found.append((raw, configs))
+    if not found:
+        return Seeds([], "", "", f"none: {path} has no {gpu_class} entry for {', '.join(names)}")
+    target = _cells(size_text(size))
+
+    def distance(item: tuple[Mapping[str, Any], list[dict[str, int]]]) -> float:
+        there = _cells(size_text(item[0]["size"]))
+        return abs(math.log(there) - math.log(target)) if there > 0 and target > 0 else math.inf
+
+    entry, configs = min(found, key=distance)
+    source, at = str(entry.get("source", "sweep")), size_text(entry["size"])
+    return Seeds(configs, source, at, f"{source} {gpu_class} {at} ({path})")
+
+
+def _entry_configs(
+    raw: Mapping[str, Any], names: list[str], default: Mapping[str, int], path: Path
+) -> list[dict[str, int]]:
+    """``raw``'s configurations of ``names`` in its order, without repeats (``table_seeds``)."""
+    ranked: list[Any] = []
+    per_kernel = raw.get("per_kernel")
+    if isinstance(per_kernel, Mapping):
+        for items in per_kernel.values():
+            if isinstance(items, list):
+                ranked += [i for i in items if isinstance(i, Mapping) and all(n in i for n in names)]
+    if "kernel" in raw and isinstance(raw.get("candidates"), list):
+        k = raw["kernel"]
+        ranked += [
+            {f"{k}.blocks": c.get("blocks"), f"{k}.threads": c.get("threads")}
+            if isinstance(c, Mapping)
+            else c
+            for c in raw["candidates"]
+        ]
+    else:
+        ranked.append(raw.get("best"))
+        for part in ("candidates", "configs"):
+            items = raw.get(part)
+            if items is not None and not isinstance(items, list):
+                raise TableError(f"{path}: entry {raw['gpu_class']} {raw['size']}: '{part}' must be a list")
+            ranked += [i.get("config", i) if isinstance(i, Mapping) else i for i in items or []]
+        ranked.append(raw.get("config"))
     out: list[dict[str, int]] = []
-    for config in ranked:
-        if not isinstance(config, Mapping) or sorted(config) != sorted(names):
+    for j, config in enumerate(c for c in ranked if c is not None):
+        if not isinstance(config, Mapping) or not any(n in config for n in names):
             continue
-        if not all(_is_int(config[n]) for n in names):
-            continue
-        picked = {n: int(config[n]) for n in names}
+        if not all(_is_int(config[n]) for n in names if n in config):
+            raise TableError(
+                f"{path}: entry {raw['gpu_class']} {raw['size']}: configuration {j} is not an object of "
+                "name -> integer"
+            )
+        picked = {n: int(config[n]) if n in config else int(default[n]) for n in names}
         if picked not in out:
             out.append(picked)
-    return out[:count], f"{entry.get('source', 'sweep')} {gpu_class} {entry.get('size', '?')} ({path})"
+    return out
+
+
+def write_entries(path: str | Path, entries: Iterable[Mapping[str, Any]]) -> Path:
+    """A tuning table of ``entries`` (as ``Tuning.table_entry`` makes them), written atomically."""
+    path = Path(path)
+    write_text(path, json.dumps({"format": FORMAT, "version": 1, "entries": list(entries)}, indent=1) + "\n")
+    return path

@@ -1,6 +1,7 @@
-"""A tuned kernel: each call launches the wrapped kernel once, in the configuration its key's runtime tuner
-says (:class:`~launchtune.kernels.autotune.tuner.Autotuner`); ``autotune(...)`` (``user.py``) checks the
-arguments and builds one. Candidates compile ahead on a thread pool; ``verify`` and ``restore`` guard the
+"""A tuned kernel: each call launches the wrapped kernel once, in the configuration its key's
+:class:`~launchtune.kernels.autotune.tuning.Tuning` says (candidates, cache, rejections, the state machine:
+the same object the CFD solver's tuners are); ``autotune(...)`` (``user.py``) checks the arguments and builds
+one. Candidates compile ahead on a thread pool; ``verify`` and ``restore`` guard the
 answer while tuning.
 """
 
@@ -17,8 +18,8 @@ import numpy as np
 
 from launchtune.kernels.autotune.cache import PickCache
 from launchtune.kernels.autotune.log import LaunchLog
-from launchtune.kernels.autotune.table import seed_configs
-from launchtune.kernels.autotune.tuner import IDLE, Autotuner, TunerError
+from launchtune.kernels.autotune.tuner import IDLE, TunerError
+from launchtune.kernels.autotune.tuning import Tuning
 from launchtune.kernels.kernel.compile import (
     Compiler,
     build_function,
@@ -40,19 +41,15 @@ class AutotuneError(TunerError):
 
 @dataclass
 class KeyState:
-    """One key's tuning: its problem size, candidates, tuner, and what happened to it."""
+    """One key's tuning (its problem size, its :class:`Tuning`) and what the kernel did for it."""
 
     key: Hashable
     key_text: str
     problem: tuple[int, int, int]
-    tuner: Autotuner
-    seed: str
-    cache: str  # "hit", "miss", "off"
+    tuning: Tuning
     checked: set[tuple[int, ...]] = field(default_factory=set)
-    rejected: list[dict[str, Any]] = field(default_factory=list)
     verify_launches: int = 0
     compile_wait_s: float = 0.0
-    saved_scans: int = 0
     queued: bool = False
 
 
@@ -141,66 +138,47 @@ class TunedKernel:
     # --- the call --------------------------------------------------------------------------------------
     def __call__(self, *args: Any, shared_mem: int = 0) -> None:
         state = self._state(args)
-        tuner = state.tuner
+        tuning = state.tuning
         self.calls += 1
         while True:
-            param: tuple[int, ...] = tuner.param  # type: ignore[assignment]
-            config = dict(zip(self.names, param, strict=True))
-            if tuner.state != IDLE and not state.queued:
-                self._compile_ahead(state, tuner.candidates)  # type: ignore[arg-type]
-            if tuner.state != IDLE and param not in state.checked:
+            param, config = tuning.param, tuning.config
+            if tuning.state != IDLE and not state.queued:
+                self._compile_ahead(state, tuning.candidates)
+            if tuning.state != IDLE and param not in state.checked:
                 why = self._check(state, config, args, shared_mem)
                 if why:
-                    tuner = self._reject(state, param, why)
+                    self._reject(state, why)
                     continue
                 state.checked.add(param)
             function, module = self._function(state, config)
             grid, block = self.spec.grid(config, state.problem), self.spec.block(config)
             self._set_constants(module, args)
-            tuner.begin()
+            tuning.begin()
             try:
                 function(grid, block, args, shared_mem=shared_mem)
             except Exception as exc:  # a launch the device refuses (resources): drop it while scanning
-                if tuner.state == IDLE or param == self.default_param:
+                if tuning.state == IDLE or param == self.default_param:
                     raise
-                tuner = self._reject(state, param, f"launch failed: {type(exc).__name__}: {exc}")
+                self._reject(state, f"launch failed: {type(exc).__name__}: {exc}")
                 continue
-            tuner.end()
+            tuning.end()  # a finished scan's pick goes to the cache there
             break
-        if len(tuner.scans) > state.saved_scans:
-            state.saved_scans = len(tuner.scans)
-            last = tuner.scans[-1]
-            if not last["restored"] and self.cache is not None:
-                self.cache.put(
-                    self.gpu_class,
-                    self.identity,
-                    state.key_text,
-                    dict(zip(self.names, last["best"], strict=True)),
-                    ms=last["best_ms"],
-                    kernel=self.spec.kernel_name,
-                )
 
     # --- what a user asks after ------------------------------------------------------------------------
     def config(self, *args: Any) -> Config:
         """The configuration the next call with these arguments launches."""
-        param: tuple[int, ...] = self._state(args).tuner.param  # type: ignore[assignment]
-        return dict(zip(self.names, param, strict=True))
+        return self._state(args).tuning.config
 
     def stats(self) -> dict[str, dict[str, Any]]:
-        """Per key (its text): the tuner's counts (``Autotuner.stats``), the locked configuration, where the
-        candidates came from, whether the cache answered, rejected candidates with reasons, verify's extra
-        launches and the seconds calls waited on the compiler."""
+        """Per key (its text): the tuning's counts (``Tuning.stats``: the locked configuration, where the
+        candidates came from, whether the cache answered, rejected candidates with reasons), the launch it
+        locked at, verify's extra launches and the seconds calls waited on the compiler."""
         out = {}
         for state in self.keys.values():
-            s = state.tuner.stats()
-            param = s.pop("param")
+            scans = state.tuning.tuner.scans
             out[state.key_text] = {
-                "config": None if param is None else dict(zip(self.names, param, strict=True)),
-                **s,
-                "locked_at_launch": state.tuner.scans[0]["step"] if state.tuner.scans else None,
-                "seed": state.seed,
-                "cache": state.cache,
-                "rejected": list(state.rejected),
+                **state.tuning.stats(),
+                "locked_at_launch": scans[0]["step"] if scans else None,
                 "verify_launches": state.verify_launches,
                 "compile_wait_s": round(state.compile_wait_s, 4),
                 "problem_size": list(state.problem),
@@ -265,64 +243,41 @@ class TunedKernel:
         return tuple(dims)
 
     def _new_state(self, k: Hashable, problem: tuple[int, int, int]) -> KeyState:
-        space = self.spec.space(problem)
-        text = repr(k)
-        seeds: list[dict[str, int]] = []
-        seed_line = "none: no table"
-        if self.table is not None:
-            seeds, seed_line = seed_configs(self.table, self.gpu_class, problem, self.names, 10**6)
-            seeds = [c for c in seeds if space.is_valid(c)][: self.seed_count]
-            if not seeds and not seed_line.startswith("none"):
-                seed_line = f"none: no configuration of {seed_line} is valid here"
-        if seeds:
-            configs = seeds
-        else:
-            drawn = list(space.grid()) if self.scan is None else space.sample(self.scan, self.seed)
-            configs = [space.default] + [c for c in drawn if c != space.default][: (self.scan or 10**9) - 1]
-            seed_line = f"{seed_line}; scanning {len(configs)} configurations from scratch"
-        candidates = [tuple(int(c[n]) for n in self.names) for c in configs]
-        hit = None
-        if self.cache is not None:
-            stored = self.cache.get(self.gpu_class, self.identity, text)
-            if stored is not None and sorted(stored["config"]) == sorted(self.names):
-                if space.is_valid(stored["config"]):
-                    hit = tuple(int(stored["config"][n]) for n in self.names)
-        tuner = self._tuner(text, [hit, *candidates] if hit else candidates)
-        state = KeyState(k, text, problem, tuner, seed_line, "off" if self.cache is None else "miss")
-        if hit is not None:
-            tuner.lock(hit)
-            state.cache, state.saved_scans = "hit", len(tuner.scans)
-            state.checked.add(hit)
-            self._compile_ahead(state, [hit])
-        else:
-            self._compile_ahead(state, candidates)
-        return state
-
-    def _tuner(self, name: str, candidates: list[tuple[int, ...]]) -> Autotuner:
-        return Autotuner(
-            f"{self.spec.kernel_name}{name}",
-            candidates,
+        tuning = Tuning(
+            f"{self.spec.kernel_name}{k!r}",
+            self.spec.space(problem),
+            gpu_class=self.gpu_class,
+            size=problem,
+            table=self.table,
+            seed_count=self.seed_count,
+            scan=self.scan,
+            seed=self.seed,
+            cache=self.cache,
+            identity=self.identity,
+            key_text=repr(k),
+            info={"kernel_name": self.spec.kernel_name},
             clock=self.clock,
             wallclock=self._wallclock,
             step=lambda: self.calls,
             log=self.log,
             **self.tuner_options,
         )
+        state = KeyState(k, repr(k), problem, tuning)
+        if tuning.state == IDLE:  # a remembered pick
+            state.checked.add(tuning.param)
+            self._compile_ahead(state, [tuning.param])
+        else:
+            self._compile_ahead(state, tuning.candidates)
+        return state
 
-    def _reject(self, state: KeyState, param: tuple[int, ...], why: str) -> Autotuner:
-        """Drop ``param`` (``why`` kept for the statistics); with nothing left, the default, locked."""
-        state.rejected.append({"config": dict(zip(self.names, param, strict=True)), "reason": why})
-        state.checked.discard(param)
-        tuner = state.tuner
-        if len(tuner.candidates) > 1:
-            tuner.reject()
-            return tuner
-        if param == self.default_param:
-            raise AutotuneError(f"{WHERE}: the default configuration {self.spec.default} cannot run: {why}")
-        state.tuner = self._tuner(state.key_text, [self.default_param])
-        state.tuner.lock(self.default_param)
-        state.saved_scans = len(state.tuner.scans)
-        return state.tuner
+    def _reject(self, state: KeyState, why: str) -> None:
+        """Drop the tuning's configuration (``why`` kept for the statistics); with nothing left, the default,
+        locked."""
+        state.checked.discard(state.tuning.param)
+        try:
+            state.tuning.reject(why)
+        except TunerError as exc:
+            raise AutotuneError(f"{WHERE}: {exc}") from None
 
     # --- compiling and checking ------------------------------------------------------------------------
     def _source(self, config: Config, problem: tuple[int, int, int]) -> tuple[str, str]:

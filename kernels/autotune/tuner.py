@@ -95,7 +95,6 @@ class Autotuner:
         self.idle_timed_ms = 0.0
         self.step = step or (lambda: -1)
         self.log = log
-        self.context: dict[str, Any] = {}  # gpu class, size, ... for the tuning table (set by attach_tuners)
         # per (candidate, sample): summed milliseconds, launches summed so far, the scan that wrote them
         shape = (len(self.candidates), samples)
         self._times, self._count, self._scan_of = np.zeros(shape), np.zeros(shape, int), np.full(shape, -1)

@@ -1,8 +1,8 @@
 """Your own CUDA kernel, launched in a tuned configuration while your program runs: ``autotune(...)``.
 
 ``autotune`` wraps a kernel so that each call launches it once, in the configuration the runtime tuner says
-(:class:`~launchtune.kernels.autotune.tuner.Autotuner`, the same HOOMD-blue state machine that tunes the CFD
-solver: a scan over the candidates during the real calls, then the fastest locked). What is tunable is said
+(a :class:`~launchtune.kernels.autotune.tuning.Tuning` per key, the object that tunes the CFD solver's kernels
+too: a scan over the candidates during the real calls, then the fastest locked). What is tunable is said
 in the ``kernel`` workload's vocabulary (Kernel Tuner's): ``tune_params``, ``restrictions`` (expressions,
 never code), ``grid_div_x/y/z``, ``block_size_names``, read by the one kernel-spec parser
 (``kernels.kernel.spec``), so a kernel spec YAML works as it is (``spec=``).

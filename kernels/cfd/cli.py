@@ -215,7 +215,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
         except (TableError, TunerError) as e:
             raise UsageError(str(e)) from None
         print(
-            f"autotune fused: {len(whole.tuner.candidates)} candidates ({whole.context['seed']})",
+            f"autotune fused: {len(whole.tuner.candidates)} candidates ({whole.tuning.seed})",
             file=sys.stderr,
         )
     elif ns.autotune != "off":

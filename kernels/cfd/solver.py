@@ -1,9 +1,10 @@
 """The time-stepping solver: device state, the seven kernels of each Runge-Kutta stage, one launch hook.
 
-Every kernel launch goes through ``Solver._launch``: a runtime tuner in ``solver.tuners[name]`` (see
-``kernels/autotune``) gives the launch's (blocks, threads) through ``.param`` and is told ``begin()`` and
-``end()`` around it; otherwise the fixed configuration in ``solver.launch`` is used. The same hook records
-CUDA events (or host clock readings on numpy) when a caller asks for per-kernel times.
+Every kernel launch goes through ``Solver._launch``: a run-time tuning in ``solver.tuners[name]`` (a
+``Tuning`` of ``kernels/autotune``, the object under ``autotune(...)``) gives the launch's (blocks, threads)
+through ``.param`` and is told ``begin()`` and ``end()`` around it; otherwise the fixed configuration in
+``solver.launch`` is used. The same hook records CUDA events (or host clock readings on numpy) when a caller
+asks for per-kernel times.
 """
 
 from __future__ import annotations

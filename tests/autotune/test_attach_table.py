@@ -1,4 +1,5 @@
-"""attach_tuners, tuning_summary, save_tuning on a small stand-in solver; the tuning table's files."""
+"""attach_tuners (one ``Tuning`` per kernel), tuning_summary, save_tuning on a small stand-in solver; the
+tuning table's files and the one reader of its picks (``table_seeds``)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,12 @@ from launchtune.kernels.autotune import (
     TunerError,
     TuningTable,
     attach_tuners,
-    fit_candidates,
     save_tuning,
     tuning_summary,
 )
-from launchtune.kernels.autotune.table import Entry
+from launchtune.kernels.autotune.table import Entry, table_seeds
 from launchtune.kernels.backend import get_backend
-from launchtune.kernels.space import Param, Space
+from launchtune.kernels.space import Constraint, Param, Space
 from tests.conftest import REPO
 
 KERNELS = ("xi_flux", "rhs")
@@ -39,17 +39,21 @@ class FakeSolver:
         self.launched: list[tuple[str, tuple[int, int]]] = []
 
     def space(self) -> Space:
-        params, default = [], {}
+        """The solver's launch space: each kernel's threads within its compiled limit (as ``build_space``)."""
+        params, default, limits = [], {}, []
         for k in KERNELS:
             params += [Param(f"{k}.blocks", (100, 200, 300)), Param(f"{k}.threads", (64, 128, 256))]
-            default |= {f"{k}.blocks": 2, f"{k}.threads": 256}  # one thread per cell: off the lists
-        return Space(tuple(params), default)
+            threads = min(256, self.max_threads_per_block[k])
+            default |= {f"{k}.blocks": 2, f"{k}.threads": threads}  # one thread per cell: off the lists
+            limit, key = self.max_threads_per_block[k], f"{k}.threads"
+            limits.append(Constraint(f"{key} over {limit}", lambda c, key=key, limit=limit: c[key] <= limit))
+        return Space(tuple(params), default, tuple(limits))
 
     def step(self) -> None:
         for _stage in range(2):  # two Runge-Kutta stages: each kernel runs twice a step
             for k in KERNELS:
                 tuner = self.tuners.get(k)
-                param = tuner.param if tuner else (2, 256)
+                param = tuner.param if tuner else (2, min(256, self.max_threads_per_block[k]))
                 if tuner:
                     tuner.begin()
                 self.launched.append((k, param))
@@ -57,21 +61,13 @@ class FakeSolver:
                     tuner.end()
 
 
-def test_fit_candidates_drops_or_clamps_over_the_kernel_limit():
-    cands = [(1, 64), (1, 512), (2, 1024)]
-    assert fit_candidates(cands, 256) == [(1, 64)]
-    assert fit_candidates(cands, 256, policy="clamp") == [(1, 64), (1, 256), (2, 256)]
-    assert fit_candidates([(1, 512), (1, 1024)], 200) == [(1, 192)]  # nothing fits: clamp (one left)
-    assert fit_candidates(cands, None) == cands
-
-
 def test_scan_mode_tunes_every_kernel_within_limits_and_reports(tmp_path):
     solver = FakeSolver()
     tuners = attach_tuners(solver, "scan", samples=3, period_s=None)
     assert solver.tuners is tuners and sorted(tuners) == sorted(KERNELS)
     # default first, then the 3x3 grid; xi_flux's 256-thread candidates are over its limit of 128
-    assert tuners["xi_flux"].candidates[:3] == [(100, 64), (100, 128), (200, 64)]
-    assert len(tuners["xi_flux"].candidates) == 6 and (2, 256) not in tuners["xi_flux"].candidates
+    assert tuners["xi_flux"].candidates[:3] == [(2, 128), (100, 64), (100, 128)]
+    assert len(tuners["xi_flux"].candidates) == 7 and all(t <= 128 for _, t in tuners["xi_flux"].candidates)
     assert tuners["rhs"].candidates[0] == (2, 256) and len(tuners["rhs"].candidates) == 10
     for _ in range(40):
         solver.step()
@@ -87,13 +83,16 @@ def test_scan_mode_tunes_every_kernel_within_limits_and_reports(tmp_path):
 
     written = save_tuning(tuners, tmp_path)
     rows = list(csv.DictReader(open(written["launch_log"])))
-    # every scan launch (xi_flux 1 + 6 x 3, rhs 1 + 10 x 3) and one idle launch in 100 (the first) of each
-    assert len(rows) == (19 + 1) + (31 + 1)
+    # every scan launch (xi_flux 1 + 7 x 3, rhs 1 + 10 x 3) and one idle launch in 100 (the first) of each
+    assert len(rows) == (22 + 1) + (31 + 1)
     assert set(rows[0]) >= {"kernel", "step", "state", "blocks", "threads", "time_ms"}
     assert all(r["time_ms"] != "" for r in rows)
-    table = TuningTable.load(written["tuning_table"])
-    entry = table.lookup("cpu", "32x16", "rhs")
-    assert entry.source == "runtime" and entry.params[0] == (rhs["blocks"], rhs["threads"])
+    assert {e.kernel for e in TuningTable.load(written["tuning_table"]).entries} == set(KERNELS)  # in bounds
+    seeds = table_seeds(written["tuning_table"], "cpu", "32x16", {"rhs.blocks": 2, "rhs.threads": 256})
+    assert seeds.source == "runtime" and seeds.configs[0] == {
+        "rhs.blocks": rhs["blocks"],
+        "rhs.threads": rhs["threads"],
+    }
 
 
 def test_seeded_from_a_runtime_table_locks_without_scanning(tmp_path):
@@ -116,24 +115,35 @@ def test_seeded_from_a_sweep_table_scans_its_short_list(tmp_path):
     table = TuningTable(
         [
             Entry(
-                "cpu", "64x16", "xi_flux", [{"blocks": 300, "threads": 64}, {"blocks": 100, "threads": 128}]
+                "cpu",
+                "64x16",
+                "xi_flux",
+                [
+                    {"blocks": 300, "threads": 64},
+                    {"blocks": 100, "threads": 256},
+                    {"blocks": 100, "threads": 128},
+                ],
             ),
+            Entry("cpu", "32x16", "rhs", [{"blocks": 300, "threads": 64}]),
         ]
     )
     path = table.save(tmp_path / "t.json")
     tuners = attach_tuners(FakeSolver(), "seeded", path, samples=1)
-    # nearest size of this class: default plus the table's two, not the whole space
-    # (the default, 256 threads, is over xi_flux's limit of 128 and dropped)
-    assert tuners["xi_flux"].candidates == [(300, 64), (100, 128)]
-    assert tuners["xi_flux"].state == STARTUP
-    assert len(tuners["rhs"].candidates) == 10  # no entry for rhs: full scan
-
-
-def test_seeded_keeps_the_default_when_it_can_run(tmp_path):
-    table = TuningTable([Entry("cpu", "32x16", "rhs", [{"blocks": 300, "threads": 64}])])
-    path = table.save(tmp_path / "t.json")
-    tuners = attach_tuners(FakeSolver(), "seeded", path, samples=1)
+    # nearest size of this class: the default, then the table's that can launch (256 threads is over
+    # xi_flux's limit of 128), not the whole space
+    assert tuners["xi_flux"].candidates == [(2, 128), (300, 64), (100, 128)]
+    assert tuners["xi_flux"].state == STARTUP and "1 invalid here" in tuners["xi_flux"].seed
     assert tuners["rhs"].candidates == [(2, 256), (300, 64)]
+    solver = FakeSolver(max_threads={"xi_flux": 128, "rhs": 1024})
+    solver.kernel_names = ("xi_flux", "rhs", "source")
+    solver.space = lambda: _with_source(FakeSolver.space(solver))
+    tuners = attach_tuners(solver, "seeded", path, samples=1)
+    assert len(tuners["source"].candidates) == 10 and tuners["source"].seed.startswith("none: ")  # full scan
+
+
+def _with_source(space: Space) -> Space:
+    params = (*space.params, Param("source.blocks", (100, 200, 300)), Param("source.threads", (64, 128, 256)))
+    return Space(params, {**space.default, "source.blocks": 2, "source.threads": 256}, space.constraints)
 
 
 def test_off_mode_attaches_nothing_and_bad_modes_are_named():
@@ -145,7 +155,7 @@ def test_off_mode_attaches_nothing_and_bad_modes_are_named():
         attach_tuners(solver, "seeded")
 
 
-def test_table_reads_a_sweep_report_entry_per_kernel_rankings_first(tmp_path):
+def test_table_seeds_reads_a_sweep_report_entry_per_kernel_rankings_first(tmp_path):
     # the shape pipeline/report.py writes: best, candidates of whole configurations, per_kernel rankings
     best = {"xi_flux.blocks": 400, "xi_flux.threads": 128, "rhs.blocks": 100, "rhs.threads": 64}
     doc = {
@@ -166,19 +176,27 @@ def test_table_reads_a_sweep_report_entry_per_kernel_rankings_first(tmp_path):
             }
         ],
     }
-    (tmp_path / "t.json").write_text(json.dumps(doc))
-    table = TuningTable.load(tmp_path / "t.json")
-    assert table.lookup("h100", "3328x1024", "xi_flux").params == [(400, 128), (500, 128)]
-    assert table.lookup("h100", "3328x1024", "rhs").params == [(900, 32), (100, 64)]
-    assert table.lookup("h100", "3328x1024", "rhs").source == "sweep"  # scanned, never locked
-    assert table.lookup("h100", (208, 64), "rhs").size == "3328x1024"  # nearest size of the class
-    assert table.lookup("a100", "3328x1024", "rhs") is None
-    assert TuningTable.load(table.save(tmp_path / "again.json")).lookup(
-        "h100", "3328x1024", "rhs"
-    ).params == [
-        (900, 32),
-        (100, 64),
-    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+
+    def seeds(kernel, gpu_class="h100", size="3328x1024", path=path):
+        default = {f"{kernel}.blocks": 1, f"{kernel}.threads": 1}
+        return table_seeds(path, gpu_class, size, default)
+
+    def pairs(found):
+        return [tuple(c.values()) for c in found.configs]
+
+    assert pairs(seeds("xi_flux")) == [(400, 128), (500, 128)]
+    assert pairs(seeds("rhs")) == [(900, 32), (100, 64)]
+    assert seeds("rhs").source == "sweep"  # scanned, never locked
+    assert seeds("rhs", size=(208, 64)).size == "3328x1024"  # nearest size of the class
+    assert seeds("rhs", gpu_class="a100").configs == [] and seeds("rhs", gpu_class="a100").where.startswith(
+        "none"
+    )
+    table = TuningTable.load(path)  # the per-kernel view keeps the same ranking, and saves it
+    again = TuningTable.load(table.save(tmp_path / "again.json"))
+    assert next(e for e in again.entries if e.kernel == "rhs").params == [(900, 32), (100, 64)]
+    assert pairs(seeds("rhs", path=tmp_path / "again.json")) == [(900, 32), (100, 64)]
 
 
 @pytest.mark.parametrize(
@@ -230,8 +248,29 @@ def test_seeded_from_the_committed_h100_sweep_report(monkeypatch):
     )
     solver = FakeSolver(max_threads={"xi_flux": 768, "rhs": 1024})
     solver.size = (3328, 1024)
+    solver.space = lambda: _paper_space(solver)
     tuners = attach_tuners(solver, "seeded", path, samples=1)
     for k in KERNELS:
-        entry = table.lookup("h100", "3328x1024", k)
-        assert tuners[k].candidates == [(2, 256), *entry.params[:8]]
-        assert tuners[k].context["seed"] == "sweep h100 3328x1024"
+        # the same ranking as the table's per-kernel view, per_kernel rankings first
+        entry = next(e for e in table.entries if e.kernel == k and e.size == "3328x1024")
+        seeds = table_seeds(path, "h100", (3328, 1024), {f"{k}.blocks": 1, f"{k}.threads": 1}).configs
+        assert [(c[f"{k}.blocks"], c[f"{k}.threads"]) for c in seeds] == entry.params
+        default = (PAPER_DEFAULT[k], 256)
+        valid = [(b, t) for b, t in entry.params if (100 <= b <= 1000 or b == default[0]) and t <= 384]
+        assert valid == entry.params and tuners[k].candidates == list(dict.fromkeys([default, *valid[:8]]))
+        assert tuners[k].seed.startswith("sweep h100 3328x1024")
+
+
+PAPER_DEFAULT = {"xi_flux": -(-3329 * 1024 // 256), "rhs": 3328 * 1024 // 256}  # one thread per face, cell
+
+
+def _paper_space(solver: FakeSolver) -> Space:
+    """FakeSolver's space with the paper's value lists (Table 3 of Xue & Roy), as the real solver's."""
+    params = []
+    for k in KERNELS:
+        params += [
+            Param(f"{k}.blocks", tuple(range(100, 1001, 100))),
+            Param(f"{k}.threads", tuple(range(32, 385, 32))),
+        ]
+    default = {f"{k}.{p}": v for k in KERNELS for p, v in (("blocks", PAPER_DEFAULT[k]), ("threads", 256))}
+    return Space(tuple(params), default, FakeSolver.space(solver).constraints)

@@ -1,11 +1,12 @@
-"""The tuners inside the real CFD solver on the numpy backend (host clock): the contract the CLI relies on."""
+"""The tuners inside the real CFD solver on the numpy backend (host clock): the contract the CLI relies on.
+Each is a ``Tuning``, the object ``autotune(...)`` keeps per key."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from launchtune.kernels.autotune import IDLE, attach_tuners, save_tuning, tuning_summary
+from launchtune.kernels.autotune import IDLE, Tuning, attach_tuners, save_tuning, tuning_summary
 
 cfd = pytest.importorskip("launchtune.kernels.cfd.solver")
 
@@ -16,9 +17,8 @@ def test_scan_tunes_all_seven_kernels_and_the_answer_is_the_untuned_one(tmp_path
     tuners = attach_tuners(tuned, "scan", samples=3, period_s=None)
     assert sorted(tuners) == sorted(tuned.kernel_names)
     stages = tuned.scheme.stages
-    assert all(
-        t.launches_per_sample == stages for t in tuners.values()
-    )  # a sample is a whole step's launches
+    assert all(isinstance(t, Tuning) for t in tuners.values())
+    assert all(t.tuner.launches_per_sample == stages for t in tuners.values())  # a sample: a step's launches
     launches_per_scan = 1 + 3 * stages * len(tuners["rhs"].candidates)  # warm-up + samples x candidates
     steps = -(-launches_per_scan // tuned.scheme.stages) + 2
     for _ in range(steps):
@@ -42,3 +42,7 @@ def test_scan_tunes_all_seven_kernels_and_the_answer_is_the_untuned_one(tmp_path
     locked = attach_tuners(again, "seeded", written["tuning_table"])
     assert all(t.state == IDLE for t in locked.values())
     assert {k: t.param for k, t in locked.items()} == {k: t.param for k, t in tuners.items()}
+    assert all(t.seed.startswith("locked from runtime cpu 16x8") for t in locked.values())
+    for _ in range(2):
+        again.step()
+    assert tuning_summary(locked)["nonoptimal_launches"] == 0  # locked at once: no launch elsewhere

@@ -18,7 +18,7 @@ def test_scan_on_the_gpu_tunes_within_kernel_limits_and_changes_no_bits():
     tuners = attach_tuners(tuned, "scan", samples=3, period_s=None)
     for name, tuner in tuners.items():
         assert all(t <= tuned.max_threads_per_block[name] for _, t in tuner.candidates)
-        assert type(tuner.clock).__name__ == "EventStopwatch"
+        assert type(tuner.tuner.clock).__name__ == "EventStopwatch"
     stages = tuned.scheme.stages
     steps = -(-(1 + 3 * stages * max(len(t.candidates) for t in tuners.values())) // stages) + 3
     for _ in range(steps):

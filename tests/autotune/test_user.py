@@ -164,6 +164,27 @@ def test_seeded_from_a_sweep_table_scans_its_picks_for_this_class_at_the_nearest
     assert s["seed"].startswith("sweep h100 2000")
 
 
+def test_a_tuned_runs_table_entry_at_this_size_locks_at_once_as_for_the_cfd_solver(tmp_path):
+    """A ``runtime`` entry (what a tuned run writes: ``Tuning.table_entry``) at exactly the call's size is a
+    remembered pick, locked without a scan; at another size it only seeds the scan."""
+    pick = {"block_size_x": 64, "tile": 4}
+    runtime = {"gpu_class": "h100", "size": "1000", "source": "runtime", "best": pick, "candidates": [pick]}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"format": "launchtune-tuning-table", "version": 1, "entries": [runtime]}))
+    tuned, _, compiler = make(tmp_path, table=path, cache=False)
+    call(tuned, 5)
+    (s,) = tuned.stats().values()
+    assert (
+        s["state"] == IDLE and s["config"] == pick and s["seed"].startswith("locked from runtime h100 1000")
+    )
+    assert compiler.launched == [(64, 4)] * 5 and s["nonoptimal_launches"] == 0
+    tuned, _, compiler = make(tmp_path, table=path, cache=False)
+    call(tuned, 5, n=500)
+    (s,) = tuned.stats().values()
+    assert not s["restored"] and s["seed"].startswith("runtime h100 1000")
+    assert s["first_scan_launches"] == 1 + 3  # its one candidate scanned: a warm-up and three samples
+
+
 def test_a_table_without_this_class_scans_from_scratch_and_says_so(tmp_path):
     table = {
         "format": "launchtune-tuning-table",

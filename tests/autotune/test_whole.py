@@ -1,5 +1,6 @@
 """Run-time tuning of whole configurations (the fused CFD space, issue 16): a fake solver whose steps cost
-what the test says, the table reader, and the CLI on the numpy backend."""
+what the test says, a ``Tuning`` over a whole space (its table picks, a runtime entry locked, the arithmetic
+pinned), and the CLI on the numpy backend."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import sys
 
 import pytest
 
-from launchtune.kernels.autotune import IDLE, TableError, TunerError
-from launchtune.kernels.autotune.whole import WholeTuner, config_key, table_configurations, whole_candidates
+from launchtune.kernels.autotune import IDLE, TableError, TunerError, Tuning
+from launchtune.kernels.autotune.table import table_seeds
+from launchtune.kernels.autotune.whole import WholeTuner, attach_whole_tuner
 from launchtune.kernels.space import Param, Space
 from tests.autotune.test_tuner import FakeClock
 from tests.conftest import REPO
@@ -21,6 +23,7 @@ class FakeSolver:
 
     def __init__(self, cost):
         self.clock, self.cost, self.config, self.configs_used = FakeClock(), cost, None, []
+        self.steps_done = 0
 
         class Backend:
             def stopwatch(_self):
@@ -36,28 +39,36 @@ class FakeSolver:
     def step(self, residuals=False):
         self.configs_used.append(self.config["x"])
         self.clock.now_ms += self.cost(self.config)
+        self.steps_done += 1
 
 
 SPACE = Space([Param("x", (0, 1, 2, 3, 4, 5)), Param("y", (0, 1))], default={"x": 0, "y": 0})
 
 
+def _tuning(space, table=None, **kw):
+    kw.setdefault("scan", None)
+    return Tuning("step", space, gpu_class="h100", size="104x32", table=table, default_first=True, **kw)
+
+
 def test_the_tuner_switches_whole_configurations_between_steps_and_locks_the_fastest():
-    cands = [{"x": x, "y": 0} for x in (0, 1, 2, 3, 4)]
     solver = FakeSolver(lambda c: {0: 5.0, 1: 4.0, 2: 2.0, 4: 3.0}[c["x"]])
-    whole = WholeTuner(solver, cands, samples=3, period_s=None, context={"default": {"x": 0, "y": 0}})
+    space = Space([Param("x", (0, 1, 2, 3, 4)), Param("y", (0,))], default={"x": 0, "y": 0})
+    tuning = _tuning(space, clock=solver.clock, step=lambda: solver.steps_done, samples=3, period_s=None)
+    assert tuning.candidates == [(x, 0) for x in (0, 1, 2, 3, 4)]  # the default first, then the space's
+    whole = WholeTuner(solver, tuning)
     for _ in range(1 + 3 * 4 + 5):  # warm-up, 3 samples of the 4 that run, then idle
         whole.step()
     assert whole.tuner.state == IDLE and solver.config == {"x": 2, "y": 0}
     # one configuration per step, each candidate's samples consecutive, x=3 refused and dropped
     assert solver.configs_used == [0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 4, 4, 4, 2, 2, 2, 2, 2]
-    assert whole.rejected and whole.rejected[0]["config"] == {"x": 3, "y": 0}
+    assert tuning.rejected and tuning.rejected[0]["config"] == {"x": 3, "y": 0}
     s = whole.summary()
     assert s["config"] == {"x": 2, "y": 0} and s["best_ms"] == 2.0 and s["default_scan_ms"] == 5.0
     assert s["tuned_at_step"] == 13 and s["candidates"] == 4
-    whole.context.update(gpu_class="h100", size="64x32")
     entry = whole.table_entry()
-    assert entry["source"] == "runtime" and entry["best"] == {"x": 2, "y": 0}
+    assert entry["source"] == "runtime" and entry["best"] == {"x": 2, "y": 0} and entry["size"] == "104x32"
     assert [c["time_ms"] for c in entry["candidates"]] == [2.0, 3.0, 4.0, 5.0]
+    assert entry["space"] == "fused" and s["rejected"][0]["reason"].startswith("x=3 exceeds")
 
 
 def _table(path, entries):
@@ -85,24 +96,53 @@ def test_seeded_candidates_come_from_the_nearest_size_of_the_class_and_a_runtime
         "candidates": [{"blocks": 1, "threads": 32}],
     }
     path = _table(tmp_path / "t.json", [sweep, other, per_kernel])
-    configs, source, size = table_configurations(path, "h100", "104x32")
-    assert configs == [{"x": 4, "y": 1}, {"x": 9, "y": 0}, {"x": 2, "y": 0}] and source == "sweep"
-    cands, note, restored = whole_candidates(SPACE, "seeded", path, "h100", "104x32")
+    seeds = table_seeds(path, "h100", "104x32", SPACE.default)
+    assert seeds.configs == [{"x": 4, "y": 1}, {"x": 9, "y": 0}, {"x": 2, "y": 0}] and seeds.source == "sweep"
+    tuning = _tuning(SPACE, path)
     # the default first, then the table's valid configurations in its order; x=9 is not in this space
-    assert cands == [{"x": 0, "y": 0}, {"x": 4, "y": 1}, {"x": 2, "y": 0}] and restored is None
-    assert "1 invalid here" in note
+    assert tuning.candidates == [(0, 0), (4, 1), (2, 0)] and tuning.state != IDLE
+    assert "1 invalid here" in tuning.seed
     runtime = _table(tmp_path / "r.json", [{**sweep, "source": "runtime", "size": "104x32"}])
-    cands, note, restored = whole_candidates(SPACE, "seeded", runtime, "h100", "104x32")
-    assert restored == {"x": 4, "y": 1} and note.startswith("locked from runtime")
-    with pytest.raises(TunerError, match="GPU class 'v100'"):
-        whole_candidates(SPACE, "seeded", path, "v100", "104x32")
-    with pytest.raises(TunerError, match="--tuning-table"):
-        whole_candidates(SPACE, "seeded", None, "h100", "104x32")
+    tuning = _tuning(SPACE, runtime)
+    assert tuning.state == IDLE and tuning.config == {"x": 4, "y": 1}
+    assert tuning.seed.startswith("locked from runtime")
+    elsewhere = _table(tmp_path / "e.json", [{**sweep, "source": "runtime"}])  # another size: scanned
+    assert _tuning(SPACE, elsewhere).state != IDLE
+    assert not Tuning("step", SPACE, gpu_class="v100", size="104x32", table=path).seeded
     with pytest.raises(TableError, match="configuration 0"):
-        table_configurations(_table(tmp_path / "b.json", [{**sweep, "best": {"x": "four"}}]), "h100", "1x1")
-    scan, note, _ = whole_candidates(SPACE, "scan", None, "h100", "104x32", scan_count=5, seed=3)
-    assert scan[0] == {"x": 0, "y": 0} and len(scan) == len({config_key(c) for c in scan}) >= 5
-    assert scan == whole_candidates(SPACE, "scan", None, "h100", "104x32", scan_count=5, seed=3)[0]
+        table_seeds(
+            _table(tmp_path / "b.json", [{**sweep, "best": {"x": "four"}}]), "h100", "1x1", SPACE.default
+        )
+    scan = _tuning(SPACE, scan=5, seed=3)
+    assert scan.candidates[0] == (0, 0) and len(set(scan.candidates)) == len(scan.candidates) == 5
+    assert scan.candidates == _tuning(SPACE, scan=5, seed=3).candidates
+
+
+class NumpyFused:
+    """What ``attach_whole_tuner`` reads of a solver: a fused space, its size and backend."""
+
+    def __init__(self, space):
+        from launchtune.kernels.backend import get_backend
+
+        self.fused, self.size, self.backend, self.steps_done = space, (104, 32), get_backend("numpy"), 0
+
+    def space(self, preset):
+        return self.fused
+
+    @staticmethod
+    def compile_ms_total():
+        return 0.0
+
+
+def test_attach_whole_tuner_refuses_a_table_without_this_class_and_seeded_without_a_table(tmp_path):
+    sweep = {"gpu_class": "a100", "size": "104x32", "best": {"x": 4, "y": 1}}
+    path = _table(tmp_path / "t.json", [sweep])
+    with pytest.raises(TunerError, match="GPU class 'cpu'"):
+        attach_whole_tuner(NumpyFused(SPACE), "seeded", path)
+    with pytest.raises(TunerError, match="--tuning-table"):
+        attach_whole_tuner(NumpyFused(SPACE), "seeded", None)
+    whole = attach_whole_tuner(NumpyFused(SPACE), "scan", scan_count=4)
+    assert len(whole.tuner.candidates) == 5 and whole.tuner.candidates[0] == (0, 0)  # the default and 4
 
 
 RUN = [
@@ -148,10 +188,10 @@ def test_the_tuner_keeps_the_seven_kernels_arithmetic_unless_allowed(tmp_path):
         (Param("x", (0, 1, 2)), Param("tile.arith", (0, 1))),
         {"x": 0, "tile.arith": 0},
     )
-    cands, _, _ = whole_candidates(space, "scan", None, "h100", "104x32", scan_count=20, seed=3)
-    assert {c["tile.arith"] for c in cands} == {0} and len(cands) == 3  # the three x values, all arith 0
-    cands, _, _ = whole_candidates(space, "scan", None, "h100", "104x32", scan_count=20, seed=3, arith=True)
-    assert {c["tile.arith"] for c in cands} == {0, 1}
+    pin = {"tile.arith": 0}
+    cands = _tuning(space, scan=20, seed=3, pinned=pin).candidates
+    assert {a for _, a in cands} == {0} and len(cands) == 3  # the three x values, all arith 0
+    assert {a for _, a in _tuning(space, scan=20, seed=3).candidates} == {0, 1}
     entry = {
         "gpu_class": "h100",
         "size": "104x32",
@@ -159,8 +199,8 @@ def test_the_tuner_keeps_the_seven_kernels_arithmetic_unless_allowed(tmp_path):
         "candidates": [{"config": {"x": 2, "tile.arith": 1}}, {"config": {"x": 1}}],
     }
     path = _table(tmp_path / "t.json", [entry])
-    cands, note, _ = whole_candidates(space, "seeded", path, "h100", "104x32")
-    assert cands == [{"x": 0, "tile.arith": 0}, {"x": 2, "tile.arith": 0}, {"x": 1, "tile.arith": 0}]
-    assert "1 of another arithmetic" in note and "seven kernels'" in note
-    cands, note, _ = whole_candidates(space, "seeded", path, "h100", "104x32", arith=True)
-    assert {"x": 2, "tile.arith": 1} in cands and "another arithmetic" not in note
+    tuning = _tuning(space, path, pinned=pin)
+    assert tuning.candidates == [(0, 0), (2, 0), (1, 0)]
+    assert "1 run with tile.arith=0 instead of the table's" in tuning.seed
+    tuning = _tuning(space, path)
+    assert (2, 1) in tuning.candidates and "instead of the table's" not in tuning.seed
