@@ -29,6 +29,10 @@ TODAY: dict[str, Any] = {
     "reserve_cap": 1 << 30,
     "reserve_from": 0,
     "stall_chance": False,
+    "effective": False,
+    "effective_breed": False,
+    "effective_far": False,
+    "restart": 0,
 }
 LTS = {"levels": True, "level_explore": 0.5, "level_thompson": True, "reserve_z": True}
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -47,11 +51,16 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "reserve20cap20": {**LTS, "reserve": 0.2, "reserve_cap": 20},
         "final_with_turns": {**LTS, "reserve": 0.2, "reserve_cap": 20, "reserve_from": 100},
         "final_without_turns": {"reserve": 0.2, "reserve_cap": 20, "reserve_from": 100, "reserve_z": True},
+        "effective_all": {"effective": True, "effective_breed": True},
+        "effective": {"effective": True},
+        "effective_far": {"effective_far": True},
     }.items()
 }
 # the default since issue 45, as shipped (``evolve.WORST_CASE`` on a space without levels, on a space with
 # levels as ``today``): no options passed
 VARIANTS["final"] = {}
+# tried on top of the default (issue 45, second session): a stalled island starts again
+VARIANTS["final_restart4"] = {"restart": 4}
 
 
 OVER = 1.05  # a pick this far off the optimum counts as a miss

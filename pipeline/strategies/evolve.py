@@ -203,9 +203,10 @@ def _thompson(session: Session, per_tree: np.ndarray, kids: np.ndarray, n: int) 
         session.measure_index(int(free[int(np.argmin(tree[free]))]))
 
 
-def _flip_flags(session: Session, ranked: np.ndarray, n: int) -> None:
+def _flip_flags(session: Session, ranked: np.ndarray, n: int, Xd: np.ndarray | None = None) -> None:
     """Measure up to ``n`` unmeasured configurations that differ from one of the best measured ones (in rank
-    order) in a single two-valued parameter."""
+    order) in a single two-valued parameter (``Xd``: as the configurations run, a parameter a configuration
+    does not use set to 0; then any unmeasured candidate that runs the flipped code)."""
     flags = [j for j in range(session.X.shape[1]) if len(np.unique(session.X[:, j])) == 2]
     lo_hi = {j: tuple(np.unique(session.X[:, j])) for j in flags}
     done = 0
@@ -213,10 +214,16 @@ def _flip_flags(session: Session, ranked: np.ndarray, n: int) -> None:
         for j in flags:
             if done >= n or not session.remaining:
                 return
-            c = session.X[i].copy()
+            c = (session.X if Xd is None else Xd)[i].copy()
             a, b = lo_hi[j]
+            if Xd is not None and c[j] not in (a, b):  # a flag this configuration does not use
+                continue
             c[j] = b if c[j] == a else a
-            k = session.index_of(dict(zip(session.names, c, strict=True)))
+            if Xd is None:
+                k = session.index_of(dict(zip(session.names, c, strict=True)))
+            else:
+                free = np.intersect1d(np.flatnonzero((Xd == c).all(axis=1)), session.unmeasured())
+                k = int(free[0]) if len(free) else None
             if k is not None and k not in session.proposed:
                 session.measure_index(k)
                 done += 1
@@ -242,6 +249,10 @@ def search(
     stall_chance: bool = False,
     reserve_cap: int = 1 << 30,
     reserve_from: int = 0,
+    effective: bool = False,
+    effective_breed: bool = False,
+    effective_far: bool = False,
+    restart: int = 0,
 ) -> None:
     """The generations, from whatever the session has measured so far (``transfer`` starts it after the
     prior's best candidates). ``explore``: the share of each generation (but the last) measured from the whole
@@ -255,7 +266,10 @@ def search(
     forecast errors over the spread). ``stall_chance``: the stuck share ranked the same way (tried, not
     kept). Sets ``session.notes`` (:func:`sureness`)."""
     n0 = session.used
-    breeder = _Breeder(session.X, session.rng)
+    # the configurations as their code runs: a parameter a configuration does not use is no difference
+    Xd = session.X if session.unused is None else np.where(session.unused, 0.0, session.X)
+    breeder = _Breeder(Xd if effective_breed else session.X, session.rng)
+    Xfar = Xd if effective or effective_far else session.X  # the stuck share's distance
     reserved = min(round(reserve * max(0, session.budget - reserve_from)), reserve_cap)
     polish_n = int(polish * session.budget)  # the polish: the last ``polish_n`` measurements
     batch = max(1, -(-(session.remaining - reserved) // generations))
@@ -263,6 +277,8 @@ def search(
     # candidate -> the forest's mean and spread for it when it was proposed
     predicted: dict[int, tuple[float, float]] = {}
     g, best, stale, turn = 0, np.inf, 0, 0
+    since = [0] * islands  # an island breeds only from what it measured since its last restart
+    idle = 0  # generations since the best measured improved (``restart``)
     while session.remaining:
         _, y = session.training_data(clip=clip)
         idx = np.array(list(session.measured))
@@ -287,9 +303,19 @@ def search(
         ranked = idx[np.argsort(y, kind="stable")]
         ranked = ranked[np.isfinite([session.measured[i] for i in ranked])]
         seen = set(session.proposed)
-        if patience and stale >= patience and not last and n >= 2 and len(ranked):
+        kept = polish_n + reserved + n  # a restart leaves the reserve and the polish theirs
+        if restart and idle >= restart and n >= 2 and session.remaining > kept and len(ranked):
+            # stalled: the island without the incumbent starts again from the unmeasured candidates farthest
+            # from everything measured (a fresh maximin start), and breeds only from what it measures since
+            k = (island.get(int(ranked[0]), 0) + 1) % islands
+            since[k], idle = session.used, 0
+            _measure_far(session, features, n // 2)
+            for i in set(session.proposed) - proposed_before:
+                island[int(i)] = k
+            n -= n // 2
+        elif patience and stale >= patience and not last and n >= 2 and len(ranked):
             # stuck: half of this generation goes to the model's best far from the incumbent
-            far = (session.X != session.X[ranked[0]]).sum(axis=1) >= 3
+            far = (Xfar != Xfar[ranked[0]]).sum(axis=1) >= 3
             before = set(session.proposed)
             if stall_chance:  # where the trace says a 5% gain is most likely, far from the incumbent
                 chance = _chance_each(session, mean, std, predicted, y)
@@ -316,14 +342,16 @@ def search(
         if session.remaining <= polish * session.budget and len(ranked):
             # the end: the incumbents' neighbours (one parameter changed), so the pick is a local optimum
             if flips:
-                _flip_flags(session, ranked, round(flips * n))
+                _flip_flags(session, ranked, round(flips * n), Xd if effective else None)
                 n = min(n, session.remaining)
-            near = ((session.X[:, None, :] != session.X[ranked[:2]]).sum(axis=2) == 1).any(axis=1)
+            Xn = Xd if effective else session.X  # the polish's distance
+            near = ((Xn[:, None, :] != Xn[ranked[:2]]).sum(axis=2) == 1).any(axis=1)
             session.measure_ranked(np.where(near, score, np.inf), min(n, int(near.sum())))
         else:
             for k in range(islands):
                 share = n // islands + (1 if k < n % islands else 0)
-                parents = np.array([i for i in ranked if island.get(int(i), 0) == k], dtype=int)
+                mine = [i for i in ranked if island.get(int(i), 0) == k]
+                parents = np.array([i for i in mine if session.proposed[int(i)] >= since[k]], dtype=int)
                 kids = _breed(session, breeder, parents, candidates * max(1, share), seen)
                 if kids and share:
                     local = np.full(len(score), np.inf)
@@ -339,6 +367,7 @@ def search(
                     seen |= set(session.proposed)
         current = min(session.measured.values(), default=np.inf)
         stale = stale + 1 if current >= best else 0
+        idle = idle + 1 if current >= best else 0
         best = min(best, current)
         ahead = reserved if session.remaining > polish_n else 0  # the reserved share is not the fill's
         if session.remaining > ahead and session.used < n0 + batch * (g + 1):  # too few children
@@ -351,6 +380,21 @@ def search(
             predicted[int(i)] = (float(mean[i]), float(std[i]))
         g += 1
     session.notes.update(sureness(session, features, predicted, clip))
+
+
+def _measure_far(session: Session, features: np.ndarray, n: int) -> None:
+    """Measure ``n`` unmeasured candidates, each the farthest (standardised features) from everything measured
+    or chosen before it."""
+    z = (features - features.mean(axis=0)) / np.maximum(features.std(axis=0), 1e-12)
+    pool = session.unmeasured()
+    dist = np.full(len(z), np.inf)
+    for i in session.proposed:
+        dist = np.minimum(dist, np.linalg.norm(z - z[i], axis=1))
+    for _ in range(min(n, session.remaining, len(pool))):
+        free = session.unmeasured()
+        i = int(free[np.argmax(dist[free])])
+        session.measure_index(i)
+        dist = np.minimum(dist, np.linalg.norm(z - z[i], axis=1))
 
 
 def _measure_turns(session: Session, scores: np.ndarray, n: int, turn: int, levels: bool) -> int:
