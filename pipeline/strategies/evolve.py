@@ -44,15 +44,21 @@ seeds per variant, issue 17; the variants tried and what each gave: ``docs/strat
 * against a bad worst seed (issue 45: one user runs one search; ``WORST_CASE``, ``tune`` only; measured
   with ``benchmarks/search_worst_seed.py``, the variants tried and what each gave: ``docs/strategies.md``):
 
-  - a reserved share, on a space without levels: a fifth of the budget beyond ``RESERVE_FROM``
-    measurements, at most ``RESERVE_CAP`` (none at 100 or less, where it scored worse on the H100
-    convolution), measured just before the polish: the unmeasured candidates most likely ``MARGIN`` faster
-    than the best measured, by the forest's mean and spread and the search's own forecast errors
-    (:func:`_chance_each`); on the H100 convolution at 200 it takes the runs that ended in the 1.29x basin of
-    ``tile_size_x = 2`` to the optimum's region. On the fused CFD sweeps (levels) it and the level turns
-    (``levels``, ``level_explore``, ``level_thompson``: the whole-pool share as ``iterative``'s Thompson
-    batch taking turns between the levels in reach) moved which seeds fail, not how many, and made the H200's
-    mean worse on the seeds run both ways, so a space with levels searches as before;
+  - a reserved share: a fifth of the budget beyond ``RESERVE_FROM`` measurements, at most ``RESERVE_CAP``
+    (none at 100 or less, where it scored worse on the H100 convolution), measured just before the polish:
+    the unmeasured candidates most likely ``MARGIN`` faster than the best measured, by the forest's mean and
+    spread and the search's own forecast errors (:func:`_chance_each`); on the H100 convolution at 200 it
+    takes the runs that ended in the 1.29x basin of ``tile_size_x = 2`` to the optimum's region;
+  - level turns (``levels``, ``level_explore``, ``level_thompson``; they act only on a space with levels,
+    the fused CFD space, while more than one level is in reach, and at a budget of ``TURNS_FROM`` or more):
+    the whole-pool share is half of each generation instead of a quarter, chosen as ``iterative``'s Thompson
+    batch whose slots take turns between those levels, and the stuck share takes turns too. With the
+    reserve, replayed on the fused CFD sweeps (seeds 0-19), mean / worst seed went from 1.064 / 1.317 to
+    1.048 / 1.139 (H100, 100 measurements), 1.023 / 1.328 to 1.004 / 1.087 (H100, 200), 1.180 / 1.298 to
+    1.147 / 1.280 (H200, 100) and 1.034 / 1.280 to 1.028 / 1.280 (H200, 200); each mean's 95% interval
+    holds no change, all four moved the same way (first judged worse on the 14 seeds of the old search then
+    run). At 50 they made both means worse (H100 1.195 against 1.177, H200 1.290 against 1.233), hence
+    none under 100;
   - ``session.notes["p_faster"]`` (:func:`sureness`): the search's estimate of the chance that a
     configuration ``MARGIN`` faster than its pick remains unmeasured, in the JSON line and the live report;
 
@@ -87,16 +93,20 @@ FLIPS = 0.5
 MARGIN = 1.05  # ``p_faster``: the chance that a configuration this much faster than the pick is unmeasured
 # what ``tune`` (and ``transfer`` after its prior's best) adds to ``search``: see the module's docstring
 OPTIONS: dict[str, Any] = {"explore": EXPLORE, "thompson": True, "flips": FLIPS}
-# what ``tune`` adds against a bad worst seed on a space without levels (issue 45; the module's docstring,
-# docs/strategies.md); a space with levels (the fused CFD space) searches as before
+# what ``tune`` adds against a bad worst seed (issue 45; the module's docstring, docs/strategies.md)
 RESERVE = 0.2  # of the budget beyond RESERVE_FROM, at most RESERVE_CAP measurements
 RESERVE_CAP = 20
 RESERVE_FROM = 100
+TURNS_FROM = 100  # the level turns only at a budget of this many measurements or more
 WORST_CASE: dict[str, Any] = {
     "reserve": RESERVE,
     "reserve_cap": RESERVE_CAP,
     "reserve_from": RESERVE_FROM,
     "reserve_z": True,
+    "levels": True,
+    "level_explore": 0.5,
+    "level_thompson": True,
+    "levels_from": TURNS_FROM,
 }
 
 
@@ -172,7 +182,7 @@ def tune(
     n0 = max(2, min(session.budget, max(8, round(initial_fraction * session.budget))))
     features = product_features(session.X, session.unused)
     maximin(session, features, n0)
-    options = {**OPTIONS, **(WORST_CASE if session.levels is None else {}), **options}
+    options = {**OPTIONS, **WORST_CASE, **options}
     search(session, features, generations, islands=islands, **options)
 
 
@@ -203,10 +213,9 @@ def _thompson(session: Session, per_tree: np.ndarray, kids: np.ndarray, n: int) 
         session.measure_index(int(free[int(np.argmin(tree[free]))]))
 
 
-def _flip_flags(session: Session, ranked: np.ndarray, n: int, Xd: np.ndarray | None = None) -> None:
+def _flip_flags(session: Session, ranked: np.ndarray, n: int) -> None:
     """Measure up to ``n`` unmeasured configurations that differ from one of the best measured ones (in rank
-    order) in a single two-valued parameter (``Xd``: as the configurations run, a parameter a configuration
-    does not use set to 0; then any unmeasured candidate that runs the flipped code)."""
+    order) in a single two-valued parameter."""
     flags = [j for j in range(session.X.shape[1]) if len(np.unique(session.X[:, j])) == 2]
     lo_hi = {j: tuple(np.unique(session.X[:, j])) for j in flags}
     done = 0
@@ -214,16 +223,10 @@ def _flip_flags(session: Session, ranked: np.ndarray, n: int, Xd: np.ndarray | N
         for j in flags:
             if done >= n or not session.remaining:
                 return
-            c = (session.X if Xd is None else Xd)[i].copy()
+            c = session.X[i].copy()
             a, b = lo_hi[j]
-            if Xd is not None and c[j] not in (a, b):  # a flag this configuration does not use
-                continue
             c[j] = b if c[j] == a else a
-            if Xd is None:
-                k = session.index_of(dict(zip(session.names, c, strict=True)))
-            else:
-                free = np.intersect1d(np.flatnonzero((Xd == c).all(axis=1)), session.unmeasured())
-                k = int(free[0]) if len(free) else None
+            k = session.index_of(dict(zip(session.names, c, strict=True)))
             if k is not None and k not in session.proposed:
                 session.measure_index(k)
                 done += 1
@@ -249,10 +252,7 @@ def search(
     stall_chance: bool = False,
     reserve_cap: int = 1 << 30,
     reserve_from: int = 0,
-    effective: bool = False,
-    effective_breed: bool = False,
-    effective_far: bool = False,
-    restart: int = 0,
+    levels_from: int = 0,
 ) -> None:
     """The generations, from whatever the session has measured so far (``transfer`` starts it after the
     prior's best candidates). ``explore``: the share of each generation (but the last) measured from the whole
@@ -263,13 +263,12 @@ def search(
     ``explore`` and, with ``level_thompson``, that share is ``iterative.measure_thompson``'s batch.
     ``reserve``: a share of the budget (at most ``reserve_cap`` measurements) measured just before the polish,
     the candidates most likely ``MARGIN`` faster than the best (:func:`_chance_each`; ``reserve_z``: by the
-    forecast errors over the spread). ``stall_chance``: the stuck share ranked the same way (tried, not
-    kept). Sets ``session.notes`` (:func:`sureness`)."""
+    forecast errors over the spread). ``levels_from``: no level turns under a budget of this many.
+    ``stall_chance``: the stuck share ranked the same way (tried, not kept). Sets ``session.notes``
+    (:func:`sureness`)."""
     n0 = session.used
-    # the configurations as their code runs: a parameter a configuration does not use is no difference
-    Xd = session.X if session.unused is None else np.where(session.unused, 0.0, session.X)
-    breeder = _Breeder(Xd if effective_breed else session.X, session.rng)
-    Xfar = Xd if effective or effective_far else session.X  # the stuck share's distance
+    levels = levels and session.budget >= levels_from
+    breeder = _Breeder(session.X, session.rng)
     reserved = min(round(reserve * max(0, session.budget - reserve_from)), reserve_cap)
     polish_n = int(polish * session.budget)  # the polish: the last ``polish_n`` measurements
     batch = max(1, -(-(session.remaining - reserved) // generations))
@@ -277,8 +276,6 @@ def search(
     # candidate -> the forest's mean and spread for it when it was proposed
     predicted: dict[int, tuple[float, float]] = {}
     g, best, stale, turn = 0, np.inf, 0, 0
-    since = [0] * islands  # an island breeds only from what it measured since its last restart
-    idle = 0  # generations since the best measured improved (``restart``)
     while session.remaining:
         _, y = session.training_data(clip=clip)
         idx = np.array(list(session.measured))
@@ -303,19 +300,9 @@ def search(
         ranked = idx[np.argsort(y, kind="stable")]
         ranked = ranked[np.isfinite([session.measured[i] for i in ranked])]
         seen = set(session.proposed)
-        kept = polish_n + reserved + n  # a restart leaves the reserve and the polish theirs
-        if restart and idle >= restart and n >= 2 and session.remaining > kept and len(ranked):
-            # stalled: the island without the incumbent starts again from the unmeasured candidates farthest
-            # from everything measured (a fresh maximin start), and breeds only from what it measures since
-            k = (island.get(int(ranked[0]), 0) + 1) % islands
-            since[k], idle = session.used, 0
-            _measure_far(session, features, n // 2)
-            for i in set(session.proposed) - proposed_before:
-                island[int(i)] = k
-            n -= n // 2
-        elif patience and stale >= patience and not last and n >= 2 and len(ranked):
+        if patience and stale >= patience and not last and n >= 2 and len(ranked):
             # stuck: half of this generation goes to the model's best far from the incumbent
-            far = (Xfar != Xfar[ranked[0]]).sum(axis=1) >= 3
+            far = (session.X != session.X[ranked[0]]).sum(axis=1) >= 3
             before = set(session.proposed)
             if stall_chance:  # where the trace says a 5% gain is most likely, far from the incumbent
                 chance = _chance_each(session, mean, std, predicted, y)
@@ -342,16 +329,14 @@ def search(
         if session.remaining <= polish * session.budget and len(ranked):
             # the end: the incumbents' neighbours (one parameter changed), so the pick is a local optimum
             if flips:
-                _flip_flags(session, ranked, round(flips * n), Xd if effective else None)
+                _flip_flags(session, ranked, round(flips * n))
                 n = min(n, session.remaining)
-            Xn = Xd if effective else session.X  # the polish's distance
-            near = ((Xn[:, None, :] != Xn[ranked[:2]]).sum(axis=2) == 1).any(axis=1)
+            near = ((session.X[:, None, :] != session.X[ranked[:2]]).sum(axis=2) == 1).any(axis=1)
             session.measure_ranked(np.where(near, score, np.inf), min(n, int(near.sum())))
         else:
             for k in range(islands):
                 share = n // islands + (1 if k < n % islands else 0)
-                mine = [i for i in ranked if island.get(int(i), 0) == k]
-                parents = np.array([i for i in mine if session.proposed[int(i)] >= since[k]], dtype=int)
+                parents = np.array([i for i in ranked if island.get(int(i), 0) == k], dtype=int)
                 kids = _breed(session, breeder, parents, candidates * max(1, share), seen)
                 if kids and share:
                     local = np.full(len(score), np.inf)
@@ -367,7 +352,6 @@ def search(
                     seen |= set(session.proposed)
         current = min(session.measured.values(), default=np.inf)
         stale = stale + 1 if current >= best else 0
-        idle = idle + 1 if current >= best else 0
         best = min(best, current)
         ahead = reserved if session.remaining > polish_n else 0  # the reserved share is not the fill's
         if session.remaining > ahead and session.used < n0 + batch * (g + 1):  # too few children
@@ -380,21 +364,6 @@ def search(
             predicted[int(i)] = (float(mean[i]), float(std[i]))
         g += 1
     session.notes.update(sureness(session, features, predicted, clip))
-
-
-def _measure_far(session: Session, features: np.ndarray, n: int) -> None:
-    """Measure ``n`` unmeasured candidates, each the farthest (standardised features) from everything measured
-    or chosen before it."""
-    z = (features - features.mean(axis=0)) / np.maximum(features.std(axis=0), 1e-12)
-    pool = session.unmeasured()
-    dist = np.full(len(z), np.inf)
-    for i in session.proposed:
-        dist = np.minimum(dist, np.linalg.norm(z - z[i], axis=1))
-    for _ in range(min(n, session.remaining, len(pool))):
-        free = session.unmeasured()
-        i = int(free[np.argmax(dist[free])])
-        session.measure_index(i)
-        dist = np.minimum(dist, np.linalg.norm(z - z[i], axis=1))
 
 
 def _measure_turns(session: Session, scores: np.ndarray, n: int, turn: int, levels: bool) -> int:

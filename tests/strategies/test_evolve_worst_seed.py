@@ -147,50 +147,24 @@ def _wide_session(levels: bool, budget: int = 130) -> Session:
     return Session(ReplayWorkload(data, seed=0), budget, seed=3)
 
 
-def test_the_default_reserves_beyond_100_and_never_on_a_space_with_levels():
-    def history(levels: bool, **options) -> list[tuple]:
-        session = _wide_session(levels)
+def test_the_default_reserves_beyond_100_and_takes_turns_only_where_there_are_levels(monkeypatch):
+    import launchtune.pipeline.strategies.iterative as iterative
+
+    monkeypatch.setattr(iterative, "LIVE", 1.5)  # both of the toy's levels in reach (their best: 2.0, 1.5)
+
+    def history(space_has_levels: bool, budget: int = 130, **options) -> list[tuple]:
+        session = _wide_session(space_has_levels, budget)
         evolve.tune(session, **options)
-        assert session.used == 130
+        assert session.used == budget
         return [tuple(m.config.values()) for m in session.history]
 
-    none = {"reserve": 0.0}
+    no_turns = {"levels": False, "level_explore": None, "level_thompson": False}
     assert _wide_session(True).levels is not None and _wide_session(False).levels is None
-    assert history(True) == history(True, **none)  # with levels: searched as before issue 45
-    assert history(False) != history(False, **none)  # without: 6 measurements reserved (a fifth of 30)
-
-
-def _fused_session(budget: int = 20) -> Session:
-    """A space with levels as a recorded sweep holds one: ``fusion`` 1 ignores ``launch`` (inactive), and
-    each of its ten ``tile`` values was recorded once, each under another ``launch``, so any two of its tiles
-    differ in ``launch`` too; ``fusion`` 0 uses both and is slow. The fastest: ``fusion`` 1, tile 7."""
-    rows = [
-        {"fusion": 0, "launch": la, "tile": t, "time": 5.0 + 0.1 * t + 0.01 * la, "status": "ok"}
-        for t in range(10)
-        for la in range(10)
-    ]
-    rows += [
-        {"fusion": 1, "launch": (3 * t) % 10, "tile": t, "time": 1.0 + 0.1 * abs(t - 7), "status": "ok"}
-        for t in range(10)
-    ]
-    inactive = [["fusion", [1], ["launch"]]]
-    data = Dataset("fused", ["fusion", "launch", "tile"], pd.DataFrame(rows), inactive=inactive)
-    return Session(ReplayWorkload(data, seed=0), budget, seed=0)
-
-
-@pytest.mark.parametrize("effective", [False, True])
-def test_the_polish_steps_to_a_neighbour_that_differs_only_in_a_parameter_neither_uses(effective):
-    """Issue 45: the polish (the incumbents' one-parameter neighbours) counted a parameter a configuration
-    does not use as a difference, so on a space with levels the fused level's neighbouring tiles, recorded
-    under other launches, were never its neighbours; counted as the code runs, they are."""
-    session = _fused_session()
-    fused = {t: session.index_of({"fusion": 1, "launch": (3 * t) % 10, "tile": t}) for t in range(10)}
-    slow = [session.index_of({"fusion": 0, "launch": k // 10, "tile": k % 10}) for k in range(16)]
-    for i in [fused[5], fused[2], *slow]:
-        session.measure_index(i)
-    features = evolve.product_features(session.X, session.unused)
-    evolve.search(session, features, flips=0.0, effective=effective)  # the last 2 of 20: the polish
-    last = {(m.config["fusion"], m.config["tile"]) for m in session.history[18:]}
-    assert session.used == 20
-    # counted as the code runs: tile 6, then (the new incumbent's neighbour) the optimum; else two slow rows
-    assert (last == {(1, 6), (1, 7)}) == effective and (not any(f for f, _ in last)) != effective, last
+    # without levels the turns never act: the same search with them or without
+    assert history(False) == history(False, **no_turns)
+    # with levels (issue 45's second session) they do, and so does the reserve: 6 measurements (a fifth of 30)
+    assert history(True) != history(True, **no_turns)
+    assert history(True, **no_turns) != history(True, **no_turns, reserve=0.0)
+    assert history(False) != history(False, reserve=0.0)
+    # under 100 measurements (``TURNS_FROM``) neither acts: with levels as without the turns
+    assert history(True, 60) == history(True, 60, **no_turns) != history(True, 60, levels_from=0)
