@@ -28,6 +28,7 @@ TODAY: dict[str, Any] = {
     "reserve_z": False,
     "reserve_cap": 1 << 30,
     "reserve_from": 0,
+    "levels_from": 0,
     "stall_chance": False,
 }
 LTS = {"levels": True, "level_explore": 0.5, "level_thompson": True, "reserve_z": True}
@@ -49,9 +50,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "final_without_turns": {"reserve": 0.2, "reserve_cap": 20, "reserve_from": 100, "reserve_z": True},
     }.items()
 }
-# the default since issue 45, as shipped (``evolve.WORST_CASE`` on a space without levels, on a space with
-# levels as ``today``): no options passed
+# the default since issue 45, as shipped (``evolve.WORST_CASE``): no options passed
 VARIANTS["final"] = {}
+# variants whose options were tried and removed: the commit whose ``evolve.search`` ran their lines
+# (data/combined/search_worst_seed/README.md)
+RETIRED = dict.fromkeys(["effective_all", "effective", "effective_far", "final_restart4"], "484a5ef")
 
 
 OVER = 1.05  # a pick this far off the optimum counts as a miss
@@ -115,7 +118,7 @@ def alternatives(runs) -> str:
         "| --- | --- | ---: | --- | --- | --- |",
     ]
     today = runs[runs["variant"] == "today"].set_index(["dataset", "gpu", "budget", "seed"])["ratio"]
-    order = [v for v in VARIANTS if v != "today"]
+    order = [v for v in [*VARIANTS, *RETIRED] if v != "today"]
     for (v, ds, gpu, b), g in sorted(
         runs[runs["variant"] != "today"].groupby(["variant", "dataset", "gpu", "budget"]),
         key=lambda kv: (order.index(kv[0][0]), kv[0][1], kv[0][2], -kv[0][3]),
@@ -123,7 +126,8 @@ def alternatives(runs) -> str:
         seeds = sorted(g["seed"])
         keys = [(ds, gpu, b, s) for s in seeds]
         base = today.reindex(keys)
-        shown = ",".join(map(str, seeds)) if len(seeds) < 10 else f"{seeds[0]}-{seeds[-1]}"
+        whole = len(seeds) >= 10 and seeds == list(range(seeds[0], seeds[-1] + 1))
+        shown = f"{seeds[0]}-{seeds[-1]}" if whole else ",".join(map(str, seeds))
         have = base.dropna()
         then = _cell(have) if len(have) == len(base) else "not run"
         if 0 < len(have) < len(base):

@@ -44,15 +44,21 @@ seeds per variant, issue 17; the variants tried and what each gave: ``docs/strat
 * against a bad worst seed (issue 45: one user runs one search; ``WORST_CASE``, ``tune`` only; measured
   with ``benchmarks/search_worst_seed.py``, the variants tried and what each gave: ``docs/strategies.md``):
 
-  - a reserved share, on a space without levels: a fifth of the budget beyond ``RESERVE_FROM``
-    measurements, at most ``RESERVE_CAP`` (none at 100 or less, where it scored worse on the H100
-    convolution), measured just before the polish: the unmeasured candidates most likely ``MARGIN`` faster
-    than the best measured, by the forest's mean and spread and the search's own forecast errors
-    (:func:`_chance_each`); on the H100 convolution at 200 it takes the runs that ended in the 1.29x basin of
-    ``tile_size_x = 2`` to the optimum's region. On the fused CFD sweeps (levels) it and the level turns
-    (``levels``, ``level_explore``, ``level_thompson``: the whole-pool share as ``iterative``'s Thompson
-    batch taking turns between the levels in reach) moved which seeds fail, not how many, and made the H200's
-    mean worse on the seeds run both ways, so a space with levels searches as before;
+  - a reserved share: a fifth of the budget beyond ``RESERVE_FROM`` measurements, at most ``RESERVE_CAP``
+    (none at 100 or less, where it scored worse on the H100 convolution), measured just before the polish:
+    the unmeasured candidates most likely ``MARGIN`` faster than the best measured, by the forest's mean and
+    spread and the search's own forecast errors (:func:`_chance_each`); on the H100 convolution at 200 it
+    takes the runs that ended in the 1.29x basin of ``tile_size_x = 2`` to the optimum's region;
+  - level turns (``levels``, ``level_explore``, ``level_thompson``; they act only on a space with levels,
+    the fused CFD space, while more than one level is in reach, and at a budget of ``TURNS_FROM`` or more):
+    the whole-pool share is half of each generation instead of a quarter, chosen as ``iterative``'s Thompson
+    batch whose slots take turns between those levels, and the stuck share takes turns too. With the
+    reserve, replayed on the fused CFD sweeps (seeds 0-19), mean / worst seed went from 1.064 / 1.317 to
+    1.048 / 1.139 (H100, 100 measurements), 1.023 / 1.328 to 1.004 / 1.087 (H100, 200), 1.180 / 1.298 to
+    1.147 / 1.280 (H200, 100) and 1.034 / 1.280 to 1.028 / 1.280 (H200, 200); each mean's 95% interval
+    holds no change, all four moved the same way (first judged worse on the 14 seeds of the old search then
+    run). At 50 they made both means worse (H100 1.195 against 1.177, H200 1.290 against 1.233), hence
+    none under 100;
   - ``session.notes["p_faster"]`` (:func:`sureness`): the search's estimate of the chance that a
     configuration ``MARGIN`` faster than its pick remains unmeasured, in the JSON line and the live report;
 
@@ -87,16 +93,20 @@ FLIPS = 0.5
 MARGIN = 1.05  # ``p_faster``: the chance that a configuration this much faster than the pick is unmeasured
 # what ``tune`` (and ``transfer`` after its prior's best) adds to ``search``: see the module's docstring
 OPTIONS: dict[str, Any] = {"explore": EXPLORE, "thompson": True, "flips": FLIPS}
-# what ``tune`` adds against a bad worst seed on a space without levels (issue 45; the module's docstring,
-# docs/strategies.md); a space with levels (the fused CFD space) searches as before
+# what ``tune`` adds against a bad worst seed (issue 45; the module's docstring, docs/strategies.md)
 RESERVE = 0.2  # of the budget beyond RESERVE_FROM, at most RESERVE_CAP measurements
 RESERVE_CAP = 20
 RESERVE_FROM = 100
+TURNS_FROM = 100  # the level turns only at a budget of this many measurements or more
 WORST_CASE: dict[str, Any] = {
     "reserve": RESERVE,
     "reserve_cap": RESERVE_CAP,
     "reserve_from": RESERVE_FROM,
     "reserve_z": True,
+    "levels": True,
+    "level_explore": 0.5,
+    "level_thompson": True,
+    "levels_from": TURNS_FROM,
 }
 
 
@@ -172,7 +182,7 @@ def tune(
     n0 = max(2, min(session.budget, max(8, round(initial_fraction * session.budget))))
     features = product_features(session.X, session.unused)
     maximin(session, features, n0)
-    options = {**OPTIONS, **(WORST_CASE if session.levels is None else {}), **options}
+    options = {**OPTIONS, **WORST_CASE, **options}
     search(session, features, generations, islands=islands, **options)
 
 
@@ -242,6 +252,7 @@ def search(
     stall_chance: bool = False,
     reserve_cap: int = 1 << 30,
     reserve_from: int = 0,
+    levels_from: int = 0,
 ) -> None:
     """The generations, from whatever the session has measured so far (``transfer`` starts it after the
     prior's best candidates). ``explore``: the share of each generation (but the last) measured from the whole
@@ -252,9 +263,11 @@ def search(
     ``explore`` and, with ``level_thompson``, that share is ``iterative.measure_thompson``'s batch.
     ``reserve``: a share of the budget (at most ``reserve_cap`` measurements) measured just before the polish,
     the candidates most likely ``MARGIN`` faster than the best (:func:`_chance_each`; ``reserve_z``: by the
-    forecast errors over the spread). ``stall_chance``: the stuck share ranked the same way (tried, not
-    kept). Sets ``session.notes`` (:func:`sureness`)."""
+    forecast errors over the spread). ``levels_from``: no level turns under a budget of this many.
+    ``stall_chance``: the stuck share ranked the same way (tried, not kept). Sets ``session.notes``
+    (:func:`sureness`)."""
     n0 = session.used
+    levels = levels and session.budget >= levels_from
     breeder = _Breeder(session.X, session.rng)
     reserved = min(round(reserve * max(0, session.budget - reserve_from)), reserve_cap)
     polish_n = int(polish * session.budget)  # the polish: the last ``polish_n`` measurements

@@ -147,14 +147,24 @@ def _wide_session(levels: bool, budget: int = 130) -> Session:
     return Session(ReplayWorkload(data, seed=0), budget, seed=3)
 
 
-def test_the_default_reserves_beyond_100_and_never_on_a_space_with_levels():
-    def history(levels: bool, **options) -> list[tuple]:
-        session = _wide_session(levels)
+def test_the_default_reserves_beyond_100_and_takes_turns_only_where_there_are_levels(monkeypatch):
+    import launchtune.pipeline.strategies.iterative as iterative
+
+    monkeypatch.setattr(iterative, "LIVE", 1.5)  # both of the toy's levels in reach (their best: 2.0, 1.5)
+
+    def history(space_has_levels: bool, budget: int = 130, **options) -> list[tuple]:
+        session = _wide_session(space_has_levels, budget)
         evolve.tune(session, **options)
-        assert session.used == 130
+        assert session.used == budget
         return [tuple(m.config.values()) for m in session.history]
 
-    none = {"reserve": 0.0}
+    no_turns = {"levels": False, "level_explore": None, "level_thompson": False}
     assert _wide_session(True).levels is not None and _wide_session(False).levels is None
-    assert history(True) == history(True, **none)  # with levels: searched as before issue 45
-    assert history(False) != history(False, **none)  # without: 6 measurements reserved (a fifth of 30)
+    # without levels the turns never act: the same search with them or without
+    assert history(False) == history(False, **no_turns)
+    # with levels (issue 45's second session) they do, and so does the reserve: 6 measurements (a fifth of 30)
+    assert history(True) != history(True, **no_turns)
+    assert history(True, **no_turns) != history(True, **no_turns, reserve=0.0)
+    assert history(False) != history(False, reserve=0.0)
+    # under 100 measurements (``TURNS_FROM``) neither acts: with levels as without the turns
+    assert history(True, 60) == history(True, 60, **no_turns) != history(True, 60, levels_from=0)
