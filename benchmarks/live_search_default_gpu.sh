@@ -6,7 +6,7 @@
 # rows in interleaved rounds (benchmarks/live_search.py); `--max-seconds` starts no search past its share, so a
 # slow card drops whole seeds and still re-measures what it has. Run from the repository root with the wheels
 # in .whl (dask, distributed, skops). Everything lands in $OUT/cfd and $OUT/convolution (each: live.log,
-# summary.md, remeasure.json, searches.jsonl, searches.tar.gz) and $OUT (nvidia-smi.txt, device.json).
+# summary.md, remeasure.json) and $OUT (nvidia-smi.txt, device.json).
 #   SEEDS (0,1,2,3,4) BUDGETS (200) ROUNDS (7) CFD_S (240) CONVOLUTION_S (100): seconds after which a part
 #   starts no further search
 # Budget: about 8 minutes of one H100. Measured before (data/cfd/h100/live_search/cards4 and
@@ -33,9 +33,7 @@ for part in cfd convolution; do
   python3 -m benchmarks.live_search "${WHAT[@]}" "${COMMON[@]}" --out "$DIR" >> "$OUT/$part/live.log" 2>&1
   rc=$?; [ $rc = 0 ] || status=$rc
   date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$rc" >> "$OUT/$part/live.log"
-  cp "$DIR"/summary.md "$DIR"/remeasure.json "$DIR"/searches.jsonl "$OUT/$part"/ 2>/dev/null
-  tar -C "$(dirname "$DIR")" --exclude .dask --exclude shards --exclude merged -czf "$OUT/$part/searches.tar.gz" \
-    "$part"
+  cp "$DIR"/summary.md "$DIR"/remeasure.json "$OUT/$part"/ 2>/dev/null  # remeasure.json holds every search's record
   tail -15 "$OUT/$part/live.log"
 done
 exit $status
