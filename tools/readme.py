@@ -824,6 +824,12 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "kernel_convolution_h100": _kernel_convolution,
     "worst_seed_summary": _file_block("data/combined/search_worst_seed/summary.md"),
     "autotune_user_h100": _file_block("data/convolution/h100/autotune_user/summary.md"),
+    "worst_seed_live_cfd_h100": _file_block(
+        "data/combined/search_worst_seed/live_h100/cfd/summary.md", tables_only=True
+    ),
+    "worst_seed_live_convolution_h100": _file_block(
+        "data/combined/search_worst_seed/live_h100/convolution/summary.md", tables_only=True
+    ),
     "kernel_heat_h100": _file_block("data/heat/h100/live_search/summary.md", tables_only=True),
     "timing_parity_h100": _file_block("data/heat/h100/timing_parity/parity.md"),
     "worst_seed_alternatives": _file_block("data/combined/search_worst_seed/alternatives.md"),
