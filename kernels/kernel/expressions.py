@@ -57,7 +57,7 @@ _COMPARE: dict[type, Callable[[Any, Any], bool]] = {
 _FUNCTIONS: dict[str, Callable[..., Any]] = {"min": min, "max": max}
 MAX_TEXT = 200  # characters of a text constant (a string parameter's value, as Kernel Tuner's "float")
 MAX_ITEMS = 1000  # items of a list or tuple literal right of ``in``
-# what a refused call is told: what the language calls, so the message says what was refused and what is allowed
+# told with every refused call, so its message says both what was refused and what is allowed
 CALLS_ALLOWED = "the only calls are min(a, b, ...) and max(a, b, ...), of two or more plain arguments"
 
 

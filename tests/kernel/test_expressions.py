@@ -156,8 +156,8 @@ def test_evaluation_errors_name_the_field():
     ],
 )
 def test_a_refused_call_says_what_was_refused_and_what_is_allowed(text, refused):
-    """Issue 43: "call of 'max' (only min and max) is not allowed" contradicted itself; each refusal names its
-    own fault (a keyword, a ``*``, too few arguments, another function) and then the calls the language has."""
+    """Issue 43: "call of 'max' (only min and max) is not allowed" contradicted itself; each refusal names
+    its own fault (a keyword, a ``*``, too few arguments, another function), then the calls there are."""
     with pytest.raises(ExpressionError) as info:
         parse(text, NAMES, "spec.yaml: restrictions[0]")
     message = str(info.value)
