@@ -10,10 +10,11 @@ kernel spec and the runtime autotuner read files too and ``kernels`` never impor
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 _KINDS = {
     stat.S_IFDIR: "a directory",
@@ -26,6 +27,32 @@ _KINDS = {
 
 class FileRefused(ValueError):
     """A file that cannot be read as asked; the message is one line naming it and why."""
+
+
+class DuplicateKey(ValueError):
+    """A JSON object that names one key twice: ``json`` keeps the last silently, so which value was meant is
+    not known; the reader names the file before the message."""
+
+    def __init__(self, key: str):
+        super().__init__(f"key {key!r} twice in one object (which of its values is meant is not known)")
+        self.key = key
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json``'s ``object_pairs_hook``: the object as a dict, :class:`DuplicateKey` where a key repeats."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def loads_json(text: str | bytes) -> Any:
+    """``json.loads`` refusing an object with a key twice (:class:`DuplicateKey`, a ``ValueError``), for every
+    JSON file a user hands the project or the project reads back: Kernel Tuner caches, tuning tables, a
+    sweep folder's records, journal lines."""
+    return json.loads(text, object_pairs_hook=unique_keys)
 
 
 def kind_of(mode: int) -> str:

@@ -53,9 +53,12 @@ def read_regular_bytes(
 
 
 def parse_json(data: bytes | str, path: Path, what: str = "JSON") -> Any:
-    """Parsed JSON, or one line naming the file (malformed, not UTF-8, nested past the recursion limit)."""
+    """Parsed JSON, or one line naming the file (malformed, not UTF-8, nested past the recursion limit, a key
+    twice in one object)."""
     try:
-        return json.loads(data)
+        return files.loads_json(data)
+    except files.DuplicateKey as exc:
+        raise UserError(f"{path}: {what}: {exc}") from None
     except (ValueError, RecursionError) as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(f"{path}: unreadable {what} ({text})") from None
