@@ -22,6 +22,11 @@ Three things would otherwise swallow or garble it:
   Python ignores the exception and prints "Exception ignored in ..." with a traceback; the command would go
   on. Inside the block, :func:`_resend_lost` takes such an ``Interrupted`` and sends the signal again, so it
   is raised at the main thread's next step, outside the finalizer.
+- SIGHUP (a closed terminal) reaches the whole process group, and the resource trackers of multiprocessing
+  and of joblib's pool ignore only SIGINT and SIGTERM: killed, each was started again at the next unregister
+  and printed a ``KeyError`` traceback per semaphore it had never seen, after the command's one line.
+  :func:`trackers_ignore_sighup` starts them first, with SIGHUP blocked (a mask survives ``exec``, and
+  their ``main`` unblocks SIGINT and SIGTERM only); they end, as always, when this process closes their pipe.
 """
 
 from __future__ import annotations
@@ -159,12 +164,29 @@ def deferred_signals() -> Iterator[None]:
         raise Interrupted(held[0])
 
 
+def trackers_ignore_sighup() -> None:
+    """Start the resource trackers of multiprocessing (Dask's spawned workers) and of loky (the training
+    pool) now, unless running, with SIGHUP blocked so that they never get it. A SIGHUP sent meanwhile is
+    held, not lost: it is raised once the mask is restored."""
+    from multiprocessing import resource_tracker
+
+    from joblib.externals.loky.backend import resource_tracker as loky_tracker
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        resource_tracker.ensure_running()
+        loky_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 @contextmanager
 def children_ignore_sigint() -> Iterator[None]:
     """Processes started inside the block ignore Ctrl-C from their first instruction: an ignored signal stays
     ignored across fork and exec, and Python then installs no handler of its own. This process ignores it
     too meanwhile, so keep the block to the start itself (the training pool's: some 30 ms); a Ctrl-C inside
     it is lost, never half-handled."""
+    trackers_ignore_sighup()
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -187,6 +209,7 @@ def spawned_ignore_sigint(folder: Path) -> Iterator[None]:
     runs this Python (multiprocessing's ``set_executable``)."""
     from multiprocessing import spawn
 
+    trackers_ignore_sighup()
     folder.mkdir(parents=True, exist_ok=True)
     wrapper = folder / "python-ignoring-sigint"
     python = spawn.get_executable()

@@ -257,3 +257,25 @@ def test_ctrl_c_while_the_local_cluster_starts_ends_with_one_line_and_no_worker_
     line = _ends_with_one_line(proc, within=120)  # only a hang takes this long
     assert "SIGINT" in line
     _no_process_left(proc.pid)
+
+
+@pytest.mark.parametrize("marker, after", [("training cpu, combined", 0.5), ("measure: 2/10 batches", 0.0)])
+def test_sighup_to_the_process_group_prints_nothing_after_its_one_line(tmp_path, write_spec, marker, after):
+    """A closed terminal sends SIGHUP to its whole foreground group: the resource trackers of multiprocessing
+    (Dask's workers) and of joblib's pool died of it and, started again at the next unregister, printed a
+    ``KeyError`` traceback per semaphore after the sweep's one line (issue 43). They are started with SIGHUP
+    blocked (``interrupts.trackers_ignore_sighup``), so the one line is the last."""
+    spec = write_spec(
+        samples=40,
+        batch_size=4,
+        options={"delay": 0.1},
+        train={"hidden_layers": [256, 256, 256], "max_epochs": 5000},
+    )
+    out = tmp_path / "out"
+    proc = run_cli(
+        "sweep", str(spec), "--out", str(out), cwd=tmp_path, env=QUIET, background=True, new_session=True
+    )
+    _interrupt_when(proc, marker, signal.SIGHUP, group=True, after=after)
+    line = _ends_with_one_line(proc, within=HANG_S)  # stderr read to its end: every process of the group
+    assert "SIGHUP" in line
+    _no_process_left(proc.pid)
