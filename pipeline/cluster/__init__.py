@@ -59,10 +59,11 @@ def known_gpu_classes(cluster: str) -> tuple[str, ...]:
     return GPU_CLASSES + tuple(c for c in load_slurm_config(path).classes if c not in GPU_CLASSES)
 
 
-def check_cluster(cluster: str, gpu_classes: Sequence[str] | None) -> None:
+def check_cluster(cluster: str, gpu_classes: Sequence[str] | None, where: str = "--gpu-class") -> None:
     """What can be known of ``cluster`` before a sweep makes its folder: for SLURM, that its config serves
     ``gpu_classes`` and that this is a login node with their partitions (what ``open_cluster`` checks again
-    when it starts), so a refusal leaves nothing behind. Nothing to check for the local cluster here."""
+    when it starts), so a refusal leaves nothing behind. ``where`` the classes came from (the flag or the
+    spec's field) leads a refusal. Nothing to check for the local cluster here."""
     path = resolve_cluster_config(cluster)
     if path is None:
         return
@@ -70,7 +71,7 @@ def check_cluster(cluster: str, gpu_classes: Sequence[str] | None) -> None:
     from launchtune.pipeline.cluster.slurm_config import load_slurm_config
 
     config = load_slurm_config(path)
-    _check_slurm(config, config.select(list(gpu_classes) if gpu_classes else None))
+    _check_slurm(config, config.select(list(gpu_classes) if gpu_classes else None, where))
 
 
 def unhook_gc_diagnosis() -> None:
