@@ -20,6 +20,7 @@ from typing import Any
 from launchtune.kernels.device import GPU_CLASSES
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.interrupts import deferred_signals, spawned_ignore_sigint
+from launchtune.pipeline.jsonio import check_input
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +44,10 @@ def resolve_cluster_config(cluster: str) -> Path | None:
     if cluster == "local":
         return None
     path = CLUSTER_DIR / "slurm.yaml" if cluster == "slurm" else Path(cluster)
-    if not path.is_file():
-        raise UserError(f"--cluster {cluster}: no such cluster config ({path})")
+    try:  # missing, a directory, a FIFO, a symlink loop: each its own line
+        check_input(path, "cluster config", folder_ok=False)
+    except UserError as exc:
+        raise UserError(f"--cluster: {exc}") from None
     return path
 
 
