@@ -101,3 +101,26 @@ def test_a_journal_line_with_a_key_twice_is_not_an_answer(tmp_path):
     )
     journal = Journal(path)
     assert journal.read() == [(0, 0)] and journal.torn and journal.torn_at == 2
+
+
+@pytest.mark.parametrize("reader", ["sweep spec", "kernel spec"])
+def test_a_yaml_spec_with_a_key_twice_is_one_line_naming_the_line(tmp_path, reader):
+    """YAML keeps the last of two equal keys silently too: a sweep spec or a kernel spec naming one twice is
+    one line naming the file, the line and the key; ``<<`` merges are not keys."""
+    from launchtune.kernels.kernel.fields import read_yaml
+    from launchtune.pipeline.yamlio import load_yaml
+
+    load = load_yaml if reader == "sweep spec" else read_yaml
+    path = tmp_path / "spec.yaml"
+    path.write_text("size: {x: 1}\nname: a\nworkload: cfd\nname: b\n")
+    with pytest.raises(Exception) as info:
+        load(path)
+    message = str(info.value)
+    assert (
+        message.startswith(f"{path}: malformed YAML (line 4") and "key 'name' twice in one mapping" in message
+    )
+    path.write_text("name: a\nworkload: cfd\n")
+    assert load(path)["name"] == "a"
+    if reader == "sweep spec":  # a kernel spec refuses aliases altogether
+        path.write_text("base: &b {x: 1}\nmerged: {<<: *b, y: 2}\n")
+        assert load(path)["merged"] == {"x": 1, "y": 2}
