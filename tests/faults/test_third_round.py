@@ -6,6 +6,8 @@ folder asked for. The kinds and what each checks are in docs/faults.md; this is 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +17,7 @@ import yaml
 
 from tests.kernel.conftest import SOURCE
 from tests.kernel.conftest import base_spec as kernel_spec
-from tests.pipeline.conftest import FAKE, base_spec, one_line_error, run_cli
+from tests.pipeline.conftest import FAKE, REPO, base_spec, one_line_error, run_cli
 
 
 def _kernel_sweep(d: Path, changes: dict | None = None, raw: str | None = None) -> list[str]:
@@ -180,3 +182,55 @@ def test_a_hostile_or_careless_input_is_one_line_exit_2_and_nothing_made(tmp_pat
     assert "Traceback" not in result.stderr + result.stdout
     after = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if not p.is_symlink() or p.exists())
     assert [p for p in after if p not in before] == []  # no folder made, no file written anywhere
+
+
+CFD = [
+    "-m",
+    "launchtune.kernels.cfd",
+    "run",
+    "--size",
+    "16x8",
+    "--steps",
+    "3",
+    "--backend",
+    "numpy",
+    "--no-plot",
+]
+TRIDIAG = ["-m", "launchtune.kernels.tridiag", "solve"]
+MODULE_TRIALS = {  # the solvers' own commands: the same rule
+    "cfd --cfl inf (diverged, 18 lines, before)": ([*CFD, "--cfl", "inf"], "--cfl must be a positive finite"),
+    "cfd --epsilon -1 (exit 0 before)": ([*CFD, "--epsilon", "-1"], "epsilon must lie in [0, 1], got -1.0"),
+    "cfd --tuning-table without --autotune seeded (ignored before)": (
+        [*CFD, "--tuning-table", "t.json"],
+        "--tuning-table seeds the runtime tuner: it needs --autotune seeded",
+    ),
+    "cfd --tuning-table a directory ('no such file' before)": (
+        [*CFD, "--autotune", "seeded", "--tuning-table", "."],
+        "--tuning-table: .: a directory where a tuning table belongs",
+    ),
+    "cfd an unknown flag (argparse's usage before)": (
+        [*CFD, "--frob"],
+        "unrecognized arguments: --frob (see",
+    ),
+    "cfd --steps of 5,000 digits": (
+        [*CFD, "--steps", "9" * 5000],
+        "argument --steps: invalid int value: '9999",
+    ),
+    "tridiag without --size (eleven lines before)": (TRIDIAG, "the following arguments are required: --size"),
+    "tridiag --size nan": ([*TRIDIAG, "--size", "nan"], "size 'nan' is not a number of unknowns"),
+}
+
+
+@pytest.mark.parametrize("name", list(MODULE_TRIALS))
+def test_the_solvers_commands_refuse_in_one_line_too(tmp_path, name):
+    args, why = MODULE_TRIALS[name]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    }
+    out = ["--out", str(tmp_path / "out")] if args[1].endswith("cfd") else []
+    cmd = [sys.executable, *args, *out]
+    result = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    line = one_line_error(result)
+    assert why in line and len(line) < 400, line
+    assert not (tmp_path / "out").exists()
