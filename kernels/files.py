@@ -10,10 +10,13 @@ kernel spec and the runtime autotuner read files too and ``kernels`` never impor
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+import yaml
 
 _KINDS = {
     stat.S_IFDIR: "a directory",
@@ -26,6 +29,54 @@ _KINDS = {
 
 class FileRefused(ValueError):
     """A file that cannot be read as asked; the message is one line naming it and why."""
+
+
+class DuplicateKey(ValueError):
+    """A JSON object that names one key twice: ``json`` keeps the last silently, so which value was meant is
+    not known; the reader names the file before the message."""
+
+    def __init__(self, key: str):
+        super().__init__(f"key {key!r} twice in one object (which of its values is meant is not known)")
+        self.key = key
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json``'s ``object_pairs_hook``: the object as a dict, :class:`DuplicateKey` where a key repeats."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def loads_json(text: str | bytes) -> Any:
+    """``json.loads`` refusing an object with a key twice (:class:`DuplicateKey`, a ``ValueError``), for every
+    JSON file a user hands the project or the project reads back: Kernel Tuner caches, tuning tables, a
+    sweep folder's records, journal lines."""
+    return json.loads(text, object_pairs_hook=unique_keys)
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader refusing a mapping that names a key twice (it keeps the last one silently, as
+    ``json`` does): a ``ConstructorError`` at the second key's line, so a spec's reader says where."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *base`` merges; it is not a key
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                twice = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base loader says so
+                break
+            if twice:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} twice in one mapping", key_node.start_mark
+                )
+        return super().construct_mapping(node, deep=deep)
 
 
 def kind_of(mode: int) -> str:

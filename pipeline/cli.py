@@ -11,8 +11,8 @@ import argparse
 import importlib
 import signal
 import sys
-from typing import NoReturn
 
+from launchtune.kernels.usage import Parser
 from launchtune.pipeline.errors import UserError, path_error_line
 from launchtune.pipeline.interrupts import Interrupted, received, signals_interrupt
 from launchtune.pipeline.logs import LEVEL_ENV, level_from
@@ -31,14 +31,6 @@ COMMANDS = [
     "combine",
     "notebooks",
 ]
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse's errors as the CLI's other user mistakes: one line naming the flag, exit 2 (argparse's own
-    prints the usage first)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

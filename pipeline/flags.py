@@ -1,6 +1,6 @@
-"""Types for command-line flags that take numbers: each value is checked where argparse reads it, so a bad
-one is one line naming the flag (``pipeline.cli``'s parser prints argparse's errors that way), before any
-file or cluster is made.
+"""Types for command-line flags that take numbers or lists of names: each value is checked where argparse
+reads it, so a bad one is one line naming the flag (``pipeline.cli``'s parser prints argparse's errors that
+way), before any file or cluster is made.
 
 One rule per kind: an integer in a closed range; a finite real number in a range (NaN and infinities
 refused: ``--max-minutes nan`` would otherwise compare false with every bound and pass).
@@ -21,6 +21,15 @@ def whole(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number (got {text!r})") from None
+
+
+def names(text: str) -> list[str]:
+    """One or more comma-separated names (``v100,h100``): an empty value or an empty item (``""``, ``a,,b``)
+    is refused, not read as "all of them"."""
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise argparse.ArgumentTypeError(f"must be one or more names, comma-separated (got {text!r})")
+    return items
 
 
 def integer(minimum: int, maximum: int) -> Callable[[str], int]:

@@ -10,8 +10,10 @@ Three things would otherwise swallow or garble it:
 - scikit-learn's MLP catches ``KeyboardInterrupt`` inside ``fit`` and returns the half-trained model. Where a
   fit runs in this process, :func:`check` after it raises again (``pipeline.learn.parallel`` calls it after
   each fit), so no half-trained model is saved or used.
-- Ctrl-C in a terminal reaches every process of the foreground group: the Dask workers and the training pool
-  would each print their own traceback. They ignore SIGINT (:func:`ignore_sigint`, installed by
+- Ctrl-C in a terminal reaches every process of the foreground group, and so does the SIGHUP of a closed
+  terminal: the Dask workers and the training pool would each print their own traceback (a worker killed
+  while its Nanny started it: "Task exception was never retrieved ... Nanny failed to start worker
+  process"). They ignore both (:data:`TERMINAL_SIGNALS`; :func:`ignore_sigint`, installed by
   ``pipeline.cluster.worker_signals`` and the pool's initializer; the pool's processes from their start,
   :func:`children_ignore_sigint`; the local cluster's workers from theirs, :func:`spawned_ignore_sigint`);
   the command that owns them stops them.
@@ -22,6 +24,11 @@ Three things would otherwise swallow or garble it:
   Python ignores the exception and prints "Exception ignored in ..." with a traceback; the command would go
   on. Inside the block, :func:`_resend_lost` takes such an ``Interrupted`` and sends the signal again, so it
   is raised at the main thread's next step, outside the finalizer.
+- SIGHUP (a closed terminal) reaches the whole process group, and the resource trackers of multiprocessing
+  and of joblib's pool ignore only SIGINT and SIGTERM: killed, each was started again at the next unregister
+  and printed a ``KeyError`` traceback per semaphore it had never seen, after the command's one line.
+  :func:`trackers_ignore_sighup` starts them first, with SIGHUP blocked (a mask survives ``exec``, and
+  their ``main`` unblocks SIGINT and SIGTERM only); they end, as always, when this process closes their pipe.
 """
 
 from __future__ import annotations
@@ -41,6 +48,9 @@ from types import FrameType
 
 # SIGHUP too: a closed terminal or ssh session ends the sweep as Ctrl-C does, with its one line
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# what a terminal sends its whole foreground group (Ctrl-C, hanging up): helper processes ignore these and
+# leave them to the command that owns them
+TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGHUP)
 
 _received: list[int] = []  # the signals this process got inside signals_interrupt, in order
 _active: list[bool] = []  # one entry per signals_interrupt block open
@@ -58,8 +68,11 @@ class Interrupted(KeyboardInterrupt):
 # Loggers whose errors after a signal are the teardown's noise, not news: an interrupted wait inside
 # distributed's ``sync`` can leave its cancel callback to fail on the event loop (distributed 2026.8:
 # ``NameError: ... free variable 'future'``, seen once in CI), which tornado logs with a traceback, and the
-# command's one line would be eleven. Quieted from the first signal to the end of the block.
-QUIET_AFTER_SIGNAL = ("tornado.application",)
+# command's one line would be eleven. Quieted from the first signal to the end of the block. And asyncio's: a
+# worker that a group's SIGTERM killed while its Nanny started it leaves a task whose failure nobody awaits
+# once the cluster closes ("Task exception was never retrieved ... Nanny failed to start worker process",
+# seventeen lines, seen after a SIGHUP to the group before the workers ignored it).
+QUIET_AFTER_SIGNAL = ("tornado.application", "asyncio")
 _levels: dict[str, int] = {}  # their levels before, while quieted
 _warnings: list[warnings.catch_warnings] = []  # the warning filters to restore, while quieted (one at most)
 
@@ -159,20 +172,38 @@ def deferred_signals() -> Iterator[None]:
         raise Interrupted(held[0])
 
 
+def trackers_ignore_sighup() -> None:
+    """Start the resource trackers of multiprocessing (Dask's spawned workers) and of loky (the training
+    pool) now, unless running, with SIGHUP blocked so that they never get it. A SIGHUP sent meanwhile is
+    held, not lost: it is raised once the mask is restored."""
+    from multiprocessing import resource_tracker
+
+    from joblib.externals.loky.backend import resource_tracker as loky_tracker
+
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        resource_tracker.ensure_running()
+        loky_tracker.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 @contextmanager
 def children_ignore_sigint() -> Iterator[None]:
-    """Processes started inside the block ignore Ctrl-C from their first instruction: an ignored signal stays
-    ignored across fork and exec, and Python then installs no handler of its own. This process ignores it
-    too meanwhile, so keep the block to the start itself (the training pool's: some 30 ms); a Ctrl-C inside
-    it is lost, never half-handled."""
+    """Processes started inside the block ignore Ctrl-C and SIGHUP (:data:`TERMINAL_SIGNALS`) from their
+    first instruction: an ignored signal stays ignored across fork and exec, and Python then installs no
+    handler of its own. This process ignores them too meanwhile, so keep the block to the start itself (the
+    training pool's: some 30 ms); such a signal inside it is lost, never half-handled."""
+    trackers_ignore_sighup()
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in TERMINAL_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 @contextmanager
@@ -183,14 +214,15 @@ def spawned_ignore_sigint(folder: Path) -> Iterator[None]:
     A terminal's Ctrl-C reaches every process of its group; a worker still importing Dask, before its
     preload ignores SIGINT, printed a traceback of its own. The workers are started on Dask's event loop
     thread, where no signal disposition can be set, so the spawn goes through a two-line ``sh`` script in
-    ``folder`` that ignores SIGINT (``trap '' INT``: an ignored signal stays ignored across ``exec``) and
-    runs this Python (multiprocessing's ``set_executable``)."""
+    ``folder`` that ignores SIGINT and SIGHUP (``trap '' INT HUP``: an ignored signal stays ignored across
+    ``exec``) and runs this Python (multiprocessing's ``set_executable``)."""
     from multiprocessing import spawn
 
+    trackers_ignore_sighup()
     folder.mkdir(parents=True, exist_ok=True)
     wrapper = folder / "python-ignoring-sigint"
     python = spawn.get_executable()
-    wrapper.write_text(f"#!/bin/sh\ntrap '' INT\nexec {shlex.quote(os.fsdecode(python))} \"$@\"\n")
+    wrapper.write_text(f"#!/bin/sh\ntrap '' INT HUP\nexec {shlex.quote(os.fsdecode(python))} \"$@\"\n")
     wrapper.chmod(0o700)
     spawn.set_executable(str(wrapper))
     try:
@@ -200,6 +232,7 @@ def spawned_ignore_sigint(folder: Path) -> Iterator[None]:
 
 
 def ignore_sigint() -> None:
-    """In a helper process (Dask worker, training pool): Ctrl-C is the parent's to handle."""
+    """In a helper process (Dask worker, training pool): Ctrl-C and SIGHUP are the parent's to handle."""
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for s in TERMINAL_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)

@@ -32,6 +32,15 @@ def check_regular(path: Path, what: str = "data") -> None:
         raise UserError(str(files.not_regular(path, mode, what)))
 
 
+def check_input(path: Path | str, what: str, folder_ok: bool = True, file_ok: bool = True) -> None:
+    """``kernels.files.check_input`` as a UserError: a path given as input refused with the one line that
+    says what it is (missing, a symlink loop, a FIFO, a file where a folder belongs or the reverse)."""
+    try:
+        files.check_input(path, what, folder_ok, file_ok)
+    except files.FileRefused as exc:
+        raise UserError(str(exc)) from None
+
+
 def open_regular(path: Path, what: str = "data", missing_ok: bool = False) -> BinaryIO | None:
     """The regular file at ``path`` opened for reading in binary (None where there is none and
     ``missing_ok``); the caller closes it (``kernels.files.open_regular``, its refusal a UserError)."""
@@ -53,9 +62,12 @@ def read_regular_bytes(
 
 
 def parse_json(data: bytes | str, path: Path, what: str = "JSON") -> Any:
-    """Parsed JSON, or one line naming the file (malformed, not UTF-8, nested past the recursion limit)."""
+    """Parsed JSON, or one line naming the file (malformed, not UTF-8, nested past the recursion limit, a key
+    twice in one object)."""
     try:
-        return json.loads(data)
+        return files.loads_json(data)
+    except files.DuplicateKey as exc:
+        raise UserError(f"{path}: {what}: {exc}") from None
     except (ValueError, RecursionError) as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(f"{path}: unreadable {what} ({text})") from None

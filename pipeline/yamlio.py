@@ -34,7 +34,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise UserError(f"{path}: not a text file (byte {exc.start} is not UTF-8); expected YAML") from None
     if "\0" in text:
         raise UserError(f"{path}: not a text file (it holds NUL bytes); expected YAML")
-    loader = yaml.SafeLoader(text)
+    loader = files.UniqueKeyLoader(text)  # SafeLoader, a key twice in one mapping refused
     try:
         node = loader.get_single_node()
         _check_expanded_size(node, path)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.atomic import write_text
+from launchtune.kernels.files import loads_json
 
 FORMAT = "launchtune-autotune-cache"
 FILE_NAME = "autotune.json"
@@ -59,7 +60,7 @@ class PickCache:
             if self.path.stat().st_size > MAX_BYTES:
                 self._warn(f"autotune cache over {MAX_BYTES:,} bytes, ignored")
                 return {}
-            doc = json.loads(self.path.read_text(encoding="utf-8"))
+            doc = loads_json(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return {}
         except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.atomic import write_text
+from launchtune.kernels.files import DuplicateKey, loads_json
 
 FORMAT = "launchtune-tuning-table"
 RUNTIME = "runtime"
@@ -127,9 +128,11 @@ def read_table_doc(path: Path) -> Mapping[str, Any]:
         if path.stat().st_size > MAX_BYTES:
             size = path.stat().st_size
             raise TableError(f"{path}: {size} bytes is not a tuning table (at most {MAX_BYTES})")
-        doc = json.loads(path.read_text())
+        doc = loads_json(path.read_text())
     except FileNotFoundError:
         raise TableError(f"{path}: tuning table not found") from None
+    except DuplicateKey as exc:
+        raise TableError(f"{path}: tuning table: {exc}") from None
     except RecursionError:
         raise TableError(f"{path}: nested deeper than a tuning table (at most {MAX_DEPTH} levels)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

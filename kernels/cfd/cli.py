@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import sys
 import tempfile
@@ -29,7 +30,9 @@ from launchtune.kernels.cfd.physics import LIMITERS, mach
 from launchtune.kernels.cfd.solver import Scheme, Solver, parse_size
 from launchtune.kernels.cfd.workload import MAX_SMOOTHING
 from launchtune.kernels.device import describe_device
+from launchtune.kernels.files import FileRefused, check_input
 from launchtune.kernels.progress import Progress
+from launchtune.kernels.usage import Parser
 
 AUTOTUNE_MODES = ("off", "scan", "seeded")
 EQUATIONS = ("rho", "rhou", "rhov", "rhoE")
@@ -67,7 +70,7 @@ def _scheme(ns: argparse.Namespace) -> Scheme:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m launchtune.kernels.cfd",
         description="2D finite-volume Euler solver (SENSEI 30-degree supersonic inlet, Xue & Roy) on CuPy or "
         "numpy: seven kernels per Runge-Kutta stage, each with its own launch configuration.",
@@ -141,8 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_common(ns: argparse.Namespace) -> None:
     if ns.backend not in BACKEND_NAMES:
         raise UsageError(f"--backend {ns.backend!r}: choose one of {', '.join(BACKEND_NAMES)}")
-    if ns.cfl <= 0:
-        raise UsageError(f"--cfl must be positive (got {ns.cfl})")
+    if not 0 < ns.cfl < math.inf:
+        raise UsageError(f"--cfl must be a positive finite number (got {ns.cfl})")
 
 
 def _write_atomically(out: Path, files: dict[str, Any]) -> None:
@@ -195,8 +198,13 @@ def _run_size(ns: argparse.Namespace) -> tuple[int, int]:
         raise UsageError(f"--smoothing must be from 0 to {MAX_SMOOTHING:,} (got {ns.smoothing})")
     if ns.autotune not in AUTOTUNE_MODES:
         raise UsageError(f"--autotune {ns.autotune!r}: choose one of {', '.join(AUTOTUNE_MODES)}")
-    if ns.tuning_table and not Path(ns.tuning_table).is_file():
-        raise UsageError(f"--tuning-table {ns.tuning_table}: no such file")
+    if ns.tuning_table is not None:
+        if ns.autotune != "seeded":  # nothing else reads it: ignored in silence before
+            raise UsageError("--tuning-table seeds the runtime tuner: it needs --autotune seeded")
+        try:  # missing, a directory, a FIFO, a symlink loop: each its own line
+            check_input(ns.tuning_table, "tuning table", folder_ok=False)
+        except FileRefused as exc:
+            raise UsageError(f"--tuning-table: {exc}") from None
     if ns.space == "fused" and ns.autotune == "off":
         raise UsageError("--space fused tunes whole configurations: give --autotune scan or seeded")
     if ns.autotune_arith and ns.space != "fused":

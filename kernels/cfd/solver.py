@@ -10,6 +10,7 @@ asks for per-kernel times.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -62,8 +63,10 @@ class Scheme:
             raise ValueError(f"kappa must lie in [-1, 1], got {self.kappa}")
         if self.stages < 1 or self.stages > 6:
             raise ValueError(f"stages must be 1..6, got {self.stages}")
-        if not self.cfl > 0:
-            raise ValueError(f"cfl must be positive, got {self.cfl}")
+        if not 0 < self.cfl < math.inf:
+            raise ValueError(f"cfl must be a positive finite number, got {self.cfl}")
+        if not 0.0 <= self.epsilon <= 1.0:  # the MUSCL blend: 0 first order, 1 second (NaN refused too)
+            raise ValueError(f"epsilon must lie in [0, 1], got {self.epsilon}")
 
     @property
     def alphas(self) -> tuple[float, ...]:

@@ -57,6 +57,8 @@ _COMPARE: dict[type, Callable[[Any, Any], bool]] = {
 _FUNCTIONS: dict[str, Callable[..., Any]] = {"min": min, "max": max}
 MAX_TEXT = 200  # characters of a text constant (a string parameter's value, as Kernel Tuner's "float")
 MAX_ITEMS = 1000  # items of a list or tuple literal right of ``in``
+# told with every refused call, so its message says both what was refused and what is allowed
+CALLS_ALLOWED = "the only calls are min(a, b, ...) and max(a, b, ...), of two or more plain arguments"
 
 
 def _numbers_only(fn: Callable[[Any, Any], Any], symbol: str) -> Callable[[Any, Any], Any]:
@@ -96,8 +98,7 @@ def _describe(node: ast.AST) -> str:
     if isinstance(node, ast.Attribute):
         return f"attribute access '.{node.attr}'"
     if isinstance(node, ast.Call):
-        name = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
-        return f"call of {name!r} (only min and max)"
+        return _call_refused(node)
     if isinstance(node, ast.Lambda):
         return "lambda"
     if isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp):
@@ -105,13 +106,39 @@ def _describe(node: ast.AST) -> str:
     if isinstance(node, ast.Subscript):
         return "subscript"
     if isinstance(node, ast.Constant):
-        return f"constant {node.value!r} (only numbers, true/false and text of at most {MAX_TEXT} characters)"
+        return f"constant {node.value!r}"
     if isinstance(node, ast.List | ast.Tuple):
         return "a list or tuple other than right of 'in'"
     if isinstance(node, ast.BinOp | ast.UnaryOp | ast.Compare | ast.BoolOp):
         op = getattr(node, "op", None) or getattr(node, "ops", [None])[0]
         return f"operator {type(op).__name__}"
     return type(node).__name__
+
+
+def _call_refused(node: ast.Call) -> str:
+    """What is wrong with a call the language refuses: the function, a keyword, a ``*`` or too few
+    arguments."""
+    func = node.func
+    if not isinstance(func, ast.Name) or func.id not in _FUNCTIONS:
+        name = func.id if isinstance(func, ast.Name) else ast.unparse(func)
+        what = f"call of {name!r}"
+    elif node.keywords:
+        arg = node.keywords[0].arg
+        what = f"keyword argument {arg!r} of {func.id}()" if arg else f"'**' argument of {func.id}()"
+    elif any(isinstance(a, ast.Starred) for a in node.args):
+        what = f"'*' argument of {func.id}()"
+    else:
+        what = f"{func.id}() of {len(node.args)} argument{'s' if len(node.args) != 1 else ''}"
+    return what
+
+
+def _allowed(node: ast.AST) -> str:
+    """What the language allows in place of a refused ``node``, where a spec author needs telling."""
+    if isinstance(node, ast.Call):
+        return CALLS_ALLOWED
+    if isinstance(node, ast.Constant):
+        return f"constants are numbers, True, False and text of at most {MAX_TEXT} characters"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -186,14 +213,16 @@ def _build(node: ast.AST, known: frozenset[str], used: set[str], text: str, wher
     def sub(child: ast.AST) -> Evaluator:
         return _build(child, known, used, text, where)
 
-    def refuse(what: str) -> ExpressionError:
-        return ExpressionError(f"{where}: {text!r}: {what} is not allowed")
+    def refuse(what: str, allowed: str = "") -> ExpressionError:
+        return ExpressionError(
+            f"{where}: {text!r}: {what} is not allowed" + (f"; {allowed}" if allowed else "")
+        )
 
     if isinstance(node, ast.Constant):
         value = node.value
         if isinstance(value, bool | int | float) or (isinstance(value, str) and len(value) <= MAX_TEXT):
             return lambda _: value
-        raise refuse(_describe(node))
+        raise refuse(_describe(node), _allowed(node))
     if isinstance(node, ast.Name):
         name = node.id
         if name not in known:
@@ -283,11 +312,15 @@ def _build(node: ast.AST, known: frozenset[str], used: set[str], text: str, wher
         return lambda v: body(v) if test(v) else orelse(v)
     if isinstance(node, ast.Call):
         func = node.func
-        if not isinstance(func, ast.Name) or func.id not in _FUNCTIONS or node.keywords:
-            raise refuse(_describe(node))
-        if len(node.args) < 2 or any(isinstance(a, ast.Starred) for a in node.args):
-            raise refuse(f"{func.id}() with {len(node.args)} argument(s) (it takes two or more)")
+        if (
+            not isinstance(func, ast.Name)
+            or func.id not in _FUNCTIONS
+            or node.keywords
+            or len(node.args) < 2
+            or any(isinstance(a, ast.Starred) for a in node.args)
+        ):
+            raise refuse(_call_refused(node), CALLS_ALLOWED)
         fn = _FUNCTIONS[func.id]
         args = [sub(a) for a in node.args]
         return lambda v: fn(*(a(v) for a in args))
-    raise refuse(_describe(node))
+    raise refuse(_describe(node), _allowed(node))

@@ -105,7 +105,7 @@ def read_yaml(path: Path, with_bytes: bool = False) -> Any:
                     raise SpecError(f"{path}: nested deeper than {MAX_YAML_DEPTH} levels")
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=files.UniqueKeyLoader)  # SafeLoader, a key twice refused
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not a UTF-8 text file") from None
     except ValueError as exc:  # an integer past Python's 4,300 digits

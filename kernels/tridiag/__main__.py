@@ -17,10 +17,11 @@ from launchtune.kernels.tridiag.system import (
     residual,
 )
 from launchtune.kernels.tridiag.workload import CASES, DEFAULT, ENDS_PERCENT, STAGES
+from launchtune.kernels.usage import Parser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="python -m launchtune.kernels.tridiag",
         description="The tridiagonal partition solver (FP64) with CUDA streams.",
     )

@@ -20,6 +20,7 @@ from typing import Any
 from launchtune.kernels.device import GPU_CLASSES
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.interrupts import deferred_signals, spawned_ignore_sigint
+from launchtune.pipeline.jsonio import check_input
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +44,10 @@ def resolve_cluster_config(cluster: str) -> Path | None:
     if cluster == "local":
         return None
     path = CLUSTER_DIR / "slurm.yaml" if cluster == "slurm" else Path(cluster)
-    if not path.is_file():
-        raise UserError(f"--cluster {cluster}: no such cluster config ({path})")
+    try:  # missing, a directory, a FIFO, a symlink loop: each its own line
+        check_input(path, "cluster config", folder_ok=False)
+    except UserError as exc:
+        raise UserError(f"--cluster: {exc}") from None
     return path
 
 
@@ -59,10 +62,11 @@ def known_gpu_classes(cluster: str) -> tuple[str, ...]:
     return GPU_CLASSES + tuple(c for c in load_slurm_config(path).classes if c not in GPU_CLASSES)
 
 
-def check_cluster(cluster: str, gpu_classes: Sequence[str] | None) -> None:
+def check_cluster(cluster: str, gpu_classes: Sequence[str] | None, where: str = "--gpu-class") -> None:
     """What can be known of ``cluster`` before a sweep makes its folder: for SLURM, that its config serves
     ``gpu_classes`` and that this is a login node with their partitions (what ``open_cluster`` checks again
-    when it starts), so a refusal leaves nothing behind. Nothing to check for the local cluster here."""
+    when it starts), so a refusal leaves nothing behind. ``where`` the classes came from (the flag or the
+    spec's field) leads a refusal. Nothing to check for the local cluster here."""
     path = resolve_cluster_config(cluster)
     if path is None:
         return
@@ -70,7 +74,7 @@ def check_cluster(cluster: str, gpu_classes: Sequence[str] | None) -> None:
     from launchtune.pipeline.cluster.slurm_config import load_slurm_config
 
     config = load_slurm_config(path)
-    _check_slurm(config, config.select(list(gpu_classes) if gpu_classes else None))
+    _check_slurm(config, config.select(list(gpu_classes) if gpu_classes else None, where))
 
 
 def unhook_gc_diagnosis() -> None:

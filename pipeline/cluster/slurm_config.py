@@ -70,14 +70,16 @@ class SlurmConfig:
     max_job_failures: int = 3
     release_idle_after_s: float = 60.0
 
-    def select(self, gpu_classes: list[str] | None) -> list[ClassJob]:
-        """The entries for ``gpu_classes`` (all when None); an unknown class is a user error."""
+    def select(self, gpu_classes: list[str] | None, where: str = "--gpu-class") -> list[ClassJob]:
+        """The entries for ``gpu_classes`` (all when None); an unknown class is a user error naming
+        ``where`` the classes came from (the flag, or the spec file's ``gpu_classes``)."""
         if not gpu_classes:
             return list(self.classes.values())
         unknown = [c for c in gpu_classes if c not in self.classes]
         if unknown:
             raise UserError(
-                f"--gpu-class {unknown[0]}: no such class in {self.path} (classes: {', '.join(self.classes)})"
+                f"{where}: GPU class {unknown[0]!r} has no entry in {self.path} "
+                f"(its classes: {', '.join(self.classes)})"
             )
         return [self.classes[c] for c in dict.fromkeys(gpu_classes)]
 

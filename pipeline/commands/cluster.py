@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from launchtune.pipeline.flags import names
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -27,6 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--gpu-class",
+        type=names,
         default=None,
         metavar="CLS[,CLS]",
         help="only these classes (default: every class in the config)",
@@ -44,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     path = resolve_cluster_config(args.config)
     if path is None:
         raise UserError("cluster: 'local' has no config to check; name 'slurm' or a SLURM config file")
-    classes = [c.strip() for c in args.gpu_class.split(",") if c.strip()] if args.gpu_class else None
+    classes = args.gpu_class
     config = load_slurm_config(path)
     scripts = dry_run_scripts(path, classes)
     print(

@@ -23,12 +23,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.errors import UserError
+    from launchtune.pipeline.jsonio import check_input
     from launchtune.pipeline.store.folder import SweepFolder
     from launchtune.pipeline.store.shards import merge
 
-    if not args.dir.is_dir():
-        raise UserError(f"{args.dir}: no such sweep folder")
+    check_input(args.dir, "sweep folder", file_ok=False)  # missing, a file, a loop: each its own line
     table = merge(args.dir, allow_missing=args.allow_missing)
     folder = SweepFolder(args.dir)
     print(f"merged {table.num_rows} rows from {len(folder.shards())} shards into {folder.merged_dir}")

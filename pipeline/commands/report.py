@@ -22,11 +22,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.errors import UserError
+    from launchtune.pipeline.jsonio import check_input
     from launchtune.pipeline.results.report import build_report
 
-    if not args.dir.is_dir():
-        raise UserError(f"{args.dir}: no such sweep folder")
+    check_input(args.dir, "sweep folder", file_ok=False)  # missing, a file, a loop: each its own line
     build_report(args.dir)
     print(f"report: {args.dir / 'report.md'}")
     return 0

@@ -149,7 +149,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="budgets for --compare (default: 20,50,100,200)",
     )
     p.add_argument(
-        "--strategies", default=None, help="comma-separated strategies for --compare (default: all)"
+        "--strategies",
+        type=flags.names,
+        default=None,
+        help="comma-separated strategies for --compare (default: all)",
     )
     p.add_argument(
         "--out",
@@ -273,7 +276,7 @@ def _compare(args: argparse.Namespace, datasets: list) -> int:
     from launchtune.pipeline.strategies import STRATEGIES, strategy_names
     from launchtune.pipeline.strategies.evaluate import compare, markdown, write_outputs
 
-    names = args.strategies.split(",") if args.strategies else list(STRATEGIES)
+    names = args.strategies or list(STRATEGIES)
     known = strategy_names()
     unknown = [n for n in names if n not in known]
     if unknown:

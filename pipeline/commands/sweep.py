@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from launchtune.pipeline.flags import integer, number, whole
+from launchtune.pipeline.flags import integer, names, number, whole
 from launchtune.pipeline.store.spec import LIMITS
 
 EPILOG = """\
@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", type=Path, help="sweep folder (default: results/<spec name>)")
     p.add_argument("--samples", type=whole, help="random samples per GPU class (overrides the spec)")
-    p.add_argument("--gpu-class", help="only these classes, comma-separated (e.g. v100,h100)")
+    p.add_argument("--gpu-class", type=names, help="only these classes, comma-separated (e.g. v100,h100)")
     p.add_argument(
         "--force",
         action="store_true",
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         cluster=args.cluster,
         out=args.out,
         samples=args.samples,
-        gpu_classes=args.gpu_class.split(",") if args.gpu_class else None,
+        gpu_classes=args.gpu_class,
         force=args.force,
         seed=args.seed,
         max_minutes=args.max_minutes,

@@ -23,11 +23,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.errors import UserError
+    from launchtune.pipeline.jsonio import check_input
     from launchtune.pipeline.learn.train import train_sweep
 
-    if not args.dir.is_dir():
-        raise UserError(f"{args.dir}: no such sweep folder")
+    check_input(args.dir, "sweep folder", file_ok=False)  # missing, a file, a loop: each its own line
     train_sweep(args.dir)
     print(f"models: {args.dir / 'models'}")
     return 0

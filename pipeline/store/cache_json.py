@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from launchtune.kernels.files import loads_json
 from launchtune.pipeline.errors import UserError
 
 
@@ -21,15 +22,16 @@ def parse(text: str) -> Any:
     an open file and closes the braces at its end, so an interrupted run leaves the file without its two
     closing braces (and with a trailing comma); Kernel Tuner's ``read_cache`` closes such a file before
     parsing, and so does this. By hand because ``kernel_tuner`` is an optional extra, its reader cannot open
-    a gzipped cache, and it rewrites the file it reads (opening it for appending)."""
+    a gzipped cache, and it rewrites the file it reads (opening it for appending). A key twice in one object
+    is ``files.DuplicateKey`` (``json`` alone keeps the last one)."""
     try:
-        return json.loads(text)
+        return loads_json(text)
     except json.JSONDecodeError as exc:
         text = text.strip()
         if not text or text[-3:] in ("}\n}", "}}}"):
             raise exc from None
         try:
-            return json.loads(text.removesuffix(",") + "}\n}")
+            return loads_json(text.removesuffix(",") + "}\n}")
         except json.JSONDecodeError:
             raise exc from None
 

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.device import CLASS_SPECS, gpu_class_of
-from launchtune.kernels.files import FileRefused, check_input
+from launchtune.kernels.files import DuplicateKey, FileRefused, check_input
 from launchtune.kernels.objective import DEFAULT as TIME_OBJECTIVE
 from launchtune.kernels.objective import Objective, ObjectiveError, known
 from launchtune.pipeline.errors import UserError
@@ -176,6 +176,8 @@ def load_kernel_tuner_cache(path: str | Path, objective: Objective | None = None
     assert data is not None
     try:
         raw = cache_json.parse(cache_json.gunzip(data, path) if path.name.endswith(".gz") else data.decode())
+    except DuplicateKey as exc:
+        raise UserError(f"{path}: Kernel Tuner cache: {exc}"[:300]) from None
     except (OSError, EOFError, ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise UserError(
             f"{path}: not a readable Kernel Tuner cache ({exc.__class__.__name__}: {exc})"

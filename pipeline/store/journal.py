@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.atomic import write_text
+from launchtune.kernels.files import loads_json
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.jsonio import read_regular_bytes
 
@@ -25,25 +26,26 @@ class Journal:
         self.path = path
         self._file: Any = None
         self.torn = False  # the last read stopped at a line it could not read (a rerun rewrites the journal)
+        self.torn_at = 0  # that line's number (from 1), where torn
 
     def read(self) -> list[tuple[int, int]]:
         """The answers up to the first line that is not one (torn, or bytes appended by something else:
         the answers after it are not known to have arrived). A FIFO, a device or a directory in its place
         is one line (``pipeline.jsonio``), never a hang."""
         data = read_regular_bytes(self.path, "search journal", missing_ok=True)
-        self.torn = False
+        self.torn, self.torn_at = False, 0
         if data is None:
             return []
         entries = []
         lines = data.split(b"\n")
         if lines[-1] == b"":
             lines.pop()
-        for line in lines:
+        for number, line in enumerate(lines, 1):
             try:
-                d = json.loads(line.decode("utf-8"))
+                d = loads_json(line.decode("utf-8"))  # a key twice: not an answer, not the last one
                 entries.append((int(d["event"]), int(d["order"])))
             except (ValueError, KeyError, TypeError, IndexError, OverflowError, RecursionError):
-                self.torn = True
+                self.torn, self.torn_at = True, number
                 break
         return entries
 

@@ -99,7 +99,9 @@ def plan_sweep(
     if cluster == "local":
         _check_this_machine(spec, source, classes)
     if named_cluster:  # SLURM's classes, sbatch and partitions, before any folder is made
-        check_cluster(str(cluster), classes or spec.gpu_classes)
+        check_cluster(
+            str(cluster), classes or spec.gpu_classes, "--gpu-class" if classes else f"{source}: gpu_classes"
+        )
     return SweepPlan(
         spec=spec,
         out=out_folder(out) if out else spec.default_out(),

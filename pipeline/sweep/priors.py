@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.jsonio import check_input
 from launchtune.pipeline.store.datasets import Dataset, load_datasets
 from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.spec import SweepSpec
@@ -62,8 +63,10 @@ def load_priors(paths: Sequence[str], spec: SweepSpec, where: str = "--prior") -
     found: list[Dataset] = []
     for text in paths:
         path = Path(text).expanduser()
-        if not path.exists():
-            raise UserError(f"{where} {text}: no such file or directory")
+        try:
+            check_input(path, "file or folder to start from")
+        except UserError as exc:
+            raise UserError(f"{where}: {exc}") from None
         if (path / "sweep.json").is_file():
             found += _sweep_prior(path, spec, where)
         elif path.is_dir() and any((p / "sweep.json").is_file() for p in path.iterdir() if p.is_dir()):

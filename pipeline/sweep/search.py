@@ -335,6 +335,11 @@ def search_class(
     on_disk = _recorded_answers(folder, cls, plan)
     entries = resumable(journal, on_disk)
     if len(entries) != len(journal.read()) or journal.torn:  # a torn or foreign tail goes
+        if journal.torn:
+            log(
+                f"search {cls}: {journal.path}: line {journal.torn_at} is not an answer (torn, or not "
+                "written by a search); it and the lines after it are left out of the replay"
+            )
         journal.rewrite(entries)
     live = ClusterAnswers(client, spec, cls, plan, out, width, journal, limit, stop)
     live.log = log

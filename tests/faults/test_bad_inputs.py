@@ -180,8 +180,17 @@ def test_an_empty_strategy_and_a_slurm_class_it_does_not_serve_are_one_line_with
     line = one_line_error(run_cli("sweep", str(spec), "--strategy", "", "--budget", "5", "--out", str(out)))
     assert line.startswith("error: --strategy: unknown strategy ''")  # an AssertionError before
     line = one_line_error(run_cli("sweep", str(spec), "--cluster", "slurm", "--out", str(out)))
-    assert "cpu: no such class in" in line and "slurm.yaml" in line
+    # the class came from the spec: the line names the spec's field, not a flag the user never gave
+    assert (
+        line.startswith(f"error: {spec}: gpu_classes: GPU class 'cpu' has no entry in ")
+        and "slurm.yaml" in line
+    )
+    assert "--gpu-class" not in line
     assert not out.exists()  # the SLURM config is checked before --out is made
+    line = one_line_error(
+        run_cli("sweep", str(spec), "--cluster", "slurm", "--gpu-class", "cpu", "--out", str(out))
+    )
+    assert line.startswith("error: --gpu-class: GPU class 'cpu' has no entry in ") and not out.exists()
 
 
 @pytest.mark.parametrize("size", ["9" * 5000 + "x4", "9" * 5000, "8x" + "1" * 19])

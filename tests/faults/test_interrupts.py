@@ -163,14 +163,14 @@ def test_an_interrupt_inside_an_atomic_write_leaves_the_old_file(tmp_path):
     assert path.read_text() == "the last whole model" and list(tmp_path.iterdir()) == [path]
 
 
-def test_event_loop_errors_after_a_signal_are_quiet_until_the_block_ends():
+@pytest.mark.parametrize("name", ["tornado.application", "asyncio"])
+def test_event_loop_errors_after_a_signal_are_quiet_until_the_block_ends(name):
     """After SIGINT/SIGTERM the teardown's tornado errors (an interrupted distributed ``sync`` can fail its
-    cancel callback) are not printed over the command's one line; the logger's level comes back after."""
+    cancel callback) and asyncio's (a task nobody awaits once the cluster closes) are not printed over the
+    command's one line; the logger's level comes back after."""
     import logging
 
-    from launchtune.pipeline.interrupts import QUIET_AFTER_SIGNAL
-
-    log = logging.getLogger(QUIET_AFTER_SIGNAL[0])
+    log = logging.getLogger(name)
     before = log.level
     with pytest.raises(Interrupted), signals_interrupt():
         try:
@@ -256,4 +256,26 @@ def test_ctrl_c_while_the_local_cluster_starts_ends_with_one_line_and_no_worker_
     _interrupt_when(proc, "sweep fake:", signal.SIGINT, group=True, after=after)
     line = _ends_with_one_line(proc, within=120)  # only a hang takes this long
     assert "SIGINT" in line
+    _no_process_left(proc.pid)
+
+
+@pytest.mark.parametrize("marker, after", [("training cpu, combined", 0.5), ("measure: 2/10 batches", 0.0)])
+def test_sighup_to_the_process_group_prints_nothing_after_its_one_line(tmp_path, write_spec, marker, after):
+    """A closed terminal sends SIGHUP to its whole foreground group: the resource trackers of multiprocessing
+    (Dask's workers) and of joblib's pool died of it and, started again at the next unregister, printed a
+    ``KeyError`` traceback per semaphore after the sweep's one line (issue 43). They are started with SIGHUP
+    blocked (``interrupts.trackers_ignore_sighup``), so the one line is the last."""
+    spec = write_spec(
+        samples=40,
+        batch_size=4,
+        options={"delay": 0.1},
+        train={"hidden_layers": [256, 256, 256], "max_epochs": 5000},
+    )
+    out = tmp_path / "out"
+    proc = run_cli(
+        "sweep", str(spec), "--out", str(out), cwd=tmp_path, env=QUIET, background=True, new_session=True
+    )
+    _interrupt_when(proc, marker, signal.SIGHUP, group=True, after=after)
+    line = _ends_with_one_line(proc, within=HANG_S)  # stderr read to its end: every process of the group
+    assert "SIGHUP" in line
     _no_process_left(proc.pid)

@@ -4,12 +4,18 @@ whose workers are there runs to its limit as before."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import threading
 import time
 
+import pyarrow.parquet as pq
 import pytest
 
 from launchtune.pipeline.cluster import waits
 from launchtune.pipeline.cluster.waits import ClusterFailure, ClusterTimeout, result
+from tests.pipeline.conftest import run_cli
 
 
 class _Never:
@@ -60,3 +66,65 @@ def test_a_wait_with_live_workers_runs_to_its_limit_and_a_finished_one_returns(q
     assert result(_Done(), "x", 1.0, lambda: False) == {"candidates": []}
     with pytest.raises(ClusterTimeout):  # without ``alive`` (SLURM: a job may wait in the queue) as before
         result(_Never(), "x", 0.2)
+
+
+def _kill_workers(pid: int, stop: threading.Event, killed: list[int]) -> None:
+    """Kill every Dask worker process of the sweep ``pid`` (``multiprocessing.spawn`` children), and each
+    one its Nanny starts in its place, until ``stop``: a class whose card takes down every process. The
+    test's own hand; nothing a spec or flag can reach. ``killed`` gets their pids."""
+    import psutil
+
+    while not stop.is_set():
+        try:
+            children = psutil.Process(pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return
+        for child in children:
+            try:
+                if "spawn_main" in " ".join(child.cmdline()):
+                    child.kill()
+                    killed.append(child.pid)
+            except psutil.NoSuchProcess:
+                pass
+        stop.wait(0.05)
+
+
+def test_the_last_local_worker_killed_during_the_re_measure_ends_the_sweep_with_one_line(
+    tmp_path, write_spec
+):
+    """End to end (issue 43): the sweep waited in silence for the hour's limit; it ends ``GONE_S`` after its
+    last worker is gone, with one line naming the re-measurement, exit 1, and keeps what it measured."""
+    spec = write_spec(samples=20, batch_size=10, options={"delay": 0.2})  # the re-measure takes ~15 s
+    out = tmp_path / "out"
+    env = {"PYTHONWARNINGS": "ignore:Port:UserWarning"}
+    proc = run_cli(
+        "sweep", str(spec), "--out", str(out), cwd=tmp_path, env=env, background=True, new_session=True
+    )
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:  # the models are trained: what follows is the re-measure
+        seen.append(line)
+        if line.startswith("train combined:"):
+            break
+    else:
+        raise AssertionError("".join(seen)[-2000:] + proc.stderr.read()[-2000:])
+    stop, killed = threading.Event(), []
+    killer = threading.Thread(target=_kill_workers, args=(proc.pid, stop, killed), daemon=True)
+    killer.start()
+    try:
+        rest, err = proc.communicate(timeout=waits.GONE_S + 120)  # only a wait without an end takes this long
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(
+            f"the sweep still waits {waits.GONE_S + 120:.0f} s after its workers died"
+        ) from None
+    finally:
+        stop.set()
+        killer.join()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert killed and proc.returncode == 1 and len(lines) == 1, (proc.returncode, rest[-2000:], err[-3000:])
+    assert lines[0].startswith(
+        "error: the re-measurement of class cpu's predicted best: every worker that could run it died"
+    ), lines[0]
+    assert sum(pq.read_table(s).num_rows for s in (out / "shards").rglob("*.parquet")) == 20  # kept
+    assert not (out / "validation.json").exists() and not (out / ".sweep.lock").exists()

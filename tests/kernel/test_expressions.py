@@ -67,7 +67,7 @@ def test_numbers_and_names_are_recorded():
     [
         (
             "__import__('os').system('x')",
-            "call of \"__import__('os').system\" (only min and max) is not allowed",
+            "call of \"__import__('os').system\" is not allowed; the only calls are min(a, b, ...) and max",
         ),
         ("a.real", "attribute access"),
         ("(1).__class__", "attribute access"),
@@ -77,9 +77,9 @@ def test_numbers_and_names_are_recorded():
         ("sum(x for x in (1,))", "call of 'sum'"),
         ("open('f')", "call of 'open'"),
         ("abs(a)", "call of 'abs'"),
-        ("min(a)", "two or more"),
-        ("max(*a)", "two or more"),
-        ("min(a, key=b)", "call of 'min'"),
+        ("min(a)", "min() of 1 argument is not allowed"),
+        ("max(*a)", "'*' argument of max() is not allowed"),
+        ("min(a, key=b)", "keyword argument 'key' of min() is not allowed"),
         ("a[0]", "subscript"),
         ("'" + "t" * 201 + "'", "constant 'ttt"),
         ("None", "constant None"),
@@ -141,3 +141,27 @@ def test_evaluation_errors_name_the_field():
     expr = parse("a // c", NAMES, "k.yaml: grid_div_y")
     with pytest.raises(ExpressionError, match=r"k.yaml: grid_div_y: 'a // c': division by zero"):
         expr(VALUES)
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("max(a, key=b)", "keyword argument 'key' of max()"),
+        ("max(a, **b)", "'**' argument of max()"),
+        ("min(*a)", "'*' argument of min()"),
+        ("max(a)", "max() of 1 argument"),
+        ("min()", "min() of 0 arguments"),
+        ("sum(a, b)", "call of 'sum'"),
+        ("a.max(b, c)", "call of 'a.max'"),
+    ],
+)
+def test_a_refused_call_says_what_was_refused_and_what_is_allowed(text, refused):
+    """Issue 43: "call of 'max' (only min and max) is not allowed" contradicted itself; each refusal names
+    its own fault (a keyword, a ``*``, too few arguments, another function), then the calls there are."""
+    with pytest.raises(ExpressionError) as info:
+        parse(text, NAMES, "spec.yaml: restrictions[0]")
+    message = str(info.value)
+    assert message == (
+        f"spec.yaml: restrictions[0]: {text!r}: {refused} is not allowed; the only calls are "
+        "min(a, b, ...) and max(a, b, ...), of two or more plain arguments"
+    )

@@ -203,7 +203,7 @@ def test_a_site_class_of_the_slurm_config_is_known_and_a_missing_config_is_one_l
     )
     assert "l40s" in known_gpu_classes(str(site)) and "l40s" not in known_gpu_classes("local")
     line = one_line_error(run_cli("sweep", str(write_spec()), "--cluster", "nonsense", cwd=tmp_path))
-    assert "--cluster nonsense: no such cluster config" in line and not (tmp_path / "results").exists()
+    assert "--cluster: nonsense: no such cluster config" in line and not (tmp_path / "results").exists()
 
 
 def test_zero_samples_with_nothing_else_to_measure_is_refused_up_front(tmp_path, write_spec):

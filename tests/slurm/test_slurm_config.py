@@ -124,8 +124,12 @@ def test_new_class_with_device_facts_and_unknown_gpu_class(tmp_path):
     )
     config = load_slurm_config(path)
     assert config.classes["l40s"].device["bandwidth_gbs"] == 864
-    with pytest.raises(UserError, match="--gpu-class v100: no such class in .*site.yaml"):
+    with pytest.raises(UserError, match="^--gpu-class: GPU class 'v100' has no entry in .*site.yaml"):
         config.select(["v100"])
+    with pytest.raises(
+        UserError, match="^spec.yaml: gpu_classes: GPU class 'v100' has no entry in .*site.yaml"
+    ):
+        config.select(["v100"], "spec.yaml: gpu_classes")
 
 
 def test_a_site_class_device_facts_reach_the_worker_rows(tmp_path, monkeypatch):
