@@ -1,5 +1,3 @@
-import sys
+from launchtune.pipeline.cli import run
 
-from launchtune.pipeline.cli import main
-
-sys.exit(main())
+run()

@@ -14,7 +14,7 @@ import sys
 
 from launchtune.kernels.usage import Parser
 from launchtune.pipeline.errors import UserError, path_error_line
-from launchtune.pipeline.interrupts import Interrupted, received, signals_interrupt
+from launchtune.pipeline.interrupts import Interrupted, exit_on_signal, received, signals_interrupt
 from launchtune.pipeline.logs import LEVEL_ENV, level_from
 from launchtune.pipeline.logs import configure as configure_logging
 
@@ -91,6 +91,14 @@ def main(argv: list[str] | None = None) -> int:
             if received() is not None:  # what the interrupt broke on its way (a worker it stopped)
                 return _interrupted(received())
             raise
+
+
+def run() -> None:
+    """The console entry point (``launchtune``, ``python -m launchtune``): :func:`main`, then the process's
+    exit, during which a signal is still one line and exit 130 (:func:`interrupts.exit_on_signal`)."""
+    code = main()
+    exit_on_signal()
+    sys.exit(code)
 
 
 def _interrupted(signum: int | None) -> int:

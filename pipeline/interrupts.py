@@ -172,6 +172,27 @@ def deferred_signals() -> Iterator[None]:
         raise Interrupted(held[0])
 
 
+def exit_on_signal() -> None:
+    """From now to the process's end, a signal of :data:`SIGNALS` ends it at once with one line and exit 130.
+
+    For the console entry point, after the command returned: the process still closes Dask's threads and runs
+    its exit handlers for a second or two, where Python's default would end it by SIGTERM (exit -15, no line)
+    or print a ``KeyboardInterrupt`` traceback. Every file is written by then, so nothing is left to unwind.
+    Not for a library caller's process (it would outlive the caller's own handlers)."""
+
+    def end(signum: int, frame: FrameType | None) -> None:
+        try:
+            sys.stdout.flush()
+        finally:
+            name = signal.Signals(signum).name
+            line = f"interrupted ({name}) while exiting: the command had finished, its files are written\n"
+            os.write(2, line.encode())
+            os._exit(130)
+
+    for s in SIGNALS:
+        signal.signal(s, end)
+
+
 def trackers_ignore_sighup() -> None:
     """Start the resource trackers of multiprocessing (Dask's spawned workers) and of loky (the training
     pool) now, unless running, with SIGHUP blocked so that they never get it. A SIGHUP sent meanwhile is

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from launchtune.kernels.atomic import atomic_path
 from launchtune.pipeline.interrupts import Interrupted, deferred_signals, received, signals_interrupt
 from launchtune.pipeline.learn.models import save_model
 from launchtune.pipeline.learn.parallel import run_fits
+from tests.conftest import REPO
 from tests.pipeline.conftest import run_cli
 
 QUIET = {"PYTHONWARNINGS": "ignore:Port:UserWarning"}  # Dask's note that port 8787 is taken (parallel tests)
@@ -279,3 +281,31 @@ def test_sighup_to_the_process_group_prints_nothing_after_its_one_line(tmp_path,
     line = _ends_with_one_line(proc, within=HANG_S)  # stderr read to its end: every process of the group
     assert "SIGHUP" in line
     _no_process_left(proc.pid)
+
+
+def test_a_signal_while_the_process_exits_is_one_line_and_exit_130(tmp_path):
+    """After the command returned, the process still closes threads and runs exit handlers; a signal there
+    (here sent by an exit handler, the last thing the process runs) ends it with one line and exit 130, not
+    Python's bare SIGTERM (exit -15, no line) or a ``KeyboardInterrupt`` traceback."""
+    code = (
+        "import atexit, os, signal, sys, time\n"
+        "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(30)))\n"
+        "sys.argv = ['launchtune', 'merge', sys.argv[1]]\n"
+        "from launchtune.pipeline.cli import run\n"
+        "run()\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "no-such-sweep")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 130, r.stderr
+    assert len(lines) == 2, r.stderr  # the command's own error line, then the signal's
+    assert lines[0].startswith("error:") and "no-such-sweep" in lines[0]
+    assert lines[1] == (
+        "interrupted (SIGTERM) while exiting: the command had finished, its files are written"
+    )
