@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import readme
+from tools import blocks, readme
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +24,7 @@ def test_readme_and_docs_match_the_committed_data(capsys):
 
 
 def test_a_new_docs_page_is_checked_without_being_listed(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(readme.BLOCKS, "t", readme._file_block("data/table.md"))
+    monkeypatch.setitem(readme.BLOCKS, "t", blocks.file_block("data/table.md"))
     root = _root_with(tmp_path, "t", "| a |\n")
     (root / "docs").mkdir()
     (root / "docs" / "new.md").write_text(
@@ -46,7 +46,7 @@ def _root_with(tmp_path: Path, block: str, data: str) -> Path:
 
 
 def test_a_stale_block_is_found_then_rewritten(tmp_path, monkeypatch, capsys):
-    monkeypatch.setitem(readme.BLOCKS, "t", readme._file_block("data/table.md"))
+    monkeypatch.setitem(readme.BLOCKS, "t", blocks.file_block("data/table.md"))
     root = _root_with(tmp_path, "t", "| a |\n| 1 |\n")
     assert readme.main(["--check", "--root", str(root)]) == 1
     out = capsys.readouterr().out
