@@ -52,6 +52,29 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 # the default since issue 45, as shipped (``evolve.WORST_CASE``): no options passed
 VARIANTS["final"] = {}
+# the third session's screen (every space, 100 and 200, 20 seeds; data/combined/search_worst_seed/README.md)
+VARIANTS.update(
+    {
+        "level_floor": {"_floor": 0.5},
+        "floor25": {"_floor": 0.25},
+        "floor75": {"_floor": 0.75},
+        "floor100": {"_floor": 1.0},
+        "floor50_within15": {"_floor": 0.5, "_within": 1.5},
+        "floor50_within3": {"_floor": 0.5, "_within": 3.0},
+        "floor75_within15": {"_floor": 0.75, "_within": 1.5},
+        "floor100_within15": {"_floor": 1.0, "_within": 1.5},
+        "polish3_far3": {"polish_basins": 3, "polish_far": 3},
+        "polish2_far3": {"polish_far": 3},
+        "islands3": {"islands": 3},
+        "explore35": {"explore": 0.35},
+        "reserve30cap40": {"reserve": 0.3, "reserve_cap": 40},
+        "initial33": {"initial_fraction": 0.33},
+        "patience1": {"patience": 1},
+        "generations30": {"generations": 30},
+        "clip3": {"clip": 3.0},
+        "kappa1": {"_kappa": 1.0},
+    }
+)
 # variants whose options were tried and removed: the commit whose ``evolve.search`` ran their lines
 # (data/combined/search_worst_seed/README.md)
 RETIRED = dict.fromkeys(["effective_all", "effective", "effective_far", "final_restart4"], "484a5ef")
@@ -66,35 +89,77 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def run(variant: str, datasets: list[str], budgets: list[int], seeds: list[int], out: Path) -> None:
-    from launchtune.pipeline.learn.models import one_thread  # noqa: F401  (run_one uses it)
+# variant keys that set a module's constant instead of passing an option (experiments of the third session)
+GLOBALS = {
+    "_floor": ("iterative", "FLOOR", 0.0),
+    "_within": ("iterative", "FLOOR_WITHIN", 2.0),
+    "_kappa": ("evolve", "KAPPA", 0.5),
+}
+
+
+def _one(job: tuple[str, str, str, int, int]) -> dict[str, Any]:
+    """One replayed search of ``evolve`` in ``variant``: the CLI's record without the configurations."""
     from launchtune.pipeline.store.datasets import load_datasets
-    from launchtune.pipeline.strategies import evolve
+    from launchtune.pipeline.strategies import evolve, iterative
     from launchtune.pipeline.strategies.evaluate import run_one
 
+    variant, path, gpu, budget, seed = job
+    if path not in _DATASETS:
+        _DATASETS[path] = {d.name: d for d in load_datasets(path)}
     options = dict(VARIANTS[variant])
-    original = evolve.tune
+    modules = {"evolve": evolve, "iterative": iterative}
+    for key, (module, name, default) in GLOBALS.items():
+        setattr(modules[module], name, options.pop(key, default))
+    original = evolve.__dict__.setdefault("_original_tune", evolve.tune)
     evolve.tune = lambda session, **kw: original(session, **{**options, **kw})
-    done = {(r["variant"], r["dataset"], r["gpu"], r["budget"], r["seed"]) for r in _records(out)}
-    out.parent.mkdir(parents=True, exist_ok=True)
     try:
-        for path in datasets:
-            for d in load_datasets(path):
-                for budget in budgets:
-                    for seed in seeds:
-                        if (variant, path, d.name, budget, seed) in done:
-                            continue
-                        r = run_one(d, "evolve", budget, seed)
-                        r.pop("config", None), r.pop("best_measured_config", None)
-                        r = {"variant": variant, "dataset": path, **r}
-                        with out.open("a") as f:
-                            f.write(json.dumps(r) + "\n")
-                        print(
-                            f"{variant} {d.name} {budget} {seed} {r['ratio']:.3f} {r.get('p_faster', '')}",
-                            flush=True,
-                        )
+        r = run_one(_DATASETS[path][gpu], "evolve", budget, seed)
     finally:
         evolve.tune = original
+    r.pop("config", None), r.pop("best_measured_config", None)
+    return {"variant": variant, "dataset": path, **r}
+
+
+_DATASETS: dict[str, dict[str, Any]] = {}  # a worker's datasets, read once
+
+
+def run(
+    variant: str, datasets: list[str], budgets: list[int], seeds: list[int], out: Path, jobs: int = 1
+) -> None:
+    """Every (dataset, GPU, budget, seed) not yet in ``out``, on ``jobs`` processes (each search on one
+    thread: its numbers do not depend on ``jobs``), appended to ``out`` as each ends."""
+    from multiprocessing import Pool
+
+    from launchtune.pipeline.store.datasets import load_datasets
+
+    done = {(r["variant"], r["dataset"], r["gpu"], r["budget"], r["seed"]) for r in _records(out)}
+    todo = [
+        (variant, path, d.name, budget, seed)
+        for path in datasets
+        for d in load_datasets(path)
+        for budget in budgets
+        for seed in seeds
+        if (variant, path, d.name, budget, seed) not in done
+    ]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with Pool(jobs) if jobs > 1 else _Serial() as pool, out.open("a") as f:
+        for r in pool.imap_unordered(_one, todo):
+            f.write(json.dumps(r) + "\n")
+            f.flush()
+            print(f"{variant} {r['gpu']} {r['budget']} {r['seed']} {r['ratio']:.3f} {r.get('p_faster', '')}")
+
+
+class _Serial:
+    """``Pool``'s ``imap_unordered`` in this process (``--jobs 1``)."""
+
+    def __enter__(self) -> _Serial:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def imap_unordered(self, fn, items):
+        return map(fn, items)
 
 
 def _name(dataset: str, gpu: str) -> str:
@@ -222,13 +287,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, action="append", help="only these seeds (repeatable)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--tables", type=Path, help="write the tables from --out's records into this folder")
+    p.add_argument("--jobs", type=int, default=1, help="searches at once, one process each (default 1)")
     a = p.parse_args(argv)
     if a.tables:
         write(a.out, a.tables)
         return 0
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     seeds = a.seed if a.seed else list(range(a.seeds))
-    run(a.variant, a.dataset, [int(b) for b in a.budgets.split(",")], seeds, a.out)
+    run(a.variant, a.dataset, [int(b) for b in a.budgets.split(",")], seeds, a.out, a.jobs)
     return 0
 
 

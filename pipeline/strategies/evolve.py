@@ -253,6 +253,8 @@ def search(
     reserve_cap: int = 1 << 30,
     reserve_from: int = 0,
     levels_from: int = 0,
+    polish_basins: int = 2,
+    polish_far: int = 0,
 ) -> None:
     """The generations, from whatever the session has measured so far (``transfer`` starts it after the
     prior's best candidates). ``explore``: the share of each generation (but the last) measured from the whole
@@ -331,7 +333,8 @@ def search(
             if flips:
                 _flip_flags(session, ranked, round(flips * n))
                 n = min(n, session.remaining)
-            near = ((session.X[:, None, :] != session.X[ranked[:2]]).sum(axis=2) == 1).any(axis=1)
+            heads = _incumbents(session, ranked, polish_basins, polish_far)
+            near = ((session.X[:, None, :] != session.X[heads]).sum(axis=2) == 1).any(axis=1)
             session.measure_ranked(np.where(near, score, np.inf), min(n, int(near.sum())))
         else:
             for k in range(islands):
@@ -364,6 +367,18 @@ def search(
             predicted[int(i)] = (float(mean[i]), float(std[i]))
         g += 1
     session.notes.update(sureness(session, features, predicted, clip))
+
+
+def _incumbents(session: Session, ranked: np.ndarray, n: int, far: int) -> np.ndarray:
+    """EXPERIMENT: the best measured, then in rank order those at least ``far`` parameters from every one
+    chosen, ``n`` in all (``far`` 0: the top ``n``)."""
+    chosen: list[int] = []
+    for i in ranked:
+        if len(chosen) >= n:
+            break
+        if all((session.X[i] != session.X[c]).sum() >= far for c in chosen):
+            chosen.append(int(i))
+    return np.array(chosen, dtype=int)
 
 
 def _measure_turns(session: Session, scores: np.ndarray, n: int, turn: int, levels: bool) -> int:

@@ -67,6 +67,8 @@ from launchtune.pipeline.strategies.estimators import forest, forest_predictions
 
 CLIP = 1.3
 LIVE = 1.2  # a level whose best measurement is within this of the best of all is still searched
+FLOOR = 0.0  # EXPERIMENT: a level with fewer than FLOOR * used / levels measurements stays live ...
+FLOOR_WITHIN = 2.0  # ... while its best is within this of the best of all
 ROUNDS = 20
 TREES = 60
 EXPLOIT = 0.1  # the last tenth of the budget measures the forest's mean best, one batch a round
@@ -98,14 +100,21 @@ def live_levels(session: Session, pool: np.ndarray) -> list[int]:
     if session.levels is None:
         return []
     best: dict[int, float] = {}
+    count: dict[int, int] = {}
     for i, t in session.measured.items():
         level = int(session.levels[i])
         best[level] = min(best.get(level, np.inf), t)
+        count[level] = count.get(level, 0) + 1
     top = min(best.values(), default=np.inf)
     if not np.isfinite(top):
         return []
     open_levels = set(session.levels[pool].tolist())
-    return sorted(level for level, b in best.items() if b <= LIVE * top and level in open_levels)
+    few = FLOOR * len(session.measured) / max(1, len(best))
+    return sorted(
+        level
+        for level, b in best.items()
+        if level in open_levels and (b <= LIVE * top or (count[level] < few and b <= FLOOR_WITHIN * top))
+    )
 
 
 def measure_thompson(
