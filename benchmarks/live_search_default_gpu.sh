@@ -8,7 +8,7 @@
 # in .whl (dask, distributed, skops). Everything lands in $OUT/cfd and $OUT/convolution (each: live.log,
 # summary.md, remeasure.json) and $OUT (nvidia-smi.txt, device.json).
 #   SEEDS (0,1,2,3,4) BUDGETS (200) ROUNDS (7) CFD_S (240) CONVOLUTION_S (100): seconds after which a part
-#   starts no further search
+#   starts no further search; PARTS ("cfd convolution"): which parts to run
 # Budget: about 8 minutes of one H100. Measured before (data/cfd/h100/live_search/cards4 and
 # data/convolution/h200x4/live_search_cards): evolve at 200 takes about 45 s a search on the fused CFD space
 # plus about 70 s once to compile its fused variants, and about 25 s a search on the convolution, compiling
@@ -20,7 +20,7 @@ export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # the strategies' model fits on
 export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-kernel-convolution}
 COMMON=(--strategies evolve --budgets "${BUDGETS:-200}" --seeds "${SEEDS:-0,1,2,3,4}" --rounds "${ROUNDS:-7}")
 status=0
-for part in cfd convolution; do
+for part in ${PARTS:-cfd convolution}; do
   DIR=/tmp/live_search_default/$part
   rm -rf "$DIR"; mkdir -p "$OUT/$part"
   if [ "$part" = cfd ]; then

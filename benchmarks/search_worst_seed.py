@@ -30,6 +30,7 @@ TODAY: dict[str, Any] = {
     "reserve_from": 0,
     "levels_from": 0,
     "stall_chance": False,
+    "level_floor": 0.0,
 }
 LTS = {"levels": True, "level_explore": 0.5, "level_thompson": True, "reserve_z": True}
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -50,34 +51,40 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "final_without_turns": {"reserve": 0.2, "reserve_cap": 20, "reserve_from": 100, "reserve_z": True},
     }.items()
 }
-# the default since issue 45, as shipped (``evolve.WORST_CASE``): no options passed
+# the default of the second session (before the level floor): the old ``final``, relabelled
+VARIANTS["second"] = {"level_floor": 0.0}
+# the default, as shipped (``evolve.WORST_CASE``): no options passed
 VARIANTS["final"] = {}
-# the third session's screen (every space, 100 and 200, 20 seeds; data/combined/search_worst_seed/README.md)
+# the third session's screen, each a change of ``second`` (``third/``: every space at 100 and 200
+# measurements, 20 seeds; the fused CFD sweeps 40); ``level_floor`` at 0.5 is ``final``
 VARIANTS.update(
     {
-        "level_floor": {"_floor": 0.5},
-        "floor25": {"_floor": 0.25},
-        "floor75": {"_floor": 0.75},
-        "floor100": {"_floor": 1.0},
-        "floor50_within15": {"_floor": 0.5, "_within": 1.5},
-        "floor50_within3": {"_floor": 0.5, "_within": 3.0},
-        "floor75_within15": {"_floor": 0.75, "_within": 1.5},
-        "floor100_within15": {"_floor": 1.0, "_within": 1.5},
-        "polish3_far3": {"polish_basins": 3, "polish_far": 3},
-        "polish2_far3": {"polish_far": 3},
-        "islands3": {"islands": 3},
-        "explore35": {"explore": 0.35},
-        "reserve30cap40": {"reserve": 0.3, "reserve_cap": 40},
-        "initial33": {"initial_fraction": 0.33},
-        "patience1": {"patience": 1},
-        "generations30": {"generations": 30},
-        "clip3": {"clip": 3.0},
-        "kappa1": {"_kappa": 1.0},
+        name: {**VARIANTS["second"], **change}
+        for name, change in {
+            "floor25": {"level_floor": 0.25},
+            "floor75": {"level_floor": 0.75},
+            "floor100": {"level_floor": 1.0},
+            "floor50_within15": {"level_floor": 0.5, "_within": 1.5},
+            "floor50_within3": {"level_floor": 0.5, "_within": 3.0},
+            "floor75_within15": {"level_floor": 0.75, "_within": 1.5},
+            "floor100_within15": {"level_floor": 1.0, "_within": 1.5},
+            "islands3": {"islands": 3},
+            "explore35": {"explore": 0.35},
+            "reserve30cap40": {"reserve": 0.3, "reserve_cap": 40},
+            "initial33": {"initial_fraction": 0.33},
+            "patience1": {"patience": 1},
+            "generations30": {"generations": 30},
+            "clip3": {"clip": 3.0},
+            "kappa1": {"_kappa": 1.0},
+        }.items()
     }
 )
 # variants whose options were tried and removed: the commit whose ``evolve.search`` ran their lines
 # (data/combined/search_worst_seed/README.md)
-RETIRED = dict.fromkeys(["effective_all", "effective", "effective_far", "final_restart4"], "484a5ef")
+RETIRED = {
+    **dict.fromkeys(["effective_all", "effective", "effective_far", "final_restart4"], "484a5ef"),
+    **dict.fromkeys(["polish3_far3", "polish2_far3"], "540914a"),
+}
 
 
 OVER = 1.05  # a pick this far off the optimum counts as a miss
@@ -89,12 +96,8 @@ def _records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-# variant keys that set a module's constant instead of passing an option (experiments of the third session)
-GLOBALS = {
-    "_floor": ("iterative", "FLOOR", 0.0),
-    "_within": ("iterative", "FLOOR_WITHIN", 2.0),
-    "_kappa": ("evolve", "KAPPA", 0.5),
-}
+# variant keys that set a module's constant instead of passing an option
+GLOBALS = {"_within": ("iterative", "FLOOR_WITHIN", 2.0), "_kappa": ("evolve", "KAPPA", 0.5)}
 
 
 def _one(job: tuple[str, str, str, int, int]) -> dict[str, Any]:
@@ -175,17 +178,17 @@ def _cell(r) -> str:
     return f"{r.mean():.3f} / {r.max():.3f} ({int((r >= OVER).sum())})"
 
 
-def alternatives(runs) -> str:
-    """Each variant against ``today`` on the same seeds: mean / worst seed (seeds at least 5% off)."""
+def alternatives(runs, baseline: str = "today") -> str:
+    """Each variant against ``baseline`` on the same seeds: mean / worst seed (seeds at least 5% off)."""
     lines = [
-        "| variant | dataset | budget | seeds | today: mean / worst (over 1.05) "
+        f"| variant | dataset | budget | seeds | {baseline}: mean / worst (over 1.05) "
         "| variant: mean / worst (over 1.05) |",
         "| --- | --- | ---: | --- | --- | --- |",
     ]
-    today = runs[runs["variant"] == "today"].set_index(["dataset", "gpu", "budget", "seed"])["ratio"]
-    order = [v for v in [*VARIANTS, *RETIRED] if v != "today"]
+    today = runs[runs["variant"] == baseline].set_index(["dataset", "gpu", "budget", "seed"])["ratio"]
+    order = [v for v in [*VARIANTS, *RETIRED] if v != baseline]
     for (v, ds, gpu, b), g in sorted(
-        runs[runs["variant"] != "today"].groupby(["variant", "dataset", "gpu", "budget"]),
+        runs[runs["variant"] != baseline].groupby(["variant", "dataset", "gpu", "budget"]),
         key=lambda kv: (order.index(kv[0][0]), kv[0][1], kv[0][2], -kv[0][3]),
     ):
         seeds = sorted(g["seed"])
@@ -201,18 +204,18 @@ def alternatives(runs) -> str:
     return "\n".join(lines) + "\n"
 
 
-def summary(runs, variant: str = "final") -> str:
-    """Per dataset and budget: today against ``variant`` over the seeds both ran (the targets' table); where
-    ``variant`` has no runs but today has (a space with levels, which the default searches as before), today's
-    runs and "as today"."""
+def summary(runs, variant: str = "final", baseline: str = "today") -> str:
+    """Per dataset and budget: ``baseline`` against ``variant`` over the seeds both ran (the targets' table);
+    where ``variant`` has no runs but ``baseline`` has (a budget the default searches as before), the
+    baseline's runs and "as <baseline>"."""
     lines = [
-        "| dataset | budget | seeds (today's) | today: mean | worst | over 1.05 | over 1.10 "
+        f"| dataset | budget | seeds ({baseline}'s) | {baseline}: mean | worst | over 1.05 | over 1.10 "
         "| now: mean | worst | over 1.05 | over 1.10 |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     key = ["dataset", "gpu", "budget"]
     mine = {k: g for k, g in runs[runs["variant"] == variant].groupby(key)}
-    before = {k: g for k, g in runs[runs["variant"] == "today"].groupby(key)}
+    before = {k: g for k, g in runs[runs["variant"] == baseline].groupby(key)}
 
     def cols(r) -> str:
         if not len(r):
@@ -232,7 +235,7 @@ def summary(runs, variant: str = "final") -> str:
             lines.append(f"| {_name(ds, gpu)} | {b} | {seeds} | {cols(base)} | {cols(g['ratio'])} |")
         else:
             r = before[k]["ratio"]
-            lines.append(f"| {_name(ds, gpu)} | {b} | ({len(r)}) | {cols(r)} | as today |  |  |  |")
+            lines.append(f"| {_name(ds, gpu)} | {b} | ({len(r)}) | {cols(r)} | as {baseline} |  |  |  |")
     return "\n".join(lines) + "\n"
 
 
@@ -267,15 +270,17 @@ def calibration(runs, variant: str = "final") -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(path: Path, out: Path) -> None:
-    """``alternatives.md``, ``summary.md`` and ``calibration.md`` in ``out``, from the records at ``path``."""
+def write(path: Path, out: Path, baseline: str = "today", default: str = "final") -> None:
+    """``alternatives.md``, ``summary.md`` and ``calibration.md`` in ``out``, from the records at ``path``:
+    each variant against ``baseline``; ``default`` (the search the tables call "now") in the summary and the
+    calibration."""
     import pandas as pd
 
     runs = pd.DataFrame(_records(path))
     out.mkdir(parents=True, exist_ok=True)
-    (out / "alternatives.md").write_text(alternatives(runs))
-    (out / "summary.md").write_text(summary(runs))
-    (out / "calibration.md").write_text(calibration(runs))
+    (out / "alternatives.md").write_text(alternatives(runs, baseline))
+    (out / "summary.md").write_text(summary(runs, default, baseline))
+    (out / "calibration.md").write_text(calibration(runs, default))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -287,10 +292,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, action="append", help="only these seeds (repeatable)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--tables", type=Path, help="write the tables from --out's records into this folder")
+    p.add_argument(
+        "--baseline", default="today", help="the variant --tables compares against (default today)"
+    )
+    p.add_argument("--default", default="final", help="the variant --tables calls 'now' (default final)")
     p.add_argument("--jobs", type=int, default=1, help="searches at once, one process each (default 1)")
     a = p.parse_args(argv)
     if a.tables:
-        write(a.out, a.tables)
+        write(a.out, a.tables, a.baseline, a.default)
         return 0
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     seeds = a.seed if a.seed else list(range(a.seeds))

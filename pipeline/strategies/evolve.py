@@ -98,6 +98,8 @@ RESERVE = 0.2  # of the budget beyond RESERVE_FROM, at most RESERVE_CAP measurem
 RESERVE_CAP = 20
 RESERVE_FROM = 100
 TURNS_FROM = 100  # the level turns only at a budget of this many measurements or more
+# a level with fewer than half its share of the measurements takes turns while within 2x of the best
+LEVEL_FLOOR = 0.5
 WORST_CASE: dict[str, Any] = {
     "reserve": RESERVE,
     "reserve_cap": RESERVE_CAP,
@@ -107,6 +109,7 @@ WORST_CASE: dict[str, Any] = {
     "level_explore": 0.5,
     "level_thompson": True,
     "levels_from": TURNS_FROM,
+    "level_floor": LEVEL_FLOOR,
 }
 
 
@@ -253,8 +256,7 @@ def search(
     reserve_cap: int = 1 << 30,
     reserve_from: int = 0,
     levels_from: int = 0,
-    polish_basins: int = 2,
-    polish_far: int = 0,
+    level_floor: float = 0.0,
 ) -> None:
     """The generations, from whatever the session has measured so far (``transfer`` starts it after the
     prior's best candidates). ``explore``: the share of each generation (but the last) measured from the whole
@@ -265,7 +267,8 @@ def search(
     ``explore`` and, with ``level_thompson``, that share is ``iterative.measure_thompson``'s batch.
     ``reserve``: a share of the budget (at most ``reserve_cap`` measurements) measured just before the polish,
     the candidates most likely ``MARGIN`` faster than the best (:func:`_chance_each`; ``reserve_z``: by the
-    forecast errors over the spread). ``levels_from``: no level turns under a budget of this many.
+    forecast errors over the spread). ``levels_from``: no level turns under a budget of this many;
+    ``level_floor``: ``iterative.live_levels``' floor (a level measured too little stays live).
     ``stall_chance``: the stuck share ranked the same way (tried, not kept). Sets ``session.notes``
     (:func:`sureness`)."""
     n0 = session.used
@@ -309,21 +312,24 @@ def search(
             if stall_chance:  # where the trace says a 5% gain is most likely, far from the incumbent
                 chance = _chance_each(session, mean, std, predicted, y)
                 rank = np.lexsort((mean, -chance)).argsort().astype(float)
-                turn = _measure_turns(session, np.where(far, rank, np.inf), n // 2, turn, levels)
+                turn = _measure_turns(session, np.where(far, rank, np.inf), n // 2, turn, levels, level_floor)
             else:
-                turn = _measure_turns(session, np.where(far, score, np.inf), n // 2, turn, levels)
+                turn = _measure_turns(
+                    session, np.where(far, score, np.inf), n // 2, turn, levels, level_floor
+                )
             for i in set(session.proposed) - before:
                 island[int(i)] = min(range(islands), key=lambda k: sum(v == k for v in island.values()))
             n, stale = n - n // 2, 0
-        several = levels and len(live_levels(session, session.unmeasured())) > 1
+        several = levels and len(live_levels(session, session.unmeasured(), level_floor)) > 1
         k = round((level_explore if several and level_explore is not None else explore) * n)
         if k and not last:
             # the model's most promising candidates anywhere, not only among this generation's children
             before = set(session.proposed)
             if several and level_thompson:
-                turn = measure_thompson(session, per_tree, k, np.random.default_rng([session.seed, g]), turn)
+                rng = np.random.default_rng([session.seed, g])
+                turn = measure_thompson(session, per_tree, k, rng, turn, level_floor)
             else:
-                turn = _measure_turns(session, mean - 2 * KAPPA * std, k, turn, levels)
+                turn = _measure_turns(session, mean - 2 * KAPPA * std, k, turn, levels, level_floor)
             for i in set(session.proposed) - before:
                 island[int(i)] = int(session.rng.integers(islands))
             n -= k
@@ -333,8 +339,7 @@ def search(
             if flips:
                 _flip_flags(session, ranked, round(flips * n))
                 n = min(n, session.remaining)
-            heads = _incumbents(session, ranked, polish_basins, polish_far)
-            near = ((session.X[:, None, :] != session.X[heads]).sum(axis=2) == 1).any(axis=1)
+            near = ((session.X[:, None, :] != session.X[ranked[:2]]).sum(axis=2) == 1).any(axis=1)
             session.measure_ranked(np.where(near, score, np.inf), min(n, int(near.sum())))
         else:
             for k in range(islands):
@@ -369,23 +374,14 @@ def search(
     session.notes.update(sureness(session, features, predicted, clip))
 
 
-def _incumbents(session: Session, ranked: np.ndarray, n: int, far: int) -> np.ndarray:
-    """EXPERIMENT: the best measured, then in rank order those at least ``far`` parameters from every one
-    chosen, ``n`` in all (``far`` 0: the top ``n``)."""
-    chosen: list[int] = []
-    for i in ranked:
-        if len(chosen) >= n:
-            break
-        if all((session.X[i] != session.X[c]).sum() >= far for c in chosen):
-            chosen.append(int(i))
-    return np.array(chosen, dtype=int)
-
-
-def _measure_turns(session: Session, scores: np.ndarray, n: int, turn: int, levels: bool) -> int:
+def _measure_turns(
+    session: Session, scores: np.ndarray, n: int, turn: int, levels: bool, floor: float = 0.0
+) -> int:
     """Measure the ``n`` lowest ``scores``; with ``levels`` and more than one live level
-    (``iterative.live_levels``), slot ``k`` looks only inside live level ``(turn + k) % count``: a level whose
-    typical configuration is slow keeps its share while its best is within reach. Returns the next turn."""
-    live = live_levels(session, session.unmeasured()) if levels else []
+    (``iterative.live_levels``, with ``floor``), slot ``k`` looks only inside live level
+    ``(turn + k) % count``: a level whose typical configuration is slow keeps its share while its best is
+    within reach. Returns the next turn."""
+    live = live_levels(session, session.unmeasured(), floor) if levels else []
     if len(live) <= 1:
         session.measure_ranked(scores, n)
         return turn

@@ -67,8 +67,8 @@ from launchtune.pipeline.strategies.estimators import forest, forest_predictions
 
 CLIP = 1.3
 LIVE = 1.2  # a level whose best measurement is within this of the best of all is still searched
-FLOOR = 0.0  # EXPERIMENT: a level with fewer than FLOOR * used / levels measurements stays live ...
-FLOOR_WITHIN = 2.0  # ... while its best is within this of the best of all
+# ``live_levels``' floor: a level measured too little to judge stays searched while its best is within this
+FLOOR_WITHIN = 2.0
 ROUNDS = 20
 TREES = 60
 EXPLOIT = 0.1  # the last tenth of the budget measures the forest's mean best, one batch a round
@@ -94,9 +94,11 @@ def tune(session: Session, initial_fraction: float = 0.2, rounds: int = ROUNDS) 
         r += 1
 
 
-def live_levels(session: Session, pool: np.ndarray) -> list[int]:
+def live_levels(session: Session, pool: np.ndarray, floor: float = 0.0) -> list[int]:
     """The levels still searched: those with unmeasured candidates whose best measurement is within ``LIVE``
-    of the best of all (empty without levels or measurements)."""
+    of the best of all (empty without levels or measurements). ``floor``: also a level with fewer than
+    ``floor`` times its fair share of the measurements (their count over the levels measured) whose best is
+    within ``FLOOR_WITHIN``: a level's best over a few measurements says little of its best configuration."""
     if session.levels is None:
         return []
     best: dict[int, float] = {}
@@ -109,7 +111,7 @@ def live_levels(session: Session, pool: np.ndarray) -> list[int]:
     if not np.isfinite(top):
         return []
     open_levels = set(session.levels[pool].tolist())
-    few = FLOOR * len(session.measured) / max(1, len(best))
+    few = floor * len(session.measured) / len(best)
     return sorted(
         level
         for level, b in best.items()
@@ -118,15 +120,20 @@ def live_levels(session: Session, pool: np.ndarray) -> list[int]:
 
 
 def measure_thompson(
-    session: Session, per_tree: np.ndarray, n: int, rng: np.random.Generator, turn: int = 0
+    session: Session,
+    per_tree: np.ndarray,
+    n: int,
+    rng: np.random.Generator,
+    turn: int = 0,
+    floor: float = 0.0,
 ) -> int:
     """Measure ``n`` distinct unmeasured candidates, each the best of one tree drawn without replacement;
     among the candidates that tie for a tree's best (its leaf), the forest's mean decides, not row order.
     With more than one live level (:func:`live_levels`) slot ``turn + k`` looks only inside the live level
-    ``(turn + k) % count``. Returns the next turn."""
+    ``(turn + k) % count`` (``floor``: :func:`live_levels`'). Returns the next turn."""
     pool = session.unmeasured()
     mean = per_tree.mean(axis=0)[pool]
-    live = live_levels(session, pool)
+    live = live_levels(session, pool, floor)
     pool_levels = session.levels[pool] if session.levels is not None else None
     chosen: list[int] = []
     for t in rng.choice(len(per_tree), size=min(n, len(per_tree), len(pool)), replace=False):

@@ -168,3 +168,34 @@ def test_the_default_reserves_beyond_100_and_takes_turns_only_where_there_are_le
     assert history(False) != history(False, reserve=0.0)
     # under 100 measurements (``TURNS_FROM``) neither acts: with levels as without the turns
     assert history(True, 60) == history(True, 60, **no_turns) != history(True, 60, levels_from=0)
+
+
+def test_a_level_measured_too_little_stays_live_while_within_twice_the_best():
+    from launchtune.pipeline.strategies.iterative import FLOOR_WITHIN, LIVE, live_levels
+
+    assert LIVE < 2.0 / 1.5 <= FLOOR_WITHIN  # level 0's best (2.0) is out of LIVE's reach, inside the floor's
+    session = _levels_session()
+    for level, size, knob in ((1, 1, 0), (1, 2, 0), (1, 1, 1), (1, 3, 0), (0, 1, 0)):  # 1.5 ... and 2.0
+        session.measure_index(session.index_of({"level": level, "size": size, "knob": knob}))
+    # the session's level of each value of the ``level`` parameter (its numbering is the session's own)
+    slow, fast = (int(session.levels[session.index_of({"level": v, "size": 1, "knob": 0})]) for v in (0, 1))
+    pool = session.unmeasured()
+    assert live_levels(session, pool) == [fast]  # no floor: level 0 is 1.33x the best, out of reach
+    # a fair share is 5 / 2 measurements: level 0's one is under half of it, so it stays searched
+    assert live_levels(session, pool, floor=0.5) == sorted([slow, fast])
+    assert live_levels(session, pool, floor=0.3) == [fast]  # 1 is not under 0.3 x 2.5
+    far = _levels_session()
+    for level, size, knob in ((1, 1, 0), (1, 2, 0), (1, 1, 1), (1, 3, 0), (0, 3, 0)):  # level 0's 4.0: 2.7x
+        far.measure_index(far.index_of({"level": level, "size": size, "knob": knob}))
+    assert live_levels(far, far.unmeasured(), floor=0.5) == [fast]
+
+
+def test_the_default_floor_acts_only_on_a_space_with_levels():
+    def history(space_has_levels: bool, **options) -> list[tuple]:
+        session = _wide_session(space_has_levels, 130)
+        evolve.tune(session, **options)
+        return [tuple(m.config.values()) for m in session.history]
+
+    assert evolve.WORST_CASE["level_floor"] == evolve.LEVEL_FLOOR > 0
+    assert history(False) == history(False, level_floor=0.0)
+    assert history(True) != history(True, level_floor=0.0)
