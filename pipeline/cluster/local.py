@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import socket
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -170,7 +171,10 @@ def open_local_cluster(
     # held until that step is done (seconds, under Dask's own timeouts), then raised with the cluster in hand
     # to close; cut short, a half-built cluster was closed only at the interpreter's exit, after Dask's waits.
     with dask.config.set(config), ExitStack() as stack:
-        with deferred_signals():
+        with deferred_signals(), warnings.catch_warnings():
+            # A second sweep on the same machine finds the dashboard's port taken; Dask then serves it on a
+            # free port and warns in four lines on stderr. The dashboard line below names the port it got.
+            warnings.filterwarnings("ignore", r"Port \d+ is already in use", UserWarning)
             cluster = LocalCluster(
                 n_workers=0,
                 processes=True,

@@ -254,3 +254,28 @@ def test_the_kill_hook_is_no_spec_option_but_the_tests_environment(tmp_path, mon
     monkeypatch.setenv(KILL_ENV, json.dumps({"workers": ["cpu-1"], "after": 0, "dir": str(tmp_path)}))
     with pytest.raises(WorkloadError, match=f"\\${KILL_ENV}: expected"):
         build_workload({**spec, "options": {"dataset": str(path)}})
+
+
+def test_a_second_cluster_on_the_machine_says_its_dashboard_port_in_one_line(tmp_path):
+    """The dashboard's port taken (another sweep, a notebook's cluster): no Dask warning on stderr, and the
+    dashboard line names the port the cluster got."""
+    import socket
+    import warnings
+
+    from launchtune.pipeline.cluster import local
+
+    holder = socket.socket()
+    try:
+        holder.bind(("127.0.0.1", 8787))  # held here, unless something else on this machine already holds it
+    except OSError:
+        pass
+    try:
+        lines: list[str] = []
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            with local.open_local_cluster(["cpu"], tmp_path, lines.append) as handle:
+                dashboard = handle.dashboard
+        assert not [w for w in seen if "already in use" in str(w.message)], [str(w.message) for w in seen]
+        assert ":8787/" not in dashboard and any(line.startswith(f"dashboard: {dashboard}") for line in lines)
+    finally:
+        holder.close()
