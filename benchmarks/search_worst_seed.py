@@ -239,6 +239,77 @@ def summary(runs, variant: str = "final", baseline: str = "today") -> str:
     return "\n".join(lines) + "\n"
 
 
+def screen(runs, baseline: str) -> str:
+    """Per variant and budget, over the runs it shares with ``baseline`` (same space and seed): the mean of
+    the spaces' means, the worst seed, and the runs at least 5% off, for ``baseline`` and for the variant."""
+    key = ["dataset", "gpu", "budget", "seed"]
+    base = runs[runs["variant"] == baseline].set_index(key)["ratio"]
+    lines = [
+        f"| variant | budget | spaces | runs | {baseline}: mean / worst / off "
+        "| variant: mean / worst / off |",
+        "| --- | ---: | ---: | ---: | --- | --- |",
+    ]
+
+    def cell(r) -> str:
+        means = r.groupby(level=["dataset", "gpu"]).mean()
+        return f"{means.mean():.3f} / {r.max():.3f} / {int((r >= OVER).sum())}"
+
+    order = list(VARIANTS) + list(RETIRED)
+    for (v, b), g in sorted(
+        runs[runs["variant"] != baseline].groupby(["variant", "budget"]),
+        key=lambda kv: (order.index(kv[0][0]), -kv[0][1]),
+    ):
+        mine = g.set_index(key)["ratio"]
+        mine = mine[mine.index.isin(base.index)]
+        if not len(mine):
+            continue
+        spaces = len(mine.groupby(level=["dataset", "gpu"]))
+        theirs = base.reindex(mine.index)
+        lines.append(f"| {v} | {b} | {spaces} | {len(mine)} | {cell(theirs)} | {cell(mine)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _least(ratios) -> str:
+    import numpy as np
+
+    finite = ratios[np.isfinite(ratios)]
+    return f"{finite.min():.3f}" if len(finite) else "none recorded"
+
+
+def needles(datasets: list[str]) -> str:
+    """Per space: its recorded configurations, how many are within 5% and 10% of the optimum, the fastest
+    recorded configuration one parameter away from the optimum, and the fastest two or more parameters away
+    from every configuration within 5% (outside the optimum's basin: what a search that never entered the
+    basin holds at best). Parameters count only where both configurations use them."""
+    import numpy as np
+
+    from launchtune.pipeline.store.datasets import load_datasets
+    from launchtune.pipeline.strategies.base import Session
+    from launchtune.pipeline.strategies.replay import ReplayWorkload
+
+    lines = [
+        "| space | configurations | within 5% of the optimum | within 10% | fastest one parameter away "
+        "| fastest outside the basin |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for path in datasets:
+        for d in load_datasets(path):
+            workload = ReplayWorkload(d, seed=0)
+            session = Session(workload, 1, 0, kernels=d.kernels, device={"dataset": d})
+            t = np.array([workload.recorded_time(session.config(i))[0] for i in range(len(session.X))])
+            ratio = t / np.nanmin(t)
+            X = session.X if session.unused is None else np.where(session.unused, -1.0, session.X)
+            best = int(np.nanargmin(t))
+            near = (X != X[best]).sum(axis=1) == 1
+            good = np.flatnonzero(ratio <= 1.05)
+            outside = ((X[:, None, :] != X[good]).sum(axis=2) >= 2).all(axis=1)
+            counts = f"{len(t)} | {int((ratio <= 1.05).sum())} | {int((ratio <= 1.10).sum())}"
+            lines.append(
+                f"| {_name(path, d.name)} | {counts} | {_least(ratio[near])} | {_least(ratio[outside])} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
 BINS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.4, 1.0)
 
 
@@ -281,6 +352,8 @@ def write(path: Path, out: Path, baseline: str = "today", default: str = "final"
     (out / "alternatives.md").write_text(alternatives(runs, baseline))
     (out / "summary.md").write_text(summary(runs, default, baseline))
     (out / "calibration.md").write_text(calibration(runs, default))
+    if baseline != "today":  # the third session's screen: every variant on every space (``third/``)
+        (out / "screen.md").write_text(screen(runs, baseline))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,8 +369,12 @@ def main(argv: list[str] | None = None) -> int:
         "--baseline", default="today", help="the variant --tables compares against (default today)"
     )
     p.add_argument("--default", default="final", help="the variant --tables calls 'now' (default final)")
+    p.add_argument("--needles", action="store_true", help="print how alone each --dataset's optimum is")
     p.add_argument("--jobs", type=int, default=1, help="searches at once, one process each (default 1)")
     a = p.parse_args(argv)
+    if a.needles:
+        print(needles(a.dataset), end="")
+        return 0
     if a.tables:
         write(a.out, a.tables, a.baseline, a.default)
         return 0

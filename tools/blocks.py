@@ -797,5 +797,14 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "kernel_heat_h100": file_block("data/heat/h100/live_search/summary.md", tables_only=True),
     "timing_parity_h100": file_block("data/heat/h100/timing_parity/parity.md"),
     "worst_seed_alternatives": file_block("data/combined/search_worst_seed/alternatives.md"),
-    "worst_seed_calibration": file_block("data/combined/search_worst_seed/calibration.md"),
+    "worst_seed_calibration": file_block("data/combined/search_worst_seed/third/calibration.md"),
+    "worst_seed_floor_summary": file_block("data/combined/search_worst_seed/third/summary.md"),
+    "worst_seed_screen": file_block("data/combined/search_worst_seed/third/screen.md"),
+    "worst_seed_needles": file_block("data/combined/search_worst_seed/third/needles.md"),
+    "worst_seed_live_floor_cfd_h100": file_block(
+        "data/combined/search_worst_seed/live_h100_floor/cfd/summary.md", tables_only=True
+    ),
+    "worst_seed_live_floor_cfd_h100_seed4": file_block(
+        "data/combined/search_worst_seed/live_h100_floor/cfd_seed4/summary.md", tables_only=True
+    ),
 }

@@ -59,6 +59,15 @@ seeds per variant, issue 17; the variants tried and what each gave: ``docs/strat
     holds no change, all four moved the same way (first judged worse on the 14 seeds of the old search then
     run). At 50 they made both means worse (H100 1.195 against 1.177, H200 1.290 against 1.233), hence
     none under 100;
+  - the level turns' floor (``level_floor``, ``LEVEL_FLOOR``; third round): a level with fewer than half its
+    fair share of the measurements stays in the turns while its best is within ``iterative.FLOOR_WITHIN``
+    (2x) of the best of all, since a level's best over a few measurements says little of its best
+    configuration (live on one H100, a seed had settled on ``fusion: 1``, 1.48x, with no measurement near the
+    fast basin). Replayed over 40 seeds, the fused CFD means went from 1.058 / 1.011 to 1.059 / 1.005 (H100,
+    100 / 200) and 1.137 / 1.026 to 1.095 / 1.021 (H200), the H200's worst seed at 200 from 1.280 to 1.155;
+    variants of its share and reach scored alike, and a screen of the other knobs (islands, explore share,
+    reserve, initial design, patience, generations, clip, kappa, a polish around several incumbents) traded
+    fewer misses at 200 for more at 100 (docs/strategies.md);
   - ``session.notes["p_faster"]`` (:func:`sureness`): the search's estimate of the chance that a
     configuration ``MARGIN`` faster than its pick remains unmeasured, in the JSON line and the live report;
 

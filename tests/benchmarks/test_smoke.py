@@ -191,3 +191,55 @@ def test_live_search_head_to_head_compares_ours_with_each_kernel_tuner_strategy(
         "| ours closer to the optimum |"
     )
     assert head_to_head(ours + transfer) == []  # no Kernel Tuner strategy: no table
+
+
+def test_worst_seed_replays_are_the_same_on_one_process_or_two_and_make_their_tables(tmp_path):
+    cache = "data/benchmark_hub/convolution/W7800.json.gz"  # the committed subset: a small space
+    lines = {}
+    for jobs in ("1", "2"):
+        out = tmp_path / f"jobs{jobs}.jsonl"
+        args = (
+            "--variant",
+            "final",
+            "--dataset",
+            cache,
+            "--budgets",
+            "20",
+            "--seeds",
+            "3",
+            "--out",
+            str(out),
+        )
+        r = run("benchmarks.search_worst_seed", *args, "--jobs", jobs)
+        assert r.returncode == 0, r.stderr
+        lines[jobs] = sorted(json.loads(line)["ratio"] for line in out.read_text().splitlines())
+    assert len(lines["1"]) == 3 and lines["1"] == lines["2"]
+    r = run(
+        "benchmarks.search_worst_seed",
+        "--variant",
+        "second",
+        "--dataset",
+        cache,
+        "--budgets",
+        "20",
+        "--seeds",
+        "3",
+        "--out",
+        str(tmp_path / "jobs1.jsonl"),
+    )
+    assert r.returncode == 0, r.stderr
+    tables = tmp_path / "tables"
+    r = run(
+        "benchmarks.search_worst_seed",
+        "--out",
+        str(tmp_path / "jobs1.jsonl"),
+        "--tables",
+        str(tables),
+        "--baseline",
+        "second",
+    )
+    assert r.returncode == 0, r.stderr
+    screen = (tables / "screen.md").read_text().splitlines()
+    assert screen[2].startswith("| final | 20 | 1 | 3 |")  # the default against ``second`` on the same runs
+    r = run("benchmarks.search_worst_seed", "--needles", "--out", "/dev/null", "--dataset", cache)
+    assert r.returncode == 0 and r.stdout.splitlines()[2].startswith("| Hub W7800 | "), (r.stdout, r.stderr)
