@@ -385,7 +385,7 @@ def _cfd_cross_card(root: Path) -> str:
         return frame[frame["status"] == "ok"].set_index("sample_id"), params
 
     (a, params), (b, _) = rows("h100"), rows("h200")
-    both = a.join(b[["total_ms", *params]], rsuffix="_h200", how="inner")
+    both = a.merge(b[["total_ms", *params]], left_index=True, right_index=True, suffixes=("", "_h200"))
     same = (both[params].to_numpy() == both[[f"{p}_h200" for p in params]].to_numpy()).all(axis=1)
     both = both[same]
     ta, tb = both["total_ms"], both["total_ms_h200"]
