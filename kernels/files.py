@@ -78,6 +78,22 @@ class UniqueKeyLoader(yaml.SafeLoader):
                 )
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        """An integer past Python's 4,300 digits is a ``ConstructorError`` at its line, not a bare
+        ``ValueError`` that names no place in the file."""
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            raise yaml.constructor.ConstructorError(
+                None,
+                None,
+                f"an integer of {len(node.value):,} characters (at most 4,300 digits)",
+                node.start_mark,
+            ) from None
+
+
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)
+
 
 def kind_of(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")

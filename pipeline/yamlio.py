@@ -46,7 +46,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise UserError(f"{path}: malformed YAML{where}: {problem}") from None
     except RecursionError:
         raise UserError(f"{path}: YAML nested too deeply") from None
-    except ValueError as exc:  # an integer past Python's 4,300 digits
+    except ValueError as exc:  # a value PyYAML cannot build (a date such as 2021-02-30)
         raise UserError(f"{path}: {str(exc).split(';')[0]}") from None
     finally:
         loader.dispose()

@@ -108,7 +108,7 @@ def read_yaml(path: Path, with_bytes: bool = False) -> Any:
         data = yaml.load(text, Loader=files.UniqueKeyLoader)  # SafeLoader, a key twice refused
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not a UTF-8 text file") from None
-    except ValueError as exc:  # an integer past Python's 4,300 digits
+    except ValueError as exc:  # a value PyYAML cannot build (a date such as 2021-02-30)
         raise SpecError(f"{path}: {str(exc).split(';')[0]}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -101,13 +101,23 @@ def test_a_hostile_or_broken_yaml_file_is_refused_in_one_line_with_bounded_work(
     assert work["composed"] <= 2_000 and work["walked"] <= work["composed"] + 1, work
 
 
+def test_a_date_yaml_cannot_build_is_one_line_naming_the_file(tmp_path):
+    spec = tmp_path / "date.yaml"
+    spec.write_text("name: x\nstarted: 2021-02-30\n")  # PyYAML reads it as a date, and raises ValueError
+    with pytest.raises(UserError, match=re.escape(f"{spec}: day is out of range for month")):
+        load_yaml(spec)
+
+
 def test_a_spec_that_is_long_digits_a_fifo_a_loop_or_huge_is_one_line(tmp_path):
     """An integer of 5,000 digits (past Python's limit: a ValueError traceback before), a FIFO (the open
     blocked), a symlink loop, and a sparse 4 GB file read under a 1 GB address-space limit (read whole before
     its size was checked): each one line naming the file."""
     digits = tmp_path / "digits.yaml"
     digits.write_text("name: x\nseed: " + "1" * 5000 + "\n")
-    with pytest.raises(UserError, match=re.escape(f"{digits}: Exceeds the limit (4300 digits)")):
+    where = (
+        f"{digits}: malformed YAML (line 2, column 7): an integer of 5,000 characters (at most 4,300 digits)"
+    )
+    with pytest.raises(UserError, match=re.escape(where)):  # where in the file, not only which file
         load_yaml(digits)
     os.mkfifo(tmp_path / "fifo.yaml")
     with pytest.raises(UserError, match="fifo.yaml: a FIFO where a YAML config file belongs"):
