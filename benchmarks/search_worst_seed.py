@@ -100,13 +100,13 @@ def _records(path: Path) -> list[dict[str, Any]]:
 GLOBALS = {"_within": ("iterative", "FLOOR_WITHIN", 2.0), "_kappa": ("evolve", "KAPPA", 0.5)}
 
 
-def _one(job: tuple[str, str, str, int, int]) -> dict[str, Any]:
+def _one(job: tuple[str, str, str, int, int, int]) -> dict[str, Any]:
     """One replayed search of ``evolve`` in ``variant``: the CLI's record without the configurations."""
     from launchtune.pipeline.store.datasets import load_datasets
     from launchtune.pipeline.strategies import evolve, iterative
     from launchtune.pipeline.strategies.evaluate import run_one
 
-    variant, path, gpu, budget, seed = job
+    variant, path, gpu, budget, seed, parallel = job
     if path not in _DATASETS:
         _DATASETS[path] = {d.name: d for d in load_datasets(path)}
     options = dict(VARIANTS[variant])
@@ -116,33 +116,43 @@ def _one(job: tuple[str, str, str, int, int]) -> dict[str, Any]:
     original = evolve.__dict__.setdefault("_original_tune", evolve.tune)
     evolve.tune = lambda session, **kw: original(session, **{**options, **kw})
     try:
-        r = run_one(_DATASETS[path][gpu], "evolve", budget, seed)
+        r = run_one(_DATASETS[path][gpu], "evolve", budget, seed, parallel=parallel)
     finally:
         evolve.tune = original
     r.pop("config", None), r.pop("best_measured_config", None)
-    return {"variant": variant, "dataset": path, **r}
+    return {"variant": variant, "dataset": path, **r, **({"parallel": parallel} if parallel > 1 else {})}
 
 
 _DATASETS: dict[str, dict[str, Any]] = {}  # a worker's datasets, read once
 
 
 def run(
-    variant: str, datasets: list[str], budgets: list[int], seeds: list[int], out: Path, jobs: int = 1
+    variant: str,
+    datasets: list[str],
+    budgets: list[int],
+    seeds: list[int],
+    out: Path,
+    jobs: int = 1,
+    parallel: int = 1,
 ) -> None:
     """Every (dataset, GPU, budget, seed) not yet in ``out``, on ``jobs`` processes (each search on one
-    thread: its numbers do not depend on ``jobs``), appended to ``out`` as each ends."""
+    thread: its numbers do not depend on ``jobs``), appended to ``out`` as each ends. ``parallel``: each
+    search with that many measurements in flight, as a live search over that many cards (the line says so)."""
     from multiprocessing import Pool
 
     from launchtune.pipeline.store.datasets import load_datasets
 
-    done = {(r["variant"], r["dataset"], r["gpu"], r["budget"], r["seed"]) for r in _records(out)}
+    def key(r: dict[str, Any]) -> tuple:
+        return r["variant"], r["dataset"], r["gpu"], r["budget"], r["seed"], r.get("parallel", 1)
+
+    done = {key(r) for r in _records(out)}
     todo = [
-        (variant, path, d.name, budget, seed)
+        (variant, path, d.name, budget, seed, parallel)
         for path in datasets
         for d in load_datasets(path)
         for budget in budgets
         for seed in seeds
-        if (variant, path, d.name, budget, seed) not in done
+        if (variant, path, d.name, budget, seed, parallel) not in done
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
     with Pool(jobs) if jobs > 1 else _Serial() as pool, out.open("a") as f:
@@ -370,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--default", default="final", help="the variant --tables calls 'now' (default final)")
     p.add_argument("--needles", action="store_true", help="print how alone each --dataset's optimum is")
+    p.add_argument("--parallel", type=int, default=1, help="measurements in flight per search (default 1)")
     p.add_argument("--jobs", type=int, default=1, help="searches at once, one process each (default 1)")
     a = p.parse_args(argv)
     if a.needles:
@@ -380,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     seeds = a.seed if a.seed else list(range(a.seeds))
-    run(a.variant, a.dataset, [int(b) for b in a.budgets.split(",")], seeds, a.out, a.jobs)
+    run(a.variant, a.dataset, [int(b) for b in a.budgets.split(",")], seeds, a.out, a.jobs, a.parallel)
     return 0
 
 
