@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import logging
 import os
-import signal
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.conftest import call_main
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = "tests.pipeline.fake_workload:make_workload"
@@ -90,15 +88,13 @@ def run_cli_here(
     allow_fake: bool = True,
     timeout: float = 240,
 ) -> subprocess.CompletedProcess:
-    """``launchtune ARGS`` in this process (:func:`launchtune.pipeline.cli.main`), answered as :func:`run_cli`
-    answers: a ``CompletedProcess`` with the exit code and what the command printed on stdout and stderr.
+    """``launchtune ARGS`` in this process (:func:`launchtune.pipeline.cli.main` through
+    :func:`tests.conftest.call_main`), answered as :func:`run_cli` answers: exit code, stdout and stderr.
 
     For a test of a command's message and exit code (a refusal before any cluster starts), not of the process
-    (signals, a hang, an interpreter's start): it saves the interpreter's start (seconds on a busy machine).
-    ``env`` is set in ``os.environ`` and ``cwd`` made the working directory for the call only; a fresh
-    interpreter's warning filters apply, its warnings printed on the captured stderr as they would be. A
-    command still running after ``timeout`` seconds fails the test, as :func:`run_cli`'s timeout does (a
-    timer signal interrupts it, a blocking ``open`` of a FIFO included).
+    (signals, an interpreter's start, a cluster's workers). ``env`` and ``cwd`` hold for the call only, with
+    ``$LAUNCHTUNE_RESULTS`` under ``cwd`` as :func:`run_cli` sets it; the library's log handler that the
+    command installs is taken off again; a command still running after ``timeout`` seconds fails the test.
     """
     from launchtune.pipeline import cli
 
@@ -108,54 +104,14 @@ def run_cli_here(
     if cwd is not None:
         results = os.environ.get("LAUNCHTUNE_RESULTS", str(Path(cwd) / "results"))
         extra.setdefault("LAUNCHTUNE_RESULTS", results)
-    saved_env, saved_cwd = dict(os.environ), os.getcwd()
     logger = logging.getLogger("launchtune")
     saved_handlers, saved_level = list(logger.handlers), logger.level
-    out, err = io.StringIO(), io.StringIO()
     try:
-        os.environ.update(extra)
-        os.chdir(cwd or REPO)
-        with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            warnings.resetwarnings()  # a fresh interpreter's filters, shown on (the captured) stderr
-            for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
-                warnings.simplefilter("ignore", category)
-            warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
-            warnings.showwarning = _show_warning
-            old_alarm = signal.signal(signal.SIGALRM, _hung)
-            signal.setitimer(signal.ITIMER_REAL, timeout)
-            try:
-                code = cli.main(list(args))
-            except SystemExit as exc:  # argparse's refusals and --help
-                if exc.code is None or isinstance(exc.code, int):
-                    code = exc.code or 0
-                else:
-                    print(exc.code, file=sys.stderr)
-                    code = 1
-            except _Hung:
-                hung = f"launchtune {' '.join(args)}: still running after {timeout} s"
-                raise AssertionError(hung) from None
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-                signal.signal(signal.SIGALRM, old_alarm)
+        done = call_main(cli.main, args, cwd=cwd, env=extra, timeout=timeout)
     finally:
-        os.chdir(saved_cwd)
-        os.environ.clear()
-        os.environ.update(saved_env)
         logger.handlers[:] = saved_handlers
         logger.setLevel(saved_level)
-    return subprocess.CompletedProcess(["launchtune", *args], code, out.getvalue(), err.getvalue())
-
-
-class _Hung(BaseException):
-    """The timer's signal in :func:`run_cli_here`: no ``Exception``, so the command's handlers let it pass."""
-
-
-def _hung(signum, frame) -> None:
-    raise _Hung
-
-
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+    return subprocess.CompletedProcess(["launchtune", *args], done.returncode, done.stdout, done.stderr)
 
 
 def one_line_error(result) -> str:
