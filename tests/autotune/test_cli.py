@@ -1,4 +1,5 @@
-"""``python -m kernels.cfd run --autotune ...`` end to end on the numpy backend (the real CLI, subprocess)."""
+"""``python -m kernels.cfd run --autotune ...`` end to end on the numpy backend (the real CLI, subprocess; its
+refusals of bad options in process, ``cli.main``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, call_main
 
 pytest.importorskip("launchtune.kernels.cfd.cli")
 RUN = [
@@ -70,7 +71,9 @@ def test_bad_tuning_options_are_one_line_and_exit_2(tmp_path, args, message):
     bad.write_text('{"entries": [{"gpu_class": "cpu"}]}')
     args = [str(bad) if a == "BAD" else a for a in args]
     out = tmp_path / "out"
-    r = cfd("--steps", "2", "--out", str(out), *args)
+    from launchtune.kernels.cfd.cli import main
+
+    r = call_main(main, [*RUN[3:], "--no-plot", "--steps", "2", "--out", str(out), *args])
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message.replace("BAD", str(bad)) in lines[0]

@@ -1,4 +1,4 @@
-"""End-to-end: the real CLI in a subprocess."""
+"""End-to-end: the real CLI in a subprocess; its refusals of bad flags in process (``cli.main``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from tests.conftest import REPO
+from launchtune.kernels.cfd.cli import main
+from tests.conftest import REPO, call_main
 
 
 def cli(*args, cwd=REPO):
@@ -78,7 +79,7 @@ def test_mms_order_of_accuracy(tmp_path):
 def test_user_mistakes_get_one_line_and_exit_2(tmp_path, args, field):
     out = tmp_path / "never"
     extra = ["--out", str(out)] if args[0] == "run" else []
-    r = cli(*args, *extra)
+    r = call_main(main, [*args, *extra])
     assert r.returncode == 2
     lines = [x for x in r.stderr.strip().splitlines() if x]
     assert field in lines[-1]
@@ -91,7 +92,7 @@ def test_cupy_backend_without_gpu_is_a_clear_error(tmp_path):
 
     if gpu_count():
         pytest.skip("a GPU is visible here")
-    r = cli("run", "--backend", "cupy", "--out", str(tmp_path / "x"))
+    r = call_main(main, ["run", "--backend", "cupy", "--out", str(tmp_path / "x")])
     assert r.returncode == 2 and "cupy" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
 

@@ -15,7 +15,7 @@ from launchtune.pipeline import yamlio
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.spec import load_spec, parse_spec
 from launchtune.pipeline.yamlio import MAX_BYTES, MAX_NODES, load_yaml
-from tests.pipeline.conftest import REPO, base_spec, one_line_error, run_cli
+from tests.pipeline.conftest import REPO, base_spec, one_line_error, run_cli, run_cli_here
 
 CFD = {"workload": "cfd", "case": "inlet", "size": "208x64", "options": {"space": "paper"}}
 
@@ -176,7 +176,11 @@ def test_the_cli_refuses_before_any_folder_or_cluster(tmp_path, content, env, ma
     spec = tmp_path / "spec.yaml"
     spec.write_bytes(content)
     out = tmp_path / "out"
-    result = run_cli("sweep", str(spec), "--out", str(out), cwd=tmp_path, env=env, timeout=60)
+    # in this process, but where the test hides the GPU: CUDA is found once a process, so a fresh one
+    if "CUDA_VISIBLE_DEVICES" in env:
+        result = run_cli("sweep", str(spec), "--out", str(out), cwd=tmp_path, env=env, timeout=60)
+    else:
+        result = run_cli_here("sweep", str(spec), "--out", str(out), cwd=tmp_path, env=env)
     assert match in one_line_error(result)
     assert not out.exists() and not (tmp_path / "results").exists()
     assert "dashboard" not in result.stdout  # no cluster was started
@@ -187,9 +191,11 @@ def test_an_empty_strategy_and_a_slurm_class_it_does_not_serve_are_one_line_with
 ):
     spec = write_spec(gpu_classes=["cpu"])
     out = tmp_path / "out"
-    line = one_line_error(run_cli("sweep", str(spec), "--strategy", "", "--budget", "5", "--out", str(out)))
+    line = one_line_error(
+        run_cli_here("sweep", str(spec), "--strategy", "", "--budget", "5", "--out", str(out))
+    )
     assert line.startswith("error: --strategy: unknown strategy ''")  # an AssertionError before
-    line = one_line_error(run_cli("sweep", str(spec), "--cluster", "slurm", "--out", str(out)))
+    line = one_line_error(run_cli_here("sweep", str(spec), "--cluster", "slurm", "--out", str(out)))
     # the class came from the spec: the line names the spec's field, not a flag the user never gave
     assert (
         line.startswith(f"error: {spec}: gpu_classes: GPU class 'cpu' has no entry in ")
@@ -198,7 +204,7 @@ def test_an_empty_strategy_and_a_slurm_class_it_does_not_serve_are_one_line_with
     assert "--gpu-class" not in line
     assert not out.exists()  # the SLURM config is checked before --out is made
     line = one_line_error(
-        run_cli("sweep", str(spec), "--cluster", "slurm", "--gpu-class", "cpu", "--out", str(out))
+        run_cli_here("sweep", str(spec), "--cluster", "slurm", "--gpu-class", "cpu", "--out", str(out))
     )
     assert line.startswith("error: --gpu-class: GPU class 'cpu' has no entry in ") and not out.exists()
 

@@ -21,7 +21,7 @@ from launchtune.pipeline.cluster.waits import ClusterFailure, result
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.spec import parse_spec
 from launchtune.pipeline.sweep.measure import GONE_S, _check_workers
-from tests.pipeline.conftest import base_spec, one_line_error, run_cli
+from tests.pipeline.conftest import base_spec, one_line_error, run_cli, run_cli_here
 from tests.strategies.conftest import write_cache
 
 CFD = {"workload": "cfd", "case": "inlet", "size": "208x64"}
@@ -34,7 +34,7 @@ def test_a_budget_over_the_space_measures_the_space_and_says_so(tmp_path, strate
     write_cache(caches / "A100.json.gz", "NVIDIA A100-PCIE-40GB")
     write_cache(caches / "A4000.json.gz", "NVIDIA RTX A4000", gpu_shift=0.5, seed=1)
     # the cache holds 60 configurations; these strategies spun forever at any budget over it
-    result = run_cli(
+    result = run_cli_here(
         "strategies",
         "--dataset",
         str(caches),
@@ -45,7 +45,7 @@ def test_a_budget_over_the_space_measures_the_space_and_says_so(tmp_path, strate
         "--budget",
         "1000",
         cwd=tmp_path,
-        timeout=300,  # only a hang takes this long
+        timeout=300,  # only a hang takes this long (the timer's signal stops a spinning loop)
     )
     assert result.returncode == 0, result.stderr[-3000:]
     record = yaml.safe_load(result.stdout.strip().splitlines()[-1])
@@ -153,9 +153,7 @@ def test_a_flag_or_environment_value_past_its_limit_is_refused_before_any_folder
 ):
     spec = write_spec()
     out = tmp_path / "out"
-    line = one_line_error(
-        run_cli("sweep", str(spec), "--out", str(out), *extra, cwd=tmp_path, env=env, timeout=60)
-    )
+    line = one_line_error(run_cli_here("sweep", str(spec), "--out", str(out), *extra, cwd=tmp_path, env=env))
     assert match in line
     assert not out.exists()
 
@@ -173,7 +171,7 @@ def test_a_flag_or_environment_value_past_its_limit_is_refused_before_any_folder
 )
 def test_the_strategies_flags_are_checked_where_they_are_read(tmp_path, extra, match):
     cache = write_cache(tmp_path / "A100.json.gz", "NVIDIA A100-PCIE-40GB")
-    line = one_line_error(run_cli("strategies", "--dataset", str(cache), *extra, cwd=tmp_path, timeout=60))
+    line = one_line_error(run_cli_here("strategies", "--dataset", str(cache), *extra, cwd=tmp_path))
     assert match in line
 
 
@@ -304,6 +302,6 @@ def test_paths_and_values_of_the_wrong_kind_are_one_line_before_anything_is_made
     spec.write_text(yaml.safe_dump(base_spec(**spec_overrides), allow_unicode=True))
     env = {k: v.replace("{tmp}", str(tmp_path)) for k, v in env.items()}
     args = ["--out", out.replace("{tmp}", str(tmp_path))] if out else []
-    line = one_line_error(run_cli("sweep", str(spec), *args, cwd=tmp_path, env=env, timeout=60))
+    line = one_line_error(run_cli_here("sweep", str(spec), *args, cwd=tmp_path, env=env))
     assert match.replace("{tmp}", str(tmp_path)) in line
     assert (tmp_path / "afile").read_text() == "x" and not (tmp_path / "results").exists()

@@ -16,7 +16,7 @@ from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.datasets import load_kernel_tuner_cache
 from launchtune.pipeline.store.journal import Journal
 from tests.kernel.test_header_property import _folder
-from tests.pipeline.conftest import one_line_error, run_cli
+from tests.pipeline.conftest import one_line_error, run_cli_here
 
 ENTRY = '"{a}": {{"a": {a}, "b": 8, "time": {t}, "times": [{t}, {t}]}}'
 TWICE = "key 'time' twice in one object"
@@ -44,7 +44,7 @@ def test_a_cache_entry_with_a_key_twice_is_one_line_naming_the_file_and_key(tmp_
 def test_a_cache_with_a_key_twice_is_exit_2_and_one_line_from_the_cli(tmp_path):
     path = tmp_path / "A100.json"
     path.write_text(_cache_text('"1": {"a": 1, "b": 8, "time": 9.0, "times": [9.0], "time": 0.5}'))
-    line = one_line_error(run_cli("strategies", "--dataset", str(path), "--budget", "2", cwd=tmp_path))
+    line = one_line_error(run_cli_here("strategies", "--dataset", str(path), "--budget", "2", cwd=tmp_path))
     assert str(path) in line and TWICE in line
 
 
@@ -89,7 +89,7 @@ def test_a_sweep_record_with_a_key_twice_is_one_line(tmp_path):
     text = json.dumps({"spec": spec, "plan": {}})
     (folder / "sweep.json").write_text(text[:-1] + ', "plan": {"cpu": 1}}')
     line = one_line_error(
-        run_cli("export", str(folder), str(tmp_path / "x.h"), "--format", "c-header", cwd=tmp_path)
+        run_cli_here("export", str(folder), str(tmp_path / "x.h"), "--format", "c-header", cwd=tmp_path)
     )
     assert str(folder / "sweep.json") in line and "key 'plan' twice in one object" in line
 

@@ -12,7 +12,7 @@ import pytest
 
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.lock import LOCK_NAME, sweep_lock
-from tests.pipeline.conftest import one_line_error, run_cli
+from tests.pipeline.conftest import one_line_error, run_cli_here
 
 
 def _dead_pid() -> int:
@@ -32,7 +32,7 @@ def test_a_folder_in_use_is_refused_with_one_line_naming_the_holder(tmp_path, wr
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         _lock(out, holder.pid)
-        line = one_line_error(run_cli("sweep", str(write_spec()), "--out", str(out), cwd=tmp_path))
+        line = one_line_error(run_cli_here("sweep", str(write_spec()), "--out", str(out), cwd=tmp_path))
     finally:
         holder.kill()
     assert f"in use by process {holder.pid} on {socket.gethostname()}" in line
@@ -59,7 +59,7 @@ def test_a_stale_lock_is_taken_over_with_a_note_and_released(tmp_path):
 def test_out_pointing_at_a_file_is_one_line(tmp_path, write_spec):
     afile = tmp_path / "afile"
     afile.write_text("x")
-    line = one_line_error(run_cli("sweep", str(write_spec()), "--out", str(afile), cwd=tmp_path))
+    line = one_line_error(run_cli_here("sweep", str(write_spec()), "--out", str(afile), cwd=tmp_path))
     assert "exists and is not a folder" in line and afile.read_text() == "x"
 
 

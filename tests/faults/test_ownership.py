@@ -14,7 +14,7 @@ from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.ownership import MARKER, owner, write_marker
 from launchtune.pipeline.store.shards import merge
 from tests.faults.test_shards import _planned_folder, _table, _write
-from tests.pipeline.conftest import one_line_error, run_cli
+from tests.pipeline.conftest import one_line_error, run_cli_here
 from tests.pipeline.test_combine import make_sweep
 
 
@@ -72,7 +72,7 @@ def test_the_combine_cli_refuses_with_one_line(tmp_path, sources):
     out = tmp_path / "mine"
     out.mkdir()
     (out / "paper.tex").write_text("x")
-    line = one_line_error(run_cli("combine", str(out), *map(str, sources), cwd=tmp_path, timeout=120))
+    line = one_line_error(run_cli_here("combine", str(out), *map(str, sources), cwd=tmp_path))
     assert str(out) in line and "did not make" in line and (out / "paper.tex").exists()
 
 
@@ -80,7 +80,7 @@ def test_the_sweep_refuses_an_out_folder_of_user_files_before_anything_starts(tm
     out = tmp_path / "mine"
     out.mkdir()
     (out / "report.md").write_text("my report")
-    line = one_line_error(run_cli("sweep", str(write_spec()), "--out", str(out), cwd=tmp_path, timeout=120))
+    line = one_line_error(run_cli_here("sweep", str(write_spec()), "--out", str(out), cwd=tmp_path))
     assert "did not make" in line and "--out" in line
     assert (out / "report.md").read_text() == "my report" and not (out / MARKER).exists()
 
@@ -143,5 +143,5 @@ def test_the_merge_cli_refuses_without_a_plan_with_one_line(tmp_path):
         _write(folder.shard_path("cpu", batch), [r[0] for r in rows])
     for p in (tmp_path / "plan").iterdir():
         p.unlink()
-    line = one_line_error(run_cli("merge", str(tmp_path), cwd=tmp_path, timeout=120))
+    line = one_line_error(run_cli_here("merge", str(tmp_path), cwd=tmp_path))
     assert "plan/cpu.json" in line and not folder.merged_dir.exists()

@@ -5,6 +5,7 @@ differs."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,7 +21,7 @@ from launchtune.pipeline.store.shards import Planned, merge, pending_batches
 from launchtune.pipeline.store.spec import parse_spec
 from launchtune.pipeline.sweep.run import plan_class, start_afresh_if_edited
 from tests.faults.test_shards import KERNELS, PARAMS, SCHEMA
-from tests.pipeline.conftest import base_spec, one_line_error, run_cli
+from tests.pipeline.conftest import base_spec, one_line_error, run_cli, run_cli_here
 
 SEED = 7
 CONFIG = {"a.blocks": 9, "a.threads": 32}
@@ -173,9 +174,16 @@ def test_a_plan_is_reused_only_by_a_sweep_that_planned_it_alike(tmp_path):
 def test_a_sweep_sets_aside_a_shard_of_another_seed_and_refuses_an_edited_sweep_json(tmp_path, write_spec):
     spec = write_spec(samples=12, batch_size=4)
     a, b = tmp_path / "a", tmp_path / "b"
-    for out, seed in ((a, "1"), (b, "2")):
-        done = run_cli("sweep", str(spec), "--out", str(out), "--seed", seed, cwd=tmp_path, timeout=300)
-        assert done.returncode == 0, done.stderr[-2000:]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # the two sweeps side by side, each a process of its own
+        runs = [
+            pool.submit(
+                run_cli, "sweep", str(spec), "--out", str(out), "--seed", seed, cwd=tmp_path, timeout=300
+            )
+            for out, seed in ((a, "1"), (b, "2"))
+        ]
+        for run in runs:
+            done = run.result()
+            assert done.returncode == 0, done.stderr[-2000:]
     shard = "shards/gpu_class=cpu/shard-00001.parquet"
     (a / shard).write_bytes((b / shard).read_bytes())  # same ids, another seed's configurations
     again = run_cli("sweep", str(spec), "--out", str(a), "--seed", "1", cwd=tmp_path, timeout=300)
@@ -187,6 +195,6 @@ def test_a_sweep_sets_aside_a_shard_of_another_seed_and_refuses_an_edited_sweep_
     meta["spec"]["samples"] = meta["planning_key"]["samples"] = 24
     (a / "sweep.json").write_text(json.dumps(meta))
     line = one_line_error(
-        run_cli("sweep", str(spec), "--out", str(a), "--samples", "24", "--seed", "1", cwd=tmp_path)
+        run_cli_here("sweep", str(spec), "--out", str(a), "--samples", "24", "--seed", "1", cwd=tmp_path)
     )
     assert "sweep.json: edited since the sweep wrote it" in line and "spec.samples" in line

@@ -15,7 +15,7 @@ from launchtune.pipeline.store.datasets import load_kernel_tuner_cache
 from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.ownership import MARKER, marker_kind
 from tests.faults.test_plan_checks import _folder, _shard
-from tests.pipeline.conftest import REPO, one_line_error, run_cli
+from tests.pipeline.conftest import REPO, one_line_error, run_cli_here
 
 NAN = math.nan
 
@@ -83,7 +83,7 @@ def test_a_broken_sweep_json_or_plan_is_one_line_naming_file_and_key(tmp_path, f
         folder.read_meta() if file == "sweep.json" else folder.read_plan("cpu")
     message = str(err.value)
     assert message.startswith(f"{tmp_path / file}: ") and named in message and "\n" not in message
-    line = one_line_error(run_cli("merge", str(tmp_path), cwd=tmp_path, timeout=120))
+    line = one_line_error(run_cli_here("merge", str(tmp_path), cwd=tmp_path))
     assert file in line and named in line
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.spec import LIMITS, MAX_LAYERS, parse_spec
-from tests.pipeline.conftest import base_spec, one_line_error, run_cli
+from tests.pipeline.conftest import base_spec, one_line_error, run_cli_here
 
 
 @pytest.mark.parametrize(
@@ -58,6 +58,6 @@ def test_the_limits_themselves_are_accepted():
 def test_the_cli_refuses_before_any_cluster_starts(tmp_path, write_spec, overrides, extra, match):
     spec = write_spec(**overrides)
     out = tmp_path / "out"
-    line = one_line_error(run_cli("sweep", str(spec), "--out", str(out), *extra, cwd=tmp_path, timeout=60))
+    line = one_line_error(run_cli_here("sweep", str(spec), "--out", str(out), *extra, cwd=tmp_path))
     assert match in line
     assert not out.exists()  # no folder, no cluster files: nothing started

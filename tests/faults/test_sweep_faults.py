@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import errno
 import json
+import shutil
 
 import pyarrow.parquet as pq
+import pytest
+import yaml
 
-from tests.pipeline.conftest import one_line_error, run_cli
+from tests.pipeline.conftest import base_spec, one_line_error, run_cli, run_cli_here
 
 
 def _ok(result):
@@ -15,10 +18,26 @@ def _ok(result):
     return result
 
 
-def test_a_short_shard_is_set_aside_remeasured_and_the_report_counts_the_merged_rows(tmp_path, write_spec):
-    spec = write_spec(samples=30, batch_size=10)
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """One finished sweep of 30 samples in batches of 10, which each test copies and then damages."""
+    tmp = tmp_path_factory.mktemp("swept")
+    spec = tmp / "spec.yaml"
+    spec.write_text(yaml.safe_dump(base_spec(samples=30, batch_size=10)))
+    _ok(run_cli("sweep", str(spec), "--out", str(tmp / "out"), cwd=tmp))
+    return spec, tmp / "out"
+
+
+def _copy(swept, tmp_path):
+    """The shared sweep's spec and a copy of its folder (file times kept) in this test's own folder."""
+    spec, done = swept
     out = tmp_path / "out"
-    _ok(run_cli("sweep", str(spec), "--out", str(out), cwd=tmp_path))
+    shutil.copytree(done, out, ignore=shutil.ignore_patterns(".dask"))
+    return spec, out
+
+
+def test_a_short_shard_is_set_aside_remeasured_and_the_report_counts_the_merged_rows(tmp_path, swept):
+    spec, out = _copy(swept, tmp_path)
     shard = out / "shards/gpu_class=cpu/shard-00001.parquet"
     table = pq.read_table(shard)
     pq.write_table(table.slice(0, 2), shard)  # valid Parquet, 2 of its 10 rows: the fault of issue 14
@@ -33,14 +52,12 @@ def test_a_short_shard_is_set_aside_remeasured_and_the_report_counts_the_merged_
     assert json.loads((out / "report.json").read_text())["merged_rows"] == 30
 
 
-def test_a_lost_shard_makes_merge_name_the_missing_samples_and_file(tmp_path, write_spec):
-    spec = write_spec(samples=30, batch_size=10)
-    out = tmp_path / "out"
-    _ok(run_cli("sweep", str(spec), "--out", str(out), cwd=tmp_path))
+def test_a_lost_shard_makes_merge_name_the_missing_samples_and_file(tmp_path, swept):
+    _, out = _copy(swept, tmp_path)
     (out / "shards/gpu_class=cpu/shard-00002.parquet").unlink()
-    line = one_line_error(run_cli("merge", str(out), cwd=tmp_path))
+    line = one_line_error(run_cli_here("merge", str(out), cwd=tmp_path))
     assert "class cpu: 10 of 30 planned samples missing (20, 21," in line and "shard-00002.parquet" in line
-    result = _ok(run_cli("merge", str(out), "--allow-missing", cwd=tmp_path))
+    result = _ok(run_cli_here("merge", str(out), "--allow-missing", cwd=tmp_path))
     assert "merged 20 rows" in result.stdout
 
 

@@ -17,7 +17,7 @@ import yaml
 
 from tests.kernel.conftest import SOURCE
 from tests.kernel.conftest import base_spec as kernel_spec
-from tests.pipeline.conftest import FAKE, REPO, base_spec, one_line_error, run_cli
+from tests.pipeline.conftest import FAKE, REPO, base_spec, one_line_error, run_cli_here
 
 
 def _kernel_sweep(d: Path, changes: dict | None = None, raw: str | None = None) -> list[str]:
@@ -176,7 +176,7 @@ def test_a_hostile_or_careless_input_is_one_line_exit_2_and_nothing_made(tmp_pat
     work.mkdir()
     args = make(work)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
-    result = run_cli(*args, cwd=tmp_path, allow_fake=False, timeout=120)  # a hang fails at the timeout
+    result = run_cli_here(*args, cwd=tmp_path, allow_fake=False, timeout=120)  # a hang fails at the timeout
     line = one_line_error(result)  # exit 2, one line, "error: "
     assert why in line, line
     assert "Traceback" not in result.stderr + result.stdout

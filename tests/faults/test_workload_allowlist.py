@@ -13,7 +13,7 @@ import pytest
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store import workloads
 from launchtune.pipeline.store.workloads import ENTRY_POINT_GROUP, check_allow_flag, check_workload, resolve
-from tests.pipeline.conftest import FAKE, REPO, one_line_error, run_cli
+from tests.pipeline.conftest import FAKE, REPO, one_line_error, run_cli, run_cli_here
 
 
 @pytest.mark.parametrize(
@@ -34,7 +34,7 @@ def test_a_workload_nobody_allowed_is_one_line_before_anything_is_made(
 ):
     out = tmp_path / "out"
     spec = write_spec(workload=workload)
-    line = one_line_error(run_cli("sweep", str(spec), "--out", str(out), *extra, cwd=tmp_path, timeout=60))
+    line = one_line_error(run_cli_here("sweep", str(spec), "--out", str(out), *extra, cwd=tmp_path))
     assert match in line
     assert str(spec) in line or "--allow-workload" in line
     assert not out.exists() and not (tmp_path / "results").exists()  # no folder, so no cluster either
@@ -42,9 +42,7 @@ def test_a_workload_nobody_allowed_is_one_line_before_anything_is_made(
 
 def test_without_the_flag_the_fake_workload_is_refused_and_the_flag_names_what_to_pass(tmp_path, write_spec):
     out = tmp_path / "out"
-    result = run_cli(
-        "sweep", str(write_spec()), "--out", str(out), cwd=tmp_path, timeout=60, allow_fake=False
-    )
+    result = run_cli_here("sweep", str(write_spec()), "--out", str(out), cwd=tmp_path, allow_fake=False)
     assert f"--allow-workload {FAKE}" in one_line_error(result)
     assert not out.exists()
 

@@ -15,7 +15,7 @@ import yaml
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.spec import load_spec, parse_spec
 from launchtune.pipeline.store.workloads import check_workload, workload_code
-from tests.pipeline.conftest import one_line_error, run_cli
+from tests.pipeline.conftest import one_line_error, run_cli_here
 
 
 def _sweep(tmp_path, kernel_spec: str = "kernel.yaml", **overrides) -> str:
@@ -68,11 +68,11 @@ def test_bad_kernel_spec_is_one_line_naming_both_files(tmp_path, write_spec, cha
 def test_through_the_real_cli_nothing_is_made(tmp_path, write_spec):
     out = tmp_path / "out"
     kernel = write_spec(kernel_name="scale2")
-    line = one_line_error(run_cli("sweep", _sweep(tmp_path), "--out", str(out), cwd=tmp_path, timeout=60))
+    line = one_line_error(run_cli_here("sweep", _sweep(tmp_path), "--out", str(out), cwd=tmp_path))
     where = f"{tmp_path / 'sweep.yaml'}: options.spec: {kernel}: kernel_name"
     assert line == f"error: {where}: no '__global__ ... scale2(' in scale.cu"
     write_spec()  # valid, but this machine has no GPU: refused before any cluster starts
-    line = one_line_error(run_cli("sweep", _sweep(tmp_path), "--out", str(out), cwd=tmp_path, timeout=60))
+    line = one_line_error(run_cli_here("sweep", _sweep(tmp_path), "--out", str(out), cwd=tmp_path))
     assert "workload: kernel compiles and runs CUDA and no GPU is visible on this machine" in line
     assert not out.exists() and not (tmp_path / "results").exists()
 
@@ -147,7 +147,7 @@ def _preprocess(header, *flags) -> dict[str, str]:
 def test_c_header_export_gives_each_class_its_pick(tmp_path, write_spec):
     folder = _kernel_sweep_folder(tmp_path, write_spec())
     header = tmp_path / "scale_tuned.h"
-    result = run_cli("export", "--format", "c-header", folder, str(header), cwd=tmp_path, timeout=60)
+    result = run_cli_here("export", "--format", "c-header", folder, str(header), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {"exported": str(header), "gpu_classes": ["h100", "a4000"]}
     h100 = _preprocess(header, "-DTARGET_H100")
@@ -166,12 +166,12 @@ def test_c_header_export_gives_each_class_its_pick(tmp_path, write_spec):
 def test_c_header_export_mistakes(tmp_path, write_spec):
     folder = _kernel_sweep_folder(tmp_path, write_spec())
     line = one_line_error(
-        run_cli("export", "--format", "c-header", folder, str(tmp_path / "x.txt"), cwd=tmp_path)
+        run_cli_here("export", "--format", "c-header", folder, str(tmp_path / "x.txt"), cwd=tmp_path)
     )
     assert "x.txt: a C header's name ends in .h" in line
     (tmp_path / "kernel.yaml").unlink()
     line = one_line_error(
-        run_cli("export", "--format", "c-header", folder, str(tmp_path / "x.h"), cwd=tmp_path)
+        run_cli_here("export", "--format", "c-header", folder, str(tmp_path / "x.h"), cwd=tmp_path)
     )
     assert "the sweep's kernel spec" in line and "no such kernel spec" in line
     assert not (tmp_path / "x.h").exists()

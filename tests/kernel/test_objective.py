@@ -18,7 +18,7 @@ from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.spec import load_spec
 from tests.kernel import fake_cupy
 from tests.kernel.test_cli import _sweep
-from tests.pipeline.conftest import one_line_error, run_cli
+from tests.pipeline.conftest import one_line_error, run_cli_here
 
 PER_ELEMENT = {"ns_per_element": "time * 1e6 / problem_size_x", "ns_per_tile": "ns_per_element * tile"}
 
@@ -70,7 +70,7 @@ def test_a_metric_or_objective_that_is_code_or_wrong_is_one_line(write_spec, cha
 
 def test_a_metric_that_is_code_through_the_real_cli_is_exit_2(tmp_path, write_spec):
     kernel = write_spec(metrics={"gflops": "lambda p: 2 * p['problem_size_x'] / p['time']"})
-    result = run_cli("sweep", _sweep(tmp_path), "--out", str(tmp_path / "out"), cwd=tmp_path, timeout=60)
+    result = run_cli_here("sweep", _sweep(tmp_path), "--out", str(tmp_path / "out"), cwd=tmp_path)
     line = one_line_error(result)
     assert f"{kernel}: metrics.gflops" in line and "lambda is not allowed" in line and "not Python" in line
     assert not (tmp_path / "out").exists()

@@ -3,6 +3,11 @@ figures (through ``launchtune notebooks``' own function, so a notebook that brea
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from pathlib import Path
+
 import nbformat
 import pytest
 
@@ -15,9 +20,39 @@ from launchtune.pipeline.commands.notebooks import (
 )
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.results import DEFAULT_RESULTS, RESULTS_ENV
-from tests.pipeline.conftest import one_line_error, run_cli
+from tests.pipeline.conftest import one_line_error, run_cli_here
 
 NAMES = ["01_sweep_overview", "02_surrogates", "03_tridiagonal_streams", "04_runtime_autotuner"]
+_STARTED: list[Future] = []  # the executions the ``executions`` fixture started, for the tests that must wait
+
+
+@pytest.fixture(scope="module")
+def executions(tmp_path_factory) -> Iterator[dict[str, tuple[Future, Path]]]:
+    """The notebook runs of the tests below that set no environment variable, each in its own kernel as
+    before, started together on the machine's cores (a kernel is a process of its own; each test waits on
+    its run and checks it as it did): ``(the run, the folder it writes)`` by a name of the test's."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        runs: dict[str, tuple[Future, Path]] = {}
+
+        def start(key: str, fn: Callable, *args: object) -> None:
+            out = tmp_path_factory.mktemp(key)
+            runs[key] = (pool.submit(fn, *args, out), out)
+            _STARTED.append(runs[key][0])
+
+        for name in NAMES:
+            start(name, execute_notebook, NOTEBOOK_DIR / f"{name}.ipynb", DEFAULT_RESULTS)
+        start("kernel_spec_overview", run_on, "01_sweep_overview", CONVOLUTION / "h100" / "sweep")
+        start("seven_gpu_surrogates", run_on, "02_surrogates", CONVOLUTION)
+        start("kernel_sweep_surrogates", run_on, "02_surrogates", CONVOLUTION / "h100" / "sweep")
+        yield runs
+
+
+@pytest.fixture(autouse=True)
+def _started_runs_end_first(request):
+    """A test that changes the environment or runs a notebook of its own waits for the started runs first
+    (they read the environment when they start, and the machine's cores are theirs meanwhile)."""
+    if "executions" not in request.fixturenames:
+        wait(_STARTED)
 
 
 def test_the_four_notebooks_are_there_and_stored_without_outputs():
@@ -39,8 +74,9 @@ def test_the_four_notebooks_are_there_and_stored_without_outputs():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_runs_on_the_committed_data_and_draws(name, tmp_path):
-    nb, seconds = execute_notebook(NOTEBOOK_DIR / f"{name}.ipynb", DEFAULT_RESULTS, tmp_path)
+def test_notebook_runs_on_the_committed_data_and_draws(name, executions):
+    run, tmp_path = executions[name]
+    nb, seconds = run.result()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
@@ -99,10 +135,10 @@ def images(outputs: dict[str, list]) -> int:
 
 
 @pytest.mark.slow
-def test_sweep_overview_on_a_kernel_spec_sweep(tmp_path):
+def test_sweep_overview_on_a_kernel_spec_sweep(executions):
     """Notebook 01 on the H100 sweep of the shipped convolution spec (the `kernel` workload): its launch space
     is `kernel/convolution`, its heat map spans the thread block and its tables name the spec's parameters."""
-    text, outputs = run_on("01_sweep_overview", CONVOLUTION / "h100" / "sweep", tmp_path)
+    text, outputs = executions["kernel_spec_overview"][0].result()
     assert "launch space 'kernel/convolution': sweep; classes: h100" in text
     assert "4362" in text and "no per-kernel" not in text  # every configuration counted, a grid drawn
     heat = {src: out for src, out in outputs.items() if "kernel_heatmaps" in src}  # and the fastest cell
@@ -112,11 +148,11 @@ def test_sweep_overview_on_a_kernel_spec_sweep(tmp_path):
 
 
 @pytest.mark.slow
-def test_surrogates_on_a_kernel_sweep_and_its_seven_gpu_combination(tmp_path):
+def test_surrogates_on_a_kernel_sweep_and_its_seven_gpu_combination(executions):
     """Notebook 02 on data/convolution: the seven-GPU combined folder (its models' scores only: its rows, six
     GPUs' of them the Benchmark Hub's, are not committed) is shown in place of the H100's own folder, with
     leave one GPU out, whether each pick is within 10%, and each GPU against every other."""
-    text, outputs = run_on("02_surrogates", CONVOLUTION, tmp_path)
+    text, outputs = executions["seven_gpu_surrogates"][0].result()
     gpus = "a100, a4000, a6000, h100, mi250x, w6600, w7800"
     assert f"models of: combined ({gpus}), hub/combined (" in text and "h100/sweep" not in text
     assert "combined: no merged/ here, so no rows to predict\nhub/combined: no merged/ here" in text
@@ -126,9 +162,9 @@ def test_surrogates_on_a_kernel_sweep_and_its_seven_gpu_combination(tmp_path):
 
 
 @pytest.mark.slow
-def test_surrogates_predict_a_kernel_sweep(tmp_path):
+def test_surrogates_predict_a_kernel_sweep(executions):
     """Notebook 02 on the H100 convolution sweep alone: its models predict its rows with the recorded R2."""
-    text, outputs = run_on("02_surrogates", CONVOLUTION / "h100" / "sweep", tmp_path)
+    text, outputs = executions["kernel_sweep_surrogates"][0].result()
     assert "models of: sweep (h100)" in text
     recorded = results.r2_table(results.load_sweep(CONVOLUTION / "h100" / "sweep").metrics)
     r2 = recorded.set_index(["group", "model"]).loc[("h100", "mlp"), "r2_test"]
@@ -166,14 +202,16 @@ def test_notebook_selection_by_number_or_name():
 
 
 def test_cli_help_and_user_errors(tmp_path):
-    r = run_cli("notebooks", "--help")
+    r = run_cli_here("notebooks", "--help")
     assert r.returncode == 0 and "--results" in r.stdout and "make notebooks" in r.stdout
-    assert "notebook '07': not in" in one_line_error(run_cli("notebooks", "07"))
-    missing = run_cli("notebooks", "01", "--results", str(tmp_path / "missing"), "--out", str(tmp_path / "o"))
+    assert "notebook '07': not in" in one_line_error(run_cli_here("notebooks", "07"))
+    missing = run_cli_here(
+        "notebooks", "01", "--results", str(tmp_path / "missing"), "--out", str(tmp_path / "o")
+    )
     assert "missing: no such results folder" in one_line_error(missing)
     # a notebook that breaks on the data it meets: named, exit 1, the others still run
     (tmp_path / "empty").mkdir()
-    r = run_cli("notebooks", "04", "--results", str(tmp_path / "empty"), "--out", str(tmp_path / "o"))
+    r = run_cli_here("notebooks", "04", "--results", str(tmp_path / "empty"), "--out", str(tmp_path / "o"))
     assert r.returncode == 1, r.stderr[-2000:]
     assert "error: 04_runtime_autotuner.ipynb: cell 2 (`import matplotlib.pyplot as plt`)" in r.stdout
     assert "1 of 1 notebooks failed: 04_runtime_autotuner.ipynb" in r.stderr

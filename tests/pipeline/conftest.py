@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.conftest import call_main
 
 REPO = Path(__file__).resolve().parents[2]
 FAKE = "tests.pipeline.fake_workload:make_workload"
@@ -76,6 +79,39 @@ def run_cli(
             start_new_session=new_session,
         )
     return subprocess.run(cmd, cwd=cwd or REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_cli_here(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict | None = None,
+    allow_fake: bool = True,
+    timeout: float = 240,
+) -> subprocess.CompletedProcess:
+    """``launchtune ARGS`` in this process (:func:`launchtune.pipeline.cli.main` through
+    :func:`tests.conftest.call_main`), answered as :func:`run_cli` answers: exit code, stdout and stderr.
+
+    For a test of a command's message and exit code (a refusal before any cluster starts), not of the process
+    (signals, an interpreter's start, a cluster's workers). ``env`` and ``cwd`` hold for the call only, with
+    ``$LAUNCHTUNE_RESULTS`` under ``cwd`` as :func:`run_cli` sets it; the library's log handler that the
+    command installs is taken off again; a command still running after ``timeout`` seconds fails the test.
+    """
+    from launchtune.pipeline import cli
+
+    if allow_fake and args[:1] == ("sweep",) and "--help" not in args:
+        args = (*args, "--allow-workload", FAKE)
+    extra = {**(env or {})}
+    if cwd is not None:
+        results = os.environ.get("LAUNCHTUNE_RESULTS", str(Path(cwd) / "results"))
+        extra.setdefault("LAUNCHTUNE_RESULTS", results)
+    logger = logging.getLogger("launchtune")
+    saved_handlers, saved_level = list(logger.handlers), logger.level
+    try:
+        done = call_main(cli.main, args, cwd=cwd, env=extra, timeout=timeout)
+    finally:
+        logger.handlers[:] = saved_handlers
+        logger.setLevel(saved_level)
+    return subprocess.CompletedProcess(["launchtune", *args], done.returncode, done.stdout, done.stderr)
 
 
 def one_line_error(result) -> str:

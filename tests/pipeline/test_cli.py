@@ -17,7 +17,7 @@ import yaml
 from launchtune.kernels.autotune.table import TuningTable
 from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.schema import FIXED_FIELDS
-from tests.pipeline.conftest import base_spec, one_line_error, run_cli
+from tests.pipeline.conftest import base_spec, one_line_error, run_cli, run_cli_here
 
 REPORT_KEYS = {
     "samples",
@@ -179,16 +179,16 @@ def test_real_cfd_workload_runs_through_the_cli(tmp_path):
 def test_malformed_yaml(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nworkload: [cfd\n")
-    line = one_line_error(run_cli("sweep", str(bad), cwd=tmp_path))
+    line = one_line_error(run_cli_here("sweep", str(bad), cwd=tmp_path))
     assert str(bad) in line and "malformed YAML" in line
 
 
 def test_unknown_gpu_class(tmp_path, write_spec):
-    line = one_line_error(run_cli("sweep", str(write_spec()), "--gpu-class", "h900", cwd=tmp_path))
+    line = one_line_error(run_cli_here("sweep", str(write_spec()), "--gpu-class", "h900", cwd=tmp_path))
     assert "unknown GPU class 'h900'" in line
     assert not (tmp_path / "results").exists()
     spec = write_spec("classes.yaml", gpu_classes=["h100", "h900"])
-    line = one_line_error(run_cli("sweep", str(spec), cwd=tmp_path))
+    line = one_line_error(run_cli_here("sweep", str(spec), cwd=tmp_path))
     assert "classes.yaml: gpu_classes: unknown GPU class 'h900'" in line
     assert not (tmp_path / "results").exists()
 
@@ -202,24 +202,24 @@ def test_a_site_class_of_the_slurm_config_is_known_and_a_missing_config_is_one_l
         "    device: {peak_fp64_gflops: 1414, bandwidth_gbs: 864, memory_gb: 48}\n"
     )
     assert "l40s" in known_gpu_classes(str(site)) and "l40s" not in known_gpu_classes("local")
-    line = one_line_error(run_cli("sweep", str(write_spec()), "--cluster", "nonsense", cwd=tmp_path))
+    line = one_line_error(run_cli_here("sweep", str(write_spec()), "--cluster", "nonsense", cwd=tmp_path))
     assert "--cluster: nonsense: no such cluster config" in line and not (tmp_path / "results").exists()
 
 
 def test_zero_samples_with_nothing_else_to_measure_is_refused_up_front(tmp_path, write_spec):
-    line = one_line_error(run_cli("sweep", str(write_spec()), "--samples", "0", cwd=tmp_path))
+    line = one_line_error(run_cli_here("sweep", str(write_spec()), "--samples", "0", cwd=tmp_path))
     assert line == "error: --samples: 0 random samples and no exhaustive sampler: nothing to measure"
     assert not (tmp_path / "results").exists()
 
 
 def test_gpu_class_the_local_cluster_does_not_serve(tmp_path, write_spec):
-    line = one_line_error(run_cli("sweep", str(write_spec()), "--gpu-class", "a100", cwd=tmp_path))
+    line = one_line_error(run_cli_here("sweep", str(write_spec()), "--gpu-class", "a100", cwd=tmp_path))
     assert "'a100' is not served by the local cluster" in line
     assert not (tmp_path / "results").exists()  # refused before the sweep folder or a cluster was made
 
 
 def test_spec_output_outside_results_folder(tmp_path, write_spec):
-    line = one_line_error(run_cli("sweep", str(write_spec(output="../../../tmp/x")), cwd=tmp_path))
+    line = one_line_error(run_cli_here("sweep", str(write_spec(output="../../../tmp/x")), cwd=tmp_path))
     assert "outside the results folder" in line and "output" in line
     assert not (tmp_path / "results").exists()
 
@@ -228,7 +228,7 @@ def test_spec_output_outside_results_folder(tmp_path, write_spec):
 def test_empty_results_folder(tmp_path, command):
     empty = tmp_path / "empty"
     empty.mkdir()
-    line = one_line_error(run_cli(command, str(empty), cwd=tmp_path))
+    line = one_line_error(run_cli_here(command, str(empty), cwd=tmp_path))
     assert str(empty) in line
 
 
@@ -242,15 +242,15 @@ def test_report_refuses_a_crafted_model_file(tmp_path, finished):
     dst = tmp_path / "sweep"
     shutil.copytree(finished[1], dst, ignore=shutil.ignore_patterns(".dask"))
     sio.dump({"model": Payload()}, dst / "models/cpu/mlp.skops")
-    line = one_line_error(run_cli("report", str(dst), cwd=tmp_path))
+    line = one_line_error(run_cli_here("report", str(dst), cwd=tmp_path))
     assert "refused to load a model file with untrusted types" in line
 
 
 def test_help_answers(tmp_path):
     for command in ("sweep", "merge", "train", "report"):
-        result = _ok(run_cli(command, "--help", cwd=tmp_path))
+        result = _ok(run_cli_here(command, "--help", cwd=tmp_path))
         assert "usage:" in result.stdout
-    assert "--gpu-class" in run_cli("sweep", "--help", cwd=tmp_path).stdout
+    assert "--gpu-class" in run_cli_here("sweep", "--help", cwd=tmp_path).stdout
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from launchtune.pipeline.store.folder import ok_rows
 from launchtune.pipeline.store.schema import shard_schema
 from launchtune.pipeline.store.shards import load_merged, write_merged
 from launchtune.pipeline.store.spec import parse_spec
-from tests.pipeline.conftest import base_spec, one_line_error, run_cli
+from tests.pipeline.conftest import base_spec, one_line_error, run_cli_here
 from tests.pipeline.fake_workload import kernel_ms, make_workload
 
 SM = {"v100": 80, "h100": 132}
@@ -350,10 +350,10 @@ def test_combine_refuses_another_launch_space_and_bad_folders(tmp_path):
 def test_combine_cli_end_to_end_and_its_one_line_error(tmp_path):
     a = make_sweep(tmp_path / "a", "v100", 2.0, n=40)
     b = make_sweep(tmp_path / "b", "h100", 1.0, n=40)
-    result = run_cli("combine", str(tmp_path / "out"), str(a), str(b), cwd=tmp_path)
+    result = run_cli_here("combine", str(tmp_path / "out"), str(a), str(b), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "leave out v100:" in result.stdout and (tmp_path / "out/report.md").is_file()
     error = one_line_error(
-        run_cli("combine", str(tmp_path / "out2"), str(a), str(a.parent / "a"), cwd=tmp_path)
+        run_cli_here("combine", str(tmp_path / "out2"), str(a), str(a.parent / "a"), cwd=tmp_path)
     )
     assert "named twice" in error

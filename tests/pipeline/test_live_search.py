@@ -24,7 +24,7 @@ from launchtune.pipeline.strategies.parallel import SimulatedAnswers
 from launchtune.pipeline.strategies.replay import ReplayWorkload
 from launchtune.pipeline.sweep.rehearsal import KILL_ENV
 from tests.faults.test_interrupts import QUIET, _ends_with_one_line, _interrupt_when, _no_process_left
-from tests.pipeline.conftest import one_line_error, run_cli
+from tests.pipeline.conftest import one_line_error, run_cli, run_cli_here
 
 NOISE = 1_000_003  # the replay noise seed of `launchtune strategies` (seed + this)
 
@@ -131,7 +131,7 @@ def test_one_worker_picks_what_the_replay_of_the_same_answers_picks(tmp_path):
         timeout=400,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    replayed = run_cli(
+    replayed = run_cli_here(
         "strategies", "--dataset", str(data), "--strategy", "evolve", "--budget", "25", "--seed", "3",
         cwd=tmp_path,
     )  # fmt: skip
@@ -270,7 +270,9 @@ def bad(tmp_path):
     spec = _spec(tmp_path, data)
 
     def run(*args: str, planned: bool = False) -> str:
-        result = run_cli("sweep", str(spec), "--out", str(tmp_path / "out"), *args, cwd=tmp_path)
+        # refused before any cluster: in this process; once planned, a cluster started: a process of its own
+        runner = run_cli if planned else run_cli_here
+        result = runner("sweep", str(spec), "--out", str(tmp_path / "out"), *args, cwd=tmp_path)
         line = one_line_error(result)
         if planned:  # refused once the plan named the space's parameters: nothing was measured
             assert not list((tmp_path / "out").glob("shards/**/*.parquet"))
@@ -312,5 +314,5 @@ def test_a_bad_search_block_in_the_spec_names_its_field(tmp_path):
         ({"strategy": "evolve", "budget": 5, "prior": 3}, "search.prior"),
     ):
         spec = _spec(tmp_path, data, **search)
-        line = one_line_error(run_cli("sweep", str(spec), "--out", str(tmp_path / "o"), cwd=tmp_path))
+        line = one_line_error(run_cli_here("sweep", str(spec), "--out", str(tmp_path / "o"), cwd=tmp_path))
         assert field in line, line

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from launchtune.pipeline.cluster.slurm_config import (
     walltime_seconds,
 )
 from launchtune.pipeline.errors import UserError
+from tests.pipeline.conftest import run_cli_here
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = REPO / "cluster_configs" / "slurm.yaml"
@@ -180,15 +179,8 @@ def test_credentials_are_private_while_the_sweep_runs_and_gone_after(tmp_path):
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "launchtune", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """``launchtune ARGS`` in this process: the tests read what it prints and its exit code."""
+    return run_cli_here(*args, timeout=120)
 
 
 def test_cluster_command_dry_run_prints_the_job_script():

@@ -1,4 +1,4 @@
-"""End to end: the real CLI in a subprocess."""
+"""End to end: the real CLI, in process (``launchtune.pipeline.cli.main``) or in a subprocess."""
 
 from __future__ import annotations
 
@@ -7,19 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.pipeline.conftest import run_cli_here
 from tests.strategies.conftest import write_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "launchtune", "strategies", *map(str, args)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """``launchtune strategies ARGS`` in this process (the tests read its lines, exit code and files); the
+    run without ``--out`` below keeps a process of its own, for an environment without $LAUNCHTUNE_RESULTS."""
+    return run_cli_here("strategies", *map(str, args), timeout=120)
 
 
 def test_one_json_line_per_run(cache_file):

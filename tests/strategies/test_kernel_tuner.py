@@ -4,8 +4,6 @@ Kernel Tuner cache (round trip: replaying the export answers every strategy as t
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +15,7 @@ from launchtune.pipeline.strategies import get_strategy
 from launchtune.pipeline.strategies.base import Session
 from launchtune.pipeline.strategies.evaluate import run_one
 from launchtune.pipeline.strategies.replay import ReplayWorkload
+from tests.pipeline.conftest import run_cli_here
 from tests.strategies.conftest import write_sweep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,13 +59,7 @@ def test_unknown_kt_strategy_is_a_user_error(kt, cache_file):
 def test_export_round_trip_replays_identically(tmp_path):
     sweep = write_sweep(tmp_path / "sweep.parquet", n_random=40)
     out = tmp_path / "out"
-    r = subprocess.run(
-        [sys.executable, "-m", "launchtune", "export", "--format", "kernel-tuner", sweep, out],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_cli_here("export", "--format", "kernel-tuner", str(sweep), str(out))
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["exported"].endswith("h100.json.gz")
     (merged,) = load_datasets(sweep)
@@ -88,13 +81,7 @@ def test_export_takes_a_sweep_folder_whose_own_json_files_are_not_caches(tmp_pat
     write_sweep(sweep / "merged" / "part-0.parquet", n_random=10)
     for name in ("sweep.json", "report.json", "validation.json"):
         (sweep / name).write_text("{}")
-    r = subprocess.run(
-        [sys.executable, "-m", "launchtune", "export", "--format", "kernel-tuner", sweep, tmp_path / "out"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_cli_here("export", "--format", "kernel-tuner", str(sweep), str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     (back,) = load_datasets(tmp_path / "out" / "h100.json.gz")
     (merged,) = load_datasets(sweep / "merged")
@@ -130,21 +117,7 @@ def test_a_cache_write_cut_short_leaves_the_old_file_whole_and_no_temporary(tmp_
 
 
 def test_export_refuses_several_classes_into_one_file(tmp_path, cache_dir):
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "launchtune",
-            "export",
-            "--format",
-            "kernel-tuner",
-            *(cache_dir, tmp_path / "x.json"),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_cli_here("export", "--format", "kernel-tuner", str(cache_dir), str(tmp_path / "x.json"))
     assert r.returncode == 2 and "holds 3 GPU classes" in r.stderr
 
 

@@ -18,7 +18,7 @@ from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.datasets import load_datasets
 from launchtune.pipeline.strategies.evaluate import run_one
 from launchtune.pipeline.strategies.kt_cache import to_cache
-from tests.pipeline.conftest import one_line_error, run_cli
+from tests.pipeline.conftest import one_line_error, run_cli_here
 
 BX, TILE = [16, 32, 64, 128, 256], [1, 2, 3, 4, 6, 8]
 
@@ -92,18 +92,18 @@ def test_an_objective_of_no_known_direction_is_one_line_or_takes_the_flag(tmp_pa
     with pytest.raises(UserError, match=r"objective 'score' has no known direction.*--objective 'score:max'"):
         load_datasets(path)
     line = one_line_error(
-        run_cli("strategies", "--dataset", str(path), "--strategy", "random", "--budget", "5")
+        run_cli_here("strategies", "--dataset", str(path), "--strategy", "random", "--budget", "5")
     )
     assert "objective 'score' has no known direction" in line
     (d,) = load_datasets(path, Objective("score", True))
     assert run_one(d, "random", budget=30, seed=0)["config"] == dict(
         zip(["block_size_x", "tile"], best(gflops), strict=True)
     )
-    result = run_cli("strategies", "--dataset", str(path), "--strategy", "random", "--budget", "30",
-                     "--objective", "score:max")  # fmt: skip
+    result = run_cli_here("strategies", "--dataset", str(path), "--strategy", "random", "--budget", "30",
+                          "--objective", "score:max")  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[0])["objective"] == {"maximize": "score"}
-    line = one_line_error(run_cli("strategies", "--dataset", str(path), "--objective", "score:up"))
+    line = one_line_error(run_cli_here("strategies", "--dataset", str(path), "--objective", "score:up"))
     assert "--objective" in line and "NAME:max or NAME:min" in line
 
 

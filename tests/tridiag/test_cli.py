@@ -5,7 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import REPO
+from launchtune.kernels.tridiag.__main__ import main
+from tests.conftest import REPO, call_main
 
 
 def _run(*args):
@@ -42,6 +43,6 @@ def test_bad_input_is_one_line_exit_2():
         ["--size", "1000", "--copies", "spike"],  # needs --stage2 gpu
         ["--size", "1000", "--stage2", "gpu", "--copies", "ordered", "--ends", "50"],  # ends: chained only
     ):
-        out = _run("solve", *args, "--backend", "numpy")
+        out = call_main(main, ["solve", *args, "--backend", "numpy"])  # in process: a message, an exit code
         assert out.returncode == 2, (args, out.stdout, out.stderr)
         assert out.stderr.startswith("error: ") and out.stderr.count("\n") == 1, out.stderr

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,7 +16,7 @@ from launchtune.pipeline.streams.model import (
     nearest_choice,
     tables,
 )
-from tests.conftest import REPO
+from tests.pipeline.conftest import run_cli_here
 
 SIZES = sorted({int(round(f * 10**i)) for i in range(3, 8) for f in (1, 2.5, 4, 5, 7.5, 8)} | {10**8})
 
@@ -116,13 +113,8 @@ def test_accepts_sweep_column_names(tmp_path):
 
 
 def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "launchtune", "streams", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """``launchtune streams ARGS`` in this process: the tests read its output, exit code and files."""
+    return run_cli_here("streams", *args)
 
 
 def test_cli_end_to_end(tmp_path):
