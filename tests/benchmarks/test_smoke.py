@@ -205,44 +205,21 @@ def test_live_search_head_to_head_compares_ours_with_each_kernel_tuner_strategy(
 
 def test_worst_seed_replays_are_the_same_on_one_process_or_two_and_make_their_tables(tmp_path):
     cache = "data/benchmark_hub/convolution/W7800.json.gz"  # the committed subset: a small space
-    lines = {}
-    for jobs in ("1", "2"):
-        out = tmp_path / f"jobs{jobs}.jsonl"
-        args = (
-            "--variant",
-            "final",
-            "--dataset",
-            cache,
-            "--budgets",
-            "20",
-            "--seeds",
-            "3",
-            "--out",
-            str(out),
-        )
-        r = run("benchmarks.search_worst_seed", *args, "--jobs", jobs)
+
+    def replay(variant: str, out: Path, jobs: str = "1") -> list[float]:
+        args = ("--variant", variant, "--dataset", cache, "--budgets", "20", "--seeds", "3", "--jobs", jobs)
+        r = run("benchmarks.search_worst_seed", *args, "--out", str(out))
         assert r.returncode == 0, r.stderr
-        lines[jobs] = sorted(json.loads(line)["ratio"] for line in out.read_text().splitlines())
-    assert len(lines["1"]) == 3 and lines["1"] == lines["2"]
-    r = run(
-        "benchmarks.search_worst_seed",
-        "--variant",
-        "second",
-        "--dataset",
-        cache,
-        "--budgets",
-        "20",
-        "--seeds",
-        "3",
-        "--out",
-        str(tmp_path / "jobs1.jsonl"),
-    )
-    assert r.returncode == 0, r.stderr
+        return sorted(json.loads(line)["ratio"] for line in out.read_text().splitlines())
+
+    one, two = replay("final", tmp_path / "one.jsonl"), replay("final", tmp_path / "two.jsonl", jobs="2")
+    assert len(one) == 3 and one == two
+    replay("second", tmp_path / "one.jsonl")
     tables = tmp_path / "tables"
     r = run(
         "benchmarks.search_worst_seed",
         "--out",
-        str(tmp_path / "jobs1.jsonl"),
+        str(tmp_path / "one.jsonl"),
         "--tables",
         str(tables),
         "--baseline",
