@@ -138,6 +138,7 @@ def run(
     """Every (dataset, GPU, budget, seed) not yet in ``out``, on ``jobs`` processes (each search on one
     thread: its numbers do not depend on ``jobs``), appended to ``out`` as each ends. ``parallel``: each
     search with that many measurements in flight, as a live search over that many cards (the line says so)."""
+    from contextlib import nullcontext
     from multiprocessing import Pool
 
     from launchtune.pipeline.store.datasets import load_datasets
@@ -155,24 +156,11 @@ def run(
         if (variant, path, d.name, budget, seed, parallel) not in done
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
-    with Pool(jobs) if jobs > 1 else _Serial() as pool, out.open("a") as f:
-        for r in pool.imap_unordered(_one, todo):
+    with Pool(jobs) if jobs > 1 else nullcontext() as pool, out.open("a") as f:
+        for r in pool.imap_unordered(_one, todo) if pool else map(_one, todo):
             f.write(json.dumps(r) + "\n")
             f.flush()
             print(f"{variant} {r['gpu']} {r['budget']} {r['seed']} {r['ratio']:.3f} {r.get('p_faster', '')}")
-
-
-class _Serial:
-    """``Pool``'s ``imap_unordered`` in this process (``--jobs 1``)."""
-
-    def __enter__(self) -> _Serial:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def imap_unordered(self, fn, items):
-        return map(fn, items)
 
 
 def _name(dataset: str, gpu: str) -> str:
