@@ -339,6 +339,54 @@ def calibration(runs, variant: str = "final") -> str:
     return "\n".join(lines) + "\n"
 
 
+def by_budget(runs, variant: str = "final") -> str:
+    """``variant`` per space and budget: mean / worst seed (seeds at least 5% off, of the seeds run). A run
+    recorded in two files (the same space, budget and seed) counts once."""
+    mine = runs[runs["variant"] == variant].drop_duplicates(["dataset", "gpu", "budget", "seed"])
+    budgets = sorted(mine["budget"].unique())
+    lines = [
+        "| space | " + " | ".join(f"{b}: mean / worst (over 1.05 of seeds)" for b in budgets) + " |",
+        "| --- |" + " --- |" * len(budgets),
+    ]
+    for (path, gpu), g in mine.groupby(["dataset", "gpu"], sort=True):
+        cells = []
+        for b in budgets:
+            r = g.loc[g["budget"] == b, "ratio"]
+            cells.append(
+                f"{r.mean():.3f} / {r.max():.3f} ({int((r >= OVER).sum())} of {len(r)})" if len(r) else ""
+            )
+        lines.append(f"| {_name(path, gpu)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def by_strategy(paths: list[Path]) -> str:
+    """``launchtune strategies --compare`` runs (``runs.csv[.gz]``), per strategy and budget: each GPU's
+    mean / worst seed, and the mean over the Benchmark Hub's GPUs (their names are capitalised; our sweeps'
+    classes, lower case, are columns of their own)."""
+    import pandas as pd
+
+    runs = pd.concat([pd.read_csv(p) for p in paths])
+    gpus = sorted(runs["gpu"].unique(), key=lambda g: (g.lower() == g, g))
+    hub = [g for g in gpus if g.lower() != g]
+    names = [g if g in hub else f"our {g} sweep" for g in gpus]
+    lines = [
+        "| strategy | budget | seeds | " + " | ".join(f"{n}: mean / worst" for n in names) + " | Hub: mean |",
+        "| --- | ---: | ---: |" + " --- |" * len(gpus) + " ---: |",
+    ]
+    for (strategy, budget), g in runs.groupby(["strategy", "budget"], sort=True):
+        cells = []
+        for gpu in gpus:
+            r = g.loc[g["gpu"] == gpu, "ratio"]
+            cells.append(f"{r.mean():.3f} / {r.max():.3f}" if len(r) else "")
+        on_hub = g[g["gpu"].isin(hub)].groupby("gpu")["ratio"].mean()
+        lines.append(
+            f"| {strategy} | {budget} | {g['seed'].nunique()} | "
+            + " | ".join(cells)
+            + f" | {on_hub.mean():.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def write(path: Path, out: Path, baseline: str = "today", default: str = "final") -> None:
     """``alternatives.md``, ``summary.md`` and ``calibration.md`` in ``out``, from the records at ``path``:
     each variant against ``baseline``; ``default`` (the search the tables call "now") in the summary and the
@@ -368,11 +416,38 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--default", default="final", help="the variant --tables calls 'now' (default final)")
     p.add_argument("--needles", action="store_true", help="print how alone each --dataset's optimum is")
+    p.add_argument(
+        "--by-budget",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="RUNS",
+        help="with --tables: by_budget.md, the --default variant per space and budget from these records "
+        "(repeatable) and --out's",
+    )
+    p.add_argument(
+        "--compare",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="CSV",
+        help="with --tables: by_strategy.md, each strategy's mean and worst seed per GPU from these "
+        "`launchtune strategies --compare` runs.csv[.gz] (repeatable)",
+    )
     p.add_argument("--parallel", type=int, default=1, help="measurements in flight per search (default 1)")
     p.add_argument("--jobs", type=int, default=1, help="searches at once, one process each (default 1)")
     a = p.parse_args(argv)
     if a.needles:
         print(needles(a.dataset), end="")
+        return 0
+    if a.tables and (a.by_budget or a.compare):
+        import pandas as pd
+
+        a.tables.mkdir(parents=True, exist_ok=True)
+        runs = pd.DataFrame([r for path in [*a.by_budget, a.out] for r in _records(path)])
+        (a.tables / "by_budget.md").write_text(by_budget(runs, a.default))
+        if a.compare:
+            (a.tables / "by_strategy.md").write_text(by_strategy(a.compare))
         return 0
     if a.tables:
         write(a.out, a.tables, a.baseline, a.default)

@@ -442,7 +442,8 @@ def tune_kernel(
 
     ``strategy``: None or ``"brute_force"`` measures every configuration, or ``budget`` random ones; a
     strategy name (``launchtune strategies --list``; ``kt:<name>`` for Kernel Tuner's) searches within
-    ``budget`` measurements. ``cluster``: None or ``"local"`` (this machine's GPUs), ``"slurm"``, a
+    ``budget`` measurements per GPU class (default 400, where the default strategy's worst seed was right:
+    ``launchtune sweep --help``). ``cluster``: None or ``"local"`` (this machine's GPUs), ``"slurm"``, a
     cluster config's path, or a Dask ``Client`` or cluster object (used, left running). ``out``: the
     sweep folder (default ``results/<kernel_name>``); the same call again resumes it.
     """
@@ -509,12 +510,8 @@ def tune_kernel(
         "batch_size": "auto",
         "seed": seed,
     }
-    if not exhaustive:
-        if budget is None:
-            raise ValueError(
-                f"budget: strategy {strategy!r} searches within a budget of measurements; give one"
-            )
-        sweep_spec["search"] = {"strategy": strategy, "budget": budget}
+    if not exhaustive:  # without a budget, the spec's default (store.spec.DEFAULT_BUDGET)
+        sweep_spec["search"] = {"strategy": strategy, **({"budget": budget} if budget is not None else {})}
     files.text("sweep.yaml", yaml.safe_dump(sweep_spec, sort_keys=False, default_flow_style=None))
 
     claim(folder, "sweep", "out")  # a new or empty folder, or a sweep's: the inputs go inside it

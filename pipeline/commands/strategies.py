@@ -18,7 +18,7 @@ from launchtune.pipeline import flags
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.flags import integer
 from launchtune.pipeline.paths import results_root
-from launchtune.pipeline.store.spec import LIMITS
+from launchtune.pipeline.store.spec import DEFAULT_BUDGET, LIMITS
 
 # Bounds of the flags that size work: far above any run we make, far below what would never end.
 MAX_BUDGET = LIMITS[
@@ -120,8 +120,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--budget",
         type=integer(1, MAX_BUDGET),
-        default=100,
-        help="measurements each run may spend (default: %(default)s)",
+        default=DEFAULT_BUDGET,
+        help="measurements each run may spend (default: %(default)s, a live search's default)",
     )
     p.add_argument(
         "--seeds", type=integer(1, MAX_SEEDS), default=1, help="runs with seeds 0..K-1 (default: %(default)s)"

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from launchtune.pipeline.flags import integer, names, number, whole
-from launchtune.pipeline.store.spec import LIMITS
+from launchtune.pipeline.store.spec import DEFAULT_BUDGET, LIMITS
 
 EPILOG = """\
 examples:
@@ -15,7 +15,8 @@ examples:
   launchtune sweep SPEC.yaml --cluster slurm                      # one SLURM job per GPU class
   launchtune sweep SPEC.yaml --gpu-class v100 --force             # redo only the v100 partition
   launchtune sweep SPEC.yaml --allow-workload mypkg.wl:make       # a spec naming your own code
-  launchtune sweep SPEC.yaml --strategy evolve --budget 100       # a search: 100 measurements
+  launchtune sweep SPEC.yaml --strategy evolve                    # a search at the default --budget
+  launchtune sweep SPEC.yaml --strategy evolve --budget 100       # a cheaper one (more often short)
   launchtune sweep SPEC.yaml --gpu-class h200 --strategy transfer --budget 20 \\
       --prior results/h100_sweep --out results/h200_transfer             # start from another class's data
 
@@ -76,7 +77,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "default: evolve) chooses what each GPU class measures, within --budget (spec key search.strategy)",
     )
     p.add_argument(
-        "--budget", type=whole, help="measurements per GPU class of a search (spec key search.budget)"
+        "--budget",
+        type=whole,
+        help=f"measurements per GPU class of a search (spec key search.budget; default {DEFAULT_BUDGET}: "
+        "on the recorded CFD and convolution spaces every replayed seed of the default strategy then came "
+        "within 5%% of the optimum; a smaller space is measured whole)",
     )
     p.add_argument(
         "--prior",

@@ -21,7 +21,14 @@ from launchtune.pipeline.cluster.local import plan_local_workers
 from launchtune.pipeline.cluster.waits import wait_limit
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.paths import out_folder
-from launchtune.pipeline.store.spec import SearchSpec, SweepSpec, check_gpu_class, limited, load_spec
+from launchtune.pipeline.store.spec import (
+    DEFAULT_BUDGET,
+    SearchSpec,
+    SweepSpec,
+    check_gpu_class,
+    limited,
+    load_spec,
+)
 from launchtune.pipeline.store.workloads import check_allow_flag, check_workload, workload_code
 from launchtune.pipeline.strategies import NEEDS_PRIOR, STRATEGIES
 from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX, kt_strategy_names
@@ -129,12 +136,10 @@ def _search_spec(
         if strategy is None and old is None:
             flag = "--budget" if budget is not None else "--prior"
             raise UserError(f"{flag}: needs --strategy (a search), or a search block in {source}")
-        if budget is None and old is None:
-            raise UserError("--budget: a search needs a budget (--budget N measurements per GPU class)")
         where_strategy = "--strategy" if strategy is not None else f"{source}: search.strategy"
         where_budget = "--budget" if budget is not None else f"{source}: search.budget"
         strategy = strategy if strategy is not None else old.strategy  # type: ignore[union-attr]
-        budget = budget if budget is not None else old.budget  # type: ignore[union-attr]
+        budget = budget if budget is not None else old.budget if old else DEFAULT_BUDGET
         prior = list(prior) if prior is not None else list(old.prior if old else [])
     _check_strategy(strategy, spec, where_strategy)
     budget = limited(budget, "search.budget", where_budget, 1)

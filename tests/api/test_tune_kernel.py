@@ -117,7 +117,6 @@ def test_changed_arrays_are_another_sweep(tmp_path, client, stand_in):
         ({"arguments": [np.zeros(N, np.complex64)]}, TypeError, r"arguments\[0\]: dtype complex64"),
         ({"arguments": [[1, 2, 3]]}, TypeError, r"arguments\[0\]: expected a numpy array or a numpy scalar"),
         ({"answer": [None]}, ValueError, "answer: 1 entries for 3 arguments"),
-        ({"strategy": "evolve"}, ValueError, "budget: strategy 'evolve' searches within a budget"),
         ({"restrictions": [lambda a, b: True]}, TypeError, "must take one argument"),
         ({"restrictions": [lambda p: False]}, ValueError, "no configuration satisfies"),
     ],
@@ -129,6 +128,21 @@ def test_bad_arguments_are_one_line_before_anything_runs(tmp_path, change, error
     with pytest.raises(error, match=match):
         launchtune.tune_kernel(**{**call, **change})
     assert not (tmp_path / "out").exists()
+
+
+def test_a_search_without_a_budget_spends_the_default(tmp_path, monkeypatch):
+    """``strategy`` without ``budget``: the sweep spec written names no budget, so the search spends the
+    spec's default; with one, that one."""
+    from launchtune.pipeline.store.spec import DEFAULT_BUDGET, load_spec
+
+    searches = []
+    monkeypatch.setattr(api, "sweep", lambda spec, **kw: searches.append(load_spec(spec).search))
+    arguments, _ = _arrays()
+    call = dict(kernel_name="scale", kernel_source=SOURCE, problem_size=N, arguments=arguments,
+                tune_params={"block_size_x": [32, 64]}, strategy="evolve")  # fmt: skip
+    launchtune.tune_kernel(**call, out=tmp_path / "default")
+    launchtune.tune_kernel(**call, budget=20, out=tmp_path / "twenty")
+    assert [(s.strategy, s.budget) for s in searches] == [("evolve", DEFAULT_BUDGET), ("evolve", 20)]
 
 
 def test_constant_memory_passed_or_not(tmp_path):

@@ -230,3 +230,35 @@ def test_worst_seed_replays_are_the_same_on_one_process_or_two_and_make_their_ta
     assert screen[2].startswith("| final | 20 | 1 | 3 |")  # the default against ``second`` on the same runs
     r = run("benchmarks.search_worst_seed", "--needles", "--out", "/dev/null", "--dataset", cache)
     assert r.returncode == 0 and r.stdout.splitlines()[2].startswith("| Hub W7800 | "), (r.stdout, r.stderr)
+
+
+def test_worst_seed_tables_by_budget_and_by_strategy(tmp_path):
+    """``by_budget``: a run recorded in two files counts once, each budget its own column; ``by_strategy``:
+    each GPU's mean / worst seed and the mean over the Hub's (capitalised) GPUs, our sweep's class apart."""
+    import pandas as pd
+
+    from benchmarks.search_worst_seed import by_budget, by_strategy
+
+    def line(budget: int, seed: int, ratio: float, variant: str = "final") -> dict:
+        return {"variant": variant, "dataset": "$HUB", "gpu": "W6600", "budget": budget, "seed": seed,
+                "ratio": ratio}  # fmt: skip
+
+    runs = pd.DataFrame(
+        [line(200, 0, 1.0), line(200, 1, 1.2), line(200, 1, 1.2), line(400, 0, 1.0), line(400, 0, 3.0, "x")]
+    )
+    table = by_budget(runs).splitlines()
+    assert table[2] == "| Hub W6600 | 1.100 / 1.200 (1 of 2) | 1.000 / 1.000 (0 of 1) |"
+
+    csv = tmp_path / "runs.csv"
+    pd.DataFrame(
+        {
+            "strategy": ["evolve"] * 5,
+            "budget": [400] * 5,
+            "seed": [0, 1, 0, 1, 0],
+            "gpu": ["A100", "A100", "W6600", "W6600", "h100"],
+            "ratio": [1.0, 1.2, 1.0, 1.0, 1.5],
+        }  # fmt: skip
+    ).to_csv(csv, index=False)
+    header, _, row = by_strategy([csv]).splitlines()
+    assert "| our h100 sweep: mean / worst | Hub: mean |" in header
+    assert row == "| evolve | 400 | 2 | 1.100 / 1.200 | 1.000 / 1.000 | 1.500 / 1.500 | 1.050 |"

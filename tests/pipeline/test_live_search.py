@@ -290,7 +290,6 @@ def test_bad_search_input_is_one_line_naming_the_flag(bad):
     assert "--budget" in run("--strategy", "evolve", "--budget", "50001")  # past LIMITS["search.budget"]
     # a budget over a space (this one holds 180) is no flag error: the plan does not build the workload to
     # know its space; the search measures the whole space and says so (strategies.base.Session.capped)
-    assert "--budget" in run("--strategy", "evolve")
     assert "--budget" in run("--budget", "10")  # no --strategy
     assert "--prior" in run("--strategy", "transfer", "--budget", "10")  # transfer without data
     assert "--prior" in run("--strategy", "transfer", "--budget", "10", "--prior", str(tmp_path / "none"))
@@ -310,9 +309,25 @@ def test_a_bad_search_block_in_the_spec_names_its_field(tmp_path):
     for search, field in (
         ({"strategy": "nope", "budget": 5}, "search.strategy"),
         ({"strategy": "evolve", "budget": -1}, "search.budget"),
-        ({"strategy": "evolve"}, "search"),
         ({"strategy": "evolve", "budget": 5, "prior": 3}, "search.prior"),
     ):
         spec = _spec(tmp_path, data, **search)
         line = one_line_error(run_cli_here("sweep", str(spec), "--out", str(tmp_path / "o"), cwd=tmp_path))
         assert field in line, line
+
+
+def test_a_search_without_a_budget_spends_the_default(tmp_path):
+    """No --budget and no search.budget: the default budget; either one given wins over it."""
+    from launchtune.pipeline.store.spec import DEFAULT_BUDGET
+    from launchtune.pipeline.sweep.plan import plan_sweep
+
+    data = _recorded(tmp_path / "rec.parquet")
+    (tmp_path / "s").mkdir()
+    plain, searched = _spec(tmp_path, data), _spec(tmp_path / "s", data, strategy="evolve")
+    budgets = [
+        plan_sweep(plain, out=tmp_path / "a", strategy="evolve").spec.search.budget,
+        plan_sweep(searched, out=tmp_path / "b").spec.search.budget,
+        plan_sweep(searched, out=tmp_path / "c", budget=30).spec.search.budget,
+        plan_sweep(plain, out=tmp_path / "d", strategy="evolve", budget=30).spec.search.budget,
+    ]
+    assert budgets == [DEFAULT_BUDGET, DEFAULT_BUDGET, 30, 30]
