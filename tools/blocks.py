@@ -802,6 +802,12 @@ BLOCKS: dict[str, Callable[[Path], str]] = {
     "worst_seed_screen": file_block("data/combined/search_worst_seed/third/screen.md"),
     "worst_seed_needles": file_block("data/combined/search_worst_seed/third/needles.md"),
     "worst_seed_by_budget": file_block("data/combined/search_worst_seed/fourth/by_budget.md"),
+    "worst_seed_live_400_cfd_h100": file_block(
+        "data/combined/search_worst_seed/live_h100_400/cfd/summary.md", tables_only=True
+    ),
+    "worst_seed_live_400_cfd_h100_seed4": file_block(
+        "data/combined/search_worst_seed/live_h100_400/cfd_seed4/summary.md", tables_only=True
+    ),
     "worst_seed_by_strategy_400": file_block("data/combined/search_worst_seed/fourth/by_strategy.md"),
     "worst_seed_batching4": file_block("data/combined/search_worst_seed/third/batching4/summary.md"),
     "worst_seed_live_floor_cfd_h100": file_block(
