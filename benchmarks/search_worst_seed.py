@@ -55,6 +55,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 VARIANTS["second"] = {"level_floor": 0.0}
 # the default, as shipped (``evolve.WORST_CASE``): no options passed
 VARIANTS["final"] = {}
+# the fourth session's: the reserve uncapped at 400 (a fifth of the budget beyond 100), not kept (``fourth/``)
+VARIANTS["cap60"] = {"reserve_cap": 60}
 # the third session's screen, each a change of ``second`` (``third/``: every space at 100 and 200
 # measurements, 20 seeds; the fused CFD sweeps 40); ``level_floor`` at 0.5 is ``final``
 VARIANTS.update(
