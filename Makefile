@@ -51,7 +51,7 @@ pytest: $(VENV)/.installed
 notebooks: $(VENV)/.installed
 	$(VENV)/bin/launchtune notebooks
 
-LINTED := launchtune kernels pipeline tests benchmarks lab tools
+LINTED := launchtune kernels pipeline tests benchmarks lab tools notebooks
 lint: $(VENV)/.installed
 	$(PY) -m ruff check $(LINTED)
 	$(PY) -m ruff format --check $(LINTED)
