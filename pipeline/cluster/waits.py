@@ -4,6 +4,10 @@ that never starts) stops the sweep with one line naming what it waited for, inst
 The limit bounds one wait: a class's plan, the next batch to finish, a re-measurement, the workers' warm-up.
 Each of those is minutes at most on a working cluster; the default is an hour on the local cluster and a day
 on SLURM, where a job may wait that long in the queue. ``$LAUNCHTUNE_WAIT_S`` sets another (seconds).
+
+On the local cluster a wait also ends when every worker that could answer it has been gone for ``GONE_S``
+(30 s: Dask's Nanny restarts a killed worker within seconds); ``$LAUNCHTUNE_GONE_S`` sets another, longer
+where a worker takes that long to start (a loaded machine, a slow file system), shorter to give up sooner.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 from launchtune.pipeline.errors import UserError
 
 WAIT_ENV = "LAUNCHTUNE_WAIT_S"
+GONE_ENV = "LAUNCHTUNE_GONE_S"
 DEFAULT_WAIT_S = {"local": 3600.0, "slurm": 86400.0}
 # How often a wait looks at the cluster, and how long the workers that could answer it may all be gone
 # (Dask's Nanny restarts a killed worker in a few seconds; one killed while it restarts is not restarted
@@ -41,9 +46,21 @@ class ClusterTimeout(ClusterFailure):
 def wait_limit(kind: str) -> float:
     """Seconds one wait on a ``kind`` cluster (``local``, ``slurm``) may take: ``$LAUNCHTUNE_WAIT_S`` or the
     default."""
-    raw = os.environ.get(WAIT_ENV, "").strip()
+    return _seconds(WAIT_ENV, DEFAULT_WAIT_S.get(kind, DEFAULT_WAIT_S["slurm"]))
+
+
+def gone_limit() -> float:
+    """Seconds a local class may have no worker left while work waits on it: ``$LAUNCHTUNE_GONE_S`` or
+    ``GONE_S``."""
+    return _seconds(GONE_ENV, GONE_S)
+
+
+def _seconds(variable: str, default: float) -> float:
+    """The environment variable's seconds (``default`` where unset or empty); one line where it is not a
+    number > 0 and at most ``MAX_WAIT_S``."""
+    raw = os.environ.get(variable, "").strip()
     if not raw:
-        return DEFAULT_WAIT_S.get(kind, DEFAULT_WAIT_S["slurm"])
+        return default
     try:
         seconds = float(raw)
     except ValueError:
@@ -51,7 +68,7 @@ def wait_limit(kind: str) -> float:
     if not 0 < seconds <= MAX_WAIT_S:
         got = raw[:40]
         raise UserError(
-            f"${WAIT_ENV}: must be a number of seconds > 0 and at most {MAX_WAIT_S:.0f} (got {got!r})"
+            f"${variable}: must be a number of seconds > 0 and at most {MAX_WAIT_S:.0f} (got {got!r})"
         )
     return seconds
 
@@ -70,9 +87,10 @@ def result(future: Any, what: str, limit: float, alive: Callable[[], bool] | Non
     (a worker killed past Dask's retries). The worker's traceback is its own log's.
 
     ``alive`` (where workers that are gone will not come back: the local cluster) is asked every ``POLL_S``
-    whether any worker that can run the task is left; none for ``GONE_S`` is one line, exit 1, not the
-    limit's hour of silence."""
+    whether any worker that can run the task is left; none for ``gone_limit()`` seconds is one line, exit 1,
+    not the limit's hour of silence."""
     deadline = time.monotonic() + limit
+    gone_s = gone_limit()
     gone_since: float | None = None
     while True:
         left = deadline - time.monotonic()
@@ -86,11 +104,11 @@ def result(future: Any, what: str, limit: float, alive: Callable[[], bool] | Non
             assert alive is not None
             if alive():
                 gone_since = None
-            elif now - (gone_since := gone_since or now) >= GONE_S:
+            elif now - (gone_since := gone_since or now) >= gone_s:
                 future.cancel()
                 raise ClusterFailure(
                     f"{what}: every worker that could run it died and none was restarted within "
-                    f"{GONE_S:.0f} s; what was measured is kept, the same command again goes on"
+                    f"{gone_s:g} s; what was measured is kept, the same command again goes on"
                 ) from None
 
 

@@ -24,6 +24,10 @@ A rerun of the same command skips finished shards (resume after a crash); a sear
 strategy was answered and measures only the rest of its budget. Output folder layout:
 shards/gpu_class=<C>/shard-<batch>.parquet, merged/, models/, figures/, report.json, report.md,
 tuning_table.json. Without --out, results go to results/<spec name>/ ($LAUNCHTUNE_RESULTS overrides results/).
+
+environment: LAUNCHTUNE_WAIT_S=SECONDS, the longest wait on the cluster (default: an hour local, a day on
+SLURM); LAUNCHTUNE_GONE_S=SECONDS, how long a local sweep waits for a class whose workers all died to get one
+back before it ends with one line (default 30).
 """
 
 

@@ -15,7 +15,7 @@ from distributed import wait
 from tqdm.auto import tqdm
 
 from launchtune.kernels.progress import Progress
-from launchtune.pipeline.cluster.waits import GONE_S, POLL_S, ClusterFailure, timed_out, wait_limit
+from launchtune.pipeline.cluster.waits import POLL_S, ClusterFailure, gone_limit, timed_out, wait_limit
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.logs import show_bars
 from launchtune.pipeline.store.batching import measure_order
@@ -223,8 +223,8 @@ def _finish_spread(per: dict[str, dict]) -> dict[str, float]:
 
 
 # How often the measuring loop looks at the cluster while it waits, and how long a local class may have no
-# worker at all while its batches wait (``cluster.waits``: POLL_S, GONE_S); without this look the sweep sat
-# silent until the wait limit (an hour).
+# worker at all while its batches wait (``cluster.waits``: POLL_S, gone_limit); without this look the sweep
+# sat silent until the wait limit (an hour).
 
 
 def _names_by_class(client, classes: Sequence[str]) -> dict[str, set[str]]:
@@ -239,18 +239,19 @@ def _names_by_class(client, classes: Sequence[str]) -> dict[str, set[str]]:
 def _check_workers(
     client, expected: dict[str, set[str]], in_flight: dict[str, int], gone_since: dict[str, float]
 ) -> None:
-    """A class with batches in flight and none of its workers left for ``GONE_S``: one line naming them."""
-    now = time.perf_counter()
+    """A class with batches in flight and none of its workers left for ``gone_limit()`` seconds: one line
+    naming them."""
+    now, gone_s = time.perf_counter(), gone_limit()
     present = _names_by_class(client, list(expected))
     for cls, names in expected.items():
         if not in_flight.get(cls) or present.get(cls):
             gone_since.pop(cls, None)
             continue
         since = gone_since.setdefault(cls, now)
-        if now - since >= GONE_S:
+        if now - since >= gone_s:
             raise ClusterFailure(
                 f"measure: worker {', '.join(sorted(names))} of class {cls} died and was not restarted "
-                f"within {GONE_S:.0f} s; what was measured is kept, the same command again goes on"
+                f"within {gone_s:g} s; what was measured is kept, the same command again goes on"
             )
 
 

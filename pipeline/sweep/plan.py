@@ -18,7 +18,7 @@ from launchtune.kernels.device import visible_gpu_names
 from launchtune.kernels.workload import declared
 from launchtune.pipeline.cluster import check_cluster, known_gpu_classes
 from launchtune.pipeline.cluster.local import plan_local_workers
-from launchtune.pipeline.cluster.waits import wait_limit
+from launchtune.pipeline.cluster.waits import gone_limit, wait_limit
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.paths import out_folder
 from launchtune.pipeline.store.spec import (
@@ -95,6 +95,7 @@ def plan_sweep(
     named_cluster = isinstance(cluster, str | Path)
     if named_cluster:
         wait_limit(str(cluster))  # a bad $LAUNCHTUNE_WAIT_S is one line before anything starts
+        gone_limit()  # and a bad $LAUNCHTUNE_GONE_S
     # a user's own Dask cluster serves whichever classes its workers name: nothing to check them against here
     classes = [c.strip() for c in gpu_classes] if gpu_classes else None
     if named_cluster:

@@ -145,8 +145,8 @@ def remeasure_picks(
     """Each class's predicted best against its default, measured on a worker of that class (``client``
     submits ``remeasure_task`` with the class as resource), into ``validation.json``; each class's answer
     waited for at most ``limit`` seconds (``pipeline.cluster.waits``; None: the local cluster's default), and,
-    on the ``local`` cluster (whose dead workers do not come back), no longer than ``GONE_S`` without a
-    worker of the class."""
+    on the ``local`` cluster (whose dead workers do not come back), no longer than ``gone_limit()`` (30 s,
+    ``$LAUNCHTUNE_GONE_S``) without a worker of the class."""
     limit = limit or wait_limit("local")
     folder = SweepFolder(out)
     validation = folder.read_validation() or {}

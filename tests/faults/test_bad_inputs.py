@@ -170,6 +170,11 @@ def test_anchors_and_aliases_within_the_bound_still_load(tmp_path):
             {"LAUNCHTUNE_WAIT_S": "soon"},
             "$LAUNCHTUNE_WAIT_S: must be a",
         ),
+        (
+            yaml.safe_dump(base_spec()).encode(),
+            {"LAUNCHTUNE_GONE_S": "soon"},
+            "$LAUNCHTUNE_GONE_S: must be a",
+        ),
     ],
 )
 def test_the_cli_refuses_before_any_folder_or_cluster(tmp_path, content, env, match):

@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from launchtune.kernels.workload import SEED_MAX, WorkloadError
-from launchtune.pipeline.cluster.waits import ClusterFailure, result
+from launchtune.pipeline.cluster.waits import GONE_S, ClusterFailure, result
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.spec import parse_spec
-from launchtune.pipeline.sweep.measure import GONE_S, _check_workers
+from launchtune.pipeline.sweep.measure import _check_workers
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli, run_cli_here
 from tests.strategies.conftest import write_cache
 
@@ -145,6 +145,11 @@ def test_the_cfd_cli_refuses_an_out_under_a_file_before_simulating(tmp_path):
             [],
             {"LAUNCHTUNE_WAIT_S": "1e300"},
             "$LAUNCHTUNE_WAIT_S: must be a number of seconds > 0 and at most",
+        ),
+        (
+            [],
+            {"LAUNCHTUNE_GONE_S": "0"},
+            "$LAUNCHTUNE_GONE_S: must be a number of seconds > 0 and at most",
         ),
     ],
 )

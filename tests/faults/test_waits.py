@@ -1,6 +1,6 @@
 """Every wait has an end the user is told about: a wait whose workers all died (the local cluster does not
-bring them back) ends ``GONE_S`` later with one line, exit 1, not at the hour's limit in silence; a wait
-whose workers are there runs to its limit as before."""
+bring them back) ends ``GONE_S`` (or ``$LAUNCHTUNE_GONE_S``) later with one line, exit 1, not at the hour's
+limit in silence; a wait whose workers are there runs to its limit as before."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 
 from launchtune.pipeline.cluster import waits
 from launchtune.pipeline.cluster.waits import ClusterFailure, ClusterTimeout, result
+from launchtune.pipeline.errors import UserError
 from tests.pipeline.conftest import run_cli
 
 
@@ -58,6 +59,24 @@ def test_a_wait_whose_workers_are_all_gone_ends_with_one_line(quick):
     assert not isinstance(info.value, ClusterTimeout)
 
 
+def test_launchtune_gone_s_sets_how_long_the_workers_may_be_gone(monkeypatch):
+    """``$LAUNCHTUNE_GONE_S`` (seconds) replaces ``GONE_S`` for a wait; unset or empty, ``GONE_S`` holds; a
+    value that is no number of seconds > 0 is one line naming the variable."""
+    monkeypatch.setattr(waits, "POLL_S", 0.02)
+    monkeypatch.delenv("LAUNCHTUNE_GONE_S", raising=False)
+    assert waits.gone_limit() == waits.GONE_S == 30.0
+    monkeypatch.setenv("LAUNCHTUNE_GONE_S", "")
+    assert waits.gone_limit() == 30.0
+    monkeypatch.setenv("LAUNCHTUNE_GONE_S", "0.15")
+    assert waits.gone_limit() == 0.15
+    with pytest.raises(ClusterFailure, match=r"none was restarted within 0\.15 s; what was measured is kept"):
+        result(_Never(), "the plan of class cpu", 3600.0, lambda: False)
+    for bad in ("soon", "0", "-1", "nan", "1e300"):
+        monkeypatch.setenv("LAUNCHTUNE_GONE_S", bad)
+        with pytest.raises(UserError, match=r"^\$LAUNCHTUNE_GONE_S: must be a number of seconds > 0"):
+            waits.gone_limit()
+
+
 def test_a_wait_with_live_workers_runs_to_its_limit_and_a_finished_one_returns(quick):
     future = _Never()
     with pytest.raises(ClusterTimeout, match="timed out: the plan of class cpu"):
@@ -92,11 +111,13 @@ def _kill_workers(pid: int, stop: threading.Event, killed: list[int]) -> None:
 def test_the_last_local_worker_killed_during_the_re_measure_ends_the_sweep_with_one_line(
     tmp_path, write_spec
 ):
-    """End to end (issue 43): the sweep waited in silence for the hour's limit; it ends ``GONE_S`` after its
-    last worker is gone, with one line naming the re-measurement, exit 1, and keeps what it measured."""
+    """End to end (issue 43): the sweep waited in silence for the hour's limit; it ends ``$LAUNCHTUNE_GONE_S``
+    (here 5 s, the default 30) after its last worker is gone, with one line naming the re-measurement and the
+    seconds it gave the workers, exit 1, and keeps what it measured."""
     spec = write_spec(samples=20, batch_size=10, options={"delay": 0.2})  # the re-measure takes ~15 s
     out = tmp_path / "out"
-    env = {"PYTHONWARNINGS": "ignore:Port:UserWarning"}
+    gone_s = 5
+    env = {"PYTHONWARNINGS": "ignore:Port:UserWarning", "LAUNCHTUNE_GONE_S": str(gone_s)}
     proc = run_cli(
         "sweep", str(spec), "--out", str(out), cwd=tmp_path, env=env, background=True, new_session=True
     )
@@ -112,19 +133,18 @@ def test_the_last_local_worker_killed_during_the_re_measure_ends_the_sweep_with_
     killer = threading.Thread(target=_kill_workers, args=(proc.pid, stop, killed), daemon=True)
     killer.start()
     try:
-        rest, err = proc.communicate(timeout=waits.GONE_S + 120)  # only a wait without an end takes this long
+        rest, err = proc.communicate(timeout=gone_s + 120)  # only a wait without an end takes this long
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        raise AssertionError(
-            f"the sweep still waits {waits.GONE_S + 120:.0f} s after its workers died"
-        ) from None
+        raise AssertionError(f"the sweep still waits {gone_s + 120} s after its workers died") from None
     finally:
         stop.set()
         killer.join()
     lines = [line for line in err.splitlines() if line.strip()]
     assert killed and proc.returncode == 1 and len(lines) == 1, (proc.returncode, rest[-2000:], err[-3000:])
     assert lines[0].startswith(
-        "error: the re-measurement of class cpu's predicted best: every worker that could run it died"
+        "error: the re-measurement of class cpu's predicted best: every worker that could run it died and "
+        f"none was restarted within {gone_s} s;"
     ), lines[0]
     assert sum(pq.read_table(s).num_rows for s in (out / "shards").rglob("*.parquet")) == 20  # kept
     assert not (out / "validation.json").exists() and not (out / ".sweep.lock").exists()
