@@ -51,8 +51,8 @@ SPEC_KEYS = (*_TOP["required"], *_TOP["optional"])
 _SEARCH_KEYS = {"required": ["strategy"], "optional": ["budget", "prior"]}
 # A search's budget where none is given (``--budget``, ``search.budget``): the measurements per GPU class at
 # which the default strategy's worst seed was within 5% of the optimum on the fused CFD and convolution spaces
-# (replayed, 20-40 seeds; at 200 one seed in 20 or 40 still fell 7-9% short; docs/strategies.md, "The worst
-# seed against the budget"). A smaller space is measured whole.
+# (replayed, 20-40 seeds; at 200 some seeds fell up to 16% short; docs/strategies.md, "The worst seed against
+# the budget"). A smaller space is measured whole.
 DEFAULT_BUDGET = 400
 _VALIDATE_KEYS = ["top_k", "pool", "repeats", "rounds", "incumbents"]
 _TRAIN_KEYS = ["hidden_layers", "max_epochs", "max_rows", "loco_rows"]
