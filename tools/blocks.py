@@ -610,8 +610,32 @@ def _summary(root: Path) -> str:
         f"({conv['rows']} configurations) on an H100 | measured in {conv['seconds']} s, compiles included; "
         f"the pick takes {conv['pick']} the default's time | [docs/kernel.md](docs/kernel.md) |",
         _live_search_row(root),
+        _live_default_row(root),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _live_default_row(root: Path) -> str:
+    """The summary's row for the default search at its default budget, live on one H100 (fused CFD space;
+    ``data/combined/search_worst_seed/live_h100_400``: seeds 0-3 in one call, seed 4 in the next, each against
+    the sweep's fastest rows re-measured in its call): each seed's pick over the sweep's fastest row, and the
+    wall time's range against the 6,000-sample sweep's."""
+    folder = root / "data/combined/search_worst_seed/live_h100_400"
+    calls = [_load(folder / part / "remeasure.json") for part in ("cfd", "cfd_seed4")]
+    runs = sorted(
+        (r["seed"], r["against_best_row"]["ratio"], r["wall_s"] / call["reference_sweep_seconds"])
+        for call in calls
+        for r in call["searches"]
+    )
+    budget = calls[0]["searches"][0]["budget"]
+    ratios = ", ".join(f"{ratio:.3f}" for _, ratio, _ in runs)
+    walls = [wall for _, _, wall in runs]
+    return (
+        f"| the default search at its default budget ({budget} measurements), the fused CFD space on one "
+        f"H100 ({len(runs)} seeds) | each seed's pick against the 6,000-sample sweep's best row re-measured: "
+        f"{ratios}, in {min(walls):.2f}-{max(walls):.2f}x the sweep's time "
+        "| [docs/strategies.md](docs/strategies.md) |"
+    )
 
 
 def _live_search_row(root: Path) -> str:
