@@ -21,9 +21,9 @@ PY
 # Pre-flight (seconds): the CUDA path must agree with the default configuration before minutes are spent.
 python3 - <<'PY' 2>&1 | tee "$OUT/preflight.log" || exit 3
 import time
-from launchtune.kernels.workload import make_workload
+from launchtune.kernels.cfd.workload import make_workload
 t = time.perf_counter()
-w = make_workload("cfd", "inlet", "3328x1024", "cupy", space="paper")
+w = make_workload("inlet", "3328x1024", "cupy", space="paper")
 print(f"build {time.perf_counter() - t:.1f} s")
 space = w.space()
 for c in [space.default] + space.sample(3, 123):

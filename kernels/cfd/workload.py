@@ -189,9 +189,10 @@ class CfdWorkload(Workload):
 def make_workload(
     case: str, size: str | tuple[int, int], backend: str = "auto", **options: Any
 ) -> CfdWorkload:
-    """Registered in ``kernels.workload`` as ``cfd``. Options: ``space`` ("paper" or "wide"), ``perturb``,
-    ``seed``, ``scheme`` (a ``Scheme``), ``smoothing`` (elliptic grid-smoothing iterations). ``space="fused"``
-    adds ``fusion`` and the fused kernels' ``tile.*`` parameters (``kernels/cfd/fused_space.py``)."""
+    """Registered as ``cfd`` (``pipeline/store/workloads.py``). Options: ``space`` ("paper" or "wide"),
+    ``perturb``, ``seed``, ``scheme`` (a ``Scheme``), ``smoothing`` (elliptic grid-smoothing iterations).
+    ``space="fused"`` adds ``fusion`` and the fused kernels' ``tile.*`` parameters
+    (``kernels/cfd/fused_space.py``)."""
     check_arguments(case, size, **options)
     return CfdWorkload(case, size, backend, **options)
 
@@ -242,7 +243,7 @@ SCHEME_FIELDS = ("kappa", "epsilon", "limiter", "cfl", "stages")
 
 def check_arguments(case: str, size: str | tuple[int, int], **options: Any) -> None:
     """The case, size, option names, types and ranges and the space preset, checked without building
-    anything (``launchtune.kernels.workload.check_arguments``); raises ``WorkloadError`` naming the field."""
+    anything (``CfdWorkload.check_arguments``); raises ``WorkloadError`` naming the field."""
     unknown = [k for k in options if k not in OPTIONS]
     if unknown:
         raise WorkloadError(

@@ -89,7 +89,8 @@ def checked_spec(options: Mapping[str, Any]) -> KernelSpec:
 
 
 def pin(**options: Any) -> dict[str, Any]:
-    """``options`` with the digest of the kernel spec as it is now (``kernels.workload.pin_options``)."""
+    """``options`` with the digest of the kernel spec as it is now, which the workers verify before they
+    compile or import anything (the sweep pins a ``kernel_spec`` workload's options once checked)."""
     return {**options, "spec_sha256": load_kernel_spec(_spec_path(options)).digest}
 
 
@@ -104,7 +105,7 @@ def energy_option(value: Any) -> str:
 
 
 def check_arguments(case: str, size: str | Sequence[int], **options: Any) -> None:
-    """A sweep's kernel workload checked before any cluster starts (``kernels.workload.check_arguments``):
+    """A sweep's kernel workload checked before any cluster starts (``KernelWorkload.check_arguments``):
     the options, the whole kernel spec, its default configuration at this size, and arrays that fit the
     largest GPU of the registry (the card's own memory is checked where the workload is built)."""
     check_options(options)

@@ -44,15 +44,13 @@ from launchtune.kernels.kernel.options import (
     check_arguments,
     check_options,
     checked_spec,
-    code_references,
     energy_option,
     import_target,
-    pin,
     workers_option,
 )
 from launchtune.kernels.kernel.spec import KernelSpec, check_for_problem
 from launchtune.kernels.space import Space
-from launchtune.kernels.workload import Check, Timing, Workload, WorkloadError
+from launchtune.kernels.workload import Capabilities, Check, Timing, Workload, WorkloadError
 
 WARMUP_LAUNCHES = 1
 REFERENCES_KEPT = 4  # answers of a reference that takes the configuration, kept on the device
@@ -61,23 +59,14 @@ MAX_GRID = (2**31 - 1, 65535, 65535)
 
 
 class KernelWorkload(Workload):
-    gpu_only = True  # compiles and runs CUDA: no numpy backend
-    path_options = ("spec",)
-    from_kernel_spec = True
+    name = "kernel"
+    # compiles and runs CUDA (no numpy backend); ``spec`` names a kernel spec, pinned by ``options.pin`` and
+    # naming Python that ``options.code_references`` lists for the sweep to allow
+    capabilities = Capabilities(gpu_only=True, path_options=("spec",), kernel_spec=True)
 
     @classmethod
     def check_arguments(cls, case: str, size: Any, **options: Any) -> None:
         check_arguments(case, size, **options)
-
-    @classmethod
-    def code_references(cls, **options: Any) -> list[tuple[str, str]]:
-        return code_references(**options)
-
-    @classmethod
-    def pin(cls, **options: Any) -> dict[str, Any]:
-        return pin(**options)
-
-    name = "kernel"
 
     def __init__(
         self,

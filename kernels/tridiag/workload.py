@@ -399,7 +399,7 @@ class ArgumentError(TridiagError, WorkloadError):
 
 def check_arguments(case: str, size: int | str | tuple[int, ...], **options: Any) -> None:
     """The case, size and option names, checked without building anything
-    (``launchtune.kernels.workload.check_arguments``); raises ``ArgumentError`` naming the field."""
+    (``TridiagWorkload.check_arguments``); raises ``ArgumentError`` naming the field."""
     unknown = [k for k in options if k != "seed"]
     if unknown:
         raise ArgumentError(f"unknown tridiag option {unknown[0]!r} (known: seed)", f"options.{unknown[0]}")

@@ -72,14 +72,15 @@ def write_c_header(sweep_dir: Path, out: Path) -> int:
     from launchtune.kernels.atomic import write_text
     from launchtune.kernels.kernel.header import HeaderError, Pick, render_header
     from launchtune.kernels.kernel.spec import load_kernel_spec
-    from launchtune.kernels.workload import WorkloadError, declared
+    from launchtune.kernels.workload import WorkloadError
     from launchtune.pipeline.store.folder import SweepFolder
+    from launchtune.pipeline.store.workloads import declared
 
     if out.suffix not in (".h", ".hpp", ".cuh"):
         raise UserError(f"{out}: a C header's name ends in .h, .hpp or .cuh")
     folder = SweepFolder(sweep_dir)
     spec, _ = folder.read_spec()
-    if not declared(spec.workload).from_kernel_spec:
+    if not declared(spec.workload).kernel_spec:
         raise UserError(f"{sweep_dir}: a {spec.workload!r} sweep; the C header is for kernel sweeps")
     table = folder.read_tuning_table()
     if table is None:

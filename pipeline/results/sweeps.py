@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from launchtune.kernels.workload import declared
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.folder import SweepFolder, ok_rows
 from launchtune.pipeline.store.schema import cost_column, kernel_column, kernel_params
 from launchtune.pipeline.store.shards import load_merged
 from launchtune.pipeline.store.spec import SweepSpec
+from launchtune.pipeline.store.workloads import declared
 
 NO_ROWS = ["sample_id", "gpu_class", "status", "total_ms"]  # the columns of a folder without merged/
 
@@ -149,7 +149,7 @@ def launch_space(sweep: Sweep) -> str:
     options = sweep.spec.options or {}
     if "space" in options:
         return str(options["space"])
-    if declared(sweep.spec.workload).from_kernel_spec:
+    if declared(sweep.spec.workload).kernel_spec:
         return f"kernel/{sweep.spec.case}"
     return "default"
 
@@ -242,9 +242,7 @@ def grid_axes(sweep: Sweep) -> tuple[str, str] | None:
     ``block_size_x`` and ``block_size_y`` are tuned over more than one value; None for any other sweep (a
     CFD kernel's grid is its own blocks and threads) or a spec with another thread block."""
     values = sweep.plan.get("values", {})
-    if declared(sweep.spec.workload).from_kernel_spec and all(
-        len(values.get(p) or []) > 1 for p in THREAD_BLOCK
-    ):
+    if declared(sweep.spec.workload).kernel_spec and all(len(values.get(p) or []) > 1 for p in THREAD_BLOCK):
         return THREAD_BLOCK
     return None
 

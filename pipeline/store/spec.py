@@ -7,7 +7,6 @@ sweep before any cluster starts, with a message naming the file and the field.
 
 from __future__ import annotations
 
-import importlib
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -16,10 +15,10 @@ from typing import Any
 
 from launchtune.kernels.backend import BACKEND_NAMES
 from launchtune.kernels.device import GPU_CLASSES
-from launchtune.kernels.workload import SEED_MAX, WorkloadError, check_arguments, declared, pin_options
+from launchtune.kernels.workload import SEED_MAX, Capabilities, Workload, WorkloadError
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.paths import check_slug, inside, results_root
-from launchtune.pipeline.store.workloads import PIPELINE_WORKLOADS, builtin_names, entry_point_workloads
+from launchtune.pipeline.store.workloads import checked_options, workload_class
 from launchtune.pipeline.yamlio import check_keys, load_yaml
 
 # random: `samples` seeded draws; per_kernel_exhaustive: each kernel's parameter grid, the others at default;
@@ -258,33 +257,26 @@ def _mapping(data: dict[str, Any], key: str, where: str, what: str) -> dict[str,
     return value
 
 
-def _check_workload(workload: str, case: str, size: str, options: dict[str, Any], source: str) -> None:
-    """A registered workload's case, size and options, checked here, before any cluster starts (issue 14:
-    they failed on the first worker, after the cluster had started). ``module:factory`` is one's own code,
-    checked where it is imported, as are installed entry points' (whether one may run at all is
-    ``workloads.check_workload``'s decision); ``replay``'s through ``rehearsal.check_arguments``."""
-    if ":" in workload or workload in entry_point_workloads():
-        return
+def _check_workload(
+    kind: type[Workload] | None, case: str, size: str, options: dict[str, Any], source: str
+) -> dict[str, Any]:
+    """A registered workload's case, size and options, checked by its class before any cluster starts (issue
+    14: they failed on the first worker, after the cluster had started), as the workers get them (files
+    pinned). Code the user names (``kind`` None: ``module:factory``, an entry point) is checked where it is
+    imported; whether it may run at all is ``workloads.check_workload``'s decision."""
+    if kind is None:
+        return options
     try:
-        if workload in PIPELINE_WORKLOADS:  # replay, the one of ours: its module by name, as a registry does
-            module = importlib.import_module(PIPELINE_WORKLOADS[workload].split(":")[0])
-            module.check_arguments(case, size, **options)
-        else:
-            check_arguments(workload, case, size, options)
+        return checked_options(kind, case, size, options)
     except WorkloadError as exc:
-        if exc.field == "workload":
-            known = ", ".join(builtin_names() + sorted(entry_point_workloads()))
-            raise UserError(
-                f"{source}: workload: unknown workload {workload!r} (registered: {known}; or module:factory)"
-            ) from None
         raise UserError(f"{source}: {exc.field}: {exc}") from None
 
 
-def _resolve_paths(workload: str, options: dict[str, Any], source: str) -> dict[str, Any]:
+def _resolve_paths(path_options: tuple[str, ...], options: dict[str, Any], source: str) -> dict[str, Any]:
     """A workload's file options (``kernel``'s ``spec``) are relative to the sweep spec: made absolute here,
     so the workers and a rerun from another folder find the same file."""
     out = dict(options)
-    for key in declared(workload).path_options:
+    for key in path_options:
         value = out.get(key)
         if isinstance(value, str) and value.strip() and not Path(value).is_absolute():
             try:
@@ -305,9 +297,11 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
     backend = data.get("backend", "auto")
     if backend not in BACKEND_NAMES:
         raise UserError(f"{f}backend: {backend!r} is not one of {', '.join(BACKEND_NAMES)}")
+    kind = workload_class(workload, f + "workload")  # the one lookup: the class answers from here on
+    caps = kind.capabilities if kind is not None else Capabilities()
     options = _mapping(data, "options", f + "options", "workload options")
-    options = _resolve_paths(workload, options, source)
-    if declared(workload).gpu_only and backend == "numpy":
+    options = _resolve_paths(caps.path_options, options, source)
+    if caps.gpu_only and backend == "numpy":
         raise UserError(f"{f}backend: the {workload} workload runs CUDA only; use backend cupy or auto")
     samplers = data.get("samplers", ["random"])
     if isinstance(samplers, str):
@@ -362,12 +356,7 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
 
     search = parse_search(data.get("search"), f + "search")
     case, size = _str(data["case"], f + "case"), _size(data["size"], f + "size")
-    _check_workload(workload, case, size, options, source)
-    if ":" not in workload and workload not in PIPELINE_WORKLOADS and workload not in entry_point_workloads():
-        try:  # the files the options name, pinned to what was just checked (the workers verify it)
-            options = pin_options(workload, options)
-        except WorkloadError as exc:
-            raise UserError(f"{source}: {exc.field}: {exc}") from None
+    options = _check_workload(kind, case, size, options, source)
     return SweepSpec(
         name=name,
         workload=workload,

@@ -60,9 +60,9 @@ def kernel_tuner_task(
 
     workload: Any
     workload, facts = get_workload(spec)
-    arguments = workload.kernel_tuner_arguments()
-    if arguments is None:
+    if not type(workload).capabilities.kernel_spec:  # the kernel workload's own: its source and arguments
         raise WorkloadError(f"{PREFIX}{strategy}: Kernel Tuner runs a kernel workload's source only")
+    arguments = workload.kernel_tuner_arguments()
     objective = workload.spec.objective
     space = workload.space()
     names = space.names

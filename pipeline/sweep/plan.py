@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.device import visible_gpu_names
-from launchtune.kernels.workload import declared
 from launchtune.pipeline.cluster import check_cluster, known_gpu_classes
 from launchtune.pipeline.cluster.local import plan_local_workers
 from launchtune.pipeline.cluster.waits import gone_limit, wait_limit
@@ -29,7 +28,7 @@ from launchtune.pipeline.store.spec import (
     limited,
     load_spec,
 )
-from launchtune.pipeline.store.workloads import check_allow_flag, check_workload, workload_code
+from launchtune.pipeline.store.workloads import check_allow_flag, check_workload, declared, workload_code
 from launchtune.pipeline.strategies import NEEDS_PRIOR, STRATEGIES
 from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX, kt_strategy_names
 from launchtune.pipeline.sweep.priors import load_priors
@@ -159,7 +158,7 @@ def _check_strategy(strategy: Any, spec: SweepSpec, where: str) -> None:
                 :400
             ]
         )
-    if not declared(spec.workload).from_kernel_spec:
+    if not declared(spec.workload).kernel_spec:
         raise UserError(
             f"{where}: {strategy} runs Kernel Tuner on a kernel workload's own source; workload "
             f"{spec.workload!r} is not one Kernel Tuner can run (use one of our strategies)"

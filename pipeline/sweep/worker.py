@@ -8,8 +8,6 @@ default is ``sweep/remeasure.py``.
 
 from __future__ import annotations
 
-import functools
-import importlib
 import json
 import math
 import os
@@ -31,7 +29,7 @@ from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.backend import get_backend, gpu_count
 from launchtune.kernels.device import describe_device, measure_copy_bandwidth
 from launchtune.kernels.objective import cost_of
-from launchtune.kernels.workload import Workload, WorkloadError, make_workload
+from launchtune.kernels.workload import Workload, WorkloadError
 from launchtune.pipeline.errors import PERMANENT_ERRNOS
 from launchtune.pipeline.paths import assert_inside
 from launchtune.pipeline.store.checksums import rows_digest, shard_metadata
@@ -42,7 +40,7 @@ from launchtune.pipeline.store.schema import (
     plan_schema,
 )
 from launchtune.pipeline.store.shards import Planned, read_shard, set_aside, shard_problem
-from launchtune.pipeline.store.workloads import builtin_names, resolve
+from launchtune.pipeline.store.workloads import make_workload
 
 # One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a
 # batch should not pay it again. Keyed by the fields that define the workload.
@@ -65,29 +63,11 @@ def _workload_key(spec: Mapping[str, Any]) -> str:
 
 
 def build_workload(spec: Mapping[str, Any]) -> Workload:
-    """A registered name (``cfd``; ``replay``, the recorded-data rehearsal; an installed entry point's) or
-    ``module:factory`` for one's own workload, as :func:`pipeline.store.workloads.resolve` names it. Whether
-    the spec may name it was decided before the cluster started (``workloads.check_workload``)."""
-    name = resolve(spec["workload"])
-    args = dict(case=spec["case"], size=spec["size"], backend=spec["backend"], **(spec.get("options") or {}))
-    if ":" not in name:
-        return make_workload(name, **args)
-    module_name, _, factory = name.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-        make: Any = functools.reduce(getattr, factory.split("."), module)  # an entry point may say A.b
-    except (ImportError, AttributeError) as exc:
-        raise WorkloadError(
-            f"workload {name!r}: cannot import {factory!r} from {module_name!r} ({exc}); "
-            f"use a registered name ({', '.join(builtin_names())}) or module:factory"
-        ) from exc
-    workload = make(**args)
-    if not isinstance(workload, Workload):
-        raise WorkloadError(
-            f"workload {name!r} returned a {type(workload).__name__}, not a "
-            "launchtune.kernels.workload.Workload (subclass it: it says what the pipeline may ask)"
-        )
-    return workload
+    """The workload a spec names, built by the registry (``pipeline.store.workloads.make_workload``): a
+    registered name or one's own ``module:factory``. Whether the spec may name it was decided before the
+    cluster started (``workloads.check_workload``)."""
+    options = spec.get("options") or {}
+    return make_workload(spec["workload"], spec["case"], spec["size"], spec["backend"], **options)
 
 
 def get_workload(spec: Mapping[str, Any]) -> tuple[Workload, dict[str, Any]]:

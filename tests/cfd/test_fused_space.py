@@ -11,7 +11,7 @@ from launchtune.kernels.cfd.fused_space import (
     stage_shared_bytes,
     tile_of,
 )
-from launchtune.kernels.workload import make_workload
+from launchtune.kernels.cfd.workload import make_workload
 
 SIZE = (104, 32)
 LIMITS = DeviceLimits()
@@ -56,7 +56,7 @@ def test_seven_kernel_level_ignores_the_tile():
 
 
 def test_space_constraints_match_the_rules_and_samples_are_valid():
-    w = make_workload("cfd", "inlet", SIZE, "numpy", space="fused")
+    w = make_workload("inlet", SIZE, "numpy", space="fused")
     sp = w.space()
     assert sp.default["fusion"] == 0 and sp.is_valid(sp.default)
     assert [p.name for p in sp.params][0] == "fusion" and len(FUSION_LEVELS) == len(sp["fusion"].values)
@@ -70,7 +70,7 @@ def test_space_constraints_match_the_rules_and_samples_are_valid():
 
 
 def test_workload_check_rejects_with_a_reason_instead_of_crashing():
-    w = make_workload("cfd", "inlet", SIZE, "numpy", space="fused")
+    w = make_workload("inlet", SIZE, "numpy", space="fused")
     d = w.space().default
     for bad, needle in (
         ({**d, "fusion": 2, "tile.block_x": 256, "tile.block_y": 16}, "4096 threads"),
@@ -85,7 +85,7 @@ def test_workload_check_rejects_with_a_reason_instead_of_crashing():
 def test_fused_configurations_run_on_numpy_with_the_same_answer_and_columns():
     # On the CPU a fused level runs the reference (the same arithmetic), so the check must pass and the timing
     # carries every kernel column of the fused space plus the compile time (none on numpy).
-    w = make_workload("cfd", "inlet", SIZE, "numpy", space="fused")
+    w = make_workload("inlet", SIZE, "numpy", space="fused")
     sp = w.space()
     cfg = next(c for c in sp.sample(50, seed=1) if c["fusion"] == 2)
     assert w.check(cfg).ok
@@ -95,7 +95,7 @@ def test_fused_configurations_run_on_numpy_with_the_same_answer_and_columns():
 
 
 def test_paper_and_wide_spaces_are_unchanged():
-    w = make_workload("cfd", "inlet", SIZE, "numpy", space="paper")
+    w = make_workload("inlet", SIZE, "numpy", space="paper")
     assert len(w.space().names) == 14 and "fusion" not in w.space().names
     assert w.describe()["kernels"] == list(w.kernel_names) and len(w.kernel_names) == 7
 
@@ -116,7 +116,7 @@ def test_compiled_register_limits_make_a_block_invalid_with_the_kernel_named():
 def test_the_fused_space_names_what_each_level_leaves_unused():
     from launchtune.kernels.cfd.fused_space import TILE_VALUES
 
-    space = make_workload("cfd", "inlet", SIZE, "numpy", space="fused").space()
+    space = make_workload("inlet", SIZE, "numpy", space="fused").space()
     rules = {(r.when, r.values): set(r.params) for r in space.inactive}
     launches = {n for n in space.names if n.endswith((".blocks", ".threads"))}
     assert len(launches) == 14 and not any(n.startswith("tile.") for n in launches)

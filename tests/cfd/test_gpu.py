@@ -61,9 +61,9 @@ def test_cupy_equals_numpy_and_every_config_is_bitwise_the_default(case):
 
 
 def test_wide_space_configs_and_workload_check_agree():
-    from launchtune.kernels.workload import make_workload
+    from launchtune.kernels.cfd.workload import make_workload
 
-    w = make_workload("cfd", "inlet", SIZE, "cupy", space="wide")
+    w = make_workload("inlet", SIZE, "cupy", space="wide")
     sp = w.space()
     for cfg in [sp.default, *sp.sample(8, seed=5)]:
         assert w.check(cfg).ok, cfg

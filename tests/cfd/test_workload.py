@@ -6,13 +6,14 @@ import pytest
 
 from launchtune.kernels.cfd.launch_space import PAPER_BLOCKS, PAPER_THREADS
 from launchtune.kernels.cfd.physics import KERNEL_NAMES
+from launchtune.kernels.cfd.workload import make_workload
 from launchtune.kernels.space import SpaceError
-from launchtune.kernels.workload import Check, Timing, Workload, make_workload
+from launchtune.kernels.workload import Check, Timing, Workload
 
 
 @pytest.fixture(scope="module")
 def wl():
-    return make_workload("cfd", "inlet", "52x16", "numpy")
+    return make_workload("inlet", "52x16", "numpy")
 
 
 def test_space_is_table3_with_a_one_thread_per_cell_default(wl):
@@ -33,7 +34,7 @@ def test_space_is_table3_with_a_one_thread_per_cell_default(wl):
 
 
 def test_wide_space_reaches_one_thread_per_cell():
-    w = make_workload("cfd", "freestream", "104x32", "numpy", space="wide")
+    w = make_workload("freestream", "104x32", "numpy", space="wide")
     sp = w.space()
     assert max(sp["update.threads"].values) == 1024
     assert max(sp["update.blocks"].values) * 32 >= 106 * 32
@@ -68,13 +69,13 @@ def test_bad_configuration_and_options_raise(wl):
     with pytest.raises(SpaceError):
         wl.run(cfg, 1)
     with pytest.raises(ValueError, match="option"):
-        make_workload("cfd", "inlet", "52x16", "numpy", colour="red")
+        make_workload("inlet", "52x16", "numpy", colour="red")
     with pytest.raises(ValueError, match="case"):
-        make_workload("cfd", "nozzle", "52x16", "numpy")
+        make_workload("nozzle", "52x16", "numpy")
     with pytest.raises(ValueError, match="NXxNY"):
-        make_workload("cfd", "inlet", "52-16", "numpy")
+        make_workload("inlet", "52-16", "numpy")
     with pytest.raises(ValueError, match="preset"):
-        make_workload("cfd", "inlet", "52x16", "numpy", space="huge")
+        make_workload("inlet", "52x16", "numpy", space="huge")
 
 
 class FakeTuner:

@@ -166,7 +166,8 @@ def test_npy_fills_are_checked_from_their_header_before_anything_loads(tmp_path,
 def test_the_worker_builds_only_the_spec_the_sweep_checked(tmp_path, write_spec):
     """The sweep pins the kernel spec it checked (and allowed the Python of) by its digest; a worker handed
     those options refuses a spec or source replaced since, before it compiles or imports anything."""
-    from launchtune.kernels.kernel.workload import KernelWorkload, code_references
+    from launchtune.kernels.kernel.options import code_references
+    from launchtune.kernels.kernel.workload import KernelWorkload
     from launchtune.kernels.workload import WorkloadError
     from tests.kernel.test_cli import _sweep
 

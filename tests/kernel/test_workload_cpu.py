@@ -4,6 +4,7 @@ GPU; the tuned pick for a device from a tuning table."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -11,23 +12,18 @@ from launchtune.kernels.kernel import pick_for_device
 from launchtune.kernels.kernel.errors import SpecError
 from launchtune.kernels.kernel.options import largest_memory_bytes
 from launchtune.kernels.kernel.pick import current_gpu_class
-from launchtune.kernels.workload import (
-    WorkloadError,
-    check_arguments,
-    code_references,
-    make_workload,
-    workload_class,
-    workload_names,
-)
+from launchtune.kernels.kernel.workload import KernelWorkload
+from launchtune.kernels.workload import WorkloadError
+from launchtune.pipeline.store.workloads import make_workload, workload_class, workload_code
 from tests.conftest import REPO
 
 CONVOLUTION = REPO / "kernels" / "examples" / "convolution.yaml"
 
 
 def test_registered_and_checked_through_the_workload_interface(write_spec):
-    assert "kernel" in workload_names() and workload_class("kernel").gpu_only
-    check_arguments("kernel", "demo", "1000", {"spec": str(write_spec()), "seed": 3, "compile_workers": 0})
-    check_arguments("kernel", "convolution", "4096x4096", {"spec": str(CONVOLUTION)})
+    assert workload_class("kernel") is KernelWorkload and KernelWorkload.capabilities.gpu_only
+    KernelWorkload.check_arguments("demo", "1000", spec=str(write_spec()), seed=3, compile_workers=0)
+    KernelWorkload.check_arguments("convolution", "4096x4096", spec=str(CONVOLUTION))
 
 
 @pytest.mark.parametrize(
@@ -42,18 +38,18 @@ def test_registered_and_checked_through_the_workload_interface(write_spec):
 def test_bad_options_name_their_field(write_spec, options, field, why):
     options = {"spec": str(write_spec()), **options} if "spec" not in options and options else options
     with pytest.raises(WorkloadError) as info:
-        check_arguments("kernel", "demo", "1000", options)
+        KernelWorkload.check_arguments("demo", "1000", **options)
     assert info.value.field == field and why in str(info.value)
 
 
 def test_arrays_larger_than_any_gpu_are_refused_at_the_check(write_spec):
     path = write_spec()
-    check_arguments("kernel", "demo", "1000000000", {"spec": str(path)})  # 8 GB fit a known GPU
+    KernelWorkload.check_arguments("demo", "1000000000", spec=str(path))  # 8 GB fit a known GPU
     size = int(largest_memory_bytes() / 8) + 1_000_000  # two float32 arrays: just over the largest GPU
     with pytest.raises(
         SpecError, match=r"arguments: the arrays take [\d.,]+ GB, more than any GPU class of the"
     ):
-        check_arguments("kernel", "demo", str(size), {"spec": str(path)})
+        KernelWorkload.check_arguments("demo", str(size), spec=str(path))
 
 
 def test_the_numpy_backend_is_refused_in_one_line(write_spec):
@@ -64,8 +60,9 @@ def test_the_numpy_backend_is_refused_in_one_line(write_spec):
 
 def test_code_the_spec_names_is_listed_for_the_sweep_to_allow(write_spec):
     path = write_spec(reference="mypkg.check:answer")
-    assert code_references("kernel", {"spec": str(path)}) == [(f"{path}: reference", "mypkg.check:answer")]
-    assert code_references("cfd", {"space": "paper"}) == []
+    kernel = SimpleNamespace(workload="kernel", options={"spec": str(path)})
+    assert workload_code(kernel) == [(f"{path}: reference", "mypkg.check:answer")]
+    assert workload_code(SimpleNamespace(workload="cfd", options={"space": "paper"})) == []
 
 
 def _table(tmp_path):
