@@ -19,6 +19,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from benchmarks import run_main
+
 # ``evolve.search``'s options as before issue 45 (``today``); each variant changes some of them
 TODAY: dict[str, Any] = {
     "levels": False,
@@ -461,4 +463,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)
