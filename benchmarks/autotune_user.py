@@ -166,6 +166,10 @@ def main() -> int:
         ("verify", lambda: tuned_run([(4096, 4096, 2000)], out, "verify", table=args.table, verify=True)[0]),
         ("verify_untuned", lambda: run(untuned_convolution(), [(4096, 4096, 2000)])),
     ]
+    if sweep_best is None:  # the table has no entry for this card's class: no sweep best to compare with
+        r["sweep_best"] = f"none: {args.table} has no {gpu_class} entry"
+        print(r["sweep_best"], flush=True)
+        sections = [s for s in sections if not s[0].endswith("_vs_sweep_best")]
     for name, work in sections:
         try:  # one section's failure is recorded, and the others still run
             r[name] = work()
@@ -216,8 +220,10 @@ def render(r: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     lines.append(f"| untuned | - | default | - | - | - | - | - | {r['untuned']['checksum']} |")
     lines.append("")
+    if isinstance(r.get("sweep_best"), str):
+        lines.append(f"- sweep best: {r['sweep_best']}")
     for key in ("seeded_vs_sweep_best", "scratch_vs_sweep_best"):
-        if key in r:
+        if key in r and "error" not in r[key]:
             c = r[key]
             lines.append(f"- {key}: {c['b_ms']:.4f} ms against {c['a_ms']:.4f} ms: {c['text']}")
     lines.append(f"- from scratch: {sc['candidates']} candidates, seed: {sc['seed']}")

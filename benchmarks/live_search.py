@@ -240,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         if args.reference is not None:
             rows = reference_rows(args.reference, cls, list(plan["params"]), args.top_rows, base)
+            if not rows:  # a sweep of another card (an H100's on an H200): its fastest rows, re-measured here
+                classes = sorted(set(load_merged(args.reference)["gpu_class"]))
+                log(f"{args.reference} has no {cls} rows: its {classes[0]} rows, re-measured on this card")
+                rows = reference_rows(args.reference, classes[0], list(plan["params"]), args.top_rows, base)
         elif args.reference_configs is not None:
             rows = json.loads(args.reference_configs.read_text())[: args.top_rows]
         configs = [r["config"] for r in rows] + [r["pick"] for r in picks]

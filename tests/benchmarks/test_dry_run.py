@@ -29,16 +29,21 @@ DRY = [s for s in GPU_SCRIPTS if (m := DECLARED.search((BENCH / s).read_text()))
 MODULES = sorted(p.stem for p in BENCH.glob("*.py") if p.stem != "__init__")
 
 
-def _dry_run(script: str, work: Path) -> tuple[int, str]:
-    """``DRY_RUN=1 bash benchmarks/SCRIPT`` with its work folders under ``work`` (``TMPDIR``) and ``python3``
-    this interpreter; its exit code and everything it printed or logged (stdout, stderr, ``$OUT``'s logs)."""
+def _shim(work: Path) -> Path:
+    """A folder whose ``python3`` is this interpreter (the scripts call ``python3``)."""
     bin_dir = work / "bin"
     bin_dir.mkdir(parents=True)
     shim = bin_dir / "python3"  # a script, not a link: a link out of the venv's folder loses the venv
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     shim.chmod(0o755)
+    return bin_dir
+
+
+def _dry_run(script: str, work: Path) -> tuple[int, str]:
+    """``DRY_RUN=1 bash benchmarks/SCRIPT`` with its work folders under ``work`` (``TMPDIR``) and ``python3``
+    this interpreter; its exit code and everything it printed or logged (stdout, stderr, ``$OUT``'s logs)."""
     env = {**os.environ, "DRY_RUN": "1", "OUT": str(work / "out"), "TMPDIR": str(work)}
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    env["PATH"] = f"{_shim(work)}{os.pathsep}{env.get('PATH', '')}"
     env.pop("PYTHONPATH", None)
     r = subprocess.run(
         ["bash", f"benchmarks/{script}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
@@ -67,6 +72,39 @@ def test_every_gpu_script_declares_its_dry_run(script):
     )
     if DECLARED.search(text)[1] == "DRY_RUN=1":
         assert "source benchmarks/gpu_setup.sh" in text, f"{script}: DRY_RUN=1 is set up by gpu_setup.sh"
+
+
+def test_the_smoke_driver_sets_only_what_each_script_reads():
+    """``all_gpu_smoke.sh``'s short settings: each for a script that exists, each variable one it reads."""
+    text = (BENCH / "all_gpu_smoke.sh").read_text()
+    settings = re.findall(r"^    (\S+\.sh)\) echo \"([^\"]*)\" ;;$", text, re.M)
+    assert settings, 'all_gpu_smoke.sh: no settings found (the test reads `name.sh) echo "VAR=x ..." ;;`)'
+    for script, assignments in settings:
+        assert script in DRY, f"all_gpu_smoke.sh: settings for {script}, not a one-GPU script with a dry run"
+        body = (BENCH / script).read_text()
+        for name in (a.split("=", 1)[0] for a in assignments.split()):
+            assert re.search(rf"\${{{name}\b", body), f"all_gpu_smoke.sh: {script} never reads {name}"
+
+
+def test_the_smoke_driver_runs_scripts_and_tables_their_exit_codes(tmp_path):
+    """Dry, on two scripts and a name that is none: the settings reach the script, the table says each."""
+    env = {**os.environ, "DRY_RUN": "1", "OUT": str(tmp_path / "out"), "TMPDIR": str(tmp_path)}
+    env["PATH"] = f"{_shim(tmp_path)}{os.pathsep}{env.get('PATH', '')}"
+    r = subprocess.run(
+        ["bash", "benchmarks/all_gpu_smoke.sh", "objective_energy_gpu.sh", "no_such_gpu.sh"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert r.returncode == 2, r.stdout + r.stderr
+    ran, missing = r.stdout.splitlines()[-2:]
+    assert re.fullmatch(r"\| objective_energy_gpu\.sh \| 0 \| \d+ \|", ran), r.stdout
+    assert missing == "| no_such_gpu.sh | no such script |  |"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["smoke.log", "smoke.tar.gz", "table.txt"]
+    log = (tmp_path / "out" / "smoke.log").read_text()
+    assert "12 configurations to measure" in log  # SAMPLES=12 reached energy_convolution
 
 
 @pytest.mark.parametrize("script", DRY)
