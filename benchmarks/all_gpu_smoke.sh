@@ -23,10 +23,10 @@ settings() {
     kernel_convolution_gpu.sh) echo "MINUTES=0.5 SWEEP_LIMIT_S=150 AHEAD_SAMPLES=8,24 AHEAD_LIMIT_S=80" ;;
     live_search_cards_gpu.sh) echo "BUDGET=10 SEEDS=0 ROUNDS=3 LIMIT_S=100" ;;
     live_search_convolution_gpu.sh) echo "STRATEGIES=evolve,kt:random_sample BUDGETS=10 SEEDS=0 ROUNDS=3 LIMIT_S=150" ;;
-    live_search_default_gpu.sh) echo "BUDGETS=10 SEEDS=0 ROUNDS=3 CFD_S=30 CONVOLUTION_S=30" ;;
+    live_search_default_gpu.sh) echo "BUDGETS=10 SEEDS=0 ROUNDS=3 CFD_S=120 CONVOLUTION_S=60" ;;
     live_search_gpu.sh) echo "STRATEGIES=evolve BUDGETS=10 SEEDS=0 ROUNDS=3 TOP_ROWS=2 LIMIT_S=180" ;;
     objective_energy_gpu.sh) echo "SAMPLES=12 BUDGET=10 SEEDS=0" ;;
-    objective_gpu.sh) echo "BUDGET=10 SEEDS=0 SEARCH_S=30 ROUNDS=3 ENERGY=0" ;;
+    objective_gpu.sh) echo "BUDGET=10 SEEDS=0 SEARCH_S=90 ROUNDS=3 ENERGY=0" ;;
     *) echo "" ;;
   esac
 }

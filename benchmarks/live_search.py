@@ -173,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = runs[k::n]
     if args.max_seconds is not None:
         runs.sort(key=lambda r: r[2])  # seed by seed (stable: the strategies' order within a seed)
+    if not runs:
+        raise UserError("--strategies/--budgets/--seeds/--shard: no search to run")
     if args.dry_run:
         return dry_run(args, base, runs, log)
     # what measures, imported only here: a dry run needs none of it (the cluster, the strategies' models)
@@ -237,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
             with open(searches_path, "a") as f:
                 f.write(json.dumps(record) + "\n")
             log(f"{strategy} {budget} seed {seed}: pick {ms:.4f} ms in {wall:.1f} s")
+        if not picks and runs:  # the workload took longer to build than --max-seconds: nothing to re-measure
+            raise UserError(
+                f"--max-seconds {args.max_seconds:g}: passed before the first search started (the workload "
+                f"took {time.perf_counter() - began:.0f} s to build); give it more"
+            )
         rows = []
         if args.reference is not None:
             rows = reference_rows(args.reference, cls, list(plan["params"]), args.top_rows, base)
