@@ -5,7 +5,7 @@ parsed by the real parser, a script's variables read by it). They are not run: t
 
 A command that ran on an earlier tree whose script or flag is gone stays as it ran (provenance), with the line
 ``<!-- data-command: earlier tree (WHY) -->`` right before its block, paragraph or list item: not checked.
-A bare ``launchtune COMMAND`` in prose names a command that must exist."""
+A ``launchtune COMMAND --flag`` in prose (inline code) names a command and flags that must exist."""
 
 from __future__ import annotations
 
@@ -27,14 +27,13 @@ READMES = sorted(REPO.glob("data/**/README.md"))
 # a command: optional VAR=value words, then one of the programs a data folder reruns
 PROGRAM = (
     r"(?:[A-Z_][A-Z0-9_]*=\S*\s+)*"
-    r"(?:python3? -m (?:benchmarks|lab|launchtune)\b|launchtune |bash (?:benchmarks|lab)/)"
+    r"(?:python3? -m (?:benchmarks|lab|launchtune|kernels|tools)\b|launchtune |bash (?:benchmarks|lab)/)"
 )
 _EARLIER = re.compile(
     r"<!-- data-command: earlier tree \([^)]+\) -->\n(?:```bash\n.*?```|.*?(?=\n\n|\n- |$))", re.S
 )
 _BLOCK = re.compile(r"```bash\n(?P<body>.*?)```", re.S)
 _INLINE = re.compile(r"(?<!`)`(" + PROGRAM + r"[^`]*)`(?!`)")
-TOOLS = {"launchtune readme"}  # the README generator (tools/), named in prose
 
 
 def _commands(text: str) -> list[list[str]]:
@@ -46,8 +45,8 @@ def _commands(text: str) -> list[list[str]]:
         out += [w for w in readme._commands(m["body"]) if re.match(PROGRAM, shlex.join(w))]
     prose = _BLOCK.sub("", text)
     for span in _INLINE.findall(prose.replace("\n", " ")):
-        if span.strip() not in TOOLS:
-            out.append(shlex.split(span, comments=True))
+        words = shlex.split(span, comments=True)
+        out.append(["PROSE", *words] if words[0] == "launchtune" else words)
     return out
 
 
@@ -102,10 +101,13 @@ def _check(words: list[str]) -> None:
         body = _read_by(rest[1])
         for key in env:
             assert re.search(rf"\b{key}\b", body), f"{shown}: {rest[1]} never reads {key}"
-    elif rest[0] == "launchtune" and len(rest) == 2:  # a command named in prose
+    elif rest[0] == "PROSE":  # `launchtune sweep --strategy` in a sentence: the command and its flags exist
         from launchtune.pipeline.cli import COMMANDS
 
-        assert rest[1] in COMMANDS, f"{shown}: no such command"
+        assert rest[2] in COMMANDS, f"{shown}: no such command"
+        text = _help("launchtune", rest[2])
+        for flag in (w.split("=", 1)[0] for w in rest[3:] if w.startswith("--")):
+            assert re.search(rf"{re.escape(flag)}\b", text), f"{shown}: {flag} is not in its --help"
     else:
         readme._check_command(words)
 
@@ -129,11 +131,13 @@ def test_the_data_commands_are_found_and_a_stale_one_fails():
         "```bash\npython3 -m benchmarks.gone --x 1\n```\n"
         "<!-- data-command: earlier tree (a flag of then) -->\n"
         "Ran `python -m benchmarks.live_search --gone`.\n\n"
+        "A search (`launchtune sweep --strategy`).\n"
     )
     found = _commands(text)
     assert found == [
         ["python3", "-m", "benchmarks.live_search", "--join", "A", "B", "--out", "x"],
         ["SEEDS=0", "bash", "benchmarks/live_search_gpu.sh"],
+        ["PROSE", "launchtune", "sweep", "--strategy"],
     ]
     for words in found:
         _check(words)
@@ -142,6 +146,8 @@ def test_the_data_commands_are_found_and_a_stale_one_fails():
         "NO_SUCH_VAR=1 bash benchmarks/live_search_gpu.sh",
         "python -m benchmarks.no_such_module --out x",
         "launchtune no-such-command",
+        "PROSE launchtune sweep --no-such-flag",
+        "PROSE launchtune no-such-command",
         "python -m benchmarks.live_search --reference data/no/such/sweep --out x",
     ):
         with pytest.raises(AssertionError):
