@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 import launchtune
+from benchmarks import run_main
 from launchtune.kernels.kernel.arguments import make_host
 from launchtune.kernels.kernel.spec import load_kernel_spec
 from launchtune.pipeline.store.folder import SweepFolder
@@ -106,4 +107,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

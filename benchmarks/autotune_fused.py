@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import run_main
 from launchtune.kernels.autotune.table import table_seeds
 from launchtune.kernels.autotune.whole import attach_whole_tuner
 from launchtune.kernels.cfd.solver import Solver
@@ -147,4 +148,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

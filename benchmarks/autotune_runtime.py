@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import run_main
 from launchtune.kernels.autotune import Tuning, TuningTable, attach_tuners, save_tuning, tuning_summary
 from launchtune.kernels.autotune.table import Entry
 from launchtune.kernels.cfd.solver import Solver
@@ -331,4 +332,4 @@ def measure(args: argparse.Namespace, out: Path, partial: dict) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

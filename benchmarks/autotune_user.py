@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import run_main
+from benchmarks.dry_run import done, kernel_space
 from launchtune.kernels.compare import compare, interleaved
 from launchtune.kernels.examples.autotune_convolution import (
     FILTER,
@@ -37,6 +39,7 @@ from launchtune.kernels.examples.autotune_convolution import (
     tuned_convolution,
     untuned_convolution,
 )
+from launchtune.pipeline.errors import UserError
 
 
 def launch_timer(config: dict[str, int], problem: tuple[int, int, int], launches: int) -> Any:
@@ -88,16 +91,33 @@ def tuned_run(sizes, out: Path, name: str, **options: Any) -> tuple[dict[str, An
     return result, kernel
 
 
-def main() -> None:
+def dry_run(table: str) -> int:
+    """The kernel spec at 4096 x 4096 and the table's picks for each GPU class it holds, read as the tuner
+    reads them (``table_seeds``), without a GPU."""
+    from launchtune.kernels.autotune.table import TableError, read_table_doc, table_file, table_seeds
+
+    default = kernel_space(SPEC, "4096x4096").default
+    try:
+        classes = sorted({e["gpu_class"] for e in read_table_doc(table_file(table))["entries"]})
+        seeds = {c: len(table_seeds(table, c, "4096x4096", default).configs) for c in classes}
+    except TableError as exc:
+        raise UserError(f"--table: {exc}") from None
+    return done("benchmarks.autotune_user", f"{table}: picks per GPU class {seeds}")
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--table", required=True, help="the sweep folder whose picks seed the tuner")
     parser.add_argument("--out", required=True, help="folder for results.json, summary.md, caches")
     parser.add_argument("--launches", type=int, default=10_000)
     parser.add_argument("--scan", type=int, default=64, help="configurations of the from-scratch scan")
     parser.add_argument("--rounds", type=int, default=21, help="interleaved rounds of each comparison")
+    parser.add_argument("--dry-run", action="store_true", help="no GPU: check the table and the spec, stop")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.dry_run:
+        return dry_run(args.table)
     from launchtune.kernels.backend import get_backend
     from launchtune.kernels.device import describe_device
 
@@ -146,6 +166,10 @@ def main() -> None:
         ("verify", lambda: tuned_run([(4096, 4096, 2000)], out, "verify", table=args.table, verify=True)[0]),
         ("verify_untuned", lambda: run(untuned_convolution(), [(4096, 4096, 2000)])),
     ]
+    if sweep_best is None:  # the table has no entry for this card's class: no sweep best to compare with
+        r["sweep_best"] = f"none: {args.table} has no {gpu_class} entry"
+        print(r["sweep_best"], flush=True)
+        sections = [s for s in sections if not s[0].endswith("_vs_sweep_best")]
     for name, work in sections:
         try:  # one section's failure is recorded, and the others still run
             r[name] = work()
@@ -161,6 +185,10 @@ def main() -> None:
         summary = "render failed:\n" + traceback.format_exc()
     (out / "summary.md").write_text(summary)
     print(summary)
+    failed = [name for name, _ in sections if "error" in r[name]]
+    if failed:  # each ran on (its record is in results.json); the exit code still says what failed
+        print(f"failed sections: {', '.join(failed)}", flush=True)
+    return 1 if failed else 0
 
 
 def render(r: dict[str, Any]) -> str:
@@ -192,8 +220,10 @@ def render(r: dict[str, Any]) -> str:
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     lines.append(f"| untuned | - | default | - | - | - | - | - | {r['untuned']['checksum']} |")
     lines.append("")
+    if isinstance(r.get("sweep_best"), str):
+        lines.append(f"- sweep best: {r['sweep_best']}")
     for key in ("seeded_vs_sweep_best", "scratch_vs_sweep_best"):
-        if key in r:
+        if key in r and "error" not in r[key]:
             c = r[key]
             lines.append(f"- {key}: {c['b_ms']:.4f} ms against {c['a_ms']:.4f} ms: {c['text']}")
     lines.append(f"- from scratch: {sc['candidates']} candidates, seed: {sc['seed']}")
@@ -222,4 +252,4 @@ def render(r: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import run_main
 from launchtune.kernels.backend import get_backend
 from launchtune.kernels.cfd.fused_kernels import FusedKernels
 from launchtune.kernels.cfd.launch_space import PAPER_BLOCKS, PAPER_THREADS, WIDE_THREADS, wide_blocks
@@ -390,4 +391,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

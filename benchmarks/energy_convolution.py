@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import run_main
+from benchmarks.dry_run import done, kernel_space
 from launchtune.kernels.compare import compare
 from launchtune.kernels.kernel.workload import make_workload
 
@@ -35,9 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dry-run", action="store_true", help="no GPU: check what it would build and stop")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     spec = str(files("launchtune.kernels.examples").joinpath("convolution.yaml"))
+    if args.dry_run:
+        space = kernel_space(spec, args.size)
+        n = len([space.default, *space.sample(args.samples - 1, args.seed)])
+        return done("benchmarks.energy_convolution", f"{spec} at {args.size}: {n} configurations to measure")
     w = make_workload("convolution", args.size, "cupy", spec=spec, energy="true")
     space = w.space()
     summary: dict[str, Any] = {"size": args.size, "seed": args.seed, "repeats": args.repeats}
@@ -99,4 +106,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -13,6 +13,8 @@ import json
 from importlib.resources import files
 from pathlib import Path
 
+from benchmarks import run_main
+from benchmarks.dry_run import done, kernel_space
 from launchtune.kernels.kernel.workload import make_workload
 from launchtune.kernels.objective import cost_of
 
@@ -22,8 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--size", default="4096x4096")
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--dry-run", action="store_true", help="no GPU: check what it would build and stop")
     args = p.parse_args(argv)
     spec = str(files("launchtune.kernels.examples").joinpath("heat.yaml"))
+    if args.dry_run:
+        n = sum(c["steps_per_launch"] == 1 for c in kernel_space(spec, args.size).grid())
+        return done("benchmarks.heat_one_step", f"{spec} at {args.size}: {n} one-step configurations")
     w = make_workload("heat", args.size, "cupy", spec=spec)
     configs = [c for c in w.space().grid() if c["steps_per_launch"] == 1]
     w.compile_ahead(configs)
@@ -41,4 +47,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

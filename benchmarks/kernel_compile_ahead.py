@@ -20,6 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import run_main
+from benchmarks.dry_run import done, kernel_space
+
 SPEC = str(Path(__file__).resolve().parents[1] / "kernels" / "examples" / "convolution.yaml")
 
 
@@ -73,10 +76,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, help="JSON file of the results (default: print only)")
     p.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a mode, in its own process
+    p.add_argument("--dry-run", action="store_true", help="no GPU: check what it would build and stop")
     args = p.parse_args(argv)
     workers = args.workers.split(",")
     samples = [int(s) for s in args.samples.split(",")]
     samples = samples * len(workers) if len(samples) == 1 else samples
+    if len(samples) != len(workers):
+        p.error(f"--samples: {len(samples)} numbers for {len(workers)} modes of --workers")
+    if args.dry_run:
+        space = kernel_space(args.spec, args.size)
+        n = [len(space.sample(k, args.seed)) for k in samples]
+        return done(
+            "benchmarks.kernel_compile_ahead", f"{args.spec} at {args.size}: modes {workers}, {n} samples"
+        )
     if args.one:
         print(
             json.dumps(
@@ -90,13 +102,13 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, "-m", "benchmarks.kernel_compile_ahead", "--one", "--spec", args.spec,
                    "--size", args.size, "--workers", mode, "--samples", str(n), "--batch", str(args.batch),
                    "--repeats", str(args.repeats), "--seed", str(args.seed)]  # fmt: skip
-            done = subprocess.run(
+            finished = subprocess.run(
                 cmd, env={**os.environ, "CUPY_CACHE_DIR": cache}, capture_output=True, text=True
             )
-            if done.returncode != 0:
-                print(done.stderr[-3000:], file=sys.stderr)
-                return done.returncode
-            results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            if finished.returncode != 0:
+                print(finished.stderr[-3000:], file=sys.stderr)
+                return finished.returncode
+            results.append(json.loads(finished.stdout.strip().splitlines()[-1]))
             print(json.dumps(results[-1]), flush=True)
     if len(results) > 1 and results[0]["samples_per_minute"]:
         first, last = results[0], results[-1]
@@ -111,4 +123,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

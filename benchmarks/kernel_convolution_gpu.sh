@@ -7,12 +7,23 @@
 # MINUTES (default 5) bounds the sweep's measuring; a rerun with the same SWEEP_DIR resumes where it stopped
 # (finished shards skipped, compiled modules loaded from CUPY_CACHE_DIR); AHEAD=0 skips the comparison.
 # Wheels of dask/distributed/skops in .whl are installed to /tmp/site where present (the device image lacks them).
+# Dry run: DRY_RUN=1 (no GPU: the sweep spec checked as `launchtune sweep` reads it, and the comparison's plan)
 set -uo pipefail
 OUT=${1:-${OUT:-/tmp/out}}; mkdir -p "$OUT"
 source benchmarks/gpu_setup.sh  # wheels, PYTHONPATH, nvidia-smi.txt, device.json
 export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-kernel-convolution}
-SWEEP=${SWEEP_DIR:-/tmp/kernel_convolution}
+SWEEP=${SWEEP_DIR:-$SCRATCH/kernel_convolution}
 date -u +"start %Y-%m-%dT%H:%M:%SZ" | tee "$OUT/run.log"
+if [ -n "$DRY" ]; then
+  python3 -m benchmarks.dry_run cluster_configs/sweeps/kernel_convolution.yaml 2>&1 | tee -a "$OUT/run.log"
+  status=${PIPESTATUS[0]}
+  if [ "${AHEAD:-1}" != 0 ]; then
+    python3 -m benchmarks.kernel_compile_ahead --samples "${AHEAD_SAMPLES:-30,300}" --out "$OUT/compile_ahead.json" \
+      $DRY 2>&1 | tee "$OUT/compile_ahead.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+  fi
+  exit $status
+fi
 timeout "${SWEEP_LIMIT_S:-420}" python3 -m launchtune sweep cluster_configs/sweeps/kernel_convolution.yaml \
   --out "$SWEEP" --max-minutes "${MINUTES:-5}" 2>&1 | tee -a "$OUT/run.log"
 status=${PIPESTATUS[0]}
@@ -42,7 +53,11 @@ for cls, c in r["classes"].items():
     print(cls, {k: c.get(k) for k in ("samples", "ok", "invalid", "failed", "best_sampled_ms", "default_measured_ms",
                                        "predicted_best_measured_ms", "speedup_over_default")})
 PY
-[ "${AHEAD:-1}" = 0 ] || timeout "${AHEAD_LIMIT_S:-140}" python3 -m benchmarks.kernel_compile_ahead --samples "${AHEAD_SAMPLES:-30,300}" \
-  --out "$OUT/compile_ahead.json" 2>&1 | tee "$OUT/compile_ahead.log"
+if [ "${AHEAD:-1}" != 0 ]; then
+  timeout "${AHEAD_LIMIT_S:-140}" python3 -m benchmarks.kernel_compile_ahead --samples "${AHEAD_SAMPLES:-30,300}" \
+    --out "$OUT/compile_ahead.json" 2>&1 | tee "$OUT/compile_ahead.log"
+  rc=${PIPESTATUS[0]}; echo "compile ahead rc=$rc"; [ "$rc" = 0 ] || status=$rc
+fi
 python3 -m launchtune export --format c-header "$SWEEP" "$OUT/convolution_tuned.h" 2>&1 | tail -2
+rc=${PIPESTATUS[0]}; echo "export rc=$rc"; [ "$rc" = 0 ] || status=$rc
 exit $status

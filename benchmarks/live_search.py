@@ -33,24 +33,24 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import run_main
+from benchmarks.dry_run import done
 from launchtune.kernels.compare import bootstrap_interval, compare
 from launchtune.kernels.objective import cost_of
-from launchtune.pipeline.cluster import open_cluster
-from launchtune.pipeline.cluster.waits import result, wait_limit
+from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.folder import PLAN_FACTS, SweepFolder
 from launchtune.pipeline.store.schema import cost_column
 from launchtune.pipeline.store.shards import load_merged, merge
-from launchtune.pipeline.store.spec import SearchSpec, SweepSpec, load_spec
-from launchtune.pipeline.sweep.measure import warm_workers, workers_by_class
+from launchtune.pipeline.store.spec import SearchSpec, SweepSpec, load_spec, parse_spec
 from launchtune.pipeline.sweep.priors import check_params, constants_of, load_priors
-from launchtune.pipeline.sweep.search import run_searches, search_pool_plan, top_picks
-from launchtune.pipeline.sweep.worker import get_workload
 
 
 def rounds_task(spec: dict[str, Any], configs: list[dict[str, int]], repeats: int, rounds: int) -> dict:
     """On the worker: one warm-up run of each configuration, then ``rounds`` rounds timing each once (total
     ms of ``repeats`` steps, median), in an order rotated every round so no configuration always follows
     the same one."""
+    from launchtune.pipeline.sweep.worker import get_workload
+
     workload, facts = get_workload(spec)
     space = workload.space()
     valid = [space.validate(c) for c in configs]
@@ -132,10 +132,16 @@ def main(argv: list[str] | None = None) -> int:
         help="start no search after this long (the searches then run seed by seed, every strategy each "
         "seed, so a cut leaves whole seeds); the re-measure follows with what ran",
     )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no GPU: check the spec, the reference, the priors and every search's spec with the project's "
+        "loaders, write DIR/plan.json (the searches it would run) and stop",
+    )
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
     if args.join:
-        return join(args.join, args.out)
+        return join(args.join, args.out, dry_run=args.dry_run)
     args.out.mkdir(parents=True, exist_ok=True)
     log_file = open(args.out / "run.log", "a")  # noqa: SIM115  (the whole run)
 
@@ -167,6 +173,16 @@ def main(argv: list[str] | None = None) -> int:
         runs = runs[k::n]
     if args.max_seconds is not None:
         runs.sort(key=lambda r: r[2])  # seed by seed (stable: the strategies' order within a seed)
+    if not runs:
+        raise UserError("--strategies/--budgets/--seeds/--shard: no search to run")
+    if args.dry_run:
+        return dry_run(args, base, runs, log)
+    # what measures, imported only here: a dry run needs none of it (the cluster, the strategies' models)
+    from launchtune.pipeline.cluster import open_cluster
+    from launchtune.pipeline.cluster.waits import result, wait_limit
+    from launchtune.pipeline.sweep.measure import warm_workers, workers_by_class
+    from launchtune.pipeline.sweep.search import run_searches, search_pool_plan, top_picks
+
     began = time.perf_counter()
     searches_path = args.out / "searches.jsonl"
     with open_cluster("local", None, 1, args.out / ".dask", log) as handle:
@@ -223,9 +239,18 @@ def main(argv: list[str] | None = None) -> int:
             with open(searches_path, "a") as f:
                 f.write(json.dumps(record) + "\n")
             log(f"{strategy} {budget} seed {seed}: pick {ms:.4f} ms in {wall:.1f} s")
+        if not picks and runs:  # the workload took longer to build than --max-seconds: nothing to re-measure
+            raise UserError(
+                f"--max-seconds {args.max_seconds:g}: passed before the first search started (the workload "
+                f"took {time.perf_counter() - began:.0f} s to build); give it more"
+            )
         rows = []
         if args.reference is not None:
             rows = reference_rows(args.reference, cls, list(plan["params"]), args.top_rows, base)
+            if not rows:  # a sweep of another card (an H100's on an H200): its fastest rows, re-measured here
+                classes = sorted(set(load_merged(args.reference)["gpu_class"]))
+                log(f"{args.reference} has no {cls} rows: its {classes[0]} rows, re-measured on this card")
+                rows = reference_rows(args.reference, classes[0], list(plan["params"]), args.top_rows, base)
         elif args.reference_configs is not None:
             rows = json.loads(args.reference_configs.read_text())[: args.top_rows]
         configs = [r["config"] for r in rows] + [r["pick"] for r in picks]
@@ -273,10 +298,46 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def join(dirs: list[Path], out: Path) -> int:
+def dry_run(args: argparse.Namespace, base: SweepSpec, runs: list[tuple[str, int, int]], log: Any) -> int:
+    """What a CPU can check of a live search: each search's spec as the project reads it back (strategy,
+    budget, seed, priors), the reference sweep's rows and timing or the reference configurations; the
+    searches it would run go to ``DIR/plan.json``. Every refusal is the project's own ``UserError``."""
+    specs = []
+    for strategy, budget, seed in runs:
+        spec = replace(base, seed=seed, search=SearchSpec(strategy, budget, tuple(args.prior)))
+        where = str(args.out / f"{strategy}-{budget}-seed{seed}")
+        written = {k: v for k, v in spec.to_dict().items() if k != "source"}  # what its sweep.json holds
+        specs.append(parse_spec(written, where).to_dict())  # checked as a spec file of those keys would be
+    reference: dict[str, Any] = {}
+    if args.reference is not None:
+        merged = load_merged(args.reference)
+        ok = merged[merged["status"] == "ok"]
+        if ok.empty:
+            raise UserError(f"--reference {args.reference}: no ok rows to compare the picks with")
+        timing = SweepFolder(args.reference).read_timing() or {}
+        reference = {
+            "folder": str(args.reference),
+            "ok_rows": len(ok),
+            "classes": sorted(set(ok["gpu_class"])),
+        }
+        reference["sweep_seconds"] = timing.get("seconds")
+    elif args.reference_configs is not None:  # written by an earlier step of the same call (heat_one_step)
+        reference = {"configs": str(args.reference_configs), "exists": args.reference_configs.is_file()}
+        if reference["exists"]:
+            reference["rows"] = len(json.loads(args.reference_configs.read_text()))
+    plan = {"searches": [dict(zip(("strategy", "budget", "seed"), r, strict=True)) for r in runs]}
+    plan.update(reference=reference, rounds=args.rounds, specs=specs)
+    (args.out / "plan.json").write_text(json.dumps(plan, indent=1, default=str))
+    log(f"{len(runs)} searches planned, their specs checked: {args.out / 'plan.json'}")
+    return done("benchmarks.live_search", f"{len(runs)} searches, their specs checked")
+
+
+def join(dirs: list[Path], out: Path, dry_run: bool = False) -> int:
     """One summary of several runs (one process per card with ``--shard``; or one card against all): each
     run re-measured its picks against the reference rows on its own card, so a pick's ratio is against its
-    run's fastest row."""
+    run's fastest row. ``dry_run``: the runs were planned, not measured: say which would be joined."""
+    if dry_run:
+        return done("benchmarks.live_search", f"would join {', '.join(map(str, dirs))} into {out}")
     parts = [json.loads((d / "remeasure.json").read_text()) for d in dirs]
     summary = dict(parts[0])
     summary["cards"] = [
@@ -410,4 +471,4 @@ def head_to_head(searches: list[dict[str, Any]]) -> list[str]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -9,24 +9,29 @@
 #   STRATEGY (evolve) BUDGET (200) SEEDS (0,1,2) ROUNDS (11) LIMIT_S (270: each run's time limit)
 # Everything lands in $OUT: live.log, live-1.log, live-all.log, summary.md, remeasure.json, searches.jsonl,
 # nvidia-smi.txt, device.json.
+# Dry run: DRY_RUN=1 (no GPU: both runs' searches planned and their specs checked)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 source benchmarks/gpu_setup.sh  # wheels, PYTHONPATH, nvidia-smi.txt, device.json
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # the strategies' model fits on one BLAS thread
-ALL=${CUDA_VISIBLE_DEVICES:-$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd,)}
-DIR=/tmp/live_search_cards
-rm -rf "$DIR" /tmp/cupy-cache-1 /tmp/cupy-cache-all
+ALL=${CUDA_VISIBLE_DEVICES:-$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | paste -sd,)}
+ALL=${ALL:-0}
+DIR=$SCRATCH/live_search_cards
+rm -rf "$DIR" "$SCRATCH/cupy-cache-1" "$SCRATCH/cupy-cache-all"
 ARGS=(--spec "${SPEC:-cluster_configs/sweeps/kernel_convolution.yaml}" --reference "${REFERENCE-data/convolution/h100/sweep}"
   --strategies "${STRATEGY:-evolve}" --budgets "${BUDGET:-200}" --seeds "${SEEDS:-0,1,2}" --rounds "${ROUNDS:-11}")
 { date -u +"start %Y-%m-%dT%H:%M:%SZ"; git rev-parse HEAD 2>/dev/null || true; echo "cards: ${ALL%%,*} then $ALL"; } \
   > "$OUT/live.log"
-CUPY_CACHE_DIR=/tmp/cupy-cache-1 CUDA_VISIBLE_DEVICES=${ALL%%,*} timeout "${LIMIT_S:-270}" \
-  python3 -m benchmarks.live_search "${ARGS[@]}" --out "$DIR/one" > "$OUT/live-1.log" 2>&1
-CUPY_CACHE_DIR=/tmp/cupy-cache-all CUDA_VISIBLE_DEVICES=$ALL timeout "${LIMIT_S:-270}" \
-  python3 -m benchmarks.live_search "${ARGS[@]}" --out "$DIR/all" > "$OUT/live-all.log" 2>&1
-python3 -m benchmarks.live_search --join "$DIR/one" "$DIR/all" --out "$DIR" >> "$OUT/live.log" 2>&1
+CUPY_CACHE_DIR=$SCRATCH/cupy-cache-1 CUDA_VISIBLE_DEVICES=${ALL%%,*} timeout "${LIMIT_S:-270}" \
+  python3 -m benchmarks.live_search "${ARGS[@]}" --out "$DIR/one" $DRY > "$OUT/live-1.log" 2>&1
 status=$?
+CUPY_CACHE_DIR=$SCRATCH/cupy-cache-all CUDA_VISIBLE_DEVICES=$ALL timeout "${LIMIT_S:-270}" \
+  python3 -m benchmarks.live_search "${ARGS[@]}" --out "$DIR/all" $DRY > "$OUT/live-all.log" 2>&1
+rc=$?; [ $rc = 0 ] || status=$rc
+python3 -m benchmarks.live_search --join "$DIR/one" "$DIR/all" --out "$DIR" $DRY >> "$OUT/live.log" 2>&1
+rc=$?; [ $rc = 0 ] || status=$rc
 date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" >> "$OUT/live.log"
 cat "$DIR"/one/searches.jsonl "$DIR"/all/searches.jsonl > "$OUT/searches.jsonl" 2>/dev/null
 cp "$DIR"/summary.md "$DIR"/remeasure.json "$OUT"/ 2>/dev/null
 tail -12 "$OUT/live.log"
+exit $status

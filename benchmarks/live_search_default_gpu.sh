@@ -13,6 +13,7 @@
 # data/convolution/h200x4/live_search_cards): evolve at 200 takes about 45 s a search on the fused CFD space
 # plus about 70 s once to compile its fused variants, and about 25 s a search on the convolution, compiling
 # included; each re-measure about half a minute.
+# Dry run: DRY_RUN=1 (no GPU: each part's searches planned, their specs and the reference checked)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 source benchmarks/gpu_setup.sh  # wheels, PYTHONPATH, nvidia-smi.txt, device.json
@@ -21,7 +22,7 @@ export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-kernel-convolution}
 COMMON=(--strategies evolve --budgets "${BUDGETS:-200}" --seeds "${SEEDS:-0,1,2,3,4}" --rounds "${ROUNDS:-7}")
 status=0
 for part in ${PARTS:-cfd convolution}; do
-  DIR=/tmp/live_search_default/$part
+  DIR=$SCRATCH/live_search_default/$part
   rm -rf "$DIR"; mkdir -p "$OUT/$part"
   if [ "$part" = cfd ]; then
     WHAT=(--reference data/cfd/h100/sweep_fused_arith --max-seconds "${CFD_S:-240}")
@@ -30,7 +31,7 @@ for part in ${PARTS:-cfd convolution}; do
       --max-seconds "${CONVOLUTION_S:-100}")
   fi
   { date -u +"start %Y-%m-%dT%H:%M:%SZ"; git rev-parse HEAD 2>/dev/null || true; } > "$OUT/$part/live.log"
-  python3 -m benchmarks.live_search "${WHAT[@]}" "${COMMON[@]}" --out "$DIR" >> "$OUT/$part/live.log" 2>&1
+  python3 -m benchmarks.live_search "${WHAT[@]}" "${COMMON[@]}" --out "$DIR" $DRY >> "$OUT/$part/live.log" 2>&1
   rc=$?; [ $rc = 0 ] || status=$rc
   date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$rc" >> "$OUT/$part/live.log"
   cp "$DIR"/summary.md "$DIR"/remeasure.json "$OUT/$part"/ 2>/dev/null  # remeasure.json holds every search's record

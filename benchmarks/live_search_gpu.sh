@@ -19,11 +19,12 @@
 # them over calls, e.g. STRATEGIES=iterative, then STRATEGIES=evolve (each call re-measures its own picks
 # against the same reference rows). Without PER_CARD, every visible card of the class serves each search (one
 # worker each): CUDA_VISIBLE_DEVICES=0 against 0,1,2,3 gives the same search on 1 and on 4 cards.
+# Dry run: DRY_RUN=1 (no GPU: the searches planned, their specs and the reference checked)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 source benchmarks/gpu_setup.sh  # wheels, PYTHONPATH, nvidia-smi.txt, device.json
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # the strategies' model fits on one BLAS thread
-DIR=/tmp/live_search
+DIR=$SCRATCH/live_search
 rm -rf "$DIR"; mkdir -p "$DIR"
 { date -u +"start %Y-%m-%dT%H:%M:%SZ"; git rev-parse HEAD 2>/dev/null || true; } > "$OUT/live.log"
 ARGS=(--reference "${REFERENCE:-data/cfd/h100/sweep_fused_arith}" \
@@ -32,22 +33,24 @@ ARGS=(--reference "${REFERENCE:-data/cfd/h100/sweep_fused_arith}" \
   --rounds "${ROUNDS:-11}" --top-rows "${TOP_ROWS:-5}" ${POOL:+--pool "$POOL"})
 if [ "${PER_CARD:-0}" = 1 ]; then
   # one process per visible card, each with every N-th search of the list, in parallel; then one summary
-  IFS=, read -ra CARDS <<< "${CUDA_VISIBLE_DEVICES:-$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd,)}"
+  ALL=${CUDA_VISIBLE_DEVICES:-$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | paste -sd,)}
+  IFS=, read -ra CARDS <<< "${ALL:-0}"
   N=${#CARDS[@]}; DIRS=()
   for k in "${!CARDS[@]}"; do
     DIRS+=("$DIR/card$k")
     CUDA_VISIBLE_DEVICES=${CARDS[$k]} timeout "${LIMIT_S:-560}" python3 -m benchmarks.live_search "${ARGS[@]}" \
-      --shard "$k/$N" --out "$DIR/card$k" > "$DIR/live-card$k.log" 2>&1 &
+      --shard "$k/$N" --out "$DIR/card$k" $DRY > "$DIR/live-card$k.log" 2>&1 &
   done
   wait
-  python3 -m benchmarks.live_search --join "${DIRS[@]}" --out "$DIR" >> "$OUT/live.log" 2>&1
+  python3 -m benchmarks.live_search --join "${DIRS[@]}" --out "$DIR" $DRY >> "$OUT/live.log" 2>&1
   status=$?
   cat "$DIR"/card*/searches.jsonl > "$DIR/searches.jsonl" 2>/dev/null
 else
-  timeout "${LIMIT_S:-560}" python3 -m benchmarks.live_search "${ARGS[@]}" --out "$DIR" >> "$OUT/live.log" 2>&1
+  timeout "${LIMIT_S:-560}" python3 -m benchmarks.live_search "${ARGS[@]}" --out "$DIR" $DRY >> "$OUT/live.log" 2>&1
   status=$?
 fi
 date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" >> "$OUT/live.log"
 cp "$DIR"/summary.md "$DIR"/remeasure.json "$DIR"/searches.jsonl "$OUT"/ 2>/dev/null
 tar -C "$(dirname $DIR)" --exclude .dask --exclude shards -czf "$OUT/searches.tar.gz" "$(basename $DIR)"
 tail -30 "$OUT/live.log"
+exit $status

@@ -37,6 +37,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from benchmarks import run_main
+
 REPO = Path(__file__).resolve().parents[1]
 
 SPEC = REPO / "cluster_configs" / "sweeps" / "multi_gpu_scaling.yaml"
@@ -405,4 +407,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from benchmarks import run_main
 from launchtune.kernels.compare import compare, interleaved
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.jsonio import write_json
@@ -106,4 +107,4 @@ def pick_vs_best_row(
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

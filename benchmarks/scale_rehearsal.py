@@ -33,6 +33,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks import run_main
+
 REPO = Path(__file__).resolve().parents[1]
 DATASET = REPO / "data" / "cfd" / "h100" / "sweep_paper" / "merged"
 
@@ -633,4 +635,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

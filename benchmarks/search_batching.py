@@ -25,6 +25,8 @@ from typing import Any
 
 import pandas as pd
 
+from benchmarks import run_main
+
 
 def _one(args: tuple) -> dict[str, Any]:
     from launchtune.pipeline.strategies.evaluate import run_one
@@ -116,4 +118,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

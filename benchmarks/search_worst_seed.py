@@ -19,6 +19,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from benchmarks import run_main
+from launchtune.pipeline.errors import UserError
+
 # ``evolve.search``'s options as before issue 45 (``today``); each variant changes some of them
 TODAY: dict[str, Any] = {
     "levels": False,
@@ -442,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.needles:
         print(needles(a.dataset), end="")
         return 0
+    if a.tables and not any(_records(path) for path in [*a.by_budget, a.out]):
+        raise UserError(f"--out {a.out}: no runs recorded there to make --tables from")
     if a.tables and (a.by_budget or a.compare):
         import pandas as pd
 
@@ -461,4 +466,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

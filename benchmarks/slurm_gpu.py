@@ -45,6 +45,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
+from benchmarks import run_main
 from benchmarks.multi_gpu_scaling import CPU_SPEC, MULTICAST, SPEC
 from benchmarks.multi_gpu_scaling import run_sweep as run_local_sweep
 from tests.slurm.debs import unpack
@@ -553,4 +554,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

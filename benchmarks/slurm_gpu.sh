@@ -11,6 +11,7 @@
 # installed only when it lacks them (NO_WHEELS=1 never installs them). CPU=1 rehearses it without a GPU
 # (numpy, fake GPU device nodes). The multicast switches
 # (NCCL_NVLS_ENABLE=0 and the others the device README names) are left as found.
+# Dry run: none (two cards of one host, as root; CPU=1 above rehearses it without a GPU)
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 # the project's .venv where one exists, else python3 plus the wheels in .whl

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import run_main
 from launchtune.kernels.compare import bootstrap_interval
 from launchtune.kernels.kernel.compile import source_with_defines
 from launchtune.kernels.kernel.workload import make_workload
@@ -230,4 +231,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

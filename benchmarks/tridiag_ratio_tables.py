@@ -15,6 +15,8 @@ import csv
 import json
 from pathlib import Path
 
+from benchmarks import run_main
+
 
 def provenance(meta: dict) -> str:
     d = meta["device"]
@@ -56,4 +58,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -49,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import run_main
 from benchmarks.tridiag_ratio_tables import table
 from benchmarks.tridiag_streams import bandwidths, run_meta, timed, write_csv
 from launchtune.kernels.backend import get_backend
@@ -324,4 +325,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

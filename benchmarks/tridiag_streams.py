@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import run_main
 from launchtune.kernels.backend import get_backend
 from launchtune.kernels.compare import CONFIDENCE, compare
 from launchtune.kernels.device import describe_device
@@ -680,4 +681,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

@@ -13,7 +13,8 @@ def test_cfd_step_benchmark_smoke(tmp_path):
     r = subprocess.run(
         [
             sys.executable,
-            "benchmarks/cfd_step.py",
+            "-m",
+            "benchmarks.cfd_step",
             "--backend",
             "numpy",
             "--size",
