@@ -152,7 +152,11 @@ def test_the_shipped_slurm_config_dry_run(installed):
 
 
 def test_the_notebooks_command_on_the_sweep_it_made(installed, default_sweep):
-    work, env, launchtune = installed["work"], installed["env"], installed["bin"] / "launchtune"
+    work, launchtune = installed["work"], installed["bin"] / "launchtune"
+    # nbconvert's HTML templates are data files of the environment running this test (its share/jupyter),
+    # which the .pth line above does not reach; `pip install 'launchtune[notebooks]'` puts them in the
+    # environment's own share/jupyter
+    env = {**installed["env"], "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter")}
     out, _ = default_sweep
     lines = _run([launchtune, "notebooks", "01", "--results", out.parent, "--out", work / "nb"], work, env)
     assert "01_sweep_overview.ipynb: ok in" in lines
