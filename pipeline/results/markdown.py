@@ -244,7 +244,8 @@ def _config_table(c: dict[str, Any]) -> list[str]:
 def _models(report: dict[str, Any]) -> list[str]:
     """The models the sample supports (``supported``), and one line naming those left out and why."""
     parameters = report.get("parameters")
-    shown, hidden = [], []
+    shown: list[tuple[str, str, dict[str, Any]]] = []
+    hidden: list[tuple[str, str, dict[str, Any]]] = []
     for group, models in report["models"].items():
         for name, m in models.items():
             (shown if supported(m, parameters) else hidden).append((group, name, m))
