@@ -7,6 +7,7 @@ folder. ``launchtune examples`` lists them and copies one into a folder of the u
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -41,7 +42,7 @@ def spec_path(value: str | Path) -> Path:
     """A sweep spec's path: ``value`` where it names a file, else the shipped spec of that name (``default``
     or ``default.yaml``); one line listing the shipped ones where it is neither."""
     path = Path(value)
-    if path.exists():
+    if os.path.lexists(path):  # a file, or a broken link or a loop, which load_yaml names as such
         return path
     name = path.name.removesuffix(".yaml")
     shipped = shipped_specs()
