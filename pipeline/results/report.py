@@ -382,7 +382,16 @@ def _figures(
     traces = search_traces(sweep_dir, frame)
     if traces:
         strategy = spec.search.strategy if spec.search else "search"
-        fig = figures.search_trace(traces, f"{strategy}: best so far", unit=time_label(spec.workload))
+        unit = time_label(spec.workload)
+        goal = from_dict(plan.get("objective"))
+        if not goal.is_time:  # the traces hold costs: drawn in the objective's own unit and direction
+
+            def shown(costs: pd.Series) -> pd.Series:
+                return pd.Series([goal.value(c) for c in costs], index=costs.index, dtype=float)
+
+            traces = {c: t.assign(ms=shown(t["ms"]), best_ms=shown(t["best_ms"])) for c, t in traces.items()}
+            unit = goal.unit if goal.unit == goal.name else f"{goal.name} ({goal.unit})"
+        fig = figures.search_trace(traces, f"{strategy}: best so far", unit=unit)
         fig.savefig(folder.figure_path("search_trace.png"), dpi=110)
         plt.close(fig)
         made.append("search_trace.png")
