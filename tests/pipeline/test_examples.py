@@ -77,3 +77,14 @@ def test_a_copy_replaces_nothing_and_names_what_it_needs(tmp_path):
     line = one_line_error(run_cli_here("examples", "default", cwd=tmp_path))
     assert "name the folder to copy it into" in line
     assert not (tmp_path / "x").exists()
+
+
+def test_the_notebooks_install_hint_names_what_works_where_launchtune_runs(tmp_path, monkeypatch):
+    from launchtune.pipeline.commands import notebooks
+
+    repo = Path(__file__).resolve().parents[2]
+    assert notebooks.install_hint("notebooks") == f"pip install -e '.[test]' (in {repo})"  # this checkout
+    installed = tmp_path / "site-packages" / "launchtune"  # a wheel's: no pyproject.toml beside it
+    installed.mkdir(parents=True)
+    monkeypatch.setattr(notebooks, "files", lambda package: installed)
+    assert notebooks.install_hint("notebooks") == "pip install 'launchtune[notebooks]'"
