@@ -37,10 +37,13 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
+# The flags the variables set, in one line (a recipe's continuation lines would echo blank where unset).
+SWEEP_FLAGS = $(strip --cluster $(CLUSTER) $(if $(OUT),--out $(OUT)) $(if $(GPU_CLASSES),--gpu-class $(GPU_CLASSES)) \
+	$(if $(SEED),--seed $(SEED)) $(if $(SAMPLES),--samples $(SAMPLES)) \
+	$(if $(MAX_MINUTES),--max-minutes $(MAX_MINUTES)) $(if $(FORCE),--force))
+
 sweep: $(VENV)/.installed
-	$(VENV)/bin/launchtune sweep $(SPEC) --cluster $(CLUSTER) \
-		$(if $(OUT),--out $(OUT)) $(if $(GPU_CLASSES),--gpu-class $(GPU_CLASSES)) $(if $(SEED),--seed $(SEED)) \
-		$(if $(SAMPLES),--samples $(SAMPLES)) $(if $(MAX_MINUTES),--max-minutes $(MAX_MINUTES)) $(if $(FORCE),--force)
+	$(VENV)/bin/launchtune sweep $(SPEC) $(SWEEP_FLAGS)
 
 # The README's test command: lint first (seconds), then the suite. `make pytest` runs the suite alone.
 test: lint pytest

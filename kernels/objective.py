@@ -47,6 +47,33 @@ KNOWN_DIRECTIONS: dict[str, bool] = {  # name (lower case) -> maximise?
 }
 
 
+# The unit each quantity is shown in (name, lower case -> unit); a name not here is shown after its value as
+# it is (``0.91 score``). Time is the workloads' milliseconds.
+UNITS: dict[str, str] = {
+    "time": "ms",
+    "times": "ms",
+    "ms_per_step": "ms per step",
+    "energy": "mJ",
+    "gpu_energy": "mJ",
+    "nvml_energy": "mJ",
+    "energy_mj": "mJ",
+    "power": "W",
+    "gpu_power": "W",
+    "nvml_power": "W",
+    "power_w": "W",
+    "gflop/s": "GFLOP/s",
+    "gflops": "GFLOP/s",
+    "tflop/s": "TFLOP/s",
+    "tflops": "TFLOP/s",
+    "gb/s": "GB/s",
+    "gbs": "GB/s",
+    "gb/s/w": "GB/s/W",
+    "gflops/w": "GFLOP/s/W",
+    "gflop/s/w": "GFLOP/s/W",
+    "gflops/watt": "GFLOP/s/W",
+}
+
+
 class ObjectiveError(ValueError):
     """An objective without a direction, or given in a form that is not ``NAME:max|min``."""
 
@@ -87,6 +114,17 @@ class Objective:
         if cost is None or not math.isfinite(cost):
             return None
         return (1.0 / cost if cost else math.inf) if self.maximize else float(cost)
+
+    @property
+    def unit(self) -> str:
+        """What the quantity's values are in: ``GFLOP/s`` for ``gflops``, ``ms`` for time, else its name."""
+        return UNITS.get(self.name.lower(), self.name)
+
+    def show(self, cost: float | None, digits: int = 4) -> str:
+        """A cost as the user's quantity reads it, value and unit (``5508 GFLOP/s``, ``1.234 ms``): what every
+        log line, summary, report and table prints; ``n/a`` where there is none."""
+        value = self.value(cost)
+        return "n/a" if value is None else f"{value:.{digits}g} {self.unit}"
 
     def as_dict(self) -> dict[str, str]:
         return {self.direction: self.name}

@@ -1,4 +1,4 @@
-"""Progress lines for long loops (a CFD run on a CPU takes an hour): a line at least every ``every_s``
+"""Progress lines for long loops (a big CFD run on a CPU takes days): a line at least every ``every_s``
 seconds, each saying what is done, the time so far and an estimate of the time left.
 
 Written by hand rather than with tqdm: a tqdm bar redraws one line with carriage returns, which a log file

@@ -86,12 +86,25 @@ class Result:
 
     @property
     def best(self) -> dict[str, int]:
-        """The fastest configuration after re-measuring the candidates (the tuning table's pick)."""
-        return dict(self._entry(None)["best"])
+        """The fastest configuration after re-measuring the candidates (the tuning table's pick). Measured on
+        the numpy backend (a CPU), where launch parameters change nothing, it comes with a warning, as the
+        report says: which configuration measured fastest there is timing noise."""
+        entry = self._entry(None)
+        _warn_if_noise(self.folder, str(entry["gpu_class"]))
+        return dict(entry["best"])
 
     @property
     def best_ms(self) -> float:
+        """The pick's objective cost (its time in ms where the objective is time; lower is better)."""
         return float(self._entry(None)["best_ms"])
+
+    @property
+    def best_value(self) -> str:
+        """The pick's value in the objective's own unit and direction (``5508 GFLOP/s``, ``1.23 ms``)."""
+        from launchtune.kernels.objective import from_dict
+
+        entry = self._entry(None)
+        return from_dict(entry.get("objective")).show(entry.get("best_ms"))
 
     def best_for(self, gpu_class: str) -> dict[str, int]:
         return dict(self._entry(gpu_class)["best"])
@@ -116,12 +129,32 @@ class Result:
 
     def __repr__(self) -> str:
         try:
+            from launchtune.kernels.objective import from_dict
+
             picks = ", ".join(
-                f"{e['gpu_class']}: {e['best']} ({e['best_ms']:.4g} ms)" for e in self._entries()
+                f"{e['gpu_class']}: {e['best']} ({from_dict(e.get('objective')).show(e['best_ms'])})"
+                for e in self._entries()
             )
         except Exception:  # noqa: BLE001  (a repr never raises: an unfinished folder is still shown)
             picks = "no pick yet"
         return f"Result({str(self.folder)!r}, {picks})"
+
+
+def _warn_if_noise(folder: Path, gpu_class: str) -> None:
+    """A warning where ``gpu_class``'s pick was measured on the numpy backend (the report's numpy note)."""
+    import warnings
+
+    try:
+        backend = json.loads((folder / "report.json").read_text())["classes"][gpu_class].get("backend")
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if backend == "numpy":
+        warnings.warn(
+            f"{folder}: {gpu_class} was measured on the numpy backend (a CPU), where launch parameters "
+            "change nothing: this pick is timing noise, not a faster launch (report.md says the same)",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def load(folder: str | Path) -> Result:

@@ -30,6 +30,7 @@ COMMANDS = [
     "export",
     "combine",
     "notebooks",
+    "examples",
 ]
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from launchtune.kernels.autotune import TableError, TunerError, attach_tuners, tuning_files, tuning_summary
 from launchtune.kernels.autotune.whole import attach_whole_tuner
-from launchtune.kernels.backend import BACKEND_NAMES
+from launchtune.kernels.backend import BACKEND_NAMES, gpu_count
 from launchtune.kernels.cfd.cases import CASES
 from launchtune.kernels.cfd.mms import run_mms
 from launchtune.kernels.cfd.physics import LIMITERS, mach
@@ -88,7 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--size", default="208x64", help="cells NXxNY, e.g. 3328x1024 (the paper's); default 208x64"
     )
     run.add_argument("--steps", type=int, default=2000, help="time steps (default 2000)")
-    run.add_argument("--backend", default="auto", help="auto (CuPy where a GPU is visible), cupy or numpy")
+    run.add_argument(
+        "--backend",
+        default="auto",
+        help="auto (CuPy where a GPU is visible, else numpy; --autotune then needs a GPU), cupy or numpy",
+    )
     run.add_argument("--out", required=True, help="output directory (created; files in it are replaced)")
     run.add_argument(
         "--residual-every",
@@ -209,6 +213,11 @@ def _run_size(ns: argparse.Namespace) -> tuple[int, int]:
         raise UsageError("--space fused tunes whole configurations: give --autotune scan or seeded")
     if ns.autotune_arith and ns.space != "fused":
         raise UsageError("--autotune-arith chooses the fused kernels' arithmetic: it needs --space fused")
+    if ns.autotune != "off" and ns.backend == "auto" and gpu_count() == 0:
+        raise UsageError(
+            f"--autotune {ns.autotune} tunes GPU launches and no GPU is visible here; give --backend numpy "
+            "to watch the tuner's mechanics on the CPU (the launch parameters change nothing there)"
+        )
     return size
 
 
@@ -245,7 +254,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
                 return 1
             first = first if first is not None else np.maximum(norms, 1e-300)
             rows.append([k, *norms, *(norms / first)])
-        # a line each tenth of the run and at least every 10 s (an hour's run on a CPU says how long is left)
+        # a line each tenth of the run and at least every 10 s (a run of days on a CPU says how long is left)
         line = partial(_step_line, k + 1, ns.steps, rows)  # built only when a line is due
         meter.update((k + 1) / ns.steps, line, force=(k + 1) % report_every == 0)
     solver.backend.synchronize()

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from launchtune.kernels.backend import BACKEND_NAMES, BackendError
+from launchtune.kernels.backend import BACKEND_NAMES, BackendError, gpu_count
 from launchtune.kernels.tridiag.system import (
     COPY_CHOICES,
     STREAM_CHOICES,
@@ -57,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--stage2",
         choices=("host", "gpu"),
         default="host",
-        help="where the interface system is solved: host (the seed's, default) or gpu (on the device)",
+        help="where the interface system is solved: host (the seed's, default) or gpu (on the device; with "
+        "--backend auto it needs a GPU)",
     )
     solve.add_argument(
         "--copies",
@@ -92,6 +93,11 @@ def solve_command(args: argparse.Namespace) -> int:
 
     if args.repeats < 1:
         raise TridiagError(f"--repeats {args.repeats} must be at least 1")
+    if args.stage2 == "gpu" and args.backend == "auto" and gpu_count() == 0:
+        raise BackendError(
+            "--stage2 gpu solves the interface system on the GPU and no GPU is visible here; give "
+            "--backend numpy to run the same steps on the CPU"
+        )
     work = make_workload(args.case, args.size, args.backend, seed=args.seed)
     config = {
         "streams": args.streams,

@@ -23,7 +23,8 @@ from launchtune.pipeline.errors import UserError
 NOTEBOOK_DIR = Path(str(files("launchtune.notebooks")))
 DEFAULT_OUT = Path("results/notebooks")
 EPILOG = """examples:
-  launchtune notebooks                                   # all of them, on data/
+  launchtune notebooks                                   # all of them, on data/ (a checkout's)
+  launchtune notebooks 01 --results results/             # the sweep overview of the sweeps in results/
   launchtune notebooks 02 --results results/ --out /tmp/nb   # one, on your own sweeps
   make notebooks"""
 
@@ -50,7 +51,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--results",
         type=Path,
-        help="results folder the notebooks read: sweep folders, tridiag/, autotune/ (default: data/)",
+        help="results folder the notebooks read: sweep folders, tridiag/, autotune/ (default: a checkout's "
+        "committed data/; installed from a wheel, name one)",
     )
     p.add_argument(
         "--out",
@@ -60,6 +62,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--timeout", type=int, default=600, help="seconds one cell may take (default 600)")
     p.set_defaults(func=run)
+
+
+def install_hint(extra: str) -> str:
+    """The install that adds ``extra``'s packages where this launchtune runs: in a checkout (an editable
+    install, the repository's pyproject.toml beside the package) the project's test extras, which hold them;
+    else the installed package's extra."""
+    root = Path(str(files("launchtune"))).resolve().parent
+    if (root / "pyproject.toml").is_file() and (root / "pipeline").is_dir():
+        return f"pip install -e '.[test]' (in {root})"
+    return f"pip install 'launchtune[{extra}]'"
 
 
 def notebook_paths(names: list[str] | None = None, folder: Path = NOTEBOOK_DIR) -> list[Path]:
@@ -94,7 +106,7 @@ def execute_notebook(
     except ImportError as exc:
         raise UserError(
             f"running notebooks needs nbclient, nbformat, nbconvert and ipykernel ({exc.name} is missing): "
-            "pip install -e '.[test]'"
+            f"{install_hint('notebooks')}"
         ) from None
     from launchtune.pipeline.results import RESULTS_ENV, results_folder
 

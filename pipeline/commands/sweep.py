@@ -10,7 +10,7 @@ from launchtune.pipeline.store.spec import DEFAULT_BUDGET, LIMITS
 
 EPILOG = """\
 examples:
-  launchtune sweep cluster_configs/sweeps/default.yaml            # local cluster, results/default/
+  launchtune sweep default                                        # the shipped default spec, results/default/
   launchtune sweep SPEC.yaml --samples 50 --out /tmp/try          # a quick look
   launchtune sweep SPEC.yaml --cluster slurm                      # one SLURM job per GPU class
   launchtune sweep SPEC.yaml --gpu-class v100 --force             # redo only the v100 partition
@@ -39,7 +39,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("spec", type=Path, help="sweep spec YAML (see cluster_configs/sweeps/)")
+    p.add_argument(
+        "spec",
+        type=Path,
+        help="a sweep spec YAML, or the name of a shipped one (default, cfd_inlet_paper, ...: launchtune "
+        "examples lists them)",
+    )
     p.add_argument(
         "--cluster",
         default="local",

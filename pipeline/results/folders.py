@@ -21,6 +21,11 @@ def results_folder(path: str | Path | None = None) -> Path:
     works from ``notebooks/`` in Jupyter and from the repository root under ``make notebooks``.
     """
     value = path if path not in (None, "") else os.environ.get(RESULTS_ENV) or DEFAULT_RESULTS
+    if value == DEFAULT_RESULTS and not DEFAULT_RESULTS.is_dir():  # installed from a wheel: no data/
+        raise UserError(
+            "no results folder named: give --results DIR (a folder of sweeps, such as the results/ that "
+            "launchtune sweep writes); the committed data/ comes with a checkout of the repository only"
+        )
     value = Path(value).expanduser()
     candidates = [value] if value.is_absolute() else [Path.cwd() / value, REPO / value]
     for candidate in candidates:

@@ -20,6 +20,7 @@ from launchtune.kernels.autotune.table import (
     FORMAT as TABLE_FORMAT,
 )  # one format, read by the runtime autotuner
 from launchtune.kernels.compare import Comparison
+from launchtune.kernels.objective import from_dict
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.crossclass import markdown as cross_class_markdown
 from launchtune.pipeline.results import Sweep, figures, predictions, search_traces, time_label
@@ -38,7 +39,10 @@ COMPARISON_FIELDS = ("ratio", "low", "high", "verdict", "rounds", "confidence")
 
 
 def speedup_text(
-    comparison: dict[str, Any] | None, backend: str | None, pick_is_default: bool = False
+    comparison: dict[str, Any] | None,
+    backend: str | None,
+    pick_is_default: bool = False,
+    objective: dict[str, str] | None = None,
 ) -> str:
     """The predicted best against the default, as the report and the console say it: the ratio of times with
     its 95% interval and verdict (``kernels.compare``), the numpy note, or why there is none. A pick that is
@@ -49,26 +53,43 @@ def speedup_text(
         return DEFAULT_NOTE
     if not comparison:
         return "no interleaved re-measurement"
-    return (
-        Comparison(**{k: comparison[k] for k in COMPARISON_FIELDS}).text() + " (time of the pick / default)"
+    goal = from_dict(objective)
+    what = (
+        "time of the pick / default"
+        if goal.is_time
+        else f"the default's {goal.unit} / the pick's"
+        if goal.maximize
+        else f"the pick's {goal.unit} / the default's"
     )
+    return Comparison(**{k: comparison[k] for k in COMPARISON_FIELDS}).text() + f" ({what})"
 
 
 def remeasure_line(
-    top: dict[str, Any], default: dict[str, Any], comparison: dict[str, Any] | None, backend: str
+    top: dict[str, Any],
+    default: dict[str, Any],
+    comparison: dict[str, Any] | None,
+    backend: str,
+    objective: dict[str, str] | None = None,
 ) -> str:
-    """One console line for a class's re-measurement, times rounded to what the timer resolves."""
+    """One console line for a class's re-measurement, each value in the objective's unit (``objective``:
+    the workload's, time where None), with its time beside it where the objective is not time."""
 
     def ms(m: dict[str, Any]) -> str:
-        return (
-            f"{_cost(m):.4g}" + (" ms" if "objective" not in m else "")
-            if _cost(m) is not None
-            else m["status"]
-        )
+        return shown(m, objective) if _cost(m) is not None else m["status"]
 
     same = top.get("config") == default.get("config")
     what = "best (a row the sweep recorded)" if top.get("recorded") else "predicted best"
-    return f"{what} {ms(top)}, default {ms(default)}; {speedup_text(comparison, backend, same)}"
+    return f"{what} {ms(top)}, default {ms(default)}; {speedup_text(comparison, backend, same, objective)}"
+
+
+def shown(m: dict[str, Any], objective: dict[str, str] | None) -> str:
+    """A measured configuration's value as the user's objective reads it (``12.5 GFLOP/s``), its time beside
+    it where the objective is not time (``12.5 GFLOP/s, 0.8 ms``)."""
+    goal = from_dict(objective)
+    text = goal.show(_cost(m))
+    if not goal.is_time and m.get("total_ms") is not None:
+        text += f", {m['total_ms']:.4g} ms"
+    return text
 
 
 def _cost(m: dict[str, Any]) -> float | None:
@@ -188,6 +209,7 @@ def class_summary(
         best = ok.loc[ok[cost].idxmin()]
         out["best_sampled_ms"] = float(best[cost])
         out["best_sampled_config"] = _config(best, params)
+        out["best_sampled_time_ms"] = float(best["total_ms"]) if "total_ms" in best else None
     else:
         out["best_sampled_ms"], out["best_sampled_config"] = None, None
     v = (validation or {}).get(cls)
@@ -201,6 +223,9 @@ def class_summary(
         out["predicted_best_skipped"] = _skipped(v)
         out["default_config"] = default["config"]
         out["default_measured_ms"] = _cost(default) if default["status"] == "ok" else None
+        # each one's time beside its objective's cost (the same number where the objective is time)
+        out["predicted_best_time_ms"] = top.get("total_ms") if top["status"] == "ok" else None
+        out["default_time_ms"] = default.get("total_ms") if default["status"] == "ok" else None
         measured = [c for c in v["candidates"] if c["status"] == "ok"]
         out["best_remeasured_ms"] = min((_cost(c) for c in measured), default=None)
         out.update(_agreement(ok, params, measured, default))
@@ -210,7 +235,9 @@ def class_summary(
         out["backend"] = v.get("backend") or (v.get("device") or {}).get("backend") or out["backend"]
         out["comparison"] = v.get("comparison")
         out["pick_is_default"] = top["config"] == default["config"]
-        out["speedup_text"] = speedup_text(out["comparison"], out["backend"], out["pick_is_default"])
+        out["speedup_text"] = speedup_text(
+            out["comparison"], out["backend"], out["pick_is_default"], objective
+        )
         if v.get("search"):
             out["search"] = v["search"]
     else:
@@ -355,7 +382,16 @@ def _figures(
     traces = search_traces(sweep_dir, frame)
     if traces:
         strategy = spec.search.strategy if spec.search else "search"
-        fig = figures.search_trace(traces, f"{strategy}: best so far", unit=time_label(spec.workload))
+        unit = time_label(spec.workload)
+        goal = from_dict(plan.get("objective"))
+        if not goal.is_time:  # the traces hold costs: drawn in the objective's own unit and direction
+
+            def shown(costs: pd.Series) -> pd.Series:
+                return pd.Series([goal.value(c) for c in costs], index=costs.index, dtype=float)
+
+            traces = {c: t.assign(ms=shown(t["ms"]), best_ms=shown(t["best_ms"])) for c, t in traces.items()}
+            unit = goal.unit if goal.unit == goal.name else f"{goal.name} ({goal.unit})"
+        fig = figures.search_trace(traces, f"{strategy}: best so far", unit=unit)
         fig.savefig(folder.figure_path("search_trace.png"), dpi=110)
         plt.close(fig)
         made.append("search_trace.png")
@@ -390,6 +426,7 @@ def build_report(
         "data_hash": metrics.get("data_hash"),
         "spec": spec.to_dict(),
         "merged_rows": int(len(frame)),
+        "parameters": len(plan["params"]),  # what the models' rows per parameter are counted against
         "time_label": time_label(spec.workload),
         "throughput": timing,
         "classes": {c: class_summary(frame, c, plan, metrics, validation, by_class.get(c)) for c in classes},

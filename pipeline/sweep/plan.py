@@ -20,6 +20,7 @@ from launchtune.pipeline.cluster.local import plan_local_workers
 from launchtune.pipeline.cluster.waits import gone_limit, wait_limit
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.paths import out_folder
+from launchtune.pipeline.store.shipped import spec_path
 from launchtune.pipeline.store.spec import (
     DEFAULT_BUDGET,
     SearchSpec,
@@ -66,8 +67,8 @@ def plan_sweep(
 ) -> SweepPlan:
     """The spec (a path, or one already loaded) with these overrides, checked; each error names the flag
     (``--budget``) or the spec's key (``SPEC: search.budget``) it came from."""
-    source = spec.source if isinstance(spec, SweepSpec) else spec
-    spec = spec if isinstance(spec, SweepSpec) else load_spec(spec)
+    source = spec.source if isinstance(spec, SweepSpec) else spec_path(spec)  # a file, or a shipped name
+    spec = spec if isinstance(spec, SweepSpec) else load_spec(source)
     allowed = [check_allow_flag(v) for v in allow_workload]
     check_workload(spec.workload, allowed, f"{source}: workload")  # before the cluster imports anything
     for where, target in workload_code(spec):  # Python a kernel spec names: allowed as a workload is

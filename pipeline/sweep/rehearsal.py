@@ -2,7 +2,8 @@
 
 ``workload: replay`` in a sweep spec, with ``options`` naming a recorded dataset (our merged Parquet or a
 Kernel Tuner cache, anything :func:`pipeline.store.datasets.load_datasets` reads). ``run`` answers the
-recorded (or, for a separable dataset, additively estimated) time of the configuration, through
+recorded (or, for a separable dataset, additively estimated) time of the configuration (the dataset's
+objective where it is not time: a GFLOP/s cache's rows rank by GFLOP/s), through
 :class:`pipeline.strategies.replay.ReplayWorkload`, and sleeps for that time times ``time_scale``: a worker
 process then stands in for a GPU whose samples take as long as the recorded ones did, scaled, so the
 orchestration (scheduler, tasks, shards, merge, training) can be rehearsed at hundreds of workers on one
@@ -196,6 +197,10 @@ class RehearsalWorkload(Workload):
         if ms > 0:
             time.sleep(ms / 1000)
             self.slept_s += ms / 1000
+        goal = self.replay.dataset.objective
+        if not goal.is_time:  # the dataset's own objective, as a kernel spec's metric states its own
+            value = goal.value(timing.total)
+            timing.extra.update(objective=timing.total, metrics={goal.name: value})
         return timing
 
     def _maybe_die(self) -> None:
@@ -216,7 +221,12 @@ class RehearsalWorkload(Workload):
     def describe(self) -> dict[str, Any]:
         info = self.replay.describe()
         kernels = list(self.replay.dataset.kernels)
-        return {**info, "workload": self.name, "dataset": self.dataset, "kernels": kernels}
+        goal = self.replay.dataset.objective
+        # a dataset whose objective is not time (a GFLOP/s cache) states it, as a kernel spec does: rows then
+        # rank by its cost and carry its value (metric.NAME); the row's time is the replayed cost, since such
+        # a dataset keeps no time of its own
+        stated = {} if goal.is_time else {"objective": goal.as_dict(), "measures": [f"metric.{goal.name}"]}
+        return {**info, "workload": self.name, "dataset": self.dataset, "kernels": kernels, **stated}
 
 
 def make_workload(case: str, size: str, backend: str = "numpy", **options: Any) -> RehearsalWorkload:

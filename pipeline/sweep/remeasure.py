@@ -49,6 +49,7 @@ def pick_task(
         "excluded_known_failures": 0,
         "default": {"config": space.default, **default},
         "python": sys.version.split()[0],
+        "objective": dict(workload.describe().get("objective") or {"minimize": "time"}),  # what ranked them
     }
 
 
@@ -161,6 +162,7 @@ def remeasure_task(
         "excluded_known_failures": len(known_bad),
         "default": {"config": space.default, **default},
         "python": sys.version.split()[0],
+        "objective": dict(workload.describe().get("objective") or {"minimize": "time"}),  # what ranked them
     }
 
 

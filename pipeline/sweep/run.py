@@ -192,7 +192,9 @@ def remeasure_picks(
             log(f"re-measured {cls}: none of the {len(answer['rejected'])} best-ranked candidates ran")
             continue
         top, default = answer["candidates"][0], answer["default"]
-        line = remeasure_line(top, default, answer.get("comparison"), answer["backend"])
+        line = remeasure_line(
+            top, default, answer.get("comparison"), answer["backend"], answer.get("objective")
+        )
         skipped = f" ({len(answer['rejected'])} unrunnable candidates skipped)" if answer["rejected"] else ""
         log(f"re-measured {cls}: {line}{skipped}")
     folder.write_validation(validation)
@@ -358,7 +360,11 @@ def _search(
         validation[cls] = answer
         if answer["candidates"]:
             line = remeasure_line(
-                answer["candidates"][0], answer["default"], answer.get("comparison"), answer["backend"]
+                answer["candidates"][0],
+                answer["default"],
+                answer.get("comparison"),
+                answer["backend"],
+                answer.get("objective"),
             )
             log(f"re-measured {cls}'s search pick: {line}")
         else:

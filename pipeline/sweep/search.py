@@ -36,7 +36,7 @@ from launchtune.pipeline.learn.models import one_thread
 from launchtune.pipeline.store.datasets import Dataset, device_features
 from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.journal import Journal
-from launchtune.pipeline.store.schema import OBJECTIVE_COLUMN, kernel_column, kernel_params
+from launchtune.pipeline.store.schema import OBJECTIVE_COLUMN, kernel_column, kernel_params, objective_of
 from launchtune.pipeline.store.spec import SweepSpec
 from launchtune.pipeline.strategies import get_strategy
 from launchtune.pipeline.strategies.base import POOL_LIMIT, Answer, Session, StrategyError
@@ -360,7 +360,7 @@ def search_class(
     sure = session.notes.get("p_faster")
     log(
         f"search {cls}: {session.used} of {spec.search.budget} measurements ({answers.replayed} replayed "
-        f"from the shards, {live.measured} measured now), best {best.time:.4g} ms"
+        f"from the shards, {live.measured} measured now), best {objective_of(plan).show(best.time)}"
         + (f"; chance a 5% faster configuration is unmeasured: {sure:.2f}" if sure is not None else "")
     )
     return ClassSearch(cls, session, answers.replayed, live.measured, seconds, live.width)

@@ -2,7 +2,8 @@
 virtual environment in a temporary folder together with the package index's ``kernels`` (Hugging Face's)
 and ``pipeline`` (another project's), the two names the project once installed at the top level, and run
 from that folder with nothing of the checkout on the path: ``--version``, a CPU sweep of the shipped default
-spec, the shipped SLURM config's dry run, the notebooks command, the tridiagonal host solver (its C source
+spec by its name, the shipped examples listed and one copied, the shipped SLURM config's dry run, the
+notebooks command on the sweep it made, the tridiagonal host solver (its C source
 is package data, compiled on first use), and ``import kernels`` finds theirs.
 
 This is the CI step of issue 39; it needs the package index (the wheel's build requirements, ``kernels`` and
@@ -103,20 +104,41 @@ def test_version(installed):
     assert out == f"launchtune {VERSION}\n"
 
 
-def test_a_cpu_sweep_of_the_shipped_default_spec(installed):
+@pytest.fixture(scope="module")
+def default_sweep(installed) -> tuple[Path, str]:
+    """``launchtune sweep default --samples 20``: the shipped spec by name, from a folder outside the
+    repository (no GPU here: the local cluster runs one CPU worker, and `auto` picks the numpy backend)."""
     work, env = installed["work"], installed["env"]
-    python = installed["bin"] / "python"
-    find = (
-        "from importlib.resources import files; "
-        "print(files('launchtune.cluster_configs') / 'sweeps/default.yaml')"
+    out = work / "results" / "default"
+    lines = _run(
+        [installed["bin"] / "launchtune", "sweep", "default", "--samples", "20", "--out", out], work, env
     )
-    spec = Path(_run([python, "-c", find], work, env).strip())
-    assert spec.is_relative_to(installed["site"] / "launchtune")
-    out = work / "default"
-    # no GPU here: the local cluster runs one CPU worker, and `auto` picks the numpy backend
-    lines = _run([installed["bin"] / "launchtune", "sweep", spec, "--samples", "20", "--out", out], work, env)
+    return out, lines
+
+
+def test_a_cpu_sweep_of_the_shipped_default_spec_by_name(installed, default_sweep):
+    out, lines = default_sweep
     assert "measured 20 configurations" in lines and f"report: {out / 'report.md'}" in lines
     assert (out / "tuning_table.json").is_file() and len(list((out / "merged").rglob("*.parquet"))) >= 1
+    spec = installed["site"] / "launchtune" / "cluster_configs" / "sweeps" / "default.yaml"
+    assert str(spec) in (out / "sweep.json").read_text()  # the wheel's own spec, found by its name
+
+
+def test_the_shipped_examples_are_listed_and_copied(installed):
+    work, env, launchtune = installed["work"], installed["env"], installed["bin"] / "launchtune"
+    listing = _run([launchtune, "examples"], work, env)
+    assert "  default " in listing and "  convolution " in listing and "  heat " in listing
+    _run([launchtune, "examples", "convolution", "my_conv"], work, env)
+    copied = sorted(p.name for p in (work / "my_conv").iterdir())
+    assert copied == ["README.md", "convolution.cu", "convolution.yaml", "kernel_convolution.yaml"]
+    assert "launchtune sweep my_conv/kernel_convolution.yaml" in (work / "my_conv" / "README.md").read_text()
+    # the copied sweep spec names the copied kernel spec beside it, not the wheel's
+    python = installed["bin"] / "python"
+    check = (
+        "from launchtune.pipeline.store.spec import load_spec; "
+        "print(load_spec('my_conv/kernel_convolution.yaml').options['spec'])"
+    )
+    assert _run([python, "-c", check], work, env).strip() == str(work / "my_conv" / "convolution.yaml")
 
 
 def test_the_shipped_slurm_config_dry_run(installed):
@@ -129,9 +151,23 @@ def test_the_shipped_slurm_config_dry_run(installed):
     assert "#SBATCH" in out
 
 
-def test_the_notebooks_command(installed):
-    out = _run([installed["bin"] / "launchtune", "notebooks", "--help"], installed["work"], installed["env"])
-    assert out.startswith("usage: launchtune notebooks")
+def test_the_notebooks_command_on_the_sweep_it_made(installed, default_sweep):
+    work, launchtune = installed["work"], installed["bin"] / "launchtune"
+    # nbconvert's HTML templates are data files of the environment running this test (its share/jupyter),
+    # which the .pth line above does not reach; `pip install 'launchtune[notebooks]'` puts them in the
+    # environment's own share/jupyter
+    env = {**installed["env"], "JUPYTER_PATH": str(Path(sys.prefix) / "share" / "jupyter")}
+    out, _ = default_sweep
+    lines = _run([launchtune, "notebooks", "01", "--results", out.parent, "--out", work / "nb"], work, env)
+    assert "01_sweep_overview.ipynb: ok in" in lines
+    assert (work / "nb" / "01_sweep_overview.html").is_file()
+    # with no --results and no checkout's data/, one line saying what to name
+    done = subprocess.run(
+        [str(launchtune), "notebooks", "01"], cwd=work, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("error: no results folder named: give --results DIR")
+    assert done.stderr.count("\n") == 1
 
 
 def test_the_tridiagonal_host_solver_builds_from_the_wheels_source(installed):

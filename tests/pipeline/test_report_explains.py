@@ -112,20 +112,28 @@ def test_times_that_overlap_need_no_sentence(backend):
 
 def test_every_number_has_its_unit():
     text = _report("numpy", [53.06, 60.2, 71.0], default_ms=10.79, pick_ms=12.1)
-    tables = [
-        line for line in text.splitlines() if line.startswith("| class |") or line.startswith("| group |")
-    ]
-    assert len(tables) == 2
-    for header in tables:
-        for cell in header.strip("|").split("|"):
-            cell = cell.strip()
-            if "MSE" in cell:
-                assert cell.endswith("(ms^2)"), cell
-            elif "ms" in cell or "time" in cell or "best" in cell or "default" in cell:
-                assert "(ms)" in cell or "[95%]" in cell, cell
-    assert "MLP MSE test (ms^2)" in text and "| 600 |" in text
+    (header,) = [line for line in text.splitlines() if line.startswith("| class |")]
+    for cell in header.strip("|").split("|"):
+        cell = cell.strip()
+        if "ms" in cell or "time" in cell or "best" in cell or "default" in cell:
+            assert "(ms)" in cell or "[95%]" in cell, cell
     assert "Times (ms) are each configuration's time per step, the median of its repeats" in text
-    assert "held-out 25%" in text
+    # the MLP fitted on 2 rows for 2 parameters, R2 test -0.3: named, not tabled, with the rule
+    assert "| group |" not in text
+    assert (
+        "Not shown, their sample does not support them: cpu mlp (2 rows, R2 test -0.3): a model is " in text
+    )
+    assert "at least 10 rows per launch parameter (20 rows for 2)" not in text  # the report names no count
+    assert "at least 10 rows per launch parameter and explains some of the held-out rows" in text
+
+
+def test_a_model_is_shown_where_its_sample_supports_it():
+    from launchtune.pipeline.results.markdown import supported
+
+    assert supported({"n_train": 20, "r2_test": 0.1}, 2)
+    assert not supported({"n_train": 19, "r2_test": 0.9}, 2)  # fewer than 10 rows per parameter
+    assert not supported({"n_train": 200, "r2_test": 0.0}, 2)  # explains nothing held out
+    assert not supported({"n_train": 200, "r2_test": None}, 2)
 
 
 def test_the_predicted_best_is_a_table_of_parameters():

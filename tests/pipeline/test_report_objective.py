@@ -55,7 +55,8 @@ def test_a_report_ranks_by_the_objective_and_names_the_picks_under_time_and_ener
               "created": "now", "merged_rows": 4, "classes": {"h100": summary}, "models": {},
               "figures": []}  # fmt: skip
     text = render(report)
-    assert "Objective: minimize ms_per_step (the kernel spec's)" in text
+    assert "Objective: minimize ms_per_step (the workload's)" in text
+    assert "| best recorded in the sweep (ms per step; time in ms) |" in text
     assert "the pick under minimize time 0.09 ms, 42 mJ (block_size_x=64, steps=1)" in text
     assert "under minimize energy_mJ 0.1 ms, 40 mJ (block_size_x=32, steps=1); 2 on the Pareto front" in text
 
@@ -73,3 +74,48 @@ def test_the_tuning_table_entry_is_the_objectives_best_and_says_so():
     entry = tuning_entry(_frame(), "h100", Spec, plan, None)
     assert entry["best"] == {"block_size_x": 32, "steps": 4} and entry["best_ms"] == 0.05
     assert entry["objective"] == {"minimize": "ms_per_step"}
+
+
+def test_a_maximised_objective_reads_in_its_own_unit_with_the_time_beside_it():
+    """``maximize: gflops``: the cost is the reciprocal, but every figure the user reads is GFLOP/s."""
+    from launchtune.kernels.objective import Objective
+    from launchtune.pipeline.results.report import remeasure_line
+
+    frame = _frame().assign(objective=[1 / 100, 1 / 250, 1 / 400, 1 / 300])  # GFLOP/s 100, 250, 400, 300
+    plan = {
+        "params": PARAMS,
+        "default": {"block_size_x": 32, "steps": 1},
+        "objective": {"maximize": "gflops"},
+    }
+    default = {"config": {"block_size_x": 32, "steps": 1}, "status": "ok", "total_ms": 0.1, "objective": 0.01}
+    pick = {"config": {"block_size_x": 32, "steps": 4}, "status": "ok", "total_ms": 0.2, "objective": 1 / 400}
+    comparison = {
+        "ratio": 0.25,
+        "low": 0.24,
+        "high": 0.26,
+        "verdict": "faster",
+        "rounds": 21,
+        "confidence": 0.95,
+    }
+    validation = {"h100": {"candidates": [{**pick, "predicted_ms": 0.003}], "default": default,
+                           "comparison": comparison, "backend": "cupy"}}  # fmt: skip
+    summary = class_summary(frame, "h100", plan, {}, validation)
+    report = {"sweep_id": "conv", "workload": "kernel", "case": "conv", "size": "64x64", "seed": 0,
+              "created": "now", "merged_rows": 4, "classes": {"h100": summary}, "models": {},
+              "figures": []}  # fmt: skip
+    text = render(report)
+    assert (
+        "**h100** (maximize gflops): the pick by the model, re-measured, 400 GFLOP/s (0.2 ms); the default, "
+        in text
+    )
+    assert "re-measured, 100 GFLOP/s (0.1 ms); the pick against the default: 0.250x [0.240, 0.260]" in text
+    assert "(the default's GFLOP/s / the pick's)" in text
+    assert "| **GFLOP/s** | 100 re-measured | 400 recorded | 400 re-measured |" in text
+    assert "| time (ms) | 0.1 | 0.2 | 0.2 |" in text
+    assert "| best recorded in the sweep (GFLOP/s; time in ms) |" in text
+    assert "| 400 (0.2 ms) | 100 (0.1 ms) | 400 (0.2 ms) |" in text
+    assert " ms (" not in text.replace("(0.", "")  # no cost printed as milliseconds
+    line = remeasure_line(pick, default, comparison, "cupy", plan["objective"])
+    assert line.startswith("predicted best 400 GFLOP/s, 0.2 ms, default 100 GFLOP/s, 0.1 ms; 0.250x [")
+    assert Objective("gflops", True).show(1 / 5508) == "5508 GFLOP/s"
+    assert Objective("ms_per_step").show(1.5) == "1.5 ms per step" and Objective().show(None) == "n/a"

@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
+import pytest
+
 from tests.pipeline.conftest import run_cli_here
 from tests.strategies.conftest import write_sweep
 
@@ -50,8 +53,24 @@ def test_compare_writes_table_and_figure(cache_dir, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     table = (out / "table.csv").read_text().splitlines()
-    assert table[0].startswith("strategy,budget,A100,A4000,W6600,mean,worst,best_measured,seeds")
+    assert table[0].startswith(
+        "strategy,budget,A100,A4000,W6600,mean,worst GPU,worst seed,best_measured,seeds"
+    )
     assert len(table) == 1 + 3 * 2
+    # the worst GPU is the highest mean over seeds of one GPU; the worst seed, the highest single run's ratio
+
+    runs, rows = pd.read_csv(out / "runs.csv"), pd.read_csv(out / "table.csv")
+    per_run = runs.groupby(["strategy", "budget"])["ratio"].max()
+    per_gpu = (
+        runs.groupby(["strategy", "budget", "gpu"])["ratio"].mean().groupby(["strategy", "budget"]).max()
+    )
+    for _, row in rows.iterrows():
+        key = (row["strategy"], row["budget"])
+        assert row["worst seed"] == pytest.approx(per_run[key], abs=1e-4)
+        assert (
+            row["worst GPU"] == pytest.approx(per_gpu[key], abs=1e-4)
+            and row["worst GPU"] <= row["worst seed"]
+        )
     assert (out / "ratio_vs_budget.png").stat().st_size > 1000
     assert "| iterative | 10 |" in (out / "table.md").read_text()
     # progress as whole lines (at least every 10 s, with the time left), the last one at the end
