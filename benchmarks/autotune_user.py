@@ -100,11 +100,11 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     from launchtune.kernels.backend import get_backend
     from launchtune.kernels.device import describe_device
+    from launchtune.kernels.tuning_table import best_for
 
-    table = json.loads((Path(args.table) / "tuning_table.json").read_text())
     gpu_class = describe_device(get_backend("cupy"))["gpu_class"]
-    mine = [e for e in table["entries"] if e.get("gpu_class") == gpu_class]
-    sweep_best = dict(mine[0]["best"]) if mine else None
+    best = best_for(args.table, gpu_class)  # the sweep folder's table: its pick for this class, if any
+    sweep_best = best.config if best.tuned else None
     problem = (4096, 4096, 1)
     full = [(4096, 4096, args.launches)]
     third = args.launches * 3 // 10

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from launchtune.kernels.autotune.table import TableError, TuningTable
+from launchtune.kernels.tuning_table import TableError, TuningTable
 from launchtune.pipeline.commands.export import write_c_header
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.datasets import load_kernel_tuner_cache
