@@ -37,6 +37,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from launchtune.kernels.yamlfile import load_yaml
+
 REPO = Path(__file__).resolve().parents[1]
 
 SPEC = REPO / "cluster_configs" / "sweeps" / "multi_gpu_scaling.yaml"
@@ -348,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
-    spec = yaml.safe_load(args.spec.read_text())
+    spec = load_yaml(args.spec)
     if args.cpu:
         spec.update(CPU_SPEC)
     if args.samples is not None:

@@ -1,10 +1,11 @@
 """One owner per concept, checked from the source: the tuning table has one module (no other names its file
-or its format), and no two sub-folders of ``kernels/`` or of ``pipeline/`` import each other, directly or
-round a loop."""
+or its format), YAML has one loader (no other module calls a YAML parser), and no two sub-folders of
+``kernels/`` or of ``pipeline/`` import each other, directly or round a loop."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
 from collections.abc import Iterator
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from launchtune.kernels import tuning_table
+from launchtune.kernels.yamlfile import load_yaml
 from tests.architecture.test_imports import project_imports
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,6 +21,32 @@ REPO = Path(__file__).resolve().parents[2]
 # what a user or the project reruns. Tests are left out: they build broken files on purpose.
 SCANNED = ("kernels", "pipeline", "benchmarks", "lab", "tools")
 TABLE_OWNER = "kernels/tuning_table.py"
+YAML_OWNER = "kernels/yamlfile.py"
+# PyYAML's functions and loader classes that turn text into objects (or events, nodes)
+YAML_PARSERS = {
+    "load",
+    "load_all",
+    "safe_load",
+    "safe_load_all",
+    "full_load",
+    "full_load_all",
+    "unsafe_load",
+    "unsafe_load_all",
+    "parse",
+    "compose",
+    "compose_all",
+    "scan",
+    "Loader",
+    "SafeLoader",
+    "FullLoader",
+    "UnsafeLoader",
+    "BaseLoader",
+    "CLoader",
+    "CSafeLoader",
+    "CFullLoader",
+    "CUnsafeLoader",
+    "CBaseLoader",
+}
 
 
 def _sources() -> Iterator[tuple[str, ast.Module]]:
@@ -55,6 +83,24 @@ def table_names(tree: ast.Module) -> list[str]:
     return found
 
 
+def yaml_parsers(tree: ast.Module) -> list[str]:
+    """Where ``tree`` reaches a YAML parser: ``yaml.safe_load(...)``, ``yaml.SafeLoader``, ``from yaml
+    import load``, ``import yaml.loader``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "yaml":
+            if node.attr in YAML_PARSERS or node.attr in ("loader", "parser", "composer", "scanner"):
+                found.append(f"line {node.lineno}: yaml.{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "yaml":
+            names = [a.name for a in node.names]
+            if node.module != "yaml" or any(n in YAML_PARSERS or n == "*" for n in names):
+                found.append(f"line {node.lineno}: from {node.module} import {', '.join(names)}")
+        elif isinstance(node, ast.Import):
+            deep = [a.name for a in node.names if a.name.startswith("yaml.")]
+            found += [f"line {node.lineno}: import {name}" for name in deep]
+    return sorted(found, key=lambda hit: int(hit.split()[1].rstrip(":")))
+
+
 def test_only_the_tuning_table_module_names_its_file_or_format():
     wrong = [
         f"{path}: {hit}" for path, tree in _sources() if path != TABLE_OWNER for hit in table_names(tree)
@@ -73,6 +119,31 @@ def test_the_table_scan_finds_a_module_of_its_own():
         'other = f"{folder}/tuning_table.json"\n'
     )
     assert [hit.split(":")[0] for hit in table_names(tree)] == ["line 2", "line 3", "line 5"]
+
+
+def test_only_the_yaml_loader_calls_a_yaml_parser():
+    wrong = [
+        f"{path}: {hit}" for path, tree in _sources() if path != YAML_OWNER for hit in yaml_parsers(tree)
+    ]
+    assert not wrong, "read YAML through kernels/yamlfile.py (load_yaml):\n" + "\n".join(wrong)
+
+
+def test_the_yaml_scan_finds_each_way_to_a_parser():
+    tree = ast.parse(
+        "import yaml\n"
+        "a = yaml.safe_load(text)\n"
+        "b = yaml.load(text, Loader=yaml.CSafeLoader)\n"
+        "from yaml import safe_load\n"
+        "import yaml.parser\n"
+        "c = yaml.safe_dump(data)\n"  # writing YAML is not reading it
+    )
+    assert [hit.split(":")[0] for hit in yaml_parsers(tree)] == [
+        "line 2",
+        "line 3",
+        "line 3",
+        "line 4",
+        "line 5",
+    ]
 
 
 def _folder(module: str, layer: str) -> str | None:
@@ -111,3 +182,14 @@ def test_no_two_sub_folders_import_each_other(layer):
 
 def test_the_folder_graph_sees_the_runtime_tuner_use_the_kernel_spec():
     assert "kernel" in folder_graph("kernels")["autotune"]  # autotune/tuned.py reads a kernel spec
+
+
+def test_every_yaml_file_in_the_repository_loads_without_an_alias():
+    """The shipped configs and specs, the examples, the committed data's specs and the tests' fixtures: each
+    one is what a user copies, so each loads through the one loader (no alias, within its bounds)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "*.yaml", "*.yml"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert any(p.startswith("cluster_configs/") for p in listed) and any("examples/" in p for p in listed)
+    for name in listed:
+        assert isinstance(load_yaml(REPO / name), dict), name
