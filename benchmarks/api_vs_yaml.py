@@ -25,6 +25,7 @@ import launchtune
 from benchmarks import run_main
 from launchtune.kernels.kernel.arguments import make_host
 from launchtune.kernels.kernel.spec import load_kernel_spec
+from launchtune.kernels.yamlfile import load_yaml
 from launchtune.pipeline.store.folder import SweepFolder
 
 SEED = 0
@@ -62,7 +63,7 @@ def main() -> int:
     api_s = time.perf_counter() - t0
 
     (inputs,) = (out / "api" / "inputs").iterdir()
-    sweep = yaml.safe_load((inputs / "sweep.yaml").read_text())
+    sweep = load_yaml(inputs / "sweep.yaml")
     sweep["options"] = {"spec": str(example), "seed": 0}
     sweep["description"] = "the same sweep as a YAML spec, on the shipped kernel spec"
     path = out / "yaml_sweep.yaml"

@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 from benchmarks import run_main
-from launchtune.kernels.autotune.table import table_seeds
 from launchtune.kernels.autotune.whole import attach_whole_tuner
 from launchtune.kernels.cfd.solver import Solver
 from launchtune.kernels.compare import Comparison, compare, interleaved
 from launchtune.kernels.device import describe_device
+from launchtune.kernels.tuning_table import table_seeds
 
 STEPS_PER_ROUND = 5
 

@@ -26,6 +26,7 @@ import csv
 import datetime as dt
 import gzip
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -34,11 +35,11 @@ import numpy as np
 
 from benchmarks import run_main
 from launchtune.kernels.autotune import Tuning, TuningTable, attach_tuners, save_tuning, tuning_summary
-from launchtune.kernels.autotune.table import Entry
 from launchtune.kernels.cfd.solver import Solver
 from launchtune.kernels.cfd.workload import CfdWorkload
 from launchtune.kernels.compare import Comparison, compare, interleaved
 from launchtune.kernels.device import describe_device
+from launchtune.kernels.tuning_table import Entry, in_folder
 
 
 def exhaustive(wl: CfdWorkload, repeats: int) -> tuple[list[dict], list[tuple[int, int]]]:
@@ -200,7 +201,7 @@ def measure(args: argparse.Namespace, out: Path, partial: dict) -> int:
         ("restored", None, None),
     ]:
         if mode == "restored":
-            table = scan_dir / "tuning_table.json"
+            table = in_folder(scan_dir)
         runs[mode], states[mode] = timed_run(
             args.backend,
             args.size,
@@ -268,7 +269,7 @@ def measure(args: argparse.Namespace, out: Path, partial: dict) -> int:
     for mode, folder in (("scan", scan_dir), ("seeded", seed_dir)):
         with gzip.open(out / f"launches_{mode}.csv.gz", "wb") as f:
             f.write((folder / "launches.csv").read_bytes())
-    (out / "tuning_table.json").write_bytes((scan_dir / "tuning_table.json").read_bytes())
+    shutil.copyfile(in_folder(scan_dir), in_folder(out))
 
     result = {
         "what": "runtime autotuner on the CFD inlet case (benchmarks/autotune_runtime.py)",

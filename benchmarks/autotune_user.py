@@ -94,11 +94,11 @@ def tuned_run(sizes, out: Path, name: str, **options: Any) -> tuple[dict[str, An
 def dry_run(table: str) -> int:
     """The kernel spec at 4096 x 4096 and the table's picks for each GPU class it holds, read as the tuner
     reads them (``table_seeds``), without a GPU."""
-    from launchtune.kernels.autotune.table import TableError, read_table_doc, table_file, table_seeds
+    from launchtune.kernels.tuning_table import TableError, read, table_file, table_seeds
 
     default = kernel_space(SPEC, "4096x4096").default
     try:
-        classes = sorted({e["gpu_class"] for e in read_table_doc(table_file(table))["entries"]})
+        classes = sorted({e["gpu_class"] for e in read(table_file(table))["entries"]})
         seeds = {c: len(table_seeds(table, c, "4096x4096", default).configs) for c in classes}
     except TableError as exc:
         raise UserError(f"--table: {exc}") from None
@@ -120,11 +120,11 @@ def main() -> int:
         return dry_run(args.table)
     from launchtune.kernels.backend import get_backend
     from launchtune.kernels.device import describe_device
+    from launchtune.kernels.tuning_table import best_for
 
-    table = json.loads((Path(args.table) / "tuning_table.json").read_text())
     gpu_class = describe_device(get_backend("cupy"))["gpu_class"]
-    mine = [e for e in table["entries"] if e.get("gpu_class") == gpu_class]
-    sweep_best = dict(mine[0]["best"]) if mine else None
+    best = best_for(args.table, gpu_class)  # the sweep folder's table: its pick for this class, if any
+    sweep_best = best.config if best.tuned else None
     problem = (4096, 4096, 1)
     full = [(4096, 4096, args.launches)]
     third = args.launches * 3 // 10

@@ -38,6 +38,7 @@ import pandas as pd
 import yaml
 
 from benchmarks import run_main
+from launchtune.kernels.yamlfile import load_yaml
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -350,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
-    spec = yaml.safe_load(args.spec.read_text())
+    spec = load_yaml(args.spec)
     if args.cpu:
         spec.update(CPU_SPEC)
     if args.samples is not None:

@@ -48,6 +48,7 @@ import yaml
 from benchmarks import run_main
 from benchmarks.multi_gpu_scaling import CPU_SPEC, MULTICAST, SPEC
 from benchmarks.multi_gpu_scaling import run_sweep as run_local_sweep
+from launchtune.kernels.yamlfile import load_yaml
 from tests.slurm.debs import unpack
 from tests.slurm.localslurm import LocalSlurm
 
@@ -452,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         "multicast_env": {k: os.environ.get(k) for k in MULTICAST},
         "unpack": prefix.report(),
     }
-    spec = yaml.safe_load(SPEC.read_text())
+    spec = load_yaml(SPEC)
     if args.cpu:
         spec.update(CPU_SPEC)
     if args.samples is not None:

@@ -16,8 +16,6 @@ import stat
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import yaml
-
 _KINDS = {
     stat.S_IFDIR: "a directory",
     stat.S_IFIFO: "a FIFO",
@@ -55,44 +53,6 @@ def loads_json(text: str | bytes) -> Any:
     JSON file a user hands the project or the project reads back: Kernel Tuner caches, tuning tables, a
     sweep folder's records, journal lines."""
     return json.loads(text, object_pairs_hook=unique_keys)
-
-
-class UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader refusing a mapping that names a key twice (it keeps the last one silently, as
-    ``json`` does): a ``ConstructorError`` at the second key's line, so a spec's reader says where."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # ``<<: *base`` merges; it is not a key
-                continue
-            key = self.construct_object(key_node, deep=deep)
-            try:
-                twice = key in seen
-                seen.add(key)
-            except TypeError:  # an unhashable key: the base loader says so
-                break
-            if twice:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} twice in one mapping", key_node.start_mark
-                )
-        return super().construct_mapping(node, deep=deep)
-
-    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
-        """An integer past Python's 4,300 digits is a ``ConstructorError`` at its line, not a bare
-        ``ValueError`` that names no place in the file."""
-        try:
-            return super().construct_yaml_int(node)
-        except ValueError:
-            raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"an integer of {len(node.value):,} characters (at most 4,300 digits)",
-                node.start_mark,
-            ) from None
-
-
-UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", UniqueKeyLoader.construct_yaml_int)
 
 
 def kind_of(mode: int) -> str:

@@ -70,7 +70,15 @@ class Result:
         return [str(e["gpu_class"]) for e in self._entries()]
 
     def _entries(self) -> list[dict[str, Any]]:
-        return [e for e in self.tuning_table.get("entries", []) if isinstance(e, dict) and "best" in e]
+        from launchtune.kernels.tuning_table import TableError, in_folder, sweep_entries
+
+        try:
+            entries: list[Any] = sweep_entries(self.tuning_table, in_folder(self.folder))
+        except TableError as exc:
+            from launchtune.pipeline.errors import UserError
+
+            raise UserError(str(exc)) from None
+        return entries
 
     def _entry(self, gpu_class: str | None) -> dict[str, Any]:
         entries = self._entries()

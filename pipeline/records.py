@@ -3,7 +3,8 @@
 A wrong type, a missing key or a NaN where a number belongs is one line naming the file and the key
 (``sweep.json: spec.seed: must be an integer, not 'x'``), instead of a ``KeyError`` or ``TypeError`` deep in
 the code that uses it. The schemas hold what the code relies on; keys it does not read may be added freely
-(older and newer files stay readable).
+(older and newer files stay readable). The tuning table's shape is ``kernels.tuning_table``'s, its owner
+(the runtime tuner reads it too, and ``kernels`` never imports ``pipeline``).
 
 ``number`` means a finite number here (times, fractions: NaN or infinity there is a broken file); model
 scores, where NaN is a value ("undefined", a rank correlation of constant predictions), are not typed.
@@ -185,28 +186,6 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "data_hash": STR,
             "classes": {"type": "object", "additionalProperties": OBJ},
             "figures": STRS,
-        },
-    },
-    "tuning table": {
-        "type": "object",
-        "required": ["entries"],
-        "properties": {
-            "format": STR,
-            "version": INT,
-            "entries": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "gpu_class": STR,
-                        "best": MAYBE_CONFIG,
-                        "default": MAYBE_CONFIG,
-                        "best_ms": TIME,
-                        "default_ms": TIME,
-                        "per_kernel": OBJ,
-                    },
-                },
-            },
         },
     },
     "Kernel Tuner cache": {

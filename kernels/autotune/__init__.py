@@ -20,10 +20,10 @@ from launchtune.kernels.autotune.attach import (
 )
 from launchtune.kernels.autotune.cache import cache_dir, clear_cache
 from launchtune.kernels.autotune.log import LaunchLog
-from launchtune.kernels.autotune.table import Entry, TableError, TuningTable
 from launchtune.kernels.autotune.tuner import IDLE, SCANNING, STARTUP, Autotuner, TunerError
 from launchtune.kernels.autotune.tuning import Tuning
 from launchtune.kernels.autotune.user import AutotuneError, TunedKernel, autotune
+from launchtune.kernels.tuning_table import Entry, TableError, TuningTable
 
 __all__ = [
     "IDLE",

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.autotune.log import LaunchLog
-from launchtune.kernels.autotune.table import TuningTable, write_entries
 from launchtune.kernels.autotune.tuner import TunerError
 from launchtune.kernels.autotune.tuning import Tuning
 from launchtune.kernels.backend import Backend, get_backend
 from launchtune.kernels.device import describe_device
+from launchtune.kernels.tuning_table import FILE_NAME, TuningTable, write_entries
 
 MODES = ("off", "scan", "seeded")
 
@@ -143,7 +143,7 @@ def tuning_files(tuners: Mapping[str, Tuning], keep: int = 8) -> dict[str, Calla
         files["launches.csv"] = log.write_csv
     entries = [e for e in (t.table_entry(keep) for t in tuners.values()) if e is not None]
     if entries:
-        files["tuning_table.json"] = lambda path: write_entries(path, entries)
+        files[FILE_NAME] = lambda path: write_entries(path, entries)
     return files
 
 
@@ -152,7 +152,7 @@ def save_tuning(tuners: Mapping[str, Tuning], out_dir: str | Path, keep: int = 8
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = tuning_files(tuners, keep)
-    what = {"launches.csv": "launch_log", "tuning_table.json": "tuning_table"}
+    what = {"launches.csv": "launch_log", FILE_NAME: "tuning_table"}
     return {what[name]: Path(write(out_dir / name)) for name, write in files.items()}
 
 

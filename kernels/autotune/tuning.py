@@ -6,7 +6,7 @@ its default and what can run) for one GPU class and size, and stands in for the 
 ``begin()``, ``end()``, ``reject(why)``. Everything else a run-time tuning needs is done here, once:
 
 - candidates: a tuning table's ranked configurations for this GPU class at the nearest size
-  (:func:`~launchtune.kernels.autotune.table.table_seeds`), those valid in the space, at most ``seed_count``;
+  (:func:`~launchtune.kernels.tuning_table.table_seeds`), those valid in the space, at most ``seed_count``;
   without a table (or nothing in it for this class), the default and ``scan - 1`` configurations drawn
   with ``seed`` (``scan=None``: the whole space). ``default_first`` puts the default before a table's picks
   too; ``pinned`` sets parameters every drawn or table candidate takes (the CFD fused tuner's arithmetic);
@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.autotune.cache import PickCache
-from launchtune.kernels.autotune.table import RUNTIME, size_text, table_seeds
 from launchtune.kernels.autotune.tuner import IDLE, Autotuner, TunerError
 from launchtune.kernels.space import Space
+from launchtune.kernels.tuning_table import RUNTIME, size_text, table_seeds
 
 Param = tuple[int, ...]
 

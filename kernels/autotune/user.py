@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 
 from launchtune.kernels.autotune.cache import PickCache
-from launchtune.kernels.autotune.table import read_table_doc, table_file
 from launchtune.kernels.autotune.tuned import WHERE, AutotuneError, KeyState, TunedKernel
 from launchtune.kernels.autotune.tuner import REDUCERS
 from launchtune.kernels.kernel.spec import KernelSpec, read_yaml, spec_from_mapping
+from launchtune.kernels.tuning_table import read, table_file
 
 __all__ = ["AutotuneError", "KeyState", "TunedKernel", "autotune"]
 
@@ -272,7 +272,7 @@ def _check_tuning(samples: int, reducer: str, scan: int | None, table: str | Pat
     if table is not None:
         if not Path(table).exists():
             raise AutotuneError(f"{WHERE}: table: no such sweep folder or tuning table {table}")
-        read_table_doc(table_file(table))  # a table that cannot be read fails here, not at the first call
+        read(table_file(table))  # a table that cannot be read fails here, not at the first call
 
 
 def _int_sequence(value: Any) -> bool:

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.autotune.attach import step_counter
-from launchtune.kernels.autotune.table import write_entries
 from launchtune.kernels.autotune.tuner import TunerError
 from launchtune.kernels.autotune.tuning import Tuning
 from launchtune.kernels.device import describe_device
+from launchtune.kernels.tuning_table import write_entries
 
 NAME = "step"  # the tuning's name in logs and summaries
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from launchtune.kernels import tuning_table
 from launchtune.kernels.autotune import TableError, TunerError, attach_tuners, tuning_files, tuning_summary
 from launchtune.kernels.autotune.whole import attach_whole_tuner
 from launchtune.kernels.backend import BACKEND_NAMES, gpu_count
@@ -301,7 +302,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     if tuners is not None:  # launches.csv (the launch log) and tuning_table.json (for --autotune seeded)
         files.update(tuning_files(tuners))
     if whole is not None and whole.table_entry() is not None:
-        files["tuning_table.json"] = whole.write_table
+        files[tuning_table.FILE_NAME] = whole.write_table
     if not ns.no_plot:
         from launchtune.kernels.cfd.plot import mach_figure
 
@@ -309,7 +310,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
         files["mach.png"] = lambda p: mach_figure(x, y, mach(w), w[1], w[2], p, title)
     _write_atomically(out, files)
     print(f"wrote {', '.join(files)} to {out}")
-    if whole is not None and "tuning_table.json" not in files:
+    if whole is not None and tuning_table.FILE_NAME not in files:
         print(
             f"no tuning_table.json: the fused scan of {len(whole.tuner.candidates)} candidates did not "
             f"finish in {ns.steps} steps; run more steps to get a table",
@@ -317,7 +318,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
         )
     kernels = summary["autotune"]["kernels"] if tuners is not None else {}
     unfinished = [k for k, v in kernels.items() if not v["scans_finished"]]
-    if unfinished and "tuning_table.json" not in files:
+    if unfinished and tuning_table.FILE_NAME not in files:
         most = max(kernels[k]["candidates"] for k in unfinished)
         print(
             f"no tuning_table.json: no kernel finished its first scan in {ns.steps} steps ({len(unfinished)} "

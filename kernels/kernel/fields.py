@@ -10,14 +10,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from launchtune.kernels import files
 from launchtune.kernels.kernel.errors import SpecError
 from launchtune.kernels.kernel.expressions import Expression, ExpressionError, parse
 from launchtune.kernels.objective import Objective, ObjectiveError
 from launchtune.kernels.objective import from_dict as objective_from_dict
 from launchtune.kernels.space import Param
+from launchtune.kernels.yamlfile import YamlError, parse_yaml
 
 PROBLEM_NAMES = ("problem_size_x", "problem_size_y", "problem_size_z")
 DEFAULT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
@@ -33,8 +32,7 @@ ENERGY_NAMES = ("energy_mJ", "power_W")
 MAX_METRICS = 64
 
 MAX_SPEC_BYTES = 256 * 1024
-MAX_YAML_EVENTS = 50_000
-MAX_YAML_DEPTH = 32
+MAX_YAML_EVENTS = 50_000  # a kernel spec's YAML nodes (kernels.yamlfile bounds the depth)
 # A parameter's values reach the shards' int64 columns and the source's #defines
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 MAX_SOURCE_BYTES = 4 * 1024 * 1024
@@ -83,8 +81,8 @@ def _define_text(value: Any) -> Any:
 
 
 def read_yaml(path: Path, with_bytes: bool = False) -> Any:
-    """A kernel spec's mapping: bounded in bytes and YAML events, no aliases (a spec has no use for them,
-    and they are how a few bytes of YAML stand for millions of nodes)."""
+    """A kernel spec's mapping, read by the one YAML loader (``kernels.yamlfile``: no aliases, a key once)
+    within a kernel spec's bounds: bytes and YAML nodes."""
     try:  # size and kind checked before a byte is read (a 4 GB file, a FIFO: one line)
         raw = files.read_regular(path, "kernel spec", MAX_SPEC_BYTES, missing_ok=True)
     except files.FileRefused as exc:
@@ -92,30 +90,9 @@ def read_yaml(path: Path, with_bytes: bool = False) -> Any:
     if raw is None:
         raise SpecError(f"{path}: no such kernel spec")
     try:
-        text = raw.decode("utf-8")
-        depth = 0
-        for count, event in enumerate(yaml.parse(text, Loader=yaml.SafeLoader)):
-            if isinstance(event, yaml.AliasEvent):
-                raise SpecError(f"{path}: YAML aliases (*name) are not allowed in a kernel spec")
-            if count > MAX_YAML_EVENTS:
-                raise SpecError(f"{path}: too large (over {MAX_YAML_EVENTS:,} YAML nodes)")
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_YAML_DEPTH:  # the composer recurses: deeper is a RecursionError, not a spec
-                    raise SpecError(f"{path}: nested deeper than {MAX_YAML_DEPTH} levels")
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-        data = yaml.load(text, Loader=files.UniqueKeyLoader)  # SafeLoader, a key twice refused
-    except UnicodeDecodeError:
-        raise SpecError(f"{path}: not a UTF-8 text file") from None
-    except ValueError as exc:  # a value PyYAML cannot build (a date such as 2021-02-30)
-        raise SpecError(f"{path}: {str(exc).split(';')[0]}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        raise SpecError(f"{path}: malformed YAML{where}: {getattr(exc, 'problem', None) or exc}") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a mapping of keys to values at the top level")
+        data = parse_yaml(raw, path, MAX_YAML_EVENTS)
+    except YamlError as exc:
+        raise SpecError(str(exc)) from None
     return (data, raw) if with_bytes else data
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launchtune.kernels.autotune.table import TableError, read_table_doc
 from launchtune.kernels.kernel.spec import load_kernel_spec
+from launchtune.kernels.tuning_table import best_for
 
 
 @dataclass(frozen=True)
@@ -42,23 +41,14 @@ def pick_for_device(
     """The pick of ``table_path`` (a sweep's ``tuning_table.json``) for ``gpu_class`` (default: this
     process's device); with ``spec_path`` (the kernel spec) also its grid, block and ``#define`` values at
     ``size`` (default: the table entry's size)."""
-    path = Path(table_path)
-    doc = read_table_doc(path)
-    entries: list[Mapping[str, Any]] = [e for e in doc["entries"] if isinstance(e, Mapping) and "best" in e]
-    if not entries:
-        raise TableError(f"{path}: entries: no sweep entry with a best configuration")
     cls = gpu_class or current_gpu_class()
-    mine = [e for e in entries if e.get("gpu_class") == cls]
-    entry = mine[0] if mine else entries[0]
-    config = {str(k): int(v) for k, v in (entry["best"] if mine else entry["default"]).items()}
-    ms = entry.get("best_ms") if mine else entry.get("default_ms")
-    objective = dict(entry.get("objective") or {"minimize": "time"})
-    cost = None if ms is None else float(ms)
-    pick = DevicePick(cls, config, tuned=bool(mine), ms=cost, objective=objective)
+    best = best_for(table_path, cls)  # its entry's best, else the first entry's default
+    config, objective = best.config, best.objective
+    pick = DevicePick(cls, config, tuned=best.tuned, ms=best.ms, objective=objective)
     if spec_path is None:
         return pick
     spec = load_kernel_spec(spec_path)
-    problem = spec.problem(size or entry.get("size"))
+    problem = spec.problem(size or best.entry.get("size"))
     return DevicePick(
         cls,
         config,

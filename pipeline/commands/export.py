@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 def write_c_header(sweep_dir: Path, out: Path) -> int:
     """The tuning table of a ``kernel`` sweep (or a combined folder of them) as a C header at ``out``."""
+    from launchtune.kernels import tuning_table
     from launchtune.kernels.atomic import write_text
     from launchtune.kernels.kernel.header import HeaderError, Pick, render_header
     from launchtune.kernels.kernel.spec import load_kernel_spec
@@ -90,11 +91,13 @@ def write_c_header(sweep_dir: Path, out: Path) -> int:
         problem = kernel.problem(spec.size)
     except WorkloadError as exc:
         raise UserError(f"{sweep_dir}: the sweep's kernel spec: {exc}") from None
-    where = folder.path / "tuning_table.json"
-    entries = [e for e in table.get("entries", []) if isinstance(e, dict) and "best" in e]
-    if any(not isinstance(e.get("gpu_class"), str) for e in entries):
-        raise UserError(f"{where}: an entry without a gpu_class")
-    picks = [Pick(e["gpu_class"], e["best"], e.get("best_ms")) for e in entries]
+    where = tuning_table.in_folder(folder.path)
+    try:
+        entries = tuning_table.sweep_entries(table, where)
+    except tuning_table.TableError as exc:
+        raise UserError(str(exc)) from None
+    # a null best reaches render_header as it is: it names the entry ("expected a configuration")
+    picks = [Pick(e["gpu_class"], e["best"], e.get("best_ms")) for e in entries]  # type: ignore[arg-type]
     default = (entries[0].get("default") if entries else None) or kernel.default
     try:
         text = render_header(kernel, problem, picks, default, origin=str(sweep_dir))

@@ -16,9 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from launchtune.kernels.autotune.table import (
-    FORMAT as TABLE_FORMAT,
-)  # one format, read by the runtime autotuner
+from launchtune.kernels import tuning_table
 from launchtune.kernels.compare import Comparison
 from launchtune.kernels.objective import from_dict
 from launchtune.pipeline.errors import UserError
@@ -263,9 +261,10 @@ def tuning_entry(
     plan: dict[str, Any],
     validation: dict | None,
     ok: pd.DataFrame | None = None,
-) -> dict:
-    """Best measured configuration and the next few for one class, for the runtime autotuner (``ok``: its
-    ok rows where the caller has them)."""
+) -> tuning_table.TableEntry:
+    """Best measured configuration and the next few for one class, the tuning table's row for it
+    (``kernels.tuning_table``: the C header, ``pick_for_device`` and the runtime autotuner read it); ``ok``:
+    its ok rows where the caller has them."""
     params = plan["params"]
     candidates = []
     v = (validation or {}).get(cls)
@@ -445,13 +444,11 @@ def build_report(
     report["figures"] = _figures(sweep_dir, frame, plan, spec, metrics, log, models)
     if folder.performance_report.exists():
         report["performance_report"] = folder.performance_report.name
-    table = {
-        "format": TABLE_FORMAT,
-        "version": 1,
-        "created": report["created"],
-        "sweep_id": spec.name,
-        "entries": [tuning_entry(frame, c, spec, plan, validation, by_class.get(c)) for c in classes],
-    }
+    table = tuning_table.new_doc(
+        (tuning_entry(frame, c, spec, plan, validation, by_class.get(c)) for c in classes),
+        created=report["created"],
+        sweep_id=spec.name,
+    )
     markdown = render({**report, "cross_class_md": cross_class_markdown(metrics)})
     folder.write_report(_clean(report), markdown, _clean(table))
     return report

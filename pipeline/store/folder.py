@@ -31,6 +31,7 @@ from typing import Any, NotRequired, TypedDict
 import numpy as np
 import pandas as pd
 
+from launchtune.kernels import tuning_table
 from launchtune.kernels.atomic import write_text
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.jsonio import read_json, read_regular_bytes, write_json
@@ -48,7 +49,7 @@ MANAGED_FILES = (
     "validation.json",
     "report.json",
     "report.md",
-    "tuning_table.json",
+    tuning_table.FILE_NAME,
     "timing.json",
     "dask-performance.html",
 )
@@ -362,12 +363,17 @@ class SweepFolder:
         return self._record(self.path / "report.json", "report")
 
     def read_tuning_table(self) -> dict[str, Any] | None:
-        return self._record(self.path / "tuning_table.json", "tuning table")
+        """The folder's tuning table (``kernels.tuning_table``, its one reader), None where there is none."""
+        try:
+            table: Any = tuning_table.read(tuning_table.in_folder(self.path), missing_ok=True)
+            return table  # a TableDoc, its shape checked
+        except tuning_table.TableError as exc:
+            raise UserError(str(exc)) from None
 
-    def write_report(self, report: dict[str, Any], markdown: str, tuning_table: dict[str, Any]) -> None:
+    def write_report(self, report: dict[str, Any], markdown: str, table: tuning_table.TableDoc) -> None:
         write_json(self.path / "report.json", report)
         write_text(self.report_md, markdown)
-        write_json(self.path / "tuning_table.json", tuning_table)
+        tuning_table.write(tuning_table.in_folder(self.path), table)
 
 
 def ok_rows(frame: pd.DataFrame, gpu_class: str | None) -> pd.DataFrame:

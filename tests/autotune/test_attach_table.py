@@ -18,9 +18,9 @@ from launchtune.kernels.autotune import (
     save_tuning,
     tuning_summary,
 )
-from launchtune.kernels.autotune.table import Entry, table_seeds
 from launchtune.kernels.backend import get_backend
 from launchtune.kernels.space import Constraint, Param, Space
+from launchtune.kernels.tuning_table import Entry, table_seeds
 from tests.conftest import REPO
 
 KERNELS = ("xi_flux", "rhs")

@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from launchtune.kernels.autotune import IDLE, TableError, TunerError, Tuning
-from launchtune.kernels.autotune.table import table_seeds
 from launchtune.kernels.autotune.whole import WholeTuner, attach_whole_tuner
 from launchtune.kernels.space import Param, Space
+from launchtune.kernels.tuning_table import table_seeds
 from tests.autotune.test_tuner import FakeClock
 from tests.conftest import REPO
 
@@ -109,9 +109,18 @@ def test_seeded_candidates_come_from_the_nearest_size_of_the_class_and_a_runtime
     elsewhere = _table(tmp_path / "e.json", [{**sweep, "source": "runtime"}])  # another size: scanned
     assert _tuning(SPACE, elsewhere).state != IDLE
     assert not Tuning("step", SPACE, gpu_class="v100", size="104x32", table=path).seeded
-    with pytest.raises(TableError, match="configuration 0"):
+    with pytest.raises(
+        TableError, match=r"b.json: entries\[0\].best\['x'\]: must be an integer"
+    ):  # its schema
         table_seeds(
             _table(tmp_path / "b.json", [{**sweep, "best": {"x": "four"}}]), "h100", "1x1", SPACE.default
+        )
+    with pytest.raises(TableError, match=r"c.json: entry h100 3328x1024: configuration \d+ is not"):
+        table_seeds(
+            _table(tmp_path / "c.json", [{**sweep, "best": None, "configs": [{"x": "four"}]}]),
+            "h100",
+            "1x1",
+            SPACE.default,
         )
     scan = _tuning(SPACE, scan=5, seed=3)
     assert scan.candidates[0] == (0, 0) and len(set(scan.candidates)) == len(scan.candidates) == 5

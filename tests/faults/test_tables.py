@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from launchtune.kernels.autotune.table import MAX_DEPTH, TableError, TuningTable
+from launchtune.kernels.tuning_table import MAX_DEPTH, TableError, TuningTable
 from tests.conftest import REPO
 
 

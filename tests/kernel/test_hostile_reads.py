@@ -80,7 +80,9 @@ def test_deep_nesting_and_long_integers_are_one_line(tmp_path, write_spec):
     digits = tmp_path / "digits.yaml"
     digits.write_text("problem_size: " + "7" * 5000 + "\n")
     _refused(
-        digits, "digits.yaml: malformed YAML (line 1): an integer of 5,000 characters (at most 4,300 digits)"
+        digits,
+        "digits.yaml: malformed YAML (line 1, column 15): an integer of 5,000 characters "
+        "(at most 4,300 digits)",
     )
     _refused(write_spec(tune_params={"block_size_x": [32, 2**70]}), "tune_params.block_size_x: 1.18e+21")
     _refused(write_spec(problem_size=[2**64]), "problem_size: expected one to three positive integers")

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from launchtune.kernels.autotune.table import TuningTable
+from launchtune.kernels.tuning_table import TuningTable
 from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.schema import FIXED_FIELDS
 from tests.pipeline.conftest import base_spec, one_line_error, run_cli, run_cli_here

@@ -1,4 +1,12 @@
-"""The tuning table: ranked configurations per (GPU class, problem size), as JSON.
+"""The tuning table, ``tuning_table.json``: ranked configurations per (GPU class, problem size), as JSON.
+
+The one owner of the file: its name (:data:`FILE_NAME`), its shape (:class:`TableDoc` of
+:class:`TableEntry` rows, checked by :func:`read`), the one reader (:func:`read`), the one writer
+(:func:`write`) and the picks (:func:`best_for` per GPU class, :func:`table_seeds` per GPU class and size,
+each with the entry's objective). Every user goes through it: a sweep's report writes it, ``launchtune export
+--format c-header`` and :func:`~launchtune.kernels.kernel.pick.pick_for_device` read its best per class, and
+every run-time tuning (``autotune``, the CFD solver's kernels, its fused step) reads its seeds and writes
+its own table back.
 
 Two producers write it: a tuned run (``source: "runtime"``, measured in a real run on that GPU class and size:
 the next run locks to it without scanning) and a sweep's report (``source`` anything else, e.g. ``"sweep"`` or
@@ -9,11 +17,11 @@ the next run locks to it without scanning) and a sweep's report (``source`` anyt
                   "best": {"xi_flux.blocks": 400, "xi_flux.threads": 128},
                   "candidates": [{"config": {...}, "time_ms": 0.131}, ...]}, ...]}
 
-A sweep report's entry (``pipeline/results/report.py``) also has ``per_kernel`` (kernel -> ranked
-``{"xi_flux.blocks": 400, "xi_flux.threads": 128, "ms": ...}``), and ``configs`` or ``config`` may list more;
-an older tuned run's entry names its ``kernel`` with ``candidates`` of ``blocks`` and ``threads``. Every
-tuning reads its picks through :func:`table_seeds`; :class:`TuningTable` is the per-kernel view, each entry's
-blocks and threads checked on load.
+A sweep report's entry (``pipeline/results/report.py``) also has ``best_ms``, ``default``, ``default_ms``,
+``objective`` (what its milliseconds are: the objective's cost, lower is better) and ``per_kernel`` (kernel ->
+ranked ``{"xi_flux.blocks": 400, "xi_flux.threads": 128, "ms": ...}``), and ``configs`` or ``config`` may list
+more; an older tuned run's entry names its ``kernel`` with ``candidates`` of ``blocks`` and ``threads``.
+:class:`TuningTable` is the per-kernel view, each entry's blocks and threads checked on load.
 """
 
 from __future__ import annotations
@@ -23,12 +31,15 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict, overload
 
+from launchtune.kernels import files
 from launchtune.kernels.atomic import write_text
 from launchtune.kernels.files import DuplicateKey, loads_json
 
+FILE_NAME = "tuning_table.json"  # in a sweep folder, and beside a tuned run's launches.csv
 FORMAT = "launchtune-tuning-table"
+VERSION = 1
 RUNTIME = "runtime"
 
 # Bounds checked on load, so an absurd entry (threads 0, blocks -1 or 1e30, size 0x0) is refused with one line
@@ -39,6 +50,37 @@ MAX_THREADS = 1024
 MAX_BLOCKS = 2**31 - 1
 MAX_DEPTH = 16  # the deepest a table nests is 6 (entries, entry, per_kernel, kernel, list, item)
 MAX_BYTES = 64 * 2**20  # a table is kilobytes; a huge file is a mistake, not a table
+
+
+class TableEntry(TypedDict, total=False):
+    """One row of the table: one GPU class at one problem size. :func:`read` checks the types of the fields
+    below where present; the picks check what they use (``gpu_class`` and ``size`` for a run-time tuning)."""
+
+    gpu_class: str
+    size: str
+    source: str  # "runtime" (a tuned run: locked at once), else a sweep's ("sweep", "surrogate")
+    workload: str
+    case: str
+    best: dict[str, int] | None
+    best_ms: float | None  # the objective's cost of ``best`` (lower is better; time in ms by default)
+    default: dict[str, int] | None
+    default_ms: float | None
+    # ranked, best first: {"config": {...}, "ms" or "time_ms": ...}; an older kernel entry's launches
+    candidates: list[Any]
+    per_kernel: dict[str, list[dict[str, Any]]]
+    objective: dict[str, str]  # {"minimize": "time"} where none is stated
+    kernel: str  # an older tuned run's entry: one kernel's ranked blocks and threads
+
+
+class TableDoc(TypedDict, total=False):
+    """The whole file: ``format``, ``version``, where it came from (a report's ``created``, ``sweep_id``)
+    and its entries."""
+
+    format: str
+    version: int
+    created: str
+    sweep_id: str
+    entries: list[TableEntry]
 
 
 class TableError(ValueError):
@@ -107,7 +149,7 @@ class TuningTable:
     @classmethod
     def load(cls, path: str | Path) -> TuningTable:
         path = Path(path)
-        doc = read_table_doc(path)
+        doc = read(path)
         table = cls()
         for i, raw in enumerate(doc["entries"]):
             for entry in _parse_entry(raw, f"{path}: entries[{i}]"):
@@ -116,32 +158,97 @@ class TuningTable:
 
     def save(self, path: str | Path) -> Path:
         """Write atomically: a temporary file renamed over the target."""
-        path = Path(path)
-        doc = {"format": FORMAT, "version": 1, "entries": [e.to_json() for e in self.entries]}
-        write_text(path, json.dumps(doc, indent=1) + "\n")
-        return path
+        return write(path, new_doc(e.to_json() for e in self.entries))
 
 
-def read_table_doc(path: Path) -> Mapping[str, Any]:
-    """A tuning table file's JSON, its size, depth and ``entries`` list checked (one line per problem)."""
+@overload
+def read(path: str | Path, missing_ok: Literal[False] = False) -> TableDoc: ...
+@overload
+def read(path: str | Path, missing_ok: bool) -> TableDoc | None: ...
+def read(path: str | Path, missing_ok: bool = False) -> TableDoc | None:
+    """The one reader: a tuning table file's JSON, its size, depth and shape checked (:func:`check_doc`),
+    one line per problem naming the file (:class:`TableError`); None where there is none and
+    ``missing_ok``. Read through ``kernels.files``: a FIFO, a device or a directory in its place is refused,
+    never waited on."""
+    path = Path(path)
     try:
-        if path.stat().st_size > MAX_BYTES:
-            size = path.stat().st_size
-            raise TableError(f"{path}: {size} bytes is not a tuning table (at most {MAX_BYTES})")
-        doc = loads_json(path.read_text())
-    except FileNotFoundError:
-        raise TableError(f"{path}: tuning table not found") from None
+        raw = files.read_regular(path, "tuning table", MAX_BYTES, missing_ok=True)
+    except files.FileRefused as exc:
+        raise TableError(str(exc)) from None
+    if raw is None:
+        if missing_ok:
+            return None
+        raise TableError(f"{path}: tuning table not found")
+    try:
+        doc = loads_json(raw)
     except DuplicateKey as exc:
         raise TableError(f"{path}: tuning table: {exc}") from None
     except RecursionError:
         raise TableError(f"{path}: nested deeper than a tuning table (at most {MAX_DEPTH} levels)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not UTF-8, not JSON
         raise TableError(f"{path}: not a readable JSON tuning table ({exc})") from None
     if _depth(doc) > MAX_DEPTH:
         raise TableError(f"{path}: nested deeper than a tuning table (at most {MAX_DEPTH} levels)")
+    check_doc(doc, path)
+    return doc  # its shape checked just above (check_doc)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_doc(doc: Any, path: str | Path) -> None:
+    """The table's schema (:class:`TableDoc`): ``entries`` a list of objects; where present, ``format`` a
+    string, ``version`` an integer, and per entry ``gpu_class`` a string, ``best`` and ``default`` null or
+    an object of integers, ``best_ms`` and ``default_ms`` null or a finite number >= 0, ``per_kernel`` an
+    object. Fields it does not name may be added freely (older and newer tables stay readable)."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("entries"), list):
         raise TableError(f"{path}: field 'entries' (a list) is missing")
-    return doc
+    if "format" in doc and not isinstance(doc["format"], str):
+        raise TableError(f"{path}: format: must be a string, not {_short(doc['format'])}")
+    if "version" in doc and not _is_int(doc["version"]):
+        raise TableError(f"{path}: version: must be an integer, not {_short(doc['version'])}")
+    for i, entry in enumerate(doc["entries"]):
+        where = f"{path}: entries[{i}]"
+        if not isinstance(entry, Mapping):
+            raise TableError(f"{where}: must be an object, not {_short(entry)}")
+        if "gpu_class" in entry and not isinstance(entry["gpu_class"], str):
+            raise TableError(f"{where}.gpu_class: must be a string, not {_short(entry['gpu_class'])}")
+        for name in ("best", "default"):
+            config = entry.get(name)
+            if config is not None and not isinstance(config, Mapping):
+                raise TableError(
+                    f"{where}.{name}: must be an object of integers or null, not {_short(config)}"
+                )
+            for key, value in (config or {}).items():
+                if not _is_int(value):
+                    raise TableError(f"{where}.{name}[{key!r}]: must be an integer, not {_short(value)}")
+        for name in ("best_ms", "default_ms"):
+            ms = entry.get(name)
+            number = isinstance(ms, int | float) and not isinstance(ms, bool) and math.isfinite(ms)
+            if ms is not None and not (number and ms >= 0):
+                raise TableError(f"{where}.{name}: must be a finite number >= 0 or null, not {_short(ms)}")
+        if "per_kernel" in entry and not isinstance(entry["per_kernel"], Mapping):
+            raise TableError(f"{where}.per_kernel: must be an object, not {_short(entry['per_kernel'])}")
+
+
+def new_doc(entries: Iterable[Mapping[str, Any]], **about: Any) -> TableDoc:
+    """A table of ``entries``; ``about``: where it came from (a report's ``created`` and ``sweep_id``)."""
+    return {"format": FORMAT, "version": VERSION, **about, "entries": list(entries)}  # type: ignore[typeddict-item]
+
+
+def write(path: str | Path, doc: Mapping[str, Any]) -> Path:
+    """The one writer: ``doc`` (:func:`new_doc`) as indented JSON, atomically (a temporary file renamed over
+    the target, so a reader never sees half a table)."""
+    path = Path(path)
+    write_text(path, json.dumps(doc, indent=1, default=str) + "\n")
+    return path
+
+
+def write_entries(path: str | Path, entries: Iterable[Mapping[str, Any]]) -> Path:
+    """A tuning table of ``entries`` (as ``Tuning.table_entry`` makes them), written atomically."""
+    return write(path, new_doc(entries))
 
 
 def _parse_entry(raw: Any, where: str) -> list[Entry]:
@@ -265,10 +372,15 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) or (isinstance(v, float) and v.is_integer())
 
 
+def in_folder(folder: str | Path) -> Path:
+    """Where a folder (a sweep's, a tuned run's output) keeps its table."""
+    return Path(folder) / FILE_NAME
+
+
 def table_file(table: str | Path) -> Path:
     """A sweep folder's ``tuning_table.json``, or ``table`` itself where it is a file."""
     path = Path(table)
-    return path / "tuning_table.json" if path.is_dir() else path
+    return in_folder(path) if path.is_dir() else path
 
 
 @dataclass
@@ -280,6 +392,7 @@ class Seeds:
     source: str
     size: str
     where: str
+    objective: dict[str, str] = field(default_factory=lambda: {"minimize": "time"})  # what ranked them
 
 
 def size_text(size: str | Sequence[int]) -> str:
@@ -305,7 +418,7 @@ def table_seeds(
     ``TableError`` naming the file and the entry.
     """
     path = table_file(table)
-    doc = read_table_doc(path)
+    doc = read(path)
     names = list(default)
     found: list[tuple[Mapping[str, Any], list[dict[str, int]]]] = []
     for i, raw in enumerate(doc["entries"]):
@@ -327,15 +440,69 @@ def table_seeds(
                 found.append((raw, configs))
     if not found:
         return Seeds([], "", "", f"none: {path} has no {gpu_class} entry for {', '.join(names)}")
+    entry, configs = found[_nearest([e for e, _ in found], size)]
+    source, at = str(entry.get("source", "sweep")), size_text(entry["size"])
+    return Seeds(configs, source, at, f"{source} {gpu_class} {at} ({path})", _objective(entry))
+
+
+def _objective(entry: Mapping[str, Any]) -> dict[str, str]:
+    return dict(entry.get("objective") or {"minimize": "time"})
+
+
+def _nearest(entries: Sequence[Mapping[str, Any]], size: str | Sequence[int] | None) -> int:
+    """The index of the entry nearest ``size`` by cell count, on a log scale (the first of equals; the first
+    where ``size`` is None): the one rule by which every pick chooses among a GPU class's entries."""
+    if size is None:
+        return 0
     target = _cells(size_text(size))
 
-    def distance(item: tuple[Mapping[str, Any], list[dict[str, int]]]) -> float:
-        there = _cells(size_text(item[0]["size"]))
+    def distance(i: int) -> float:
+        there = _cells(size_text(str(entries[i].get("size", ""))))
         return abs(math.log(there) - math.log(target)) if there > 0 and target > 0 else math.inf
 
-    entry, configs = min(found, key=distance)
-    source, at = str(entry.get("source", "sweep")), size_text(entry["size"])
-    return Seeds(configs, source, at, f"{source} {gpu_class} {at} ({path})")
+    return min(range(len(entries)), key=distance)
+
+
+@dataclass(frozen=True)
+class Best:
+    """A sweep table's pick for one GPU class (:func:`best_for`): ``tuned`` False where the table has no
+    entry for the class (then the first entry's default configuration); ``ms`` the objective's cost (lower is
+    better; time in ms by default), ``objective`` which one."""
+
+    gpu_class: str
+    config: dict[str, int]
+    tuned: bool
+    ms: float | None
+    objective: dict[str, str]
+    entry: TableEntry
+
+
+def sweep_entries(doc: Mapping[str, Any], path: str | Path) -> list[TableEntry]:
+    """A sweep's entries, those with a ``best`` configuration, each naming its GPU class (the C header's
+    rows: one per class)."""
+    entries = [e for e in doc["entries"] if "best" in e]
+    if any(not isinstance(e.get("gpu_class"), str) for e in entries):
+        raise TableError(f"{path}: an entry without a gpu_class")
+    return entries
+
+
+def best_for(table: str | Path, gpu_class: str, size: str | Sequence[int] | None = None) -> Best:
+    """The configuration to launch on ``gpu_class``: its entry's ``best`` (the entry nearest ``size`` where
+    the class has several), else the first entry's ``default``."""
+    path = table_file(table)
+    entries = [e for e in read(path)["entries"] if "best" in e]
+    if not entries:
+        raise TableError(f"{path}: entries: no sweep entry with a best configuration")
+    mine = [e for e in entries if e.get("gpu_class") == gpu_class]
+    entry = mine[_nearest(mine, size)] if mine else entries[0]
+    config = entry.get("best") if mine else entry.get("default")
+    if config is None:
+        raise TableError(f"{path}: entries: no {'best' if mine else 'default'} configuration for {gpu_class}")
+    ms = entry.get("best_ms") if mine else entry.get("default_ms")
+    cost = None if ms is None else float(ms)
+    return Best(
+        gpu_class, {str(k): int(v) for k, v in config.items()}, bool(mine), cost, _objective(entry), entry
+    )
 
 
 def _entry_configs(
@@ -377,10 +544,3 @@ def _entry_configs(
         if picked not in out:
             out.append(picked)
     return out
-
-
-def write_entries(path: str | Path, entries: Iterable[Mapping[str, Any]]) -> Path:
-    """A tuning table of ``entries`` (as ``Tuning.table_entry`` makes them), written atomically."""
-    path = Path(path)
-    write_text(path, json.dumps({"format": FORMAT, "version": 1, "entries": list(entries)}, indent=1) + "\n")
-    return path
