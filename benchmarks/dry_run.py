@@ -15,9 +15,10 @@ import argparse
 from pathlib import Path
 
 from benchmarks import run_main
+from launchtune.kernels.kernel.options import check_arguments
 from launchtune.kernels.kernel.spec import load_kernel_spec
 from launchtune.kernels.space import Space
-from launchtune.kernels.workload import WorkloadError, check_arguments
+from launchtune.kernels.workload import WorkloadError
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.spec import load_spec
 
@@ -32,7 +33,7 @@ def kernel_space(spec: str | Path, size: str) -> Space:
     """The ``kernel`` workload's checks before it is built on a GPU (the kernel spec, its source, its default
     configuration's arrays at ``size``) and its launch space; a refusal is a ``UserError`` naming the spec."""
     try:
-        check_arguments("kernel", "dry_run", size, {"spec": str(spec)})
+        check_arguments("dry_run", size, spec=str(spec))
         kernel = load_kernel_spec(spec)
         return kernel.space(kernel.problem(size))
     except (WorkloadError, ValueError) as exc:
