@@ -126,14 +126,14 @@ class Session:
         self.names = self.space.names
         self.answers: Answers = answers if answers is not None else WorkloadAnswers(workload, repeats)
         fixed = workload.candidates()
-        if fixed is not None:
-            configs = fixed
-        elif self.space.cardinality <= POOL_LIMIT:
-            configs = list(self.space.grid())
+        if fixed is None and self.space.cardinality <= POOL_LIMIT:
+            self.X = self.space.rows().astype(float)  # the valid configurations, in product order
         else:
-            configs = self.space.sample(POOL_LIMIT, seed)
-        self.X = np.array([[c[n] for n in self.names] for c in configs], dtype=float)
-        self._index = {tuple(int(v) for v in row): i for i, row in enumerate(self.X)}
+            configs = fixed if fixed is not None else self.space.sample(POOL_LIMIT, seed)
+            self.X = np.array([[c[n] for n in self.names] for c in configs], dtype=float).reshape(
+                len(configs), len(self.names)
+            )
+        self._index = {row: i for i, row in enumerate(map(tuple, self.X.astype(np.int64).tolist()))}
         # candidates x parameters, True where a candidate does not use the parameter (the space's inactive
         # rules: the seven kernels' launches under a fused level); None where the space has no such rules
         self.unused = self.space.unused_mask(self.X) if self.space.inactive else None
