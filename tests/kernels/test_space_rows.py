@@ -190,3 +190,23 @@ def test_listed_rows_is_membership():
     cols = {"a": np.array([1, 1, 3, 2]), "b": np.array([10, 20, 10, 20])}
     assert rule(cols).tolist() == [False, True, True, False]
     assert rule({"a": np.array([5]), "b": np.array([10])}) is None  # off the lists: asked row by row
+
+
+def _without_rows(space: Space) -> Space:
+    from dataclasses import replace
+
+    bare = tuple(replace(c, rows=None, reads=None) for c in space.constraints)
+    return Space(space.params, space.default, bare, space.name, space.inactive)
+
+
+def test_the_workloads_rules_on_arrays_answer_as_their_functions():
+    from launchtune.kernels.cfd.launch_space import build_space
+    from launchtune.kernels.tridiag.workload import TridiagWorkload
+
+    tridiag = TridiagWorkload("random", 1000, backend="numpy").space()
+    assert all(c.rows is not None for c in tridiag.constraints)
+    assert list(tridiag.grid()) == _reference(tridiag) == list(_without_rows(tridiag).grid())
+    kernels = ["xi_limiter", "eta_limiter", "xi_flux", "eta_flux", "source", "rhs", "update"]
+    cfd = build_space(dict.fromkeys(kernels, 1000), dict.fromkeys(kernels, 256))
+    assert all(c.rows is not None for c in cfd.constraints)
+    assert cfd.sample(2000, 3) == _without_rows(cfd).sample(2000, 3)
