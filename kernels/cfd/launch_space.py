@@ -56,6 +56,8 @@ def build_space(
             Constraint(
                 f"{name}.threads exceeds the compiled kernel's limit of {limit} threads per block",
                 lambda cfg, key=f"{name}.threads", limit=limit: int(cfg[key]) <= limit,
+                lambda cols, key=f"{name}.threads", limit=limit: cols[key] <= limit,
+                (f"{name}.threads",),
             )
         )
     return Space(tuple(params), default_config(domain_sizes), tuple(constraints), name=f"cfd-{preset}")

@@ -21,6 +21,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from launchtune.kernels.kernel import arrays
+
 MAX_CHARS = 1000
 MAX_NODES = 300
 MAX_DEPTH = 40
@@ -149,6 +151,7 @@ class Expression:
     names: frozenset[str]
     where: str
     _evaluate: Evaluator
+    _arrays: arrays.ArrayEvaluator | None = None  # the same on numpy columns (None: not computable there)
 
     def __call__(self, values: Mapping[str, Number]) -> Any:
         """The value for ``values`` (every name of ``names`` must be there); ``ExpressionError`` naming
@@ -161,6 +164,18 @@ class Expression:
             raise ExpressionError(f"{self.where}: {self.text!r}: division by zero") from None
         except (OverflowError, ValueError, TypeError) as exc:
             raise ExpressionError(f"{self.where}: {self.text!r}: {exc}") from None
+
+    def truth_of_rows(self, columns: Mapping[str, Any], rows: int) -> Any:
+        """Per row of ``columns`` (one numpy array of ``rows`` values per name), whether the expression is
+        true: what ``bool(self(values))`` says row by row, an ``ExpressionError`` counting as False. None
+        where the arrays cannot give exactly that answer (text, integers beyond 2**53:
+        ``kernels.kernel.arrays``); then ask one row at a time."""
+        if self._arrays is None:
+            return None
+        try:
+            return arrays.truth(self._arrays, columns, rows)
+        except arrays.Inexact:
+            return None
 
     def integer(self, values: Mapping[str, Number]) -> int:
         """The value as an int: a whole float (``4096 / 2``) counts, ``1.5`` does not."""
@@ -192,7 +207,11 @@ def parse(text: Any, names: Collection[str], where: str) -> Expression:
     known = frozenset(names)
     used: set[str] = set()
     evaluate = _build(tree.body, known, used, text, where)
-    return Expression(text, frozenset(used), where, evaluate)
+    try:
+        on_arrays: arrays.ArrayEvaluator | None = arrays.build(tree.body)
+    except arrays.NotVectorised:
+        on_arrays = None
+    return Expression(text, frozenset(used), where, evaluate, on_arrays)
 
 
 def _check_size(tree: ast.AST, text: str, where: str) -> None:

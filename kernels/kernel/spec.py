@@ -58,7 +58,7 @@ from launchtune.kernels.kernel.fields import (  # noqa: F401  (the spec's vocabu
 )
 from launchtune.kernels.objective import DEFAULT as DEFAULT_OBJECTIVE
 from launchtune.kernels.objective import Objective
-from launchtune.kernels.space import Constraint, Param, Space, SpaceError
+from launchtune.kernels.space import Constraint, Param, Space, SpaceError, listed_rows
 
 
 @dataclass(frozen=True)
@@ -239,7 +239,32 @@ class KernelSpec:
 
             return check
 
-        constraints = tuple(Constraint(f"restriction {r.text!r}", holds(r)) for r in self.restrictions)
+        def holds_rows(rule: Expression) -> Any:
+            def check(columns: Mapping[str, np.ndarray]) -> np.ndarray | None:
+                n = len(next(iter(columns.values()))) if columns else 1
+                values = {k: np.full(n, v) for k, v in sizes.items() if k in rule.names}
+                for name, col in columns.items():
+                    if name not in rule.names:
+                        continue
+                    if name in self.labels:  # the index of a labelled parameter: its float or text value
+                        labels = np.asarray(self.labels[name])
+                        if labels.dtype.kind not in "biuf":
+                            return None  # text: asked one configuration at a time
+                        col = labels[col]
+                    values[name] = col
+                return rule.truth_of_rows(values, n)
+
+            return check
+
+        constraints = tuple(
+            Constraint(
+                f"restriction {r.text!r}",
+                holds(r),
+                holds_rows(r),
+                tuple(n for n in self.names if n in r.names),
+            )
+            for r in self.restrictions
+        )
         if self.allowed is not None:
             rows = np.load(self.allowed, allow_pickle=False)
             names = self.names
@@ -253,7 +278,13 @@ class KernelSpec:
             def listed(config: Mapping[str, int]) -> bool:
                 return tuple(int(config[n]) for n in names) in permitted
 
-            constraints += (Constraint(f"the configurations allowed in {self.allowed.name}", listed),)
+            constraints += (
+                Constraint(
+                    f"the configurations allowed in {self.allowed.name}",
+                    listed,
+                    listed_rows(self.params, rows),
+                ),
+            )
         return Space(self.params, dict(self.default), constraints, name=f"kernel:{self.kernel_name}")
 
     def block(self, config: Mapping[str, int]) -> tuple[int, int, int]:

@@ -83,10 +83,14 @@ class TridiagWorkload(Workload):
             Constraint(
                 "copies other than streams (0) need stage 2 on the device (stage2=1)",
                 lambda c: int(c["copies"]) == 0 or int(c["stage2"]) == 1,
+                lambda cols: (cols["copies"] == 0) | (cols["stage2"] == 1),
+                ("stage2", "copies"),
             ),
             Constraint(
                 "end chunks below 100% apply to copies streamed (2) and spike (3) only",
                 lambda c: int(c["ends"]) == 100 or int(c["copies"]) in (2, 3),
+                lambda cols: (cols["ends"] == 100) | np.isin(cols["copies"], (2, 3)),
+                ("copies", "ends"),
             ),
         )
         if self.backend.is_gpu:

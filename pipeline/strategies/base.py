@@ -59,6 +59,9 @@ class Answers(Protocol):
     def recorded(self, event: int) -> bool:
         """Whether the answers of delivery point ``event`` are a recording (then the session never waits)."""
 
+    # Optional: ``ahead(configs)``, the configurations to be proposed next (``Session.announce``), so the
+    # device can compile them while it measures the first ones; answers without it are not told.
+
 
 class WorkloadAnswers:
     """The workload measures each proposal at once, one at a time: the sequential session."""
@@ -126,14 +129,14 @@ class Session:
         self.names = self.space.names
         self.answers: Answers = answers if answers is not None else WorkloadAnswers(workload, repeats)
         fixed = workload.candidates()
-        if fixed is not None:
-            configs = fixed
-        elif self.space.cardinality <= POOL_LIMIT:
-            configs = list(self.space.grid())
+        if fixed is None and self.space.cardinality <= POOL_LIMIT:
+            self.X = self.space.rows().astype(float)  # the valid configurations, in product order
         else:
-            configs = self.space.sample(POOL_LIMIT, seed)
-        self.X = np.array([[c[n] for n in self.names] for c in configs], dtype=float)
-        self._index = {tuple(int(v) for v in row): i for i, row in enumerate(self.X)}
+            configs = fixed if fixed is not None else self.space.sample(POOL_LIMIT, seed)
+            self.X = np.array([[c[n] for n in self.names] for c in configs], dtype=float).reshape(
+                len(configs), len(self.names)
+            )
+        self._index = {row: i for i, row in enumerate(map(tuple, self.X.astype(np.int64).tolist()))}
         # candidates x parameters, True where a candidate does not use the parameter (the space's inactive
         # rules: the seven kernels' launches under a fused level); None where the space has no such rules
         self.unused = self.space.unused_mask(self.X) if self.space.inactive else None
@@ -264,11 +267,21 @@ class Session:
             mask &= ~np.isin(self._group, list(self._measured_groups))
         return np.flatnonzero(mask)
 
+    def announce(self, indices: Sequence[int] | np.ndarray) -> None:
+        """Tell the answers which candidates this strategy will propose next, in order (a generation it has
+        chosen whole), so a workload that compiles per configuration compiles them while the first ones are
+        measured (``Answers.ahead``, where the answers have it). Changes nothing a strategy sees."""
+        ahead = getattr(self.answers, "ahead", None)
+        if ahead is not None and len(indices) > 1:
+            ahead([self.config(int(i)) for i in indices])
+
     def measure_random(self, n: int) -> None:
         """Measure ``n`` distinct, not yet proposed candidates drawn uniformly."""
         pool = self.unmeasured()
         n = min(n, len(pool), self.remaining)
-        for i in self.rng.choice(pool, size=n, replace=False):
+        chosen = self.rng.choice(pool, size=n, replace=False)
+        self.announce(chosen)
+        for i in chosen:
             self.measure_index(int(i))
 
     def measure_ranked(self, scores: np.ndarray, n: int) -> None:
@@ -278,6 +291,7 @@ class Session:
         if n <= 0:
             return
         order = pool[np.argsort(scores[pool], kind="stable")[:n]]
+        self.announce(order)
         for i in order:
             self.measure_index(int(i))
 

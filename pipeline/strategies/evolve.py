@@ -82,6 +82,7 @@ CFD sweep (``docs/strategies.md``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -180,6 +181,7 @@ def maximin(session: Session, features: np.ndarray, n: int) -> None:
         nxt = int(np.argmax(dist + 1e-9 * session.rng.random(len(dist))))
         chosen.append(nxt)
         dist = np.minimum(dist, np.linalg.norm(z - z[nxt], axis=1))
+    session.announce(chosen)
     for i in chosen:
         session.measure_index(i)
 
@@ -195,7 +197,7 @@ def tune(
     features = product_features(session.X, session.unused)
     maximin(session, features, n0)
     options = {**OPTIONS, **WORST_CASE, **options}
-    search(session, features, generations, islands=islands, **options)
+    search(session, features, generations=generations, islands=islands, **options)
 
 
 def _breed(session, breeder, parents, n_children, seen) -> set[int]:
@@ -217,12 +219,16 @@ def _breed(session, breeder, parents, n_children, seen) -> set[int]:
 def _thompson(session: Session, per_tree: np.ndarray, kids: np.ndarray, n: int) -> None:
     """Measure ``n`` of ``kids``: each the best not yet measured by one tree drawn at random (a draw from the
     forest's posterior), so a batch spreads over what different trees believe instead of ``n`` near-copies."""
-    for _ in range(n):
-        free = np.array([c for c in kids if c not in session.proposed], dtype=int)
-        if not len(free) or not session.remaining:
-            return
+    picks: list[int] = []  # chosen whole first (no answer changes a pick), so the device can compile ahead
+    for _ in range(min(n, session.remaining)):
+        free = np.array([c for c in kids if c not in session.proposed and c not in picks], dtype=int)
+        if not len(free):
+            break
         tree = per_tree[int(session.rng.integers(len(per_tree)))]
-        session.measure_index(int(free[int(np.argmin(tree[free]))]))
+        picks.append(int(free[int(np.argmin(tree[free]))]))
+    session.announce(picks)
+    for i in picks:
+        session.measure_index(i)
 
 
 def _flip_flags(session: Session, ranked: np.ndarray, n: int) -> None:
@@ -244,143 +250,214 @@ def _flip_flags(session: Session, ranked: np.ndarray, n: int) -> None:
                 done += 1
 
 
-def search(
-    session: Session,
-    features: np.ndarray,
-    generations: int = GENERATIONS,
-    clip: float = CLIP,
-    patience: int = PATIENCE,
-    polish: float = POLISH,
-    candidates: int = CANDIDATES_PER_SLOT,
-    islands: int = ISLANDS,
-    explore: float = 0.0,
-    thompson: bool = False,
-    flips: float = 0.0,
-    levels: bool = False,
-    reserve: float = 0.0,
-    reserve_z: bool = False,
-    level_explore: float | None = None,
-    level_thompson: bool = False,
-    stall_chance: bool = False,
-    reserve_cap: int = 1 << 30,
-    reserve_from: int = 0,
-    levels_from: int = 0,
-    level_floor: float = 0.0,
-) -> None:
+@dataclass
+class _Knobs:
+    """``search``'s options (its docstring says what each does)."""
+
+    generations: int = GENERATIONS
+    clip: float = CLIP
+    patience: int = PATIENCE
+    polish: float = POLISH
+    candidates: int = CANDIDATES_PER_SLOT
+    islands: int = ISLANDS
+    explore: float = 0.0
+    thompson: bool = False
+    flips: float = 0.0
+    levels: bool = False
+    reserve: float = 0.0
+    reserve_z: bool = False
+    level_explore: float | None = None
+    level_thompson: bool = False
+    stall_chance: bool = False
+    reserve_cap: int = 1 << 30
+    reserve_from: int = 0
+    levels_from: int = 0
+    level_floor: float = 0.0
+
+
+@dataclass
+class _Model:
+    """One generation's forest: the measured candidates (``idx``), their capped log times (``y``), every
+    tree's prediction for every candidate, their mean and spread, and the generation's scores."""
+
+    idx: np.ndarray
+    y: np.ndarray
+    per_tree: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+
+
+class _Search:
+    """The state of ``search`` across generations: which island each proposal belongs to, what the forest
+    predicted for it, the generation count, the best so far and how long it has not improved, the level turn.
+    ``generation`` runs one; its parts (reserve, stuck, explore, polish, breed, fill) are methods in the order
+    they spend the generation's slots."""
+
+    def __init__(self, session: Session, features: np.ndarray, knobs: _Knobs) -> None:
+        self.session, self.features, self.k = session, features, knobs
+        self.n0 = session.used
+        self.levels = knobs.levels and session.budget >= knobs.levels_from
+        self.breeder = _Breeder(session.X, session.rng)
+        self.reserved = min(
+            round(knobs.reserve * max(0, session.budget - knobs.reserve_from)), knobs.reserve_cap
+        )
+        self.polish_n = int(knobs.polish * session.budget)  # the polish: the last ``polish_n`` measurements
+        self.batch = max(1, -(-(session.remaining - self.reserved) // knobs.generations))
+        self.island = {int(i): k % knobs.islands for k, i in enumerate(session.proposed)}
+        # candidate -> the forest's mean and spread for it when it was proposed
+        self.predicted: dict[int, tuple[float, float]] = {}
+        self.g, self.best, self.stale, self.turn = 0, np.inf, 0, 0
+
+    def _fit(self) -> _Model:
+        session = self.session
+        _, y = session.training_data(clip=self.k.clip)
+        idx = np.array(list(session.measured))
+        model = forest(session.seed + self.g, n_estimators=40).fit(self.features[idx], y)
+        per_tree = forest_predictions(model, self.features)
+        return _Model(idx, y, per_tree, per_tree.mean(axis=0), per_tree.std(axis=0))
+
+    def _islands_of_new(self, before: set[int], island: Any) -> None:
+        """Each proposal made since ``before`` joins ``island(i)``."""
+        for i in set(self.session.proposed) - before:
+            self.island[int(i)] = island(i)
+
+    def generation(self) -> None:
+        session, k = self.session, self.k
+        m = self._fit()
+        proposed_before = set(session.proposed)
+        if self.polish_n < session.remaining <= self.polish_n + self.reserved:
+            self._reserve(m, proposed_before)
+            self.g += 1
+            return
+        n = min(self.batch, session.remaining)
+        last = session.remaining <= self.batch
+        score = m.mean - (0.0 if last else KAPPA) * m.std
+        ranked = m.idx[np.argsort(m.y, kind="stable")]
+        ranked = ranked[np.isfinite([session.measured[i] for i in ranked])]
+        seen = set(session.proposed)
+        if k.patience and self.stale >= k.patience and not last and n >= 2 and len(ranked):
+            n = self._stuck(m, score, ranked, n)
+        several = self.levels and len(live_levels(session, session.unmeasured(), k.level_floor)) > 1
+        explore = round((k.level_explore if several and k.level_explore is not None else k.explore) * n)
+        if explore and not last:
+            self._explore(m, explore, several)
+            n -= explore
+            seen = set(session.proposed)
+        if session.remaining <= k.polish * session.budget and len(ranked):
+            self._polish(score, ranked, n)
+        else:
+            self._breed_islands(m, score, ranked, n, last, seen)
+        current = min(session.measured.values(), default=np.inf)
+        self.stale = self.stale + 1 if current >= self.best else 0
+        self.best = min(self.best, current)
+        self._fill(score)
+        for i in set(session.proposed) - proposed_before:
+            self.predicted[int(i)] = (float(m.mean[i]), float(m.std[i]))
+        self.g += 1
+
+    def _reserve(self, m: _Model, proposed_before: set[int]) -> None:
+        """The reserved share, before the polish: where the trace says a 5% gain is most likely."""
+        session = self.session
+        chance = _chance_each(session, m.mean, m.std if self.k.reserve_z else None, self.predicted, m.y)
+        session.measure_ranked(
+            np.lexsort((m.mean, -chance)).argsort(), min(self.batch, session.remaining - self.polish_n)
+        )
+        for i in set(session.proposed) - proposed_before:
+            self.predicted[int(i)] = (float(m.mean[i]), float(m.std[i]))
+            self.island[int(i)] = int(session.rng.integers(self.k.islands))
+
+    def _stuck(self, m: _Model, score: np.ndarray, ranked: np.ndarray, n: int) -> int:
+        """Stuck: half of this generation goes to the model's best far from the incumbent. Returns the
+        slots left."""
+        session, k = self.session, self.k
+        far = (session.X != session.X[ranked[0]]).sum(axis=1) >= 3
+        before = set(session.proposed)
+        if k.stall_chance:  # where the trace says a 5% gain is most likely, far from the incumbent
+            chance = _chance_each(session, m.mean, m.std, self.predicted, m.y)
+            rank = np.lexsort((m.mean, -chance)).argsort().astype(float)
+            scores = np.where(far, rank, np.inf)
+        else:
+            scores = np.where(far, score, np.inf)
+        self.turn = _measure_turns(session, scores, n // 2, self.turn, self.levels, k.level_floor)
+        self._islands_of_new(
+            before, lambda _: min(range(k.islands), key=lambda j: sum(v == j for v in self.island.values()))
+        )
+        self.stale = 0
+        return n - n // 2
+
+    def _explore(self, m: _Model, count: int, several: bool) -> None:
+        """The model's most promising candidates anywhere, not only among this generation's children."""
+        session, k = self.session, self.k
+        before = set(session.proposed)
+        if several and k.level_thompson:
+            rng = np.random.default_rng([session.seed, self.g])
+            self.turn = measure_thompson(session, m.per_tree, count, rng, self.turn, k.level_floor)
+        else:
+            scores = m.mean - 2 * KAPPA * m.std
+            self.turn = _measure_turns(session, scores, count, self.turn, self.levels, k.level_floor)
+        self._islands_of_new(before, lambda _: int(session.rng.integers(k.islands)))
+
+    def _polish(self, score: np.ndarray, ranked: np.ndarray, n: int) -> None:
+        """The end: the incumbents' neighbours (one parameter changed), so the pick is a local optimum."""
+        session = self.session
+        if self.k.flips:
+            _flip_flags(session, ranked, round(self.k.flips * n))
+            n = min(n, session.remaining)
+        near = ((session.X[:, None, :] != session.X[ranked[:2]]).sum(axis=2) == 1).any(axis=1)
+        session.measure_ranked(np.where(near, score, np.inf), min(n, int(near.sum())))
+
+    def _breed_islands(
+        self, m: _Model, score: np.ndarray, ranked: np.ndarray, n: int, last: bool, seen: set[int]
+    ) -> None:
+        """Each island's share of ``n``: children of its parents, the best by the model measured."""
+        session, k = self.session, self.k
+        for j in range(k.islands):
+            share = n // k.islands + (1 if j < n % k.islands else 0)
+            parents = np.array([i for i in ranked if self.island.get(int(i), 0) == j], dtype=int)
+            kids = _breed(session, self.breeder, parents, k.candidates * max(1, share), seen)
+            if kids and share:
+                local = np.full(len(score), np.inf)
+                kid = np.array(sorted(kids))
+                local[kid] = score[kid]
+                before = set(session.proposed)
+                if k.thompson and not last and share >= 2:  # one slot: no batch to spread
+                    _thompson(session, m.per_tree, kid, min(share, len(kid)))
+                else:
+                    session.measure_ranked(local, min(share, len(kid)))
+                self._islands_of_new(before, lambda _, j=j: j)
+                seen |= set(session.proposed)
+
+    def _fill(self, score: np.ndarray) -> None:
+        """Too few children: the generation's missing slots go to the model's best (the reserved share is
+        not the fill's)."""
+        session = self.session
+        ahead = self.reserved if session.remaining > self.polish_n else 0
+        due = self.n0 + self.batch * (self.g + 1)
+        if session.remaining > ahead and session.used < due:
+            before = set(session.proposed)
+            session.measure_ranked(score, min(session.remaining - ahead, due - session.used))
+            self._islands_of_new(before, lambda _: self.g % self.k.islands)
+
+
+def search(session: Session, features: np.ndarray, **options: Any) -> None:
     """The generations, from whatever the session has measured so far (``transfer`` starts it after the
-    prior's best candidates). ``explore``: the share of each generation (but the last) measured from the whole
-    pool by the model; ``thompson``: choose children by Thompson sampling over the trees rather than by one
-    ranking; ``flips``: flag flips of the best before each polish generation's neighbours, as a share of its
-    slots. ``levels``: the whole-pool and stuck shares take turns between the live levels
-    (``iterative.live_levels``); while more than one is live, ``level_explore`` (if given) replaces
-    ``explore`` and, with ``level_thompson``, that share is ``iterative.measure_thompson``'s batch.
+    prior's best candidates). Options (``_Knobs``): ``generations``, ``clip``, ``patience``, ``polish``,
+    ``candidates``, ``islands`` as the module's constants; ``explore``: the share of each generation (but the
+    last) measured from the whole pool by the model; ``thompson``: choose children by Thompson sampling over
+    the trees rather than by one ranking; ``flips``: flag flips of the best before each polish generation's
+    neighbours, as a share of its slots. ``levels``: the whole-pool and stuck shares take turns between the
+    live levels (``iterative.live_levels``); while more than one is live, ``level_explore`` (if given)
+    replaces ``explore`` and, with ``level_thompson``, that share is ``iterative.measure_thompson``'s batch.
     ``reserve``: a share of the budget (at most ``reserve_cap`` measurements) measured just before the polish,
     the candidates most likely ``MARGIN`` faster than the best (:func:`_chance_each`; ``reserve_z``: by the
     forecast errors over the spread). ``levels_from``: no level turns under a budget of this many;
     ``level_floor``: ``iterative.live_levels``' floor (a level measured too little stays live).
     ``stall_chance``: the stuck share ranked the same way (tried, not kept). Sets ``session.notes``
     (:func:`sureness`)."""
-    n0 = session.used
-    levels = levels and session.budget >= levels_from
-    breeder = _Breeder(session.X, session.rng)
-    reserved = min(round(reserve * max(0, session.budget - reserve_from)), reserve_cap)
-    polish_n = int(polish * session.budget)  # the polish: the last ``polish_n`` measurements
-    batch = max(1, -(-(session.remaining - reserved) // generations))
-    island = {int(i): k % islands for k, i in enumerate(session.proposed)}
-    # candidate -> the forest's mean and spread for it when it was proposed
-    predicted: dict[int, tuple[float, float]] = {}
-    g, best, stale, turn = 0, np.inf, 0, 0
+    run = _Search(session, features, _Knobs(**options))
     while session.remaining:
-        _, y = session.training_data(clip=clip)
-        idx = np.array(list(session.measured))
-        model = forest(session.seed + g, n_estimators=40).fit(features[idx], y)
-        per_tree = forest_predictions(model, features)
-        mean, std = per_tree.mean(axis=0), per_tree.std(axis=0)
-        proposed_before = set(session.proposed)
-        if polish_n < session.remaining <= polish_n + reserved:
-            # the reserved share, before the polish: where the trace says a 5% gain is most likely
-            chance = _chance_each(session, mean, std if reserve_z else None, predicted, y)
-            session.measure_ranked(
-                np.lexsort((mean, -chance)).argsort(), min(batch, session.remaining - polish_n)
-            )
-            for i in set(session.proposed) - proposed_before:
-                predicted[int(i)] = (float(mean[i]), float(std[i]))
-                island[int(i)] = int(session.rng.integers(islands))
-            g += 1
-            continue
-        n = min(batch, session.remaining)
-        last = session.remaining <= batch
-        score = mean - (0.0 if last else KAPPA) * std
-        ranked = idx[np.argsort(y, kind="stable")]
-        ranked = ranked[np.isfinite([session.measured[i] for i in ranked])]
-        seen = set(session.proposed)
-        if patience and stale >= patience and not last and n >= 2 and len(ranked):
-            # stuck: half of this generation goes to the model's best far from the incumbent
-            far = (session.X != session.X[ranked[0]]).sum(axis=1) >= 3
-            before = set(session.proposed)
-            if stall_chance:  # where the trace says a 5% gain is most likely, far from the incumbent
-                chance = _chance_each(session, mean, std, predicted, y)
-                rank = np.lexsort((mean, -chance)).argsort().astype(float)
-                turn = _measure_turns(session, np.where(far, rank, np.inf), n // 2, turn, levels, level_floor)
-            else:
-                turn = _measure_turns(
-                    session, np.where(far, score, np.inf), n // 2, turn, levels, level_floor
-                )
-            for i in set(session.proposed) - before:
-                island[int(i)] = min(range(islands), key=lambda k: sum(v == k for v in island.values()))
-            n, stale = n - n // 2, 0
-        several = levels and len(live_levels(session, session.unmeasured(), level_floor)) > 1
-        k = round((level_explore if several and level_explore is not None else explore) * n)
-        if k and not last:
-            # the model's most promising candidates anywhere, not only among this generation's children
-            before = set(session.proposed)
-            if several and level_thompson:
-                rng = np.random.default_rng([session.seed, g])
-                turn = measure_thompson(session, per_tree, k, rng, turn, level_floor)
-            else:
-                turn = _measure_turns(session, mean - 2 * KAPPA * std, k, turn, levels, level_floor)
-            for i in set(session.proposed) - before:
-                island[int(i)] = int(session.rng.integers(islands))
-            n -= k
-            seen = set(session.proposed)
-        if session.remaining <= polish * session.budget and len(ranked):
-            # the end: the incumbents' neighbours (one parameter changed), so the pick is a local optimum
-            if flips:
-                _flip_flags(session, ranked, round(flips * n))
-                n = min(n, session.remaining)
-            near = ((session.X[:, None, :] != session.X[ranked[:2]]).sum(axis=2) == 1).any(axis=1)
-            session.measure_ranked(np.where(near, score, np.inf), min(n, int(near.sum())))
-        else:
-            for k in range(islands):
-                share = n // islands + (1 if k < n % islands else 0)
-                parents = np.array([i for i in ranked if island.get(int(i), 0) == k], dtype=int)
-                kids = _breed(session, breeder, parents, candidates * max(1, share), seen)
-                if kids and share:
-                    local = np.full(len(score), np.inf)
-                    kid = np.array(sorted(kids))
-                    local[kid] = score[kid]
-                    before = set(session.proposed)
-                    if thompson and not last and share >= 2:  # one slot: no batch to spread
-                        _thompson(session, per_tree, kid, min(share, len(kid)))
-                    else:
-                        session.measure_ranked(local, min(share, len(kid)))
-                    for i in set(session.proposed) - before:
-                        island[int(i)] = k
-                    seen |= set(session.proposed)
-        current = min(session.measured.values(), default=np.inf)
-        stale = stale + 1 if current >= best else 0
-        best = min(best, current)
-        ahead = reserved if session.remaining > polish_n else 0  # the reserved share is not the fill's
-        if session.remaining > ahead and session.used < n0 + batch * (g + 1):  # too few children
-            before = set(session.proposed)
-            want = min(session.remaining - ahead, n0 + batch * (g + 1) - session.used)
-            session.measure_ranked(score, want)
-            for i in set(session.proposed) - before:
-                island[int(i)] = g % islands
-        for i in set(session.proposed) - proposed_before:
-            predicted[int(i)] = (float(mean[i]), float(std[i]))
-        g += 1
-    session.notes.update(sureness(session, features, predicted, clip))
+        run.generation()
+    session.notes.update(sureness(session, features, run.predicted, run.k.clip))
 
 
 def _measure_turns(

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from distributed import as_completed
 
 from launchtune.kernels.space import Config, Inactive, Param, Space
-from launchtune.kernels.workload import Check, Timing, Workload
+from launchtune.kernels.workload import Check, Timing, Workload, declared
 from launchtune.pipeline.cluster.waits import timed_out
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.models import one_thread
@@ -43,7 +43,7 @@ from launchtune.pipeline.strategies.base import POOL_LIMIT, Answer, Session, Str
 from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX as KT_PREFIX
 from launchtune.pipeline.sweep.priors import aligned, constants_of
 from launchtune.pipeline.sweep.remeasure import pick_task
-from launchtune.pipeline.sweep.worker import measure_batch, search_plan_task
+from launchtune.pipeline.sweep.worker import compile_task, measure_batch, search_plan_task
 
 Log = Callable[[str], None]
 SAMPLER = "search"  # the ``sampler`` of a search's rows
@@ -136,6 +136,25 @@ class ClusterAnswers:
         self.answered = 0  # answers that reached the strategy live in this run
         self.log: Log = lambda _: None
         self.every = max(1, (spec.search.budget if spec.search else 10) // 10)
+        # a workload that compiles per configuration is told a generation's proposals ahead (``ahead``)
+        self.compiles = declared(spec.workload).compile_ahead is not Workload.compile_ahead
+        self._compiling: list[Any] = []  # futures of compile tasks (Dask cancels a task whose future is gone)
+
+    def ahead(self, configs: Sequence[Config]) -> None:
+        """Start compiling ``configs`` on the class's workers while the first ones are measured."""
+        if not self.compiles:
+            return
+        self._compiling = [f for f in self._compiling if not f.done()]
+        self._compiling.append(
+            self.client.submit(
+                compile_task,
+                self.spec_d,
+                [dict(c) for c in configs],
+                resources={self.cls: 1},
+                pure=False,
+                key=f"compile-{self.cls}-{time.time_ns()}",
+            )
+        )
 
     def submit(self, order: int, config: Config, round: int) -> None:
         batch = batch_name(order)
@@ -225,6 +244,11 @@ class ResumedAnswers:
 
     def recorded(self, event: int) -> bool:
         return event <= self.last
+
+    def ahead(self, configs: Sequence[Config]) -> None:
+        ahead = getattr(self.live, "ahead", None)  # optional (``Answers``)
+        if ahead is not None:
+            ahead(configs)
 
 
 def _recorded_answers(

@@ -144,6 +144,13 @@ def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: 
 EXHAUSTIVE_LIMIT = 10_000_000
 
 
+def compile_task(spec: Mapping[str, Any], configs: list[dict[str, int]]) -> int:
+    """On a worker: start compiling ``configs`` (a search's next proposals, ``Session.announce``) on its
+    workload's compile pool, so they compile while the first ones are measured; how many were new."""
+    workload, _ = get_workload(spec)
+    return workload.compile_ahead(configs)
+
+
 def search_plan_task(spec: Mapping[str, Any], seed: int, pool_limit: int) -> dict[str, Any]:
     """A search's plan, on a worker of the class: the space's facts and the candidate pool its strategy
     chooses from, as a ``strategies.base.Session`` draws it (the workload's own ``candidates()`` where it
