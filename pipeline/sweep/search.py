@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from distributed import as_completed
 
 from launchtune.kernels.space import Config, Inactive, Param, Space
-from launchtune.kernels.workload import Check, Timing, Workload, declared
+from launchtune.kernels.workload import Check, Timing, Workload
 from launchtune.pipeline.cluster.waits import timed_out
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.models import one_thread
@@ -38,6 +38,7 @@ from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.journal import Journal
 from launchtune.pipeline.store.schema import OBJECTIVE_COLUMN, kernel_column, kernel_params, objective_of
 from launchtune.pipeline.store.spec import SweepSpec
+from launchtune.pipeline.store.workloads import workload_class
 from launchtune.pipeline.strategies import get_strategy
 from launchtune.pipeline.strategies.base import POOL_LIMIT, Answer, Session, StrategyError
 from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX as KT_PREFIX
@@ -137,7 +138,8 @@ class ClusterAnswers:
         self.log: Log = lambda _: None
         self.every = max(1, (spec.search.budget if spec.search else 10) // 10)
         # a workload that compiles per configuration is told a generation's proposals ahead (``ahead``)
-        self.compiles = declared(spec.workload).compile_ahead is not Workload.compile_ahead
+        made = workload_class(spec.workload)  # None for a user's module:factory: nothing declared, no compiles
+        self.compiles = made is not None and made.compile_ahead is not Workload.compile_ahead
         self._compiling: list[Any] = []  # futures of compile tasks (Dask cancels a task whose future is gone)
 
     def ahead(self, configs: Sequence[Config]) -> None:
