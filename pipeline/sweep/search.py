@@ -138,7 +138,7 @@ class ClusterAnswers:
         self.log: Log = lambda _: None
         self.every = max(1, (spec.search.budget if spec.search else 10) // 10)
         # a workload that compiles per configuration is told a generation's proposals ahead (``ahead``)
-        made = workload_class(spec.workload)  # None for a user's module:factory: nothing declared, no compiles
+        made = workload_class(spec.workload)  # None for a module:factory: no compiles
         self.compiles = made is not None and made.compile_ahead is not Workload.compile_ahead
         self._compiling: list[Any] = []  # futures of compile tasks (Dask cancels a task whose future is gone)
 
