@@ -2,7 +2,7 @@
 sweep folder; each returns a :class:`Result`.
 
 ``tune_kernel`` is the ``kernel`` workload (:mod:`launchtune.kernels.kernel`) run by the sweep runner
-(:func:`launchtune.pipeline.sweep.run.run_sweep`), as ``launchtune sweep`` runs it: the call writes the
+(:func:`launchtune.pipeline.sweep.run.run_plan`), as ``launchtune sweep`` runs it: the call writes the
 kernel's source, a kernel spec and a sweep spec into ``OUT/inputs/<hash>/``, its arrays as ``.npy`` files
 beside them, and the loaders that read any spec check them. The same sweep runs again from the command line
 (``launchtune sweep OUT/inputs/<hash>/sweep.yaml --out OUT``), and a changed kernel or array is another

@@ -285,7 +285,7 @@ def measure_batches(
     """
     limit = limit or wait_limit("local")
     if not isinstance(spec.batch_size, int):
-        raise ValueError("measure_batches: batch_size auto must be chosen before measuring (run_sweep does)")
+        raise ValueError("measure_batches: batch_size auto must be chosen before measuring (run_plan does)")
     spec_d = spec.to_dict()
     queues, skipped = _queues(spec, spec.batch_size, plans, out, log)
     total = sum(len(q) for q in queues.values())

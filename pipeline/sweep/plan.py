@@ -37,7 +37,7 @@ from launchtune.pipeline.sweep.priors import load_priors
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """What ``run_sweep`` runs: a checked spec, where it writes, on which cluster and classes."""
+    """What ``sweep.run.run_plan`` runs: a checked spec, where it writes, on which cluster and classes."""
 
     spec: SweepSpec
     out: Path

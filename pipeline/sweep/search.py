@@ -438,38 +438,31 @@ def run_searches(
 ) -> dict[str, ClassSearch]:
     """Every class's search at once: one class in this thread; several in one thread each (each waits on its
     own workers' answers), stopped together on an interrupt."""
+
+    def search(cls: str, plan: Mapping[str, Any], stop: threading.Event | None = None) -> ClassSearch:
+        # a class's own rows in a prior sweep folder are not its prior
+        others = [d for d in prior if d.name != cls]
+        return search_class(client, spec, cls, plan, out, widths[cls], others, log, limit, stop)
+
     # the estimators' numbers must not depend on the machine's thread count (one BLAS thread, set for the
     # whole process: threadpoolctl's limits are not per thread)
     with one_thread():
-        return _run_searches(client, spec, plans, out, widths, prior, log, limit)
+        if len(plans) == 1:
+            ((cls, plan),) = plans.items()
+            return {cls: search(cls, plan)}
+        return _in_threads(search, plans)
 
 
-def _run_searches(
-    client: Any,
-    spec: SweepSpec,
+def _in_threads(
+    search: Callable[[str, Mapping[str, Any], threading.Event], ClassSearch],
     plans: Mapping[str, Mapping[str, Any]],
-    out: Path,
-    widths: Mapping[str, int],
-    prior: Sequence[Dataset],
-    log: Log,
-    limit: float,
 ) -> dict[str, ClassSearch]:
-    def others(cls: str) -> list[Dataset]:  # a class's own rows in a prior sweep folder are not its prior
-        return [d for d in prior if d.name != cls]
-
-    if len(plans) == 1:
-        ((cls, plan),) = plans.items()
-        return {cls: search_class(client, spec, cls, plan, out, widths[cls], others(cls), log, limit)}
+    """``search`` of each class in a thread of its own; the first failure, or an interrupt, stops them all."""
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
     stop = threading.Event()
     with ThreadPoolExecutor(len(plans)) as pool:
-        futures = {
-            cls: pool.submit(
-                search_class, client, spec, cls, plan, out, widths[cls], others(cls), log, limit, stop
-            )
-            for cls, plan in plans.items()
-        }
+        futures = {cls: pool.submit(search, cls, plan, stop) for cls, plan in plans.items()}
         try:
             pending = set(futures.values())
             while pending:
