@@ -197,16 +197,23 @@ def remeasure_picks(
     return validation
 
 
-def _up_to_date(out: Path, plans: dict[str, dict]) -> bool:
-    """True when the merged data is what the saved models were trained on and every class was re-measured."""
+def _follow_up(spec: SweepSpec, out: Path, plans: dict[str, dict]) -> tuple[bool, bool]:
+    """What follows the measuring this time: (train, re-measure). Each only where the spec asks for it
+    (``SweepSpec.trains``, ``remeasures``), and only where the merged data changed since it was last done or a
+    class was never re-measured; models are trained again whenever the picks their ranking chose are."""
     folder = SweepFolder(out)
     try:
         metrics, validation = folder.read_metrics(), folder.read_validation()
     except UserError:
-        return False
-    if metrics is None or validation is None:
-        return False
-    return metrics.get("data_hash") == data_hash(load_merged(out)) and all(c in validation for c in plans)
+        metrics, validation = None, None
+    current = data_hash(load_merged(out))
+    trained = metrics is not None and metrics.get("data_hash") == current
+    remeasured = validation is not None and all(
+        c in validation and validation[c].get("data_hash", (metrics or {}).get("data_hash")) == current
+        for c in plans
+    )
+    remeasure = spec.remeasures() and not remeasured
+    return spec.trains() and (not trained or remeasure), remeasure
 
 
 @contextmanager
@@ -323,7 +330,9 @@ class _Sampled:
             )
         return timing if timing["batches_to_measure"] else None
 
-    def remeasure(self, run: _Run, plans: dict[str, dict], trained: dict) -> dict[str, Any]:
+    def remeasure(self, run: _Run, plans: dict[str, dict], trained: dict | None) -> dict[str, Any]:
+        if trained is None:  # no models: the fastest rows measured are the pick and its runners-up
+            return _remeasure_rows(run, plans)
         return remeasure_picks(
             run.handle.client,
             run.spec,
@@ -400,7 +409,7 @@ class _Searched:
             "at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
 
-    def remeasure(self, run: _Run, plans: dict[str, dict], trained: dict) -> dict[str, Any]:
+    def remeasure(self, run: _Run, plans: dict[str, dict], trained: dict | None) -> dict[str, Any]:
         from launchtune.pipeline.sweep.search import remeasure_search_pick
 
         answers = {}
@@ -418,6 +427,54 @@ class _Searched:
                     "ran again"
                 )
         return answers
+
+
+def _remeasure_rows(run: _Run, plans: dict[str, dict]) -> dict[str, Any]:
+    """A sweep without models: each class's ``validate.top_k`` fastest rows against the default, as a
+    search's pick is (``remeasure.pick_task``)."""
+    from launchtune.pipeline.sweep.remeasure import pick_task
+
+    spec, merged, answers = run.spec, load_merged(run.plan.out), {}
+    for cls, plan in plans.items():
+        picks = incumbents(merged, cls, plan["params"], spec.validate.top_k)
+        future = run.handle.client.submit(
+            pick_task,
+            spec.to_dict(),
+            picks,
+            spec.validate.repeats,
+            (spec.seed + 1) % (SEED_MAX + 1),
+            spec.validate.rounds,
+            resources={cls: 1},
+            pure=False,
+            key=f"remeasure-rows-{cls}-{time.time_ns()}",
+        )
+        answer = result(future, f"the re-measurement of class {cls}'s fastest rows", run.limit)
+        answer.update(model="recorded", repeats=spec.validate.repeats)
+        answers[cls] = answer
+        if answer["candidates"]:
+            top = answer["candidates"][0]
+            line = remeasure_line(top, answer["default"], answer.get("comparison"), answer["backend"])
+            run.log(f"re-measured {cls}'s fastest row: {line}")
+    return answers
+
+
+def _models_and_picks(run: _Run, proposer: _Sampled | _Searched, plans: dict[str, dict]) -> None:
+    """What follows the measuring, where the spec asks for it and the data changed: models trained, the pick
+    re-measured (``_follow_up``)."""
+    spec, out, log = run.spec, run.plan.out, run.log
+    train, remeasure = _follow_up(spec, out, plans)
+    if not (spec.trains() or spec.remeasures()):
+        return
+    if not (train or remeasure):
+        log("nothing new since the last training: models and re-measurements kept")
+        return
+    trained = train_sweep(out, log) if train else None
+    if remeasure:
+        current = data_hash(load_merged(out))
+        answers = proposer.remeasure(run, plans, trained if spec.trains() else None)
+        validation = run.folder.read_validation() or {}
+        validation.update({c: {**a, "data_hash": current} for c, a in answers.items()})
+        run.folder.write_validation(validation)
 
 
 def _prepare(plan: SweepPlan, log: Log) -> SweepPlan:
@@ -465,13 +522,7 @@ def _run(plan: SweepPlan, log: Log) -> dict[str, Any]:
             folder.write_timing(timing)
         merged = merge(plan.out, allow_missing=bool(timing and timing.get("stopped_early")), log=log)
         log(f"merged {merged.num_rows} rows from {len(folder.shards())} shards into {folder.merged_dir}")
-        if _up_to_date(plan.out, plans):
-            log("nothing new since the last training: models and re-measurements kept")
-        else:
-            trained = train_sweep(plan.out, log)
-            validation = folder.read_validation() or {}
-            validation.update(proposer.remeasure(run, plans, trained))
-            folder.write_validation(validation)
+        _models_and_picks(run, proposer, plans)
     report = build_report(plan.out, log)
     log(f"report: {folder.report_md}")
     return report
