@@ -37,7 +37,12 @@ from launchtune.pipeline.store.lock import sweep_lock
 from launchtune.pipeline.store.ownership import claim
 from launchtune.pipeline.store.shards import load_merged, merge
 from launchtune.pipeline.store.spec import SweepSpec
-from launchtune.pipeline.sweep.measure import measure_batches, warm_workers, workers_by_class
+from launchtune.pipeline.sweep.measure import (
+    measure_batches,
+    measure_in_process,
+    warm_workers,
+    workers_by_class,
+)
 from launchtune.pipeline.sweep.plan import SweepPlan
 from launchtune.pipeline.sweep.remeasure import remeasure_task
 from launchtune.pipeline.sweep.worker import plan_task
@@ -312,6 +317,9 @@ class _Sampled:
     def measure(self, run: _Run, plans: dict[str, dict]) -> dict[str, Any] | None:
         """``timing.json``'s record of the measuring; None where nothing was left to measure."""
         local = run.handle.kind == "local"
+        if run.handle.kind == "inline":
+            timing = measure_in_process(run.spec, plans, run.plan.out, run.log, run.plan.max_minutes)
+            return _measured(run, timing)
         with performance_report(run.folder.performance_report, run.log):
             timing = measure_batches(
                 run.handle.client,
@@ -323,12 +331,7 @@ class _Sampled:
                 local,
                 run.limit,
             )
-        if timing["batches"]:
-            run.log(
-                f"measured {timing['rows']} configurations in {timing['seconds']} s "
-                f"({timing['samples_per_minute']} per minute)"
-            )
-        return timing if timing["batches_to_measure"] else None
+        return _measured(run, timing)
 
     def remeasure(self, run: _Run, plans: dict[str, dict], trained: dict | None) -> dict[str, Any]:
         if trained is None:  # no models: the fastest rows measured are the pick and its runners-up
@@ -344,6 +347,15 @@ class _Sampled:
             run.limit,
             local=run.handle.kind == "local",
         )
+
+
+def _measured(run: _Run, timing: dict[str, Any]) -> dict[str, Any] | None:
+    if timing["batches"]:
+        run.log(
+            f"measured {timing['rows']} configurations in {timing['seconds']} s "
+            f"({timing['samples_per_minute']} per minute)"
+        )
+    return timing if timing["batches_to_measure"] else None
 
 
 class _Searched:
@@ -477,6 +489,25 @@ def _models_and_picks(run: _Run, proposer: _Sampled | _Searched, plans: dict[str
         run.folder.write_validation(validation)
 
 
+@contextmanager
+def _cluster(plan: SweepPlan, wanted: list[str] | None, log: Log) -> Iterator[ClusterHandle]:
+    """Where the plan is measured. One device on this machine (one GPU, or the CPU with one worker): in this
+    process (``cluster.inline``), since a local Dask cluster with TLS took seconds to start and gives one
+    worker nothing. Several GPUs, SLURM and a caller's own Dask cluster: Dask (``cluster.open_cluster``)."""
+    from launchtune.pipeline.cluster.inline import one_local_worker, open_inline
+    from launchtune.pipeline.sweep.worker import name_this_worker
+
+    worker = one_local_worker(plan.workers_per_class) if plan.cluster == "local" else None
+    if worker is None:
+        with open_cluster(
+            plan.cluster, wanted, plan.workers_per_class, SweepFolder(plan.out).dask_dir, log
+        ) as h:
+            yield h
+        return
+    with open_inline(worker, wanted, log) as handle, name_this_worker(str(worker["name"])):
+        yield handle
+
+
 def _prepare(plan: SweepPlan, log: Log) -> SweepPlan:
     """The folder's checks before any cluster starts: it is a sweep's (or new), unedited, planned alike (or
     ``--force`` starts it afresh); ``batch_size: auto`` as chosen when it was planned."""
@@ -505,7 +536,7 @@ def _run(plan: SweepPlan, log: Log) -> dict[str, Any]:
     plan = _prepare(plan, log)
     folder = SweepFolder(plan.out)
     wanted = list(plan.classes or plan.spec.gpu_classes or []) or None
-    with open_cluster(plan.cluster, wanted, plan.workers_per_class, folder.dask_dir, log) as handle:
+    with _cluster(plan, wanted, log) as handle:
         chosen = wanted or list(handle.gpu_classes)
         for cls in chosen:
             if cls not in handle.gpu_classes:
