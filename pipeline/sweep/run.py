@@ -536,6 +536,7 @@ def _run(plan: SweepPlan, log: Log) -> dict[str, Any]:
     plan = _prepare(plan, log)
     folder = SweepFolder(plan.out)
     wanted = list(plan.classes or plan.spec.gpu_classes or []) or None
+    clock = {"started": time.perf_counter(), "wall": datetime.now(UTC)}
     with _cluster(plan, wanted, log) as handle:
         chosen = wanted or list(handle.gpu_classes)
         for cls in chosen:
@@ -546,14 +547,60 @@ def _run(plan: SweepPlan, log: Log) -> dict[str, Any]:
                 )
         run = _Run(plan, handle, chosen, wait_limit(handle.kind), log)
         proposer: _Sampled | _Searched = _Searched() if plan.spec.search is not None else _Sampled()
+        t0 = time.perf_counter()
         plans = proposer.plans(run)
+        clock["planning"] = time.perf_counter() - t0
         _write_meta(folder, run.spec, plans)
+        t0 = time.perf_counter()
         timing = proposer.measure(run, plans)
-        if timing is not None:  # a rerun with nothing left keeps the last run's timing
-            folder.write_timing(timing)
+        clock["measuring"] = time.perf_counter() - t0
         merged = merge(plan.out, allow_missing=bool(timing and timing.get("stopped_early")), log=log)
         log(f"merged {merged.num_rows} rows from {len(folder.shards())} shards into {folder.merged_dir}")
+        clock["compiling"] = _compile_seconds(plan.out, clock["wall"])
         _models_and_picks(run, proposer, plans)
+    stages = _stages(clock)
+    if timing is not None:  # a rerun with nothing left keeps the last run's timing
+        folder.write_timing({**timing, "stages": stages})
     report = build_report(plan.out, log)
     log(f"report: {folder.report_md}")
+    log(_stages_line(_stages(clock)))
     return report
+
+
+def _compile_seconds(out: Path, since: datetime) -> float:
+    """Seconds the rows measured in this run spent compiling (their ``compile_ms``, inside the measuring)."""
+    rows = load_merged(out)
+    if "compile_ms" not in rows or "timestamp" not in rows:
+        return 0.0
+    return float(rows.loc[rows["timestamp"] >= since, "compile_ms"].fillna(0).sum()) / 1000
+
+
+def _stages(clock: dict[str, Any]) -> dict[str, float]:
+    """Where this run's time went (``timing.json``'s ``stages``): planning (the plan or a search's pool, on
+    a worker), compiling and measuring (the measuring less its rows' compile time), and the rest (the
+    cluster's start and end, waiting, merge, models, re-measuring, the report); ``command_s`` from the
+    process's start, its imports included."""
+    import psutil
+
+    total = time.perf_counter() - clock["started"]
+    measuring = clock.get("measuring", 0.0)
+    compiling = min(clock.get("compiling", 0.0), measuring)
+    planning = clock.get("planning", 0.0)
+    stages = {
+        "planning_s": planning,
+        "compiling_s": compiling,
+        "measuring_s": measuring - compiling,
+        "rest_s": total - planning - measuring,
+        "total_s": total,
+        "command_s": time.time() - psutil.Process().create_time(),
+    }
+    return {k: round(v, 2) for k, v in stages.items()}
+
+
+def _stages_line(stages: dict[str, float]) -> str:
+    return (
+        f"done in {stages['command_s']:.1f} s: planning {stages['planning_s']:.1f} s, compiling "
+        f"{stages['compiling_s']:.1f} s, measuring {stages['measuring_s']:.1f} s, the rest "
+        f"{stages['command_s'] - stages['planning_s'] - stages['compiling_s'] - stages['measuring_s']:.1f} s "
+        "(start-up, merge, models, re-measuring, report)"
+    )
