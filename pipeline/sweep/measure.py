@@ -405,7 +405,7 @@ def measure_in_process(
     deadline = t0 + max_minutes * 60 if max_minutes else None
     counts = {"rows": 0, "ok": 0, "batches": 0, "planned": total + skipped, "to_measure": total}
     results, stopped_early = [], False
-    meter, tty = Progress(log), show_bars()
+    meter, tty, step = Progress(log), show_bars(), max(1, total // 10)
     with tqdm(total=total, unit="batch", desc="measure", file=sys.stderr, disable=not tty) as bar:
         for cls, queue in queues.items():
             keys = ("params", "kernels", "measures", "objective")
@@ -429,7 +429,7 @@ def measure_in_process(
                 bar.update(1)
                 if not tty:
                     done = counts["batches"]
-                    meter.update(done / total, f"measure: {done}/{total} batches", force=done % 10 == 0)
+                    meter.update(done / total, f"measure: {done}/{total} batches", force=done % step == 0)
     if stopped_early:
         log(
             f"time limit of {max_minutes} min reached: {counts['batches']} of {total} batches measured; "
