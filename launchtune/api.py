@@ -2,7 +2,7 @@
 sweep folder; each returns a :class:`Result`.
 
 ``tune_kernel`` is the ``kernel`` workload (:mod:`launchtune.kernels.kernel`) run by the sweep runner
-(:func:`launchtune.pipeline.sweep.run.run_sweep`), as ``launchtune sweep`` runs it: the call writes the
+(:func:`launchtune.pipeline.sweep.run.run_plan`), as ``launchtune sweep`` runs it: the call writes the
 kernel's source, a kernel spec and a sweep spec into ``OUT/inputs/<hash>/``, its arrays as ``.npy`` files
 beside them, and the loaders that read any spec check them. The same sweep runs again from the command line
 (``launchtune sweep OUT/inputs/<hash>/sweep.yaml --out OUT``), and a changed kernel or array is another
@@ -196,11 +196,15 @@ def sweep(
     allow_workload: Sequence[str] = (),
     force: bool = False,
     progress: bool | None = None,
+    train_models: bool | None = None,
+    remeasure: bool | None = None,
 ) -> Result:
     """Run a sweep spec (a YAML path, or its mapping: relative paths in it are then relative to the current
     folder) as ``launchtune sweep`` does, with the same overrides; ``cluster``: None or ``"local"``,
     ``"slurm"``, a cluster config's path, or a Dask ``Client`` or cluster object (used, left running).
-    ``progress``: a progress bar (None: in a notebook or on a terminal)."""
+    ``progress``: a progress bar (None: in a notebook or on a terminal). ``train_models``, ``remeasure``:
+    as ``--train-models`` and ``--remeasure`` (None: the spec's; by default a sweep without a search does
+    both, a search neither)."""
     from launchtune.pipeline.logs import progress_bars
     from launchtune.pipeline.store.spec import parse_spec
     from launchtune.pipeline.sweep.plan import plan_sweep
@@ -223,6 +227,8 @@ def sweep(
         strategy=strategy,
         budget=budget,
         prior=[str(p) for p in prior] if prior is not None else None,
+        train_models=train_models,
+        remeasure=remeasure,
     )
     logger.info(
         f"sweep {plan.spec.name}: {plan.spec.workload}/{plan.spec.case}/{plan.spec.size} -> {plan.out}"
@@ -464,6 +470,8 @@ def tune_kernel(
     seed: int = 0,
     force: bool = False,
     progress: bool | None = None,
+    train_models: bool = False,
+    remeasure: bool = False,
 ) -> Result:
     """Tune a CUDA kernel's parameters on every GPU class of ``cluster``, in Kernel Tuner's terms.
 
@@ -486,7 +494,10 @@ def tune_kernel(
     ``budget`` measurements per GPU class (default 400, where the default strategy's worst seed was right:
     ``launchtune sweep --help``). ``cluster``: None or ``"local"`` (this machine's GPUs), ``"slurm"``, a
     cluster config's path, or a Dask ``Client`` or cluster object (used, left running). ``out``: the
-    sweep folder (default ``results/<kernel_name>``); the same call again resumes it.
+    sweep folder (default ``results/<kernel_name>``); the same call again resumes it. ``train_models``:
+    surrogate models trained on the rows; ``remeasure``: the pick timed against the default in interleaved
+    rounds (each as ``launchtune sweep --train-models``, ``--remeasure``; off unless asked: the pick is the
+    fastest configuration measured).
     """
     from launchtune.kernels.kernel.spec import kernel_defined
     from launchtune.pipeline.paths import check_slug, out_folder, results_root
@@ -550,6 +561,8 @@ def tune_kernel(
         "repeats": iterations,
         "batch_size": "auto",
         "seed": seed,
+        "train_models": bool(train_models),
+        "remeasure": bool(remeasure),
     }
     if not exhaustive:  # without a budget, the spec's default (store.spec.DEFAULT_BUDGET)
         sweep_spec["search"] = {"strategy": strategy, **({"budget": budget} if budget is not None else {})}

@@ -107,9 +107,10 @@ def test_a_signal_while_measuring_ends_at_once_and_keeps_the_shards(tmp_path, wr
 def test_a_wait_on_the_cluster_past_its_limit_is_one_line(tmp_path, write_spec):
     spec = write_spec(samples=20, batch_size=5, options={"delay": 1.0})  # 5 s a batch
     out = tmp_path / "out"
-    result = run_cli(
-        "sweep", str(spec), "--out", str(out), cwd=tmp_path, env={**QUIET, "LAUNCHTUNE_WAIT_S": "3"}
-    )
+    result = run_cli(  # two workers: one device measures in the sweep's process, with no cluster to wait on
+        "sweep", str(spec), "--out", str(out), "--workers-per-class", "2", cwd=tmp_path,
+        env={**QUIET, "LAUNCHTUNE_WAIT_S": "3"},
+    )  # fmt: skip
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 1 and len(lines) == 1, result.stderr[-3000:]
     assert lines[0].startswith("error: timed out: measure: no batch finished (") and "in 3 s" in lines[0]

@@ -49,7 +49,8 @@ def test_a_running_sweep_refuses_clients_without_its_key(tmp_path, write_spec):
     """During a real ``launchtune sweep`` (its fake workload allowed by the flag)."""
     spec = write_spec(samples=20, batch_size=5, options={"delay": 0.1}, validate={"pool": 20, "top_k": 1})
     out = tmp_path / "out"
-    args = ("sweep", str(spec), "--out", str(out), "--allow-workload", FAKE)
+    # two workers: one device would be measured in the sweep's own process, with no cluster to attack
+    args = ("sweep", str(spec), "--out", str(out), "--allow-workload", FAKE, "--workers-per-class", "2")
     proc = run_cli(*args, cwd=tmp_path, background=True, allow_fake=False)
     try:
         address = None

@@ -118,9 +118,10 @@ def test_the_last_local_worker_killed_during_the_re_measure_ends_the_sweep_with_
     out = tmp_path / "out"
     gone_s = 5
     env = {"PYTHONWARNINGS": "ignore:Port:UserWarning", "LAUNCHTUNE_GONE_S": str(gone_s)}
-    proc = run_cli(
-        "sweep", str(spec), "--out", str(out), cwd=tmp_path, env=env, background=True, new_session=True
-    )
+    proc = run_cli(  # two workers: one device would measure in the sweep's own process, with none to kill
+        "sweep", str(spec), "--out", str(out), "--workers-per-class", "2", cwd=tmp_path, env=env,
+        background=True, new_session=True,
+    )  # fmt: skip
     assert proc.stdout is not None
     seen = []
     for line in proc.stdout:  # the models are trained: what follows is the re-measure

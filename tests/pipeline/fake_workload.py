@@ -98,12 +98,17 @@ class FakeWorkload(Workload):
 
 
 def _fail_parquet_writes(code: int, attempts: str | None) -> None:
-    """Fault injection: every Parquet write in this (worker) process fails with ``OSError(code)``, as on a
+    """Fault injection: every shard's Parquet write in this process fails with ``OSError(code)``, as on a
     read-only, full or forbidden folder (the tests run as root, where chmod does not forbid anything).
-    Each attempt appends a line to ``attempts``, so a test can count how often a batch was tried."""
+    Each attempt appends a line to ``attempts``, so a test can count how often a batch was tried. Other
+    writes (the plan's, where one device measures in the sweep's own process) go through."""
     import pyarrow.parquet as pq
 
+    original = pq.write_table
+
     def write_table(table, where, *args, **kwargs):
+        if "shard-" not in str(where):
+            return original(table, where, *args, **kwargs)
         if attempts:
             with open(attempts, "a") as f:
                 f.write(f"{where}\n")

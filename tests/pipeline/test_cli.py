@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import time
@@ -59,7 +60,15 @@ def finished(tmp_path_factory):
 def test_sweep_end_to_end_then_rerun_then_per_class_rerun(finished):
     spec, out, result = finished
     tmp_path = out.parent
-    assert "dashboard: http://127.0.0.1:" in result.stdout and "ssh -N -L" in result.stdout
+    # one CPU worker: measured in the sweep's own process, no Dask cluster started (cluster.inline)
+    assert "measuring in this process, without a Dask cluster" in result.stdout
+    assert "dashboard" not in result.stdout and "local cluster:" not in result.stdout
+    assert re.search(r"done in [\d.]+ s: planning [\d.]+ s, compiling [\d.]+ s, measuring", result.stdout)
+    assert set(json.loads((out / "timing.json").read_text())["stages"]) >= {
+        "planning_s",
+        "measuring_s",
+        "rest_s",
+    }
 
     # shards: 30 random + each kernel's grid with the other at its default, in batches of 10
     plan = SweepFolder(out).read_plan("cpu")
@@ -136,20 +145,22 @@ def test_killing_a_worker_mid_sweep_loses_and_doubles_nothing(tmp_path, write_sp
     pids = tmp_path / "pids"
     spec = write_spec(samples=60, batch_size=5, options={"delay": 0.08, "pid_dir": str(pids)})
     out = tmp_path / "out"
-    proc = run_cli("sweep", str(spec), "--out", str(out), cwd=tmp_path, background=True)
+    # two workers: with one device the sweep measures in its own process, and there is no worker to lose
+    args = ("sweep", str(spec), "--out", str(out), "--workers-per-class", "2")
+    proc = run_cli(*args, cwd=tmp_path, background=True)
     try:
         deadline = time.time() + 120
         while time.time() < deadline and not (pids.is_dir() and len(_shards(out)) >= 2):
             time.sleep(0.1)
-        victims = [int(p.stem) for p in pids.glob("*.pid")]
-        assert len(victims) == 1, "expected one worker process to kill"
+        victims = sorted(int(p.stem) for p in pids.glob("*.pid"))
+        assert len(victims) == 2, "expected two worker processes, one to kill"
         os.kill(victims[0], signal.SIGKILL)  # the worker process this test's sweep started
         stdout, stderr = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, (stdout[-2000:], stderr[-3000:])
-    assert len(list(pids.glob("*.pid"))) == 2  # the nanny started a fresh worker
+    assert len(list(pids.glob("*.pid"))) == 3  # the nanny started a fresh worker
     assert len(_shards(out)) == 12
     assert not list(out.glob("shards/**/*.tmp"))
     merged = pq.read_table(out / "merged", partitioning="hive").to_pandas()

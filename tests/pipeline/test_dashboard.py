@@ -11,7 +11,10 @@ from tests.pipeline.conftest import run_cli
 def test_the_status_page_shows_the_task_stream_during_a_sweep(tmp_path, write_spec):
     out = tmp_path / "sweep"
     spec = write_spec(samples=40, batch_size=4, options={"delay": 0.1})
-    proc = run_cli("sweep", str(spec), "--out", str(out), cwd=tmp_path, background=True)
+    # two workers: a sweep on one device measures in its own process and starts no Dask dashboard
+    proc = run_cli(
+        "sweep", str(spec), "--out", str(out), "--workers-per-class", "2", cwd=tmp_path, background=True
+    )
     try:
         url = None
         for line in proc.stdout:

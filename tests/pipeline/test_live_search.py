@@ -137,8 +137,16 @@ def test_one_worker_picks_what_the_replay_of_the_same_answers_picks(tmp_path):
     )  # fmt: skip
     assert replayed.returncode == 0, replayed.stderr[-3000:]
     record = json.loads(replayed.stdout.splitlines()[-1])
-    live = json.loads((out / "validation.json").read_text())["cpu"]["search"]
-    assert live["pick"] == record["config"]
+    # one device: measured in the sweep's process; a search trains no models and re-measures nothing unless
+    # asked, and its pick is the fastest configuration it measured
+    assert "measuring in this process, without a Dask cluster" in done.stdout
+    assert not (out / "validation.json").exists() and not (out / "models").exists()
+    (entry,) = json.loads((out / "tuning_table.json").read_text())["entries"]
+    assert entry["best"] == record["config"]
+    pick = ", ".join(f"{k}={v}" for k, v in record["config"].items())
+    assert (out / "report.md").read_text().splitlines()[4] == (
+        f"**Pick for cpu**: {pick} ({entry['best_ms']:.4g} ms, the fastest measured)."
+    )
     # and every proposal is the replay's, in the same order (one worker: answers in proposal order)
     dataset = load_datasets(data)[0]
     session = Session(ReplayWorkload(dataset, seed=3 + NOISE), 25, 3, repeats=7)
@@ -151,11 +159,13 @@ def test_one_worker_picks_what_the_replay_of_the_same_answers_picks(tmp_path):
     assert [e["order"] for e in _journal(out)] == list(range(25))
 
 
-def test_sigterm_mid_search_then_the_same_command_measures_only_the_rest(tmp_path):
+@pytest.mark.parametrize("workers", ["4", "1"])  # 1: measured in the sweep's own process (cluster.inline)
+def test_sigterm_mid_search_then_the_same_command_measures_only_the_rest(tmp_path, workers):
     data = _recorded(tmp_path / "rec.parquet")
     spec = _spec(tmp_path, data, time_scale=60.0)  # about 150 ms a measurement
     out = tmp_path / "out"
-    args = ("sweep", str(spec), "--strategy", "evolve", "--budget", "40", "--workers-per-class", "4")
+    args = ("sweep", str(spec), "--strategy", "evolve", "--budget", "40", "--workers-per-class", workers)
+    args += ("--remeasure",)
     proc = run_cli(*args, "--out", str(out), cwd=tmp_path, env=QUIET, background=True, new_session=True)
     _interrupt_when(proc, "search cpu: 8 answers in", signal.SIGTERM, group=False)
     assert "SIGTERM" in _ends_with_one_line(proc, within=30)
@@ -174,6 +184,23 @@ def test_sigterm_mid_search_then_the_same_command_measures_only_the_rest(tmp_pat
     assert search["replayed"] == len(journal)
     assert _journal(out)[: len(journal)] == journal  # the recorded order kept, the rest appended
     assert not list(out.rglob("*.incomplete-*")) and not list(out.rglob("*.tmp"))
+
+
+def test_models_and_remeasure_asked_on_a_rerun_measure_nothing_again(tmp_path):
+    data = _recorded(tmp_path / "rec.parquet")
+    spec = _spec(tmp_path, data)
+    out = tmp_path / "out"
+    args = ("sweep", str(spec), "--strategy", "evolve", "--budget", "20", "--out", str(out))
+    first = run_cli(*args, cwd=tmp_path, timeout=400)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert not (out / "validation.json").exists() and not (out / "models").exists()
+    shards = {p: p.stat().st_mtime_ns for p in (out / "shards").rglob("*.parquet")}
+    again = run_cli(*args, "--train-models", "--remeasure", cwd=tmp_path, timeout=400)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {p: p.stat().st_mtime_ns for p in (out / "shards").rglob("*.parquet")} == shards
+    search = json.loads((out / "validation.json").read_text())["cpu"]["search"]
+    assert search["measured_now"] == 0 and search["replayed"] == 20
+    assert (out / "models" / "metrics.json").is_file()
 
 
 class _OutOfOrder:

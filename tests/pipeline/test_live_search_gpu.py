@@ -40,6 +40,7 @@ def _sweep(tmp_path: Path) -> Path:
 def test_a_live_search_spends_its_budget_and_re_measures_its_pick(tmp_path, strategy):
     out = tmp_path / "out"
     args = ("sweep", str(_sweep(tmp_path)), "--strategy", strategy, "--budget", "12", "--out", str(out))
+    args += ("--remeasure",)
     done = run_cli(*args, cwd=tmp_path, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = pq.read_table(out / "merged", partitioning="hive").to_pandas()
