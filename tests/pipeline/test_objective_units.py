@@ -38,7 +38,8 @@ def searched(tmp_path_factory) -> tuple[Path, str]:
     out = tmp / "out"
     budget = str(len(BX) * len(TILE))  # the whole space: the pick is the known maximum, whatever the seed
     done = run_cli(
-        "sweep", "spec.yaml", "--strategy", "evolve", "--budget", budget, "--out", str(out), cwd=tmp,
+        "sweep", "spec.yaml", "--strategy", "evolve", "--budget", budget, "--out", str(out),
+        "--train-models", "--remeasure", cwd=tmp,
         timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
