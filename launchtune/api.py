@@ -126,9 +126,11 @@ class Result:
 
 def load(folder: str | Path) -> Result:
     """The results of a finished sweep folder (``launchtune sweep``'s, or ``tune_kernel``'s ``out``)."""
+    from launchtune.checks import check_arguments
     from launchtune.pipeline.errors import UserError
     from launchtune.pipeline.store.folder import SweepFolder
 
+    check_arguments({"folder": folder})
     path = Path(folder).expanduser().resolve()
     if not path.is_dir() or SweepFolder(path).read_meta() is None:
         raise UserError(f"{folder}: not a sweep folder (no sweep.json)")
@@ -160,8 +162,11 @@ def sweep(
     folder) as ``launchtune sweep`` does, with the same overrides; ``cluster``: None or ``"local"``,
     ``"slurm"``, a cluster config's path, or a Dask ``Client`` or cluster object (used, left running).
     ``progress``: a progress bar (None: in a notebook or on a terminal)."""
+    from launchtune.checks import check_arguments
     from launchtune.pipeline.logs import progress_bars
     from launchtune.pipeline.store.spec import parse_spec
+
+    check_arguments(dict(locals()))
     from launchtune.pipeline.sweep.plan import plan_sweep
     from launchtune.pipeline.sweep.run import run_plan
 
@@ -324,8 +329,8 @@ def _arguments(
                 if expected.shape != value.shape:
                     raise ValueError(f"answer[{i}]: shape {expected.shape}, the argument's is {value.shape}")
                 entry["answer"] = files.npy(f"answer{i}.npy", expected.astype(value.dtype, copy=False))
-            else:
-                entry["output"] = answer is None
+            else:  # Kernel Tuner's answer=None: nothing is checked
+                entry["output"] = False
             if id(value) in constants:
                 entry.update(constant=constants.pop(id(value))[0], argument=True)
             out.append(entry)
@@ -395,75 +400,276 @@ def _restrictions(
     return texts, files.npy("allowed.npy", np.array(allowed, dtype=np.int64))
 
 
+class NoGPUError(RuntimeError):
+    """``tune_kernel`` or ``run_kernel`` on a machine where CuPy sees no GPU, with no cluster elsewhere and
+    no ``simulation_mode``: raised before anything is written."""
+
+
+def _check_gpu(cluster: Any) -> None:
+    """A local run needs a GPU here; a cluster's workers are checked where they run."""
+    from launchtune.kernels.backend import gpu_count
+
+    if KERNEL_WORKLOAD != "kernel" or cluster not in (None, "local"):
+        return
+    if gpu_count() == 0:
+        raise NoGPUError(
+            "no GPU here (CuPy sees none): give cluster= (a Dask cluster or 'slurm') or replay a Kernel "
+            "Tuner cache with simulation_mode=True, cache=FILE"
+        )
+
+
+def _refuse(name: str, why: str) -> None:
+    raise ValueError(f"{name}=: {why}")
+
+
+def _host_array(value: Any) -> Any:
+    """A CuPy (or other device) array as numpy: the kernel spec's arrays travel as ``.npy`` files."""
+    if hasattr(value, "__cuda_array_interface__") and hasattr(value, "get"):
+        return value.get()
+    return value
+
+
+def _kt_strategy(strategy: str | None) -> str | None:
+    """Kernel Tuner's strategy names as ours: ``brute_force`` the exhaustive sampler, a name we do not have
+    Kernel Tuner's own (``kt:<name>``)."""
+    from launchtune.pipeline.strategies import strategy_names
+
+    if strategy is None or strategy in EXHAUSTIVE or strategy in strategy_names():
+        return strategy
+    if f"kt:{strategy}" in strategy_names():
+        return f"kt:{strategy}"
+    raise ValueError(f"strategy: {strategy!r} is not a strategy (launchtune strategies --list)")
+
+
+def _allows(
+    params: dict[str, list[Any]], texts: list[str], dims: list[Any], blocks: Sequence[str]
+) -> Callable[[dict[str, Any]], bool]:
+    """Whether the string restrictions allow a configuration and its thread block fits 1024 threads (Kernel
+    Tuner's own rule), evaluated here; a restriction that does not parse is one line now."""
+    from launchtune.kernels.kernel.expressions import ExpressionError, parse
+
+    names = list(params)
+    sizes = {f"problem_size_{d}": v for d, v in zip("xyz", [*dims, 1, 1], strict=False) if isinstance(v, int)}
+    exprs = [parse(t, [*names, *sizes], f"restrictions[{i}]") for i, t in enumerate(texts)]
+
+    def ok(config: dict[str, Any]) -> bool:
+        values = {**sizes, **config}
+        if math.prod(int(values.get(b, 1)) for b in blocks) > 1024:
+            return False
+        try:
+            return all(e(values) for e in exprs)
+        except ExpressionError:
+            return False
+
+    return ok
+
+
+def _first_allowed(
+    params: dict[str, list[Any]], ok: Callable[[dict[str, Any]], bool], rows: list[Any] | None
+) -> dict[str, Any]:
+    """Without ``default=``, the baseline is the first configuration (in ``tune_params`` order) that ``ok``
+    allows, as Kernel Tuner's first valid one: nothing is required of the first values."""
+    names = list(params)
+    for combo in rows if rows is not None else itertools.product(*params.values()):
+        config = dict(zip(names, combo, strict=True))
+        if ok(config):
+            return config
+    raise ValueError("restrictions: no configuration of tune_params satisfies them")
+
+
 def tune_kernel(
     kernel_name: str,
-    kernel_source: str | Path,
-    problem_size: int | Sequence[int],
+    kernel_source: str | Path | Callable[[dict[str, Any]], str],
+    problem_size: Any,
     arguments: Sequence[Any],
     tune_params: Mapping[str, Sequence[Any]],
     *,
-    restrictions: str | Callable[[dict[str, int]], bool] | Sequence[Any] | None = None,
-    grid_div_x: str | Sequence[str] | None = None,
-    grid_div_y: str | Sequence[str] | None = None,
-    grid_div_z: str | Sequence[str] | None = None,
-    block_size_names: Sequence[str] | None = None,
-    cmem_args: Mapping[str, np.ndarray] | None = None,
+    grid_div_x: Any = None,
+    grid_div_y: Any = None,
+    grid_div_z: Any = None,
+    restrictions: Any = None,
     answer: Sequence[Any] | None = None,
     atol: float = 1e-6,
-    compiler_options: Sequence[str] | None = None,
+    verify: Callable[..., bool] | None = None,
+    verbose: bool = False,
+    lang: str | None = None,
+    device: int = 0,
+    platform: int = 0,
+    smem_args: Mapping[str, Any] | None = None,
+    cmem_args: Mapping[str, Any] | None = None,
+    texmem_args: Mapping[str, Any] | None = None,
+    compiler: Any = None,
+    compiler_options: str | Sequence[str] | None = None,
+    defines: Mapping[str, Any] | None = None,
+    log: Any = None,
     iterations: int = 7,
-    metrics: Mapping[str, str] | None = None,
-    objective: str | None = None,
-    objective_higher_is_better: bool = False,
+    block_size_names: Sequence[str] | None = None,
+    quiet: bool = False,
     strategy: str | None = None,
+    strategy_options: Mapping[str, Any] | None = None,
+    cache: str | Path | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    simulation_mode: bool | None = None,
+    parallel: Any = None,
+    observers: Sequence[Any] | None = None,
+    objective: str | None = None,
+    objective_higher_is_better: bool | None = None,
+    objectives: Any = None,
+    seed: int | None = None,
+    default: Mapping[str, Any] | None = None,
     budget: int | None = None,
     cluster: Any = None,
     gpu_classes: str | Sequence[str] | None = None,
     out: str | Path | None = None,
-    seed: int = 0,
     force: bool = False,
     progress: bool | None = None,
-) -> Result:
-    """Tune a CUDA kernel's parameters on every GPU class of ``cluster``, in Kernel Tuner's terms.
+) -> Any:
+    """Tune a CUDA kernel's parameters, as Kernel Tuner 1.5's ``tune_kernel`` (every keyword of it has its
+    meaning here or is refused in one line: docs/api.md), on every GPU class of ``cluster``.
 
-    ``kernel_source`` is the code or a file; ``arguments`` numpy arrays and numpy scalars in the kernel's
-    order; ``tune_params`` each parameter's values (the first is the default configuration), which reach
-    the source as ``#define``s; ``restrictions`` strings (expressions over the parameters and
-    ``problem_size_x/y/z``) or functions of a configuration (run here); ``grid_div_x/y/z`` what divides
-    the problem size (default: the block size parameter); ``answer`` the expected arrays (None where an
-    argument is not checked; without it every array must match the default configuration's), within
-    ``atol`` + 1e-5 relative; ``iterations`` timed launches per configuration (the median).
+    Returns ``(results, env)`` as Kernel Tuner does (a :class:`~launchtune.kernel_tuner_compat.TuneResult`),
+    whose attributes are the sweep folder's :class:`Result` (``rows``, ``best``, ``folder``, ...).
 
-    ``metrics``: named expressions (strings, in the kernel spec's language, never Python functions: they are
-    evaluated on the workers) over the parameters, ``problem_size_x/y/z``, ``time`` (ms per launch) and, where
-    NVML has an energy counter, ``energy_mJ`` and ``power_W``; ``objective``: the metric or measured quantity
-    every ranking uses (default ``time``), maximised where ``objective_higher_is_better`` (Kernel Tuner's
-    names for both).
-
-    ``strategy``: None or ``"brute_force"`` measures every configuration, or ``budget`` random ones; a
-    strategy name (``launchtune strategies --list``; ``kt:<name>`` for Kernel Tuner's) searches within
-    ``budget`` measurements per GPU class (default 400, where the default strategy's worst seed was right:
-    ``launchtune sweep --help``). ``cluster``: None or ``"local"`` (this machine's GPUs), ``"slurm"``, a
-    cluster config's path, or a Dask ``Client`` or cluster object (used, left running). ``out``: the
-    sweep folder (default ``results/<kernel_name>``); the same call again resumes it.
+    ``kernel_source`` is the code or a file; ``arguments`` numpy or CuPy arrays and numpy scalars in the
+    kernel's order; ``tune_params`` each parameter's values, which reach the source as ``#define``s;
+    ``restrictions`` strings or functions of a configuration (run here); ``grid_div_x/y/z`` what divides the
+    problem size (``[]``: nothing); ``answer`` the expected arrays (None: no check), within ``atol``;
+    ``iterations`` timed launches per configuration (the median); ``metrics`` strings (evaluated on the
+    workers) or functions of a result (run here, after); ``strategy``/``strategy_options``
+    (``max_fevals``, ``time_limit``) or ``budget``; ``cache`` a Kernel Tuner cache file the results are
+    merged into, replayed without a GPU with ``simulation_mode=True``; ``default`` the baseline
+    configuration (default: the first the restrictions allow). ``cluster``: None or ``"local"`` (this
+    machine's GPUs), ``"slurm"``, a cluster config's path, or a Dask ``Client`` or cluster object.
+    ``out``: the sweep folder (default ``results/<kernel_name>-<hash of the call's inputs>``: each
+    different call its own folder, the same call again resumes it).
     """
+    from launchtune import kernel_tuner_compat as kt
+    from launchtune.checks import check_arguments
     from launchtune.kernels.kernel.spec import kernel_defined
     from launchtune.pipeline.paths import check_slug, out_folder, results_root
     from launchtune.pipeline.store.ownership import claim
 
-    code = _source(kernel_source)
-    if not isinstance(kernel_name, str) or not kernel_defined(code, kernel_name):
+    given = dict(locals())
+    check_arguments({k: v for k, v in given.items() if k not in ("kt",)})
+    for name, why in kt.REFUSED.items():
+        if given[name] not in (None, False):
+            _refuse(name, why)
+    if lang is not None and lang.upper() not in ("CUDA", "CUPY", "NVCUDA"):
+        _refuse("lang", kt.OTHER_LANGS.format(lang=lang))
+    if device != 0:
+        _refuse(
+            "device", "launchtune measures on each GPU of the cluster; choose one with CUDA_VISIBLE_DEVICES"
+        )
+    if platform != 0:
+        _refuse("platform", "platforms are OpenCL's; launchtune runs CUDA")
+    if callable(kernel_source):
+        _refuse(
+            "kernel_source",
+            "a code generator (a function) is not run here; write the source with the "
+            "parameters as #define names (block_size_x), which every configuration is compiled with",
+        )
+    for dim, value in zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True):
+        if callable(value):
+            _refuse(
+                f"grid_div_{dim}",
+                "a function is not evaluated per launch here; give the parameter names "
+                "or expressions that divide the problem size, e.g. ['block_size_x', 'tile_size_x']",
+            )
+    if callable(problem_size):
+        _refuse(
+            "problem_size",
+            "a function is not evaluated per launch here; give numbers, or a parameter's "
+            "name or an expression of the parameters ('num_blocks')",
+        )
+    for observer in observers or ():
+        if "NVML" not in type(observer).__name__:
+            _refuse(
+                "observers",
+                f"{type(observer).__name__}: only NVML's energy and power have a counterpart "
+                "(recorded as energy_mJ and power_W wherever the GPU has the counter)",
+            )
+    if smem_args is not None and (set(smem_args) != {"size"} or not isinstance(smem_args["size"], int | str)):
+        _refuse("smem_args", "give {'size': bytes} as a number or an expression of the parameters")
+    options = [compiler_options] if isinstance(compiler_options, str) else list(compiler_options or [])
+    for key, value in (defines or {}).items():
+        if callable(value):
+            _refuse("defines", f"{key!r}: a function is not evaluated per configuration here; give a value")
+        options.append(f"-D{key}={value}")
+    max_minutes = None
+    for key, value in (strategy_options or {}).items():
+        if key == "max_fevals" and budget is None:
+            check_arguments({"budget": value})
+            budget = int(value)
+        elif key == "time_limit":
+            check_arguments({"max_minutes": value})
+            max_minutes = float(value) / 60
+        elif key != "max_fevals":
+            _refuse(
+                "strategy_options",
+                f"{key!r}: launchtune's strategies take max_fevals and time_limit; "
+                "each has its own defaults (launchtune strategies --list)",
+            )
+    strategy = _kt_strategy(strategy)
+    if simulation_mode and cache is None:
+        _refuse("simulation_mode", "replays a Kernel Tuner cache: give cache=FILE")
+
+    code = _source(kernel_source)  # type: ignore[arg-type]
+    if not kernel_defined(code, kernel_name):
         raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the kernel source")
-    dims = _problem_size(problem_size)
-    params = _tune_params(tune_params, block_size_names or ("block_size_x", "block_size_y", "block_size_z"))
+    dims: list[Any]
+    if isinstance(problem_size, str):
+        dims = [problem_size]
+    elif isinstance(problem_size, Sequence) and any(isinstance(d, str) for d in problem_size):
+        dims = [d if isinstance(d, str) else int(d) for d in problem_size]
+    else:
+        dims = _problem_size(problem_size)
+    blocks = list(block_size_names or ("block_size_x", "block_size_y", "block_size_z"))
+    params = _tune_params(tune_params, blocks)
+    functions = {k: v for k, v in (metrics or {}).items() if callable(v)}
+    texts_metrics = {k: v for k, v in (metrics or {}).items() if not callable(v)}
+    if not all(isinstance(v, str) for v in texts_metrics.values()):
+        raise TypeError("metrics: expected a dict of name to an expression string or a function of a result")
+    goal = objective or "time"
+    maximize = bool(objective_higher_is_better)
+    if goal in functions and not (strategy is None or strategy in EXHAUSTIVE) and budget is None:
+        _refuse(
+            "objective",
+            f"{goal!r} is a Python function run here after measuring, so a search cannot "
+            "rank by it; write the metric as a string, or use strategy='brute_force'",
+        )
     files = _Writer()
     texts, allowed = _restrictions(restrictions, params, files)
+    cache_path = None
+    if cache is not None:
+        cache_path = Path(cache).expanduser()
+        if not cache_path.name.endswith(".json"):
+            cache_path = cache_path.with_name(cache_path.name + ".json")  # as Kernel Tuner names it
+    ok = _allows(params, texts, dims, blocks)
+    allowed_rows = np.load(io_bytes(files.files[allowed])).tolist() if allowed else None
+    if simulation_mode:
+        assert cache_path is not None
+        allowed_set = {tuple(r) for r in allowed_rows} if allowed_rows is not None else None
+        results, env = kt.replay(
+            cache_path, params,
+            lambda c: ok(c) and (allowed_set is None or tuple(c[n] for n in params) in allowed_set),
+        )  # fmt: skip
+        kt.apply_metrics(results, functions)
+        env["best_config"] = kt.best_of(results, goal, maximize)
+        return kt.TuneResult(results, env, None)
+
+    baseline = dict(default) if default is not None else _first_allowed(params, ok, allowed_rows)
     kernel: dict[str, Any] = {
         "source": files.text("kernel.cu", code),
         "kernel_name": kernel_name,
         "problem_size": dims,
         "tune_params": params,
-        "arguments": _arguments(arguments, answer, cmem_args, files),
+        "default": baseline,
+        "arguments": _arguments(
+            [_host_array(a) for a in arguments],
+            [_host_array(a) for a in answer] if answer is not None else None,
+            {k: _host_array(v) for k, v in (cmem_args or {}).items()},
+            files,
+        ),
         "atol": float(atol),
     }
     if texts:
@@ -473,28 +679,23 @@ def tune_kernel(
     for dim, value in zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True):
         divisors = _divisors(value, f"grid_div_{dim}")
         if divisors is not None:
-            kernel[f"grid_div_{dim}"] = divisors
+            kernel[f"grid_div_{dim}"] = divisors or ["1"]  # Kernel Tuner's []: nothing divides it
     if block_size_names is not None:
         kernel["block_size_names"] = list(block_size_names)
-    if compiler_options:
-        kernel["compiler_options"] = list(compiler_options)
-    if metrics:
-        if not isinstance(metrics, Mapping) or not all(isinstance(v, str) for v in metrics.values()):
-            raise TypeError(
-                "metrics: expected a dict of name to an expression string (not a Python function)"
-            )
-        kernel["metrics"] = {str(k): v for k, v in metrics.items()}
-    if objective is not None:
-        if not isinstance(objective, str):
-            raise TypeError(
-                f"objective: expected the name of a metric or a measured quantity, got {objective!r}"
-            )
-        kernel["objective"] = {"maximize" if objective_higher_is_better else "minimize": objective}
+    if options:
+        kernel["compiler_options"] = options
+    if smem_args is not None:
+        kernel["shared_memory"] = smem_args["size"]
+    if texts_metrics:
+        kernel["metrics"] = {str(k): v for k, v in texts_metrics.items()}
+    if objective is not None and objective not in functions:
+        kernel["objective"] = {"maximize" if maximize else "minimize": objective}
     files.text("kernel.yaml", yaml.safe_dump(kernel, sort_keys=False, default_flow_style=None))
 
     name = check_slug(kernel_name, "kernel_name")
-    folder = out_folder(Path(out), "out") if out is not None else results_root() / name
-    inputs = folder / "inputs" / files.digest()  # other kernel files, another folder and planning key
+    digest = files.digest()
+    folder = out_folder(Path(out), "out") if out is not None else results_root() / f"{name}-{digest[:8]}"
+    inputs = folder / "inputs" / digest  # other kernel files, another folder and planning key
     exhaustive = strategy is None or strategy in EXHAUSTIVE
     sweep_spec: dict[str, Any] = {
         "name": name,
@@ -508,21 +709,142 @@ def tune_kernel(
         "samples": budget if exhaustive and budget is not None else 0,
         "repeats": iterations,
         "batch_size": "auto",
-        "seed": seed,
+        "seed": seed or 0,
     }
     if not exhaustive:  # without a budget, the spec's default (store.spec.DEFAULT_BUDGET)
         sweep_spec["search"] = {"strategy": strategy, **({"budget": budget} if budget is not None else {})}
     files.text("sweep.yaml", yaml.safe_dump(sweep_spec, sort_keys=False, default_flow_style=None))
+    if cache_path is not None:
+        kt.read_cache(cache_path)  # a file that is not a cache: one line now, not after the sweep
+    _check_gpu(cluster)
 
     claim(folder, "sweep", "out")  # a new or empty folder, or a sweep's: the inputs go inside it
     files.write(inputs)
     logger.info(f"tune_kernel {kernel_name}: inputs in {inputs}")
-    return sweep(
+    result = sweep(
         inputs / "sweep.yaml",
         cluster=cluster,
         out=folder,
         gpu_classes=gpu_classes,
         force=force,
-        progress=progress,
+        progress=progress if progress is not None else (True if verbose else None),
+        max_minutes=max_minutes,
         allow_workload=[KERNEL_WORKLOAD] if ":" in KERNEL_WORKLOAD else (),
     )
+    return _kernel_tuner_pair(result, params, texts_metrics, functions, dims, iterations, goal, maximize,
+                              cache_path, kernel_name, quiet)  # fmt: skip
+
+
+def io_bytes(data: bytes) -> Any:
+    import io
+
+    return io.BytesIO(data)
+
+
+def _kernel_tuner_pair(
+    result: Result,
+    params: dict[str, list[Any]],
+    texts_metrics: Mapping[str, str],
+    functions: Mapping[str, Callable[[dict[str, Any]], Any]],
+    dims: list[Any],
+    iterations: int,
+    goal: str,
+    maximize: bool,
+    cache_path: Path | None,
+    kernel_name: str,
+    quiet: bool,
+) -> Any:
+    """The sweep's rows of its first GPU class as Kernel Tuner's ``(results, env)``; the cache merged."""
+    from launchtune import kernel_tuner_compat as kt
+
+    rows = result.rows
+    if len(rows) and "gpu_class" in rows:
+        rows = rows[rows["gpu_class"] == sorted(set(rows["gpu_class"]))[0]]
+    labels = {n: tuple(v) for n, v in params.items() if not all(isinstance(x, int) for x in v)}
+    results = kt.results_from_rows(rows, params, texts_metrics, labels)
+    kt.apply_metrics(results, functions)
+    for entry in results:
+        if goal not in entry and isinstance(entry.get("time"), float) and goal == "time":
+            entry[goal] = entry["time"]
+    best = kt.best_of(results, goal, maximize)
+    env = kt.environment(rows, dims if len(dims) > 1 else dims[0], iterations, goal, best)
+    if cache_path is not None:
+        header = {"device_name": env["device_name"], "kernel_name": kernel_name, "problem_size": dims,
+                  "tune_params_keys": list(params), "tune_params": params, "objective": goal}  # fmt: skip
+        kt.write_cache(cache_path, header, results)
+    if not quiet and best is not None:
+        print(f"best performing configuration for {goal}: " + ", ".join(f"{k}={v}" for k, v in best.items()
+              if k in params or k == goal))  # fmt: skip
+    return kt.TuneResult(results, env, result)
+
+
+def run_kernel(
+    kernel_name: str,
+    kernel_source: str | Path,
+    problem_size: Any,
+    arguments: Sequence[Any],
+    params: Mapping[str, Any],
+    *,
+    grid_div_x: Any = None,
+    grid_div_y: Any = None,
+    grid_div_z: Any = None,
+    lang: str | None = None,
+    device: int = 0,
+    platform: int = 0,
+    smem_args: Mapping[str, Any] | None = None,
+    cmem_args: Mapping[str, Any] | None = None,
+    texmem_args: Mapping[str, Any] | None = None,
+    compiler: Any = None,
+    compiler_options: str | Sequence[str] | None = None,
+    defines: Mapping[str, Any] | None = None,
+    block_size_names: Sequence[str] | None = None,
+    quiet: bool = False,
+    log: Any = None,
+) -> list[Any]:
+    """Kernel Tuner's ``run_kernel``: compile ``kernel_name`` with ``params`` as ``#define``s, launch it
+    once on this machine's first GPU and return ``arguments`` after the launch (arrays as numpy; CuPy
+    arrays are used in place, on the device). Nothing is written."""
+    from launchtune import kernel_tuner_compat as kt
+    from launchtune.checks import check_arguments
+    from launchtune.kernels.kernel.compile import build_function, source_with_defines
+    from launchtune.kernels.kernel.expressions import parse
+    from launchtune.kernels.kernel.spec import kernel_defined
+
+    given = dict(locals())
+    check_arguments({k: v for k, v in given.items() if k != "kt"})
+    for name in ("texmem_args", "compiler", "log"):
+        if given[name] is not None:
+            _refuse(name, kt.REFUSED[name])
+    if lang is not None and lang.upper() not in ("CUDA", "CUPY", "NVCUDA"):
+        _refuse("lang", kt.OTHER_LANGS.format(lang=lang))
+    if device != 0 or platform != 0:
+        _refuse("device", "run_kernel launches on the first GPU; choose it with CUDA_VISIBLE_DEVICES")
+    code = _source(kernel_source)
+    if not kernel_defined(code, kernel_name):
+        raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the kernel source")
+    names = list(block_size_names or ("block_size_x", "block_size_y", "block_size_z"))
+    values = {str(k): (v.item() if isinstance(v, np.generic) else v) for k, v in params.items()}
+    block = tuple(int(values.get(n, 256 if i == 0 else 1)) for i, n in enumerate(names))
+    known = {**values, **dict(zip(names, block, strict=True))}
+    raw = [problem_size] if isinstance(problem_size, int | str | np.integer) else list(problem_size)
+    dims = [int(parse(d, list(known), "problem_size")(known)) if isinstance(d, str) else int(d) for d in raw]
+    grid: list[int] = []
+    for i, (dim, divs) in enumerate(zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True)):
+        items = [names[i]] if divs is None else ([divs] if isinstance(divs, str | int) else list(divs))
+        divisor = math.prod(parse(d, list(known), f"grid_div_{dim}")(known) for d in items)
+        grid.append(max(1, math.ceil((dims[i] if i < len(dims) else 1) / divisor)))
+    macros = {**known, **{f"grid_size_{d}": g for d, g in zip("xyz", grid, strict=True)}, "kernel_tuner": 1}
+    options = [compiler_options] if isinstance(compiler_options, str) else list(compiler_options or [])
+    options += [f"-D{k}={v}" for k, v in (defines or {}).items()]
+    _check_gpu(None)
+    import cupy as cp
+
+    module, function = build_function(cp, source_with_defines(code, macros), options, kernel_name)
+    device_args = [cp.asarray(a) if isinstance(a, np.ndarray) else a for a in arguments]
+    for symbol, array in (cmem_args or {}).items():
+        host = np.ascontiguousarray(_host_array(array))
+        cp.ndarray(host.shape, host.dtype, module.get_global(symbol)).set(host)
+    shared = int(smem_args["size"]) if smem_args else 0
+    function(tuple(grid), block, tuple(device_args), shared_mem=shared)
+    cp.cuda.Device().synchronize()
+    return [a.get() if hasattr(a, "__cuda_array_interface__") else a for a in device_args]

@@ -1,0 +1,170 @@
+"""Kernel Tuner 1.5's keywords on ``launchtune.tune_kernel``: each has its meaning or is refused in one line
+naming it, every argument is checked at the call, and without a GPU the call stops in one line before
+anything is written. The sweep itself is not run here (``api.sweep`` is replaced): what is checked is what
+the call would hand it."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+import launchtune
+from launchtune import api
+from tests.kernel.conftest import SOURCE
+
+N = 1000
+
+
+def _call(tmp_path, **change):
+    arguments = [np.zeros(N, np.float32), np.ones(N, np.float32), np.int32(N)]
+    call = dict(kernel_name="scale", kernel_source=SOURCE, problem_size=N, arguments=arguments,
+                tune_params={"block_size_x": [32, 64], "tile": [1, 2]}, out=tmp_path / "out")  # fmt: skip
+    return launchtune.tune_kernel(**{**call, **change})
+
+
+@pytest.fixture
+def written(tmp_path, monkeypatch):
+    """The kernel spec and sweep spec a call writes (the sweep is not run)."""
+    monkeypatch.setattr(api, "_check_gpu", lambda cluster: None)
+    monkeypatch.setattr(api, "sweep", lambda *a, **k: None)
+    monkeypatch.setattr(api, "_kernel_tuner_pair", lambda *a: None)
+
+    def specs(**change):
+        import shutil
+
+        shutil.rmtree(tmp_path / "out", ignore_errors=True)
+        _call(tmp_path, **change)
+        (inputs,) = (tmp_path / "out" / "inputs").iterdir()
+        return (yaml.safe_load((inputs / n).read_text()) for n in ("kernel.yaml", "sweep.yaml"))
+
+    return specs
+
+
+def test_without_a_gpu_one_line_and_nothing_written(tmp_path, monkeypatch):
+    monkeypatch.setattr("launchtune.kernels.backend.gpu_count", lambda: 0)
+    with pytest.raises(api.NoGPUError, match=r"^no GPU here \(CuPy sees none\).*simulation_mode=True"):
+        _call(tmp_path)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "match"),
+    [
+        ({"force": "no"}, TypeError, r"^force: expected True or False, got 'no'$"),
+        ({"quiet": 1}, TypeError, "^quiet: expected True or False"),
+        ({"iterations": 0}, ValueError, "^iterations: expected an integer from 1 to 10000, got 0"),
+        ({"iterations": "7"}, TypeError, "^iterations: expected an integer"),
+        ({"atol": "abc"}, TypeError, "^atol: expected a finite number >= 0"),
+        ({"atol": float("nan")}, ValueError, "^atol: expected a finite number >= 0"),
+        ({"problem_size": None}, TypeError, "^problem_size: expected"),
+        ({"arguments": None}, TypeError, "^arguments: expected a list"),
+        ({"restrictions": 5}, TypeError, "^restrictions: expected"),
+        ({"cmem_args": 5}, TypeError, "^cmem_args: expected"),
+        ({"answer": 5}, TypeError, "^answer: expected"),
+        ({"cache": 5}, TypeError, "^cache: expected"),
+        ({"out": 5}, TypeError, "^out: expected"),
+        ({"gpu_classes": 5}, TypeError, "^gpu_classes: expected"),
+        (
+            {"objective_higher_is_better": "no"},
+            TypeError,
+            "^objective_higher_is_better: expected True or False",
+        ),
+        (
+            {"lang": "OpenCL"},
+            ValueError,
+            r"^lang=: launchtune compiles CUDA .*Kernel Tuner itself for OpenCL",
+        ),
+        ({"texmem_args": {"t": 1}}, ValueError, "^texmem_args=: texture memory"),
+        ({"verify": lambda a, b, atol=None: True}, ValueError, "^verify=: outputs are checked on the GPU"),
+        ({"kernel_source": lambda p: SOURCE}, ValueError, "^kernel_source=: a code generator"),
+        ({"grid_div_x": lambda p: 32}, ValueError, "^grid_div_x=: a function"),
+        ({"strategy_options": {"popsize": 4}}, ValueError, "^strategy_options=: 'popsize'"),
+        ({"observers": [object()]}, ValueError, "^observers=: object: only NVML"),
+        ({"simulation_mode": True}, ValueError, "^simulation_mode=: replays a Kernel Tuner cache"),
+        ({"device": 1}, ValueError, "^device=: "),
+    ],
+)
+def test_each_argument_is_checked_at_the_call(tmp_path, change, error, match):
+    with pytest.raises(error, match=match):
+        _call(tmp_path, **change)
+    assert not (tmp_path / "out").exists()
+
+
+def test_kernel_tuner_keywords_reach_the_specs(written):
+    kernel, sweep = written(
+        compiler_options="--use_fast_math", defines={"SCALE": 2}, grid_div_x=[], answer=None,
+        restrictions=["block_size_x * tile >= 128"], iterations=32, strategy_options={"max_fevals": 3},
+        verbose=True, quiet=True, lang="cupy",
+    )  # fmt: skip
+    assert kernel["compiler_options"] == ["--use_fast_math", "-DSCALE=2"]  # a string is one option
+    assert kernel["grid_div_x"] == ["1"]  # Kernel Tuner's []: nothing divides the problem size
+    assert not any(a.get("output") for a in kernel["arguments"])  # answer=None: nothing is checked
+    # no default=: the first configuration the restrictions allow, not the first values
+    assert kernel["default"] == {"block_size_x": 64, "tile": 2}
+    assert sweep["repeats"] == 32 and sweep["samplers"] == ["random"] and sweep["samples"] == 3
+    kernel, _ = written(default={"block_size_x": 32, "tile": 2}, problem_size="tile")
+    assert kernel["default"] == {"block_size_x": 32, "tile": 2} and kernel["problem_size"] == ["tile"]
+
+
+def test_each_call_its_own_folder_the_same_call_resumes(tmp_path, monkeypatch):
+    """Without ``out``: ``results/<kernel>-<hash of the inputs>``, so a second, different call in one
+    script is its own sweep and the same call again is the same folder."""
+    monkeypatch.setenv("LAUNCHTUNE_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setattr(api, "_check_gpu", lambda cluster: None)
+    folders = []
+    monkeypatch.setattr(api, "sweep", lambda spec, **kw: folders.append(kw["out"]))
+    monkeypatch.setattr(api, "_kernel_tuner_pair", lambda *a: None)
+    for tile in ([1, 2], [4], [1, 2]):
+        _call(tmp_path, out=None, tune_params={"block_size_x": [32, 64], "tile": tile})
+    assert folders[0] == folders[2] != folders[1] and folders[0].name.startswith("scale-")
+
+
+def test_simulation_mode_replays_a_cache_without_a_gpu(tmp_path, monkeypatch):
+    """A Kernel Tuner cache (written by hand here: the mechanism, not a measurement) replayed with the
+    restrictions and metrics of the call, no GPU asked for and nothing written."""
+    monkeypatch.setattr("launchtune.kernels.backend.gpu_count", lambda: 0)
+    entries = {
+        f"{b},{t}": {"block_size_x": b, "tile": t, "time": 1.0 + b / 64 + t, "times": [1.0]}
+        for b in (32, 64, 128) for t in (1, 2)
+    }  # fmt: skip
+    entries["64,2"]["time"] = "InvalidConfig"
+    cache = tmp_path / "scale.json"
+    cache.write_text(json.dumps({"kernel_name": "scale", "device_name": "X", "tune_params_keys":
+                                 ["block_size_x", "tile"], "cache": entries}))  # fmt: skip
+    results, env = _call(
+        tmp_path, cache=tmp_path / "scale", simulation_mode=True,
+        restrictions=[lambda p: p["tile"] == 2 or p["block_size_x"] == 32],
+        metrics={"per_ms": lambda p: 1 / p["time"]}, objective="per_ms", objective_higher_is_better=True,
+    )  # fmt: skip
+    assert [(r["block_size_x"], r["tile"]) for r in results] == [(32, 1), (32, 2), (64, 2)]
+    assert env["best_config"]["block_size_x"] == 32 and env["best_config"]["tile"] == 1
+    assert "per_ms" not in results[2] and env["simulation"] is True
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: launchtune.sweep("x.yaml", force="no"), "^force: expected True or False, got 'no'$"),
+        (lambda: launchtune.sweep("x.yaml", samples="3"), "^samples: expected an integer >= 1"),
+        (lambda: launchtune.sweep("x.yaml", prior=[7]), "^prior: expected a list of sweep folders"),
+        (lambda: launchtune.sweep("x.yaml", max_minutes=float("nan")), "^max_minutes: expected a finite"),
+        (lambda: launchtune.sweep(5), "^spec: expected a sweep spec's path or its mapping"),
+        (lambda: launchtune.load(5), "^folder: expected a folder"),
+    ],
+)
+def test_sweep_and_load_check_their_arguments(call, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        call()
+
+
+def test_run_kernel_without_a_gpu_is_one_line(monkeypatch):
+    monkeypatch.setattr("launchtune.kernels.backend.gpu_count", lambda: 0)
+    arguments = [np.zeros(N, np.float32), np.ones(N, np.float32), np.int32(N)]
+    with pytest.raises(api.NoGPUError, match="^no GPU here"):
+        launchtune.run_kernel("scale", SOURCE, N, arguments, {"block_size_x": 32}, grid_div_x=[])
+    with pytest.raises(ValueError, match="^lang=: "):
+        launchtune.run_kernel("scale", SOURCE, N, arguments, {"block_size_x": 32}, lang="C")
