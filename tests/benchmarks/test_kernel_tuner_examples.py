@@ -1,0 +1,43 @@
+"""Kernel Tuner's CUDA examples with only the import changed, on the CPU, as far as a CPU takes them: where
+the lead's GPU run committed a launchtune cache per call (``data/kernel_tuner_examples/caches/<name>/``),
+the script runs to its end replaying it (``simulation_mode``); otherwise it runs up to ``tune_kernel``'s
+(or ``run_kernel``'s) one-line refusal without a GPU, with nothing written, or the one-line refusal of
+what has no counterpart (a code generator)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.kernel_tuner_examples import run_one
+
+CACHES = Path(__file__).resolve().parents[2] / "data" / "kernel_tuner_examples" / "caches"
+NO_GPU = "launchtune.api.NoGPUError: no GPU here (CuPy sees none)"
+STOPS = {
+    "vector_add": NO_GPU,
+    "stencil": NO_GPU,
+    "zeromeanfilter": NO_GPU,
+    "vector_add_metric": NO_GPU,
+    "convolution": NO_GPU,
+    "convolution_correct": NO_GPU,  # at run_kernel, the naive kernel's answer
+    "sepconv": NO_GPU,
+    "vector_add_codegen": "ValueError: kernel_source=: a code generator (a function) is not run here",
+    "matmul": NO_GPU,
+}
+# not on the CPU: vector_add_cupy imports CuPy first; reduction makes 3.2 GB of inputs before its first call
+SLOW = {"matmul"}  # numpy.dot of two 4096 x 4096 matrices for its answer
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in STOPS]
+)
+def test_example_runs_with_only_the_import_changed(tmp_path, name):
+    if (CACHES / name).is_dir():  # recorded on the GPU: the script runs to its end
+        row = run_one(name, "launchtune", tmp_path, replay=CACHES)
+        assert row["rc"] == 0, row["last_lines"]
+        assert row["calls"] and all(c["ok"] >= 1 for c in row["calls"])
+        return
+    row = run_one(name, "launchtune", tmp_path)
+    assert row["rc"] == 1 and row["last_lines"][-1].startswith(STOPS[name]), row["last_lines"]
+    assert not (tmp_path / "launchtune" / name / "results").exists()  # nothing written before the refusal
