@@ -29,9 +29,7 @@ STOPS = {
 SLOW = {"matmul"}  # numpy.dot of two 4096 x 4096 matrices for its answer
 
 
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in STOPS]
-)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in STOPS])
 def test_example_runs_with_only_the_import_changed(tmp_path, name):
     if (CACHES / name).is_dir():  # recorded on the GPU: the script runs to its end
         row = run_one(name, "launchtune", tmp_path, replay=CACHES)
