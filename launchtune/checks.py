@@ -99,7 +99,7 @@ RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "strategy": ("a strategy's name", _none_or(lambda v: isinstance(v, str) and v != "")),
     "strategy_options": ("a dict of option name to value", _none_or(lambda v: isinstance(v, Mapping))),
     "budget": ("an integer >= 1", _none_or(lambda v: _int(v) and v >= 1)),
-    "samples": ("an integer >= 1", _none_or(lambda v: _int(v) and v >= 1)),
+    "samples": ("an integer >= 0", _none_or(lambda v: _int(v) and v >= 0)),
     "max_minutes": ("a finite number > 0", _none_or(lambda v: _real(v) and v > 0)),
     "workers_per_class": ("an integer >= 1", lambda v: _int(v) and v >= 1),
     "gpu_classes": (

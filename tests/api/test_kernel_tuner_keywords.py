@@ -149,7 +149,7 @@ def test_simulation_mode_replays_a_cache_without_a_gpu(tmp_path, monkeypatch):
     ("call", "match"),
     [
         (lambda: launchtune.sweep("x.yaml", force="no"), "^force: expected True or False, got 'no'$"),
-        (lambda: launchtune.sweep("x.yaml", samples="3"), "^samples: expected an integer >= 1"),
+        (lambda: launchtune.sweep("x.yaml", samples="3"), "^samples: expected an integer >= 0"),
         (lambda: launchtune.sweep("x.yaml", prior=[7]), "^prior: expected a list of sweep folders"),
         (lambda: launchtune.sweep("x.yaml", max_minutes=float("nan")), "^max_minutes: expected a finite"),
         (lambda: launchtune.sweep(5), "^spec: expected a sweep spec's path or its mapping"),
