@@ -367,19 +367,22 @@ def _arguments(
 
 
 def _restrictions(
-    restrictions: Any, params: dict[str, list[int]], files: _Writer
-) -> tuple[list[str], str | None]:
+    restrictions: Any, params: dict[str, list[Any]], files: _Writer
+) -> tuple[list[str], str | None, list[tuple[Any, ...]] | None]:
     """Strings go into the kernel spec as they are; functions of a configuration (a dict, Kernel Tuner's
-    convention) are asked here about every combination, and those they allow become ``allowed.npy``."""
+    convention) are asked here about every combination, and those they allow become ``allowed.npy`` (the
+    space's values: a float or text parameter's index); (the strings, that file, the allowed values)."""
+    from launchtune.kernels.kernel.fields import is_whole
+
     if restrictions is None:
-        return [], None
+        return [], None, None
     items = [restrictions] if isinstance(restrictions, str) or callable(restrictions) else list(restrictions)
     texts = [r for r in items if isinstance(r, str)]
     functions = [r for r in items if callable(r)]
     if len(texts) + len(functions) != len(items):
         raise TypeError("restrictions: expected strings or functions of a configuration (a dict)")
     if not functions:
-        return texts, None
+        return texts, None, None
     names = list(params)
     count = math.prod(len(v) for v in params.values())
     if count > MAX_RESTRICTION_CALLS:
@@ -397,7 +400,15 @@ def _restrictions(
     ]
     if not allowed:
         raise ValueError("restrictions: no configuration satisfies the restriction functions")
-    return texts, files.npy("allowed.npy", np.array(allowed, dtype=np.int64))
+    labelled = [None if is_whole(v) else v for v in params.values()]
+    rows = [
+        [
+            value if values is None else values.index(value)
+            for value, values in zip(combo, labelled, strict=True)
+        ]
+        for combo in allowed
+    ]
+    return texts, files.npy("allowed.npy", np.array(rows, dtype=np.int64)), allowed
 
 
 class NoGPUError(RuntimeError):
@@ -638,14 +649,13 @@ def tune_kernel(
             "rank by it; write the metric as a string, or use strategy='brute_force'",
         )
     files = _Writer()
-    texts, allowed = _restrictions(restrictions, params, files)
+    texts, allowed, allowed_rows = _restrictions(restrictions, params, files)
     cache_path = None
     if cache is not None:
         cache_path = Path(cache).expanduser()
         if not cache_path.name.endswith(".json"):
             cache_path = cache_path.with_name(cache_path.name + ".json")  # as Kernel Tuner names it
     ok = _allows(params, texts, dims, blocks)
-    allowed_rows = np.load(io_bytes(files.files[allowed])).tolist() if allowed else None
     if simulation_mode:
         assert cache_path is not None
         allowed_set = {tuple(r) for r in allowed_rows} if allowed_rows is not None else None
@@ -733,12 +743,6 @@ def tune_kernel(
     )
     return _kernel_tuner_pair(result, params, texts_metrics, functions, dims, iterations, goal, maximize,
                               cache_path, kernel_name, quiet)  # fmt: skip
-
-
-def io_bytes(data: bytes) -> Any:
-    import io
-
-    return io.BytesIO(data)
 
 
 def _kernel_tuner_pair(

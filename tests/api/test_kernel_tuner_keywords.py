@@ -168,3 +168,16 @@ def test_run_kernel_without_a_gpu_is_one_line(monkeypatch):
         launchtune.run_kernel("scale", SOURCE, N, arguments, {"block_size_x": 32}, grid_div_x=[])
     with pytest.raises(ValueError, match="^lang=: "):
         launchtune.run_kernel("scale", SOURCE, N, arguments, {"block_size_x": 32}, lang="C")
+
+
+def test_a_float_parameter_with_a_restriction_function_keeps_its_values(written, tmp_path):
+    """``f`` in [0.5, 2.5, 1.5] with ``f != 1.5``: the configurations allowed are 0.5 and 2.5, written as
+    the space's indices (0 and 1), never the floats cast to integers."""
+    from launchtune.kernels.kernel.spec import load_kernel_spec
+
+    written(tune_params={"block_size_x": [32], "f": [0.5, 2.5, 1.5]}, restrictions=lambda p: p["f"] != 1.5)
+    (inputs,) = (tmp_path / "out" / "inputs").iterdir()
+    spec = load_kernel_spec(inputs / "kernel.yaml")
+    space = spec.space((N, 1, 1))
+    tuned = sorted(spec.actual(c)["f"] for c in space.grid() if space.is_valid(c))
+    assert tuned == [0.5, 2.5]
