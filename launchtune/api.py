@@ -475,6 +475,49 @@ def _allows(
     return ok
 
 
+# Configurations a code generator is asked about at most: each is one call here, its text one #if branch.
+MAX_GENERATED = 10_000
+
+
+def _generated_source(
+    generator: Callable[[dict[str, Any]], Any],
+    params: dict[str, list[Any]],
+    ok: Callable[[dict[str, Any]], bool],
+    rows: list[Any] | None,
+) -> str:
+    """Kernel Tuner's code generator, run here (the caller's code) once per configuration the restrictions
+    allow: one source whose ``#if`` branches hold each distinct text, chosen by the parameters' ``#define``s
+    with which every configuration is compiled, so each compiles exactly what the generator gave it."""
+    from launchtune.kernels.kernel.fields import is_whole
+
+    names = list(params)
+    if not all(is_whole(v) for v in params.values()):
+        raise ValueError("kernel_source: a code generator needs whole-number parameters (#if compares them)")
+    texts: dict[str, list[dict[str, Any]]] = {}
+    for combo in rows if rows is not None else itertools.product(*params.values()):
+        config = dict(zip(names, combo, strict=True))
+        if not ok(config):
+            continue
+        if sum(len(c) for c in texts.values()) >= MAX_GENERATED:
+            raise ValueError(
+                f"kernel_source: a code generator is run once per configuration, at most {MAX_GENERATED:,}; "
+                "restrict the space or write the source with the parameters as #define names"
+            )
+        text = generator(dict(config))
+        if not isinstance(text, str):
+            raise TypeError(f"kernel_source: the generator returned {type(text).__name__} for {config}")
+        texts.setdefault(text, []).append(config)
+    if not texts:
+        raise ValueError("restrictions: no configuration of tune_params satisfies them")
+    if len(texts) == 1:
+        return next(iter(texts))
+    parts = []
+    for i, (text, configs) in enumerate(texts.items()):
+        cond = " || ".join("(" + " && ".join(f"{n} == {int(v)}" for n, v in c.items()) + ")" for c in configs)
+        parts.append(f"{'#if' if i == 0 else '#elif'} {cond}\n{text}\n")
+    return "".join(parts) + "#endif\n"
+
+
 def _first_allowed(
     params: dict[str, list[Any]], ok: Callable[[dict[str, Any]], bool], rows: list[Any] | None
 ) -> dict[str, Any]:
@@ -573,12 +616,6 @@ def tune_kernel(
         )
     if platform != 0:
         _refuse("platform", "platforms are OpenCL's; launchtune runs CUDA")
-    if callable(kernel_source):
-        _refuse(
-            "kernel_source",
-            "a code generator (a function) is not run here; write the source with the "
-            "parameters as #define names (block_size_x), which every configuration is compiled with",
-        )
     for dim, value in zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True):
         if callable(value):
             _refuse(
@@ -624,9 +661,10 @@ def tune_kernel(
     if simulation_mode and cache is None:
         _refuse("simulation_mode", "replays a Kernel Tuner cache: give cache=FILE")
 
-    code = _source(kernel_source)  # type: ignore[arg-type]
-    if not kernel_defined(code, kernel_name):
-        raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the kernel source")
+    if not callable(kernel_source):
+        code = _source(kernel_source)
+        if not kernel_defined(code, kernel_name):
+            raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the kernel source")
     dims: list[Any]
     if isinstance(problem_size, str):
         dims = [problem_size]
@@ -656,6 +694,10 @@ def tune_kernel(
         if not cache_path.name.endswith(".json"):
             cache_path = cache_path.with_name(cache_path.name + ".json")  # as Kernel Tuner names it
     ok = _allows(params, texts, dims, blocks)
+    if callable(kernel_source):
+        code = _generated_source(kernel_source, params, ok, allowed_rows)
+        if not kernel_defined(code, kernel_name):
+            raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the generated source")
     if simulation_mode:
         assert cache_path is not None
         allowed_set = {tuple(r) for r in allowed_rows} if allowed_rows is not None else None

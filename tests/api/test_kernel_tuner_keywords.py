@@ -79,7 +79,7 @@ def test_without_a_gpu_one_line_and_nothing_written(tmp_path, monkeypatch):
         ),
         ({"texmem_args": {"t": 1}}, ValueError, "^texmem_args=: texture memory"),
         ({"verify": lambda a, b, atol=None: True}, ValueError, "^verify=: outputs are checked on the GPU"),
-        ({"kernel_source": lambda p: SOURCE}, ValueError, "^kernel_source=: a code generator"),
+        ({"kernel_source": lambda p: 5}, TypeError, "^kernel_source: the generator returned int for"),
         ({"grid_div_x": lambda p: 32}, ValueError, "^grid_div_x=: a function"),
         ({"strategy_options": {"popsize": 4}}, ValueError, "^strategy_options=: 'popsize'"),
         ({"observers": [object()]}, ValueError, "^observers=: object: only NVML"),
@@ -181,3 +181,20 @@ def test_a_float_parameter_with_a_restriction_function_keeps_its_values(written,
     space = spec.space((N, 1, 1))
     tuned = sorted(spec.actual(c)["f"] for c in space.grid() if space.is_valid(c))
     assert tuned == [0.5, 2.5]
+
+
+def test_a_code_generator_runs_here_once_per_configuration(written, tmp_path):
+    """Kernel Tuner's code generator: each configuration compiles the text the generator gave it, through
+    one source of ``#if`` branches on the parameters' ``#define``s."""
+    calls = []
+
+    def generator(p):
+        calls.append(dict(p))
+        return SOURCE.replace("scale(", f"scale( /* {p['block_size_x']} */")
+
+    kernel, _ = written(kernel_source=generator, restrictions=["tile == 1"])
+    assert calls == [{"block_size_x": 32, "tile": 1}, {"block_size_x": 64, "tile": 1}]
+    (inputs,) = (tmp_path / "out" / "inputs").iterdir()
+    code = (inputs / "kernel.cu").read_text()
+    assert code.startswith("#if (block_size_x == 32 && tile == 1)\n") and code.endswith("#endif\n")
+    assert "#elif (block_size_x == 64 && tile == 1)\n" in code and code.count("/* 64 */") == 1

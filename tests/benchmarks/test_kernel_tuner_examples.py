@@ -2,7 +2,7 @@
 the lead's GPU run committed a launchtune cache per call (``data/kernel_tuner_examples/caches/<name>/``),
 the script runs to its end replaying it (``simulation_mode``); otherwise it runs up to ``tune_kernel``'s
 (or ``run_kernel``'s) one-line refusal without a GPU, with nothing written, or the one-line refusal of
-what has no counterpart (a code generator)."""
+what has no counterpart."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ STOPS = {
     "convolution": NO_GPU,
     "convolution_correct": NO_GPU,  # at run_kernel, the naive kernel's answer
     "sepconv": NO_GPU,
-    "vector_add_codegen": "ValueError: kernel_source=: a code generator (a function) is not run here",
+    "vector_add_codegen": NO_GPU,
     "matmul": NO_GPU,
 }
 # not on the CPU: vector_add_cupy imports CuPy first; reduction makes 3.2 GB of inputs before its first call
