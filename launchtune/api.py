@@ -754,7 +754,7 @@ def tune_kernel(
         "description": f"tune_kernel({kernel_name!r}) from Python",
         "workload": KERNEL_WORKLOAD,
         "case": name,
-        "size": "x".join(map(str, dims)),
+        "size": "x".join(str(d) if isinstance(d, int) else "1" for d in dims),  # an expression: per launch
         "backend": "auto",
         "options": {"spec": str(inputs / "kernel.yaml")},
         "samplers": ["exhaustive"] if exhaustive and budget is None else ["random"],

@@ -93,7 +93,7 @@ def test_each_argument_is_checked_at_the_call(tmp_path, change, error, match):
     assert not (tmp_path / "out").exists()
 
 
-def test_kernel_tuner_keywords_reach_the_specs(written):
+def test_kernel_tuner_keywords_reach_the_specs(written, tmp_path):
     kernel, sweep = written(
         compiler_options="--use_fast_math", defines={"SCALE": 2}, grid_div_x=[], answer=None,
         restrictions=["block_size_x * tile >= 128"], iterations=32, strategy_options={"max_fevals": 3},
@@ -105,8 +105,13 @@ def test_kernel_tuner_keywords_reach_the_specs(written):
     # no default=: the first configuration the restrictions allow, not the first values
     assert kernel["default"] == {"block_size_x": 64, "tile": 2}
     assert sweep["repeats"] == 32 and sweep["samplers"] == ["random"] and sweep["samples"] == 3
-    kernel, _ = written(default={"block_size_x": 32, "tile": 2}, problem_size="tile")
+    kernel, sweep = written(default={"block_size_x": 32, "tile": 2}, problem_size="tile", grid_div_x=[])
     assert kernel["default"] == {"block_size_x": 32, "tile": 2} and kernel["problem_size"] == ["tile"]
+    assert sweep["size"] == "1"  # a problem size of the parameters is the launch's, per configuration
+    from launchtune.pipeline.store.spec import load_spec
+
+    (inputs,) = (tmp_path / "out" / "inputs").iterdir()
+    assert load_spec(inputs / "sweep.yaml").size == "1"  # the sweep spec's loader takes it
 
 
 def test_each_call_its_own_folder_the_same_call_resumes(tmp_path, monkeypatch):
