@@ -50,7 +50,10 @@ def test_tune_kernel_is_kernel_tuners_pair_and_its_cache(tmp_path):
     assert sorted(r["block_size_x"] for r in results) == [64, 128, 256]
     assert all(isinstance(r["time"], float) and r["time"] > 0 for r in results)
     assert env["best_config"] == min(results, key=lambda r: r["time"]) and env["device_name"]
-    assert tuned.best["block_size_x"] in tune_params["block_size_x"] and tuned.folder == (tmp_path / "out").resolve()
+    assert (
+        tuned.best["block_size_x"] in tune_params["block_size_x"]
+        and tuned.folder == (tmp_path / "out").resolve()
+    )
     cache = json.loads((tmp_path / "vector_add.json").read_text())
     assert sorted(cache["cache"]) == ["128", "256", "64"]
     replayed, env2 = launchtune.tune_kernel(
