@@ -203,3 +203,16 @@ def test_a_code_generator_runs_here_once_per_configuration(written, tmp_path):
     code = (inputs / "kernel.cu").read_text()
     assert code.startswith("#if (block_size_x == 32 && tile == 1)\n") and code.endswith("#endif\n")
     assert "#elif (block_size_x == 64 && tile == 1)\n" in code and code.count("/* 64 */") == 1
+
+
+@pytest.mark.parametrize("name", ["tune_kernel", "run_kernel"])
+def test_kernel_tuners_signature_in_its_order(name):
+    """Every parameter of Kernel Tuner 1.5's function, in its order (a positional call means the same);
+    launchtune's own come after, keyword-only."""
+    import inspect
+
+    kernel_tuner = pytest.importorskip("kernel_tuner")
+    theirs = list(inspect.signature(getattr(kernel_tuner, name)).parameters)
+    ours = inspect.signature(getattr(launchtune, name)).parameters
+    assert list(ours)[: len(theirs)] == theirs
+    assert all(p.kind == p.KEYWORD_ONLY for p in list(ours.values())[len(theirs) :])
