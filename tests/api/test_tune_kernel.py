@@ -50,6 +50,8 @@ def test_tune_kernel_on_the_callers_cluster(tmp_path, client, stand_in):
         cluster=client,
         out=tmp_path / "out",
         seed=3,
+        metrics={"per_ms": lambda p: 1 / p["time"]},  # run here, after measuring
+        cache=tmp_path / "kt_cache",  # Kernel Tuner's cache file, ".json" added
     )
     # every combination the restrictions allow, measured once; a wrong answer is an invalid row
     valid = [
@@ -76,6 +78,10 @@ def test_tune_kernel_on_the_callers_cluster(tmp_path, client, stand_in):
     assert {k: env["best_config"][k] for k in tune_params} == result.best
     assert sorted(r["time"] for r in results if r["wrong"] == 1) == ["InvalidConfig"] * 7
     assert json.loads(json.dumps(result))[1]["problem_size"] == N
+    assert all(r["per_ms"] == pytest.approx(1 / r["time"]) for r in results if r["wrong"] == 0)
+    cache = json.loads((tmp_path / "kt_cache.json").read_text())
+    assert cache["tune_params_keys"] == list(tune_params) and len(cache["cache"]) == 14
+    assert cache["cache"]["64,2,0"]["time"] == pytest.approx(1.0)
     # the caller's cluster is still up and usable
     assert client.status == "running" and client.submit(lambda x: x + 1, 1).result() == 2
     assert len(client.scheduler_info()["workers"]) == 1
