@@ -372,8 +372,6 @@ def _restrictions(
     """Strings go into the kernel spec as they are; functions of a configuration (a dict, Kernel Tuner's
     convention) are asked here about every combination, and those they allow become ``allowed.npy`` (the
     space's values: a float or text parameter's index); (the strings, that file, the allowed values)."""
-    from launchtune.kernels.kernel.fields import is_whole
-
     if restrictions is None:
         return [], None, None
     items = [restrictions] if isinstance(restrictions, str) or callable(restrictions) else list(restrictions)
@@ -400,15 +398,19 @@ def _restrictions(
     ]
     if not allowed:
         raise ValueError("restrictions: no configuration satisfies the restriction functions")
+    return texts, _allowed_file(files, params, allowed), allowed
+
+
+def _allowed_file(files: _Writer, params: dict[str, list[Any]], combos: list[Any]) -> str:
+    """``allowed.npy``: the configurations in the space's values (a float or text parameter's index)."""
+    from launchtune.kernels.kernel.fields import is_whole
+
     labelled = [None if is_whole(v) else v for v in params.values()]
     rows = [
-        [
-            value if values is None else values.index(value)
-            for value, values in zip(combo, labelled, strict=True)
-        ]
-        for combo in allowed
+        [value if values is None else values.index(value) for value, values in zip(c, labelled, strict=True)]
+        for c in combos
     ]
-    return texts, files.npy("allowed.npy", np.array(rows, dtype=np.int64)), allowed
+    return files.npy("allowed.npy", np.array(rows, dtype=np.int64))
 
 
 class NoGPUError(RuntimeError):
@@ -516,6 +518,26 @@ def _generated_source(
         cond = " || ".join("(" + " && ".join(f"{n} == {int(v)}" for n, v in c.items()) + ")" for c in configs)
         parts.append(f"{'#if' if i == 0 else '#elif'} {cond}\n{text}\n")
     return "".join(parts) + "#endif\n"
+
+
+def _cached(
+    path: Path | None,
+    params: dict[str, list[Any]],
+    ok: Callable[[dict[str, Any]], bool],
+    rows: list[Any] | None,
+    baseline: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """The results a Kernel Tuner cache at ``path`` holds for configurations of this call's space (none
+    where there is no file, or it is another kernel's: other ``tune_params_keys``)."""
+    from launchtune import kernel_tuner_compat as kt
+
+    data = kt.read_cache(path) if path is not None else None
+    if not data or list(data.get("tune_params_keys") or []) != list(params):
+        return []
+    permitted = {tuple(r) for r in rows} if rows is not None else None
+    return kt.cached_results(
+        data, params, lambda c: ok(c) and (permitted is None or tuple(c[n] for n in params) in permitted)
+    )
 
 
 def _first_allowed(
@@ -710,6 +732,19 @@ def tune_kernel(
         return kt.TuneResult(results, env, None)
 
     baseline = dict(default) if default is not None else _first_allowed(params, ok, allowed_rows)
+    cached = _cached(cache_path, params, ok, allowed_rows, baseline)
+    if cached:  # Kernel Tuner's resume: what the cache holds is not measured again (the baseline is)
+        done = {tuple(e[n] for n in params) for e in cached}
+        names = list(params)
+        candidates = allowed_rows if allowed_rows is not None else itertools.product(*params.values())
+        remaining = [
+            c for c in candidates
+            if ok(dict(zip(names, c, strict=True)))
+            and (tuple(c) not in done or dict(zip(names, c, strict=True)) == baseline)
+        ]  # fmt: skip
+        files.files.pop("allowed.npy", None)
+        allowed = _allowed_file(files, params, remaining)
+        logger.info(f"cache: {len(cached)} configurations from {cache_path}, {len(remaining)} to measure")
     kernel: dict[str, Any] = {
         "source": files.text("kernel.cu", code),
         "kernel_name": kernel_name,
@@ -784,7 +819,7 @@ def tune_kernel(
         allow_workload=[KERNEL_WORKLOAD] if ":" in KERNEL_WORKLOAD else (),
     )
     return _kernel_tuner_pair(result, params, texts_metrics, functions, dims, iterations, goal, maximize,
-                              cache_path, kernel_name, quiet)  # fmt: skip
+                              cache_path, kernel_name, quiet, cached)  # fmt: skip
 
 
 def _kernel_tuner_pair(
@@ -799,15 +834,20 @@ def _kernel_tuner_pair(
     cache_path: Path | None,
     kernel_name: str,
     quiet: bool,
+    cached: list[dict[str, Any]] = (),  # type: ignore[assignment]
 ) -> Any:
-    """The sweep's rows of its first GPU class as Kernel Tuner's ``(results, env)``; the cache merged."""
+    """The sweep's rows of its first GPU class as Kernel Tuner's ``(results, env)``, after the ``cached``
+    results (a resumed cache's) it did not measure again; the cache merged."""
     from launchtune import kernel_tuner_compat as kt
+    from launchtune.kernels.kernel.fields import is_whole
 
     rows = result.rows
     if len(rows) and "gpu_class" in rows:
         rows = rows[rows["gpu_class"] == sorted(set(rows["gpu_class"]))[0]]
-    labels = {n: tuple(v) for n, v in params.items() if not all(isinstance(x, int) for x in v)}
-    results = kt.results_from_rows(rows, params, texts_metrics, labels)
+    labels = {n: tuple(v) for n, v in params.items() if not is_whole(v)}
+    measured = kt.results_from_rows(rows, params, texts_metrics, labels)
+    seen = {kt.cache_key(r, params) for r in measured}
+    results = [dict(r) for r in cached if kt.cache_key(r, params) not in seen] + measured
     kt.apply_metrics(results, functions)
     for entry in results:
         if goal not in entry and isinstance(entry.get("time"), float) and goal == "time":

@@ -173,6 +173,21 @@ def write_cache(path: Path, header: dict[str, Any], results: list[dict[str, Any]
         Path(tmp).write_text(json.dumps(data, default=str))
 
 
+def cached_results(
+    data: Mapping[str, Any], tune_params: Mapping[str, list[Any]], allowed: Callable[[dict[str, Any]], bool]
+) -> list[dict[str, Any]]:
+    """The cache's entries for the configurations of ``tune_params`` that ``allowed`` keeps, in its order."""
+    names = list(tune_params)
+    results = []
+    for entry in data["cache"].values():
+        if not isinstance(entry, dict) or any(n not in entry for n in names):
+            continue
+        config = {n: entry[n] for n in names}
+        if all(config[n] in tune_params[n] for n in names) and allowed(config):
+            results.append(dict(entry))
+    return results
+
+
 def replay(
     path: Path, tune_params: Mapping[str, list[Any]], allowed: Callable[[dict[str, Any]], bool]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -183,14 +198,7 @@ def replay(
         raise FileNotFoundError(
             f"cache: simulation_mode replays a Kernel Tuner cache, and {path} does not exist"
         )
-    names = list(tune_params)
-    results = []
-    for entry in data["cache"].values():
-        if not isinstance(entry, dict) or any(n not in entry for n in names):
-            continue
-        config = {n: entry[n] for n in names}
-        if all(config[n] in tune_params[n] for n in names) and allowed(config):
-            results.append(dict(entry))
+    results = cached_results(data, tune_params, allowed)
     if not results:
         raise ValueError(f"cache: {path} holds no configuration of these tune_params (simulation_mode)")
     env = {k: v for k, v in data.items() if k != "cache"}

@@ -16,6 +16,7 @@ from launchtune import api
 from tests.kernel.conftest import SOURCE
 
 N = 1000
+PAIR = api._kernel_tuner_pair  # the fixture below stands it aside; the resume test calls it
 
 
 def _call(tmp_path, **change):
@@ -216,3 +217,33 @@ def test_kernel_tuners_signature_in_its_order(name):
     ours = inspect.signature(getattr(launchtune, name)).parameters
     assert list(ours)[: len(theirs)] == theirs
     assert all(p.kind == p.KEYWORD_ONLY for p in list(ours.values())[len(theirs) :])
+
+
+def test_a_cache_resumes_what_it_holds_is_not_measured_again(written, tmp_path):
+    """Kernel Tuner's ``cache``: configurations it holds are not measured again (the baseline is, since
+    every pick is re-measured against it); the results are the cache's and the new ones, merged into it."""
+    import types
+
+    import pandas as pd
+
+    cache = tmp_path / "kt.json"
+    held = {
+        "32,1": {"block_size_x": 32, "tile": 1, "time": 3.0},
+        "64,1": {"block_size_x": 64, "tile": 1, "time": 2.0},
+    }
+    cache.write_text(json.dumps({"tune_params_keys": ["block_size_x", "tile"], "cache": held}))
+    written(cache=cache)
+    (inputs,) = (tmp_path / "out" / "inputs").iterdir()
+    assert np.load(inputs / "allowed.npy").tolist() == [[32, 1], [32, 2], [64, 2]]  # (32, 1): the baseline
+
+    rows = pd.DataFrame({"block_size_x": [32, 32, 64], "tile": [1, 2, 2], "status": ["ok", "ok", "invalid"],
+                         "total_ms": [2.5, 1.5, float("nan")], "gpu_class": "h100"})  # fmt: skip
+    params = {"block_size_x": [32, 64], "tile": [1, 2]}
+    results, env = PAIR(
+        types.SimpleNamespace(rows=rows), params, {}, {}, [N], 7, "time", False, cache, "scale", True,
+        list(held.values()),
+    )  # fmt: skip
+    assert [(r["block_size_x"], r["tile"], r["time"]) for r in results] == [
+        (64, 1, 2.0), (32, 1, 2.5), (32, 2, 1.5), (64, 2, "InvalidConfig")
+    ]  # fmt: skip
+    assert env["best_config"]["tile"] == 2 and len(json.loads(cache.read_text())["cache"]) == 4
