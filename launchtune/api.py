@@ -35,6 +35,11 @@ logger = logging.getLogger(__name__)
 
 # Combinations a Python restriction is asked about at most: each is one call in this process.
 MAX_RESTRICTION_CALLS = 2_000_000
+# Kernel Tuner's NVML observables from what a row records: energy per launch in J, mean power in W.
+NVML_OBSERVABLES: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "nvml_energy": lambda r: r["energy_mJ"] / 1000 if r.get("energy_mJ") is not None else None,
+    "nvml_power": lambda r: r.get("power_W"),
+}
 # Kernel Tuner's name of the exhaustive search; ours is the exhaustive sampler.
 EXHAUSTIVE = ("brute_force", "exhaustive")
 KERNEL_WORKLOAD = "kernel"  # the sweep's workload (the CPU tests stand a fake CuPy in for it)
@@ -651,13 +656,21 @@ def tune_kernel(
             "a function is not evaluated per launch here; give numbers, or a parameter's "
             "name or an expression of the parameters ('num_blocks')",
         )
+    observed: dict[str, Callable[[dict[str, Any]], Any]] = {}  # Kernel Tuner's names of ours, in its units
     for observer in observers or ():
-        if "NVML" not in type(observer).__name__:
+        wanted = set(getattr(observer, "observables", None) or ()) | set(
+            getattr(getattr(observer, "continuous_observer", None), "observables", None) or ()
+        )
+        other = sorted(wanted - set(NVML_OBSERVABLES)) or (
+            [] if "NVML" in type(observer).__name__ else ["all"]
+        )
+        if other:
             _refuse(
                 "observers",
-                f"{type(observer).__name__}: only NVML's energy and power have a counterpart "
-                "(recorded as energy_mJ and power_W wherever the GPU has the counter)",
+                f"{type(observer).__name__} ({', '.join(other)}): only NVML's nvml_energy and nvml_power "
+                "have a counterpart (recorded as energy_mJ and power_W wherever the GPU has the counter)",
             )
+        observed.update({k: NVML_OBSERVABLES[k] for k in sorted(wanted)})
     if smem_args is not None and (set(smem_args) != {"size"} or not isinstance(smem_args["size"], int | str)):
         _refuse("smem_args", "give {'size': bytes} as a number or an expression of the parameters")
     options = [compiler_options] if isinstance(compiler_options, str) else list(compiler_options or [])
@@ -696,7 +709,7 @@ def tune_kernel(
         dims = _problem_size(problem_size)
     blocks = list(block_size_names or ("block_size_x", "block_size_y", "block_size_z"))
     params = _tune_params(tune_params, blocks)
-    functions = {k: v for k, v in (metrics or {}).items() if callable(v)}
+    functions = {**observed, **{k: v for k, v in (metrics or {}).items() if callable(v)}}
     texts_metrics = {k: v for k, v in (metrics or {}).items() if not callable(v)}
     if not all(isinstance(v, str) for v in texts_metrics.values()):
         raise TypeError("metrics: expected a dict of name to an expression string or a function of a result")

@@ -16,7 +16,15 @@ from launchtune import api
 from tests.kernel.conftest import SOURCE
 
 N = 1000
-PAIR = api._kernel_tuner_pair  # the fixture below stands it aside; the resume test calls it
+PAIR = api._kernel_tuner_pair
+
+
+class NVMLObserver:  # Kernel Tuner's, as far as tune_kernel reads it (its own needs pynvml and a GPU)
+    def __init__(self, observables):
+        self.observables = [o for o in observables if o not in ("nvml_energy", "nvml_power")]
+        self.continuous_observer = type(
+            "C", (), {"observables": [o for o in observables if o.startswith("nvml")]}
+        )  # the fixture below stands it aside; the resume test calls it
 
 
 def _call(tmp_path, **change):
@@ -83,7 +91,12 @@ def test_without_a_gpu_one_line_and_nothing_written(tmp_path, monkeypatch):
         ({"kernel_source": lambda p: 5}, TypeError, "^kernel_source: the generator returned int for"),
         ({"grid_div_x": lambda p: 32}, ValueError, "^grid_div_x=: a function"),
         ({"strategy_options": {"popsize": 4}}, ValueError, "^strategy_options=: 'popsize'"),
-        ({"observers": [object()]}, ValueError, "^observers=: object: only NVML"),
+        ({"observers": [object()]}, ValueError, r"^observers=: object \(all\): only NVML"),
+        (
+            {"observers": [NVMLObserver(["nvml_energy", "core_freq"])]},
+            ValueError,
+            r"^observers=: NVMLObserver \(core_freq\): only NVML's nvml_energy and nvml_power",
+        ),
         ({"simulation_mode": True}, ValueError, "^simulation_mode=: replays a Kernel Tuner cache"),
         ({"device": 1}, ValueError, "^device=: "),
     ],
@@ -247,3 +260,16 @@ def test_a_cache_resumes_what_it_holds_is_not_measured_again(written, tmp_path):
         (64, 1, 2.0), (32, 1, 2.5), (32, 2, 1.5), (64, 2, "InvalidConfig")
     ]  # fmt: skip
     assert env["best_config"]["tile"] == 2 and len(json.loads(cache.read_text())["cache"]) == 4
+
+
+def test_nvml_energy_and_power_observers_are_ours_in_kernel_tuners_units():
+    import types
+
+    import pandas as pd
+
+    rows = pd.DataFrame({"block_size_x": [32], "status": ["ok"], "total_ms": [2.0], "energy_mJ": [5.0],
+                         "power_W": [250.0], "gpu_class": "h100"})  # fmt: skip
+    observed = {k: api.NVML_OBSERVABLES[k] for k in ("nvml_energy", "nvml_power")}
+    results, _ = PAIR(types.SimpleNamespace(rows=rows), {"block_size_x": [32]}, {}, observed, [N], 7, "time",
+                      False, None, "scale", True)  # fmt: skip
+    assert results[0]["nvml_energy"] == 0.005 and results[0]["nvml_power"] == 250.0
