@@ -3,9 +3,11 @@
 replayed without a GPU), and the one-line refusals of Kernel Tuner's keywords that have no meaning here.
 
 Kernel Tuner's results list holds one dict per measured configuration: each parameter, ``time`` (ms, the
-median here), ``times`` (the timed launches, where recorded), each metric and the objective; a configuration
-that failed has ``time`` ``"InvalidConfig"``, ``"CompilationFailedConfig"`` or ``"RuntimeFailedConfig"``
-(Kernel Tuner's error names, as text)."""
+median here), ``times`` (the timed launches, where recorded), each metric and the objective, and Kernel
+Tuner's bookkeeping (``compile_time``, ``benchmark_time``; ``framework_time``, ``strategy_time`` and
+``verification_time`` 0, not measured here); a configuration that failed has ``time`` and ``__error__``
+``InvalidConfig``, ``CompilationFailedConfig`` or ``RuntimeFailedConfig`` (Kernel Tuner's classes where it
+is installed, else the names as text)."""
 
 from __future__ import annotations
 
@@ -69,6 +71,17 @@ class TuneResult(tuple):  # noqa: SLOT001  (a tuple of two that also carries the
         return f"TuneResult({len(self[0])} results, best {self[1].get('best_config')!r}, {self.result!r})"
 
 
+def error_config(name: str) -> str:
+    """Kernel Tuner's error value of a failed configuration: its own class where Kernel Tuner is installed
+    (its ``store_output_file`` tells them apart by class), else the name as text; either way the text is
+    the name."""
+    try:
+        from kernel_tuner import util
+    except ImportError:
+        return name
+    return getattr(util, name)(name)
+
+
 def apply_metrics(
     results: list[dict[str, Any]], functions: Mapping[str, Callable[[dict[str, Any]], Any]]
 ) -> None:
@@ -104,10 +117,22 @@ def results_from_rows(
             value = value.item() if hasattr(value, "item") else value
             entry[n] = labels[n][int(value)] if n in labels else value
         status = str(row.get("status"))
+        compile_ms = row.get("compile_ms")
+        entry["compile_time"] = (
+            float(compile_ms) if compile_ms is not None and compile_ms == compile_ms else 0.0
+        )
+        for key in ("framework_time", "strategy_time", "verification_time"):  # not measured here
+            entry[key] = 0.0
+        if row.get("timestamp") is not None and hasattr(row["timestamp"], "isoformat"):
+            entry["timestamp"] = row["timestamp"].isoformat()
         if status == "ok":
             entry["time"] = float(row["total_ms"])
             if times is not None and row.get(times) is not None:
                 entry["times"] = [float(t) for t in row[times]]
+            repeats = row.get("repeats")
+            entry["benchmark_time"] = (
+                sum(entry["times"]) if "times" in entry else entry["time"] * (int(repeats) if repeats else 1)
+            )
             for m in metrics:
                 value = row.get(f"metric.{m}")
                 if value is not None and math.isfinite(float(value)):
@@ -116,7 +141,8 @@ def results_from_rows(
                 if row.get(key) is not None and math.isfinite(float(row[key])):
                     entry[key] = float(row[key])
         else:
-            entry["time"] = FAILED_NAMES.get(status, "RuntimeFailedConfig")
+            entry["time"] = entry["__error__"] = error_config(FAILED_NAMES.get(status, "RuntimeFailedConfig"))
+            entry["benchmark_time"] = 0.0
         out.append(entry)
     return out
 

@@ -273,3 +273,22 @@ def test_nvml_energy_and_power_observers_are_ours_in_kernel_tuners_units():
     results, _ = PAIR(types.SimpleNamespace(rows=rows), {"block_size_x": [32]}, {}, observed, [N], 7, "time",
                       False, None, "scale", True)  # fmt: skip
     assert results[0]["nvml_energy"] == 0.005 and results[0]["nvml_power"] == 250.0
+
+
+def test_results_are_what_kernel_tuners_own_tools_read(tmp_path):
+    """Kernel Tuner's ``store_output_file`` (vector_add.py calls it on the results) takes ours: its timing
+    keys are there, and a failed configuration's error is its own class."""
+    import types
+
+    import pandas as pd
+
+    file_utils = pytest.importorskip("kernel_tuner.file_utils")
+    rows = pd.DataFrame({"block_size_x": [32, 64], "status": ["ok", "invalid"],
+                         "total_ms": [2.0, float("nan")], "compile_ms": [150.0, None], "repeats": [7, 7],
+                         "gpu_class": "h100"})  # fmt: skip
+    results, _ = PAIR(types.SimpleNamespace(rows=rows), {"block_size_x": [32, 64]}, {}, {}, [N], 7, "time",
+                      False, None, "scale", True)  # fmt: skip
+    file_utils.store_output_file(str(tmp_path / "out.json"), results, {"block_size_x": [32, 64]})
+    stored = json.loads((tmp_path / "out.json").read_text())["results"]
+    assert [r["invalidity"] for r in stored] == ["correct", "constraints"]
+    assert stored[0]["times"]["compilation"] == 150.0 and stored[0]["times"]["benchmark"] == 14.0
