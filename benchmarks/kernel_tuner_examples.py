@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -26,7 +27,7 @@ NAMES = ("vector_add", "stencil", "matmul", "zeromeanfilter", "vector_add_codege
          "vector_add_cupy", "convolution", "convolution_correct", "sepconv", "reduction")  # fmt: skip
 # random configurations per call where the whole space would take long (the same for both tools)
 MAX_FEVALS = {"convolution": 100, "sepconv": 100, "reduction": 100, "matmul": 100, "convolution_correct": 100}
-TIMEOUT_S = 1800
+TIMEOUT_S = 300  # per example and tool
 
 
 def with_launchtune(text: str) -> str:
@@ -79,7 +80,7 @@ runpy.run_path("{name}.py", run_name="__main__")
 """
 
 
-def run_one(name: str, tool: str, out: Path, replay: Path | None = None) -> dict:
+def run_one(name: str, tool: str, out: Path, replay: Path | None = None, timeout_s: int = TIMEOUT_S) -> dict:
     """One example with one tool in ``out/<tool>/<name>/``: the script (import changed for launchtune),
     its ``.cu`` files; (wall seconds, return code, the last lines of its output, each call's record)."""
     folder = out / tool / name
@@ -96,12 +97,16 @@ def run_one(name: str, tool: str, out: Path, replay: Path | None = None) -> dict
     code = wrapper_source(tool, name, record, caches, replay is not None)
     env = {"LAUNCHTUNE_RESULTS": str(folder / "results")}
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
-                          timeout=TIMEOUT_S, env={**__import__("os").environ, **env})  # fmt: skip
+    try:
+        done = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
+                              timeout=timeout_s, env={**os.environ, **env})  # fmt: skip
+        rc, output = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:  # one slow example is a row, not the end of the run
+        rc, output = "timeout", f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {timeout_s} s"
     seconds = time.perf_counter() - t0
     calls = json.loads(record.read_text()) if record.is_file() else []
-    tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-    return {"example": name, "tool": tool, "seconds": round(seconds, 2), "rc": done.returncode,
+    tail = (output if isinstance(output, str) else output.decode(errors="replace")).strip().splitlines()[-3:]
+    return {"example": name, "tool": tool, "seconds": round(seconds, 2), "rc": rc,
             "last_lines": tail, "calls": calls}  # fmt: skip
 
 
@@ -111,13 +116,14 @@ def main() -> int:
     parser.add_argument("names", nargs="*", default=list(NAMES))
     parser.add_argument("--tool", choices=("kt", "launchtune", "both"), default="both")
     parser.add_argument("--replay", type=Path, default=None, help="replay these caches (simulation_mode)")
+    parser.add_argument("--timeout", type=int, default=TIMEOUT_S, help="seconds per example and tool")
     args = parser.parse_args()
     tools = ("kt", "launchtune") if args.tool == "both" else (args.tool,)
     out = args.out.resolve()
     rows = []
     for name in args.names:
         for tool in tools:
-            row = run_one(name, tool, out, args.replay)
+            row = run_one(name, tool, out, args.replay, args.timeout)
             rows.append(row)
             print(
                 json.dumps({k: row[k] for k in ("example", "tool", "seconds", "rc", "last_lines")}),
