@@ -221,7 +221,9 @@ def _source(kernel_source: str | Path) -> str:
 
 def _problem_size(problem_size: Any) -> list[int]:
     dims = [problem_size] if isinstance(problem_size, int | np.integer) else list(problem_size)
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int | np.integer) and d >= 1 for d in dims):
+    if not 1 <= len(dims) <= 3 or not all(
+        isinstance(d, int | np.integer) and not isinstance(d, bool | np.bool_) and d >= 1 for d in dims
+    ):
         raise ValueError(f"problem_size: expected one to three positive integers, got {problem_size!r}")
     return [int(d) for d in dims]
 
