@@ -26,12 +26,14 @@ STOPS = {
     "matmul": NO_GPU,
 }
 # not on the CPU: vector_add_cupy imports CuPy first; reduction makes 3.2 GB of inputs before its first call
+# run_kernel launches for real (its answer), in Kernel Tuner's simulation mode too: the refusal is its end
+RUNS_A_KERNEL = {"convolution_correct"}
 SLOW = {"matmul"}  # numpy.dot of two 4096 x 4096 matrices for its answer
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in STOPS])
 def test_example_runs_with_only_the_import_changed(tmp_path, name):
-    if (CACHES / name).is_dir():  # recorded on the GPU: the script runs to its end
+    if (CACHES / name).is_dir() and name not in RUNS_A_KERNEL:  # recorded on a GPU: it runs to its end
         row = run_one(name, "launchtune", tmp_path, replay=CACHES)
         assert row["rc"] == 0, row["last_lines"]
         assert row["calls"] and all(c["ok"] >= 1 for c in row["calls"])
