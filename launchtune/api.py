@@ -1,13 +1,15 @@
-"""The Python API: ``tune_kernel`` in Kernel Tuner's vocabulary, ``sweep`` for a sweep spec, ``load`` for a
-sweep folder; each returns a :class:`Result`.
+"""The Python API: ``tune_kernel`` and ``run_kernel`` as Kernel Tuner's, ``sweep`` for a sweep spec,
+``load`` for a sweep folder (these two return a :class:`Result`).
 
-``tune_kernel`` is the ``kernel`` workload (:mod:`launchtune.kernels.kernel`) run by the sweep runner
-(:func:`launchtune.pipeline.sweep.run.run_sweep`), as ``launchtune sweep`` runs it: the call writes the
-kernel's source, a kernel spec and a sweep spec into ``OUT/inputs/<hash>/``, its arrays as ``.npy`` files
-beside them, and the loaders that read any spec check them. The same sweep runs again from the command line
-(``launchtune sweep OUT/inputs/<hash>/sweep.yaml --out OUT``), and a changed kernel or array is another
-``<hash>``, so a folder never mixes two kernels' rows. A restriction given as a Python function is
-evaluated here, in the caller's process (it is the caller's code), over every combination of the
+``tune_kernel`` is Kernel Tuner 1.5's (its parameters in its order, its ``(results, env)`` returned:
+:mod:`launchtune.kernel_tuner_compat`), on the ``kernel`` workload (:mod:`launchtune.kernels.kernel`) run by
+the sweep runner (:func:`launchtune.pipeline.sweep.run.run_sweep`), as ``launchtune sweep`` runs it. Its
+arguments are checked first (:mod:`launchtune.checks`), then the GPU (:class:`NoGPUError`); then the call
+writes the kernel's source, a kernel spec and a sweep spec into ``OUT/inputs/<hash>/``, its arrays as
+``.npy`` files beside them, and the loaders that read any spec check them. The same sweep runs again from
+the command line (``launchtune sweep OUT/inputs/<hash>/sweep.yaml --out OUT``), and a changed kernel or
+array is another ``<hash>``, so a folder never mixes two kernels' rows. A restriction given as a Python
+function is evaluated here, in the caller's process (it is the caller's code), over every combination of the
 parameters; the configurations it allows travel as ``allowed.npy``.
 
 Messages go through :mod:`logging` (the ``launchtune`` logger, silent until the program configures a
