@@ -549,6 +549,20 @@ def _cached(
     )
 
 
+def metrics_names(metrics: Mapping[str, Any] | None) -> list[str]:
+    return [k for k in (metrics or {}) if isinstance(k, str) and k.isidentifier()]
+
+
+def _metric_here(name: str, text: str, known: list[str]) -> Callable[[dict[str, Any]], Any]:
+    """A metric given as a string whose name is not an identifier (Kernel Tuner's ``"GB/s"``): evaluated
+    here on each result, in the kernel spec's expression language over the parameters, ``time`` and the
+    metrics named as identifiers."""
+    from launchtune.kernels.kernel.expressions import parse
+
+    expr = parse(text, known, f"metrics[{name!r}]")
+    return lambda result: expr({k: v for k, v in result.items() if k in expr.names})
+
+
 def _first_allowed(
     params: dict[str, list[Any]], ok: Callable[[dict[str, Any]], bool], rows: list[Any] | None
 ) -> dict[str, Any]:
@@ -717,6 +731,8 @@ def tune_kernel(
     texts_metrics = {k: v for k, v in (metrics or {}).items() if not callable(v)}
     if not all(isinstance(v, str) for v in texts_metrics.values()):
         raise TypeError("metrics: expected a dict of name to an expression string or a function of a result")
+    for key in [k for k in texts_metrics if not k.isidentifier()]:  # "GB/s": no name the spec can hold
+        functions[key] = _metric_here(key, texts_metrics.pop(key), [*params, "time", *metrics_names(metrics)])
     goal = objective or "time"
     maximize = bool(objective_higher_is_better)
     if goal in functions and not (strategy is None or strategy in EXHAUSTIVE) and budget is None:

@@ -298,3 +298,19 @@ def test_results_are_what_kernel_tuners_own_tools_read(tmp_path):
     stored = json.loads((tmp_path / "out.json").read_text())["results"]
     assert [r["invalidity"] for r in stored] == ["correct", "constraints"]
     assert stored[0]["times"]["compilation"] == 150.0 and stored[0]["times"]["benchmark"] == 14.0
+
+
+def test_a_metric_named_like_gb_per_s_is_evaluated_here(written, tmp_path):
+    """vector_add_metric.py's ``metrics["GB/s"] = "... / (time/1000)"``: a name the kernel spec cannot hold,
+    so the string is evaluated on each result here; identifiers go to the spec as before."""
+    import types
+
+    import pandas as pd
+
+    kernel, _ = written(metrics={"GB/s": "8 / (time / 1000)", "gb_s": "8 / (time / 1000)"})
+    assert list(kernel["metrics"]) == ["gb_s"]
+    rows = pd.DataFrame({"block_size_x": [32], "status": ["ok"], "total_ms": [2.0], "gpu_class": "h100"})
+    functions = {"GB/s": api._metric_here("GB/s", "8 / (time / 1000)", ["block_size_x", "time"])}
+    results, _ = PAIR(types.SimpleNamespace(rows=rows), {"block_size_x": [32]}, {}, functions, [N], 7, "time",
+                      False, None, "scale", True)  # fmt: skip
+    assert results[0]["GB/s"] == 4000.0
