@@ -41,3 +41,54 @@ def test_example_runs_with_only_the_import_changed(tmp_path, name):
     row = run_one(name, "launchtune", tmp_path)
     assert row["rc"] == 1 and row["last_lines"][-1].startswith(STOPS[name]), row["last_lines"]
     assert not (tmp_path / "launchtune" / name / "results").exists()  # nothing written before the refusal
+
+
+SPEC_CHECK = """
+import re, sys
+import numpy
+from launchtune import api
+from launchtune.kernels.kernel.spec import check_for_problem, load_kernel_spec
+from launchtune.pipeline.store.spec import load_spec
+
+numpy.dot = lambda a, b: numpy.zeros((a.shape[0], b.shape[1]), a.dtype)  # matmul's answer: its shape only
+api._check_gpu = lambda cluster: None
+api.run_kernel = lambda name, source, size, args, params, **kw: [numpy.asarray(a) for a in args]
+
+class Stop(Exception):
+    pass
+
+def sweep(spec, **kw):  # what a GPU's sweep would read first: both specs, checked as the workers check them
+    plan = load_spec(spec)
+    kernel = load_kernel_spec(plan.options["spec"])
+    problem = kernel.problem(plan.size)
+    check_for_problem(kernel, problem, None)
+    print("SPEC OK", kernel.space(problem).cardinality)
+    raise Stop
+
+api.sweep = sweep
+try:
+    exec(compile(open(sys.argv[1]).read(), sys.argv[1], "exec"), {"__name__": "__main__"})
+except Stop:
+    pass
+"""
+
+
+@pytest.mark.parametrize("name", list(STOPS))
+def test_example_specs_load_as_a_gpu_worker_reads_them(tmp_path, name):
+    """Past the GPU check (stood aside here): each example's first call writes a kernel spec and a sweep
+    spec that load and pass every check made before a device (restrictions, the default configuration,
+    grids, shapes), so on a GPU the script reaches its measurements."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from benchmarks.kernel_tuner_examples import EXAMPLES, with_launchtune
+
+    for cu in EXAMPLES.glob("*.cu"):
+        shutil.copy(cu, tmp_path / cu.name)
+    (tmp_path / "script.py").write_text(with_launchtune((EXAMPLES / f"{name}.py").read_text()))
+    env = {**os.environ, "LAUNCHTUNE_RESULTS": str(tmp_path / "results")}
+    done = subprocess.run([sys.executable, "-c", SPEC_CHECK, "script.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600, env=env)  # fmt: skip
+    assert done.returncode == 0 and "SPEC OK" in done.stdout, done.stderr[-2000:]
