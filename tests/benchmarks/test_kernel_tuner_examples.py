@@ -1,8 +1,9 @@
 """Kernel Tuner's CUDA examples with only the import changed, on the CPU, as far as a CPU takes them: where
 the lead's GPU run committed a launchtune cache per call (``data/kernel_tuner_examples/caches/<name>/``),
 the script runs to its end replaying it (``simulation_mode``); otherwise it runs up to ``tune_kernel``'s
-(or ``run_kernel``'s) one-line refusal without a GPU, with nothing written, or the one-line refusal of
-what has no counterpart."""
+(or ``run_kernel``'s) one-line refusal without a GPU, with nothing written. And past that refusal (the GPU
+check stood aside), each example's kernel spec and sweep spec load and pass every check made before a
+device."""
 
 from __future__ import annotations
 
