@@ -65,7 +65,10 @@ def main() -> int:
         raise SystemExit(f"error: {args.dir}: no plan/{args.gpu_class}.json")
     trained = train_sweep(args.dir, print)
     plans: dict[str, dict] = {args.gpu_class: dict(plan)}
-    remeasure_picks(InlineClient(), spec, plans, trained["models"], trained["metrics"], args.dir, print)
+    answers = remeasure_picks(
+        InlineClient(), spec, plans, trained["models"], trained["metrics"], args.dir, print
+    )
+    folder.write_validation({**(folder.read_validation() or {}), **answers})
     build_report(args.dir, print)
     print(pick_vs_best_row(args.dir, spec.to_dict(), args.gpu_class, plan["params"], args.rounds))
     return 0

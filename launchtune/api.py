@@ -3,7 +3,7 @@
 
 ``tune_kernel`` is Kernel Tuner 1.5's (its parameters in its order, its ``(results, env)`` returned:
 :mod:`launchtune.kernel_tuner_compat`), on the ``kernel`` workload (:mod:`launchtune.kernels.kernel`) run by
-the sweep runner (:func:`launchtune.pipeline.sweep.run.run_sweep`), as ``launchtune sweep`` runs it. Its
+the sweep runner (:func:`launchtune.pipeline.sweep.run.run_plan`), as ``launchtune sweep`` runs it. Its
 arguments are checked first (:mod:`launchtune.checks`), then the GPU (:class:`NoGPUError`); then the call
 writes the kernel's source, a kernel spec and a sweep spec into ``OUT/inputs/<hash>/``, its arrays as
 ``.npy`` files beside them, and the loaders that read any spec check them. The same sweep runs again from
@@ -164,11 +164,15 @@ def sweep(
     allow_workload: Sequence[str] = (),
     force: bool = False,
     progress: bool | None = None,
+    train_models: bool | None = None,
+    remeasure: bool | None = None,
 ) -> Result:
     """Run a sweep spec (a YAML path, or its mapping: relative paths in it are then relative to the current
     folder) as ``launchtune sweep`` does, with the same overrides; ``cluster``: None or ``"local"``,
     ``"slurm"``, a cluster config's path, or a Dask ``Client`` or cluster object (used, left running).
-    ``progress``: a progress bar (None: in a notebook or on a terminal)."""
+    ``progress``: a progress bar (None: in a notebook or on a terminal). ``train_models``, ``remeasure``:
+    as ``--train-models`` and ``--remeasure`` (None: the spec's; by default a sweep without a search does
+    both, a search neither)."""
     from launchtune.checks import check_arguments
     from launchtune.pipeline.logs import progress_bars
     from launchtune.pipeline.store.spec import parse_spec
@@ -194,6 +198,8 @@ def sweep(
         strategy=strategy,
         budget=budget,
         prior=[str(p) for p in prior] if prior is not None else None,
+        train_models=train_models,
+        remeasure=remeasure,
     )
     logger.info(
         f"sweep {plan.spec.name}: {plan.spec.workload}/{plan.spec.case}/{plan.spec.size} -> {plan.out}"
@@ -622,6 +628,8 @@ def tune_kernel(
     out: str | Path | None = None,
     force: bool = False,
     progress: bool | None = None,
+    train_models: bool = False,
+    remeasure: bool = False,
 ) -> Any:
     """Tune a CUDA kernel's parameters, as Kernel Tuner 1.5's ``tune_kernel`` (every keyword of it has its
     meaning here or is refused in one line: docs/api.md), on every GPU class of ``cluster``.
@@ -641,6 +649,9 @@ def tune_kernel(
     machine's GPUs), ``"slurm"``, a cluster config's path, or a Dask ``Client`` or cluster object.
     ``out``: the sweep folder (default ``results/<kernel_name>-<hash of the call's inputs>``: each
     different call its own folder, the same call again resumes it).
+    ``train_models``: surrogate models trained on the rows; ``remeasure``: the pick timed against the default
+    in interleaved rounds (each as ``launchtune sweep --train-models``, ``--remeasure``; off unless asked: the
+    pick is the fastest configuration measured).
     """
     from launchtune import kernel_tuner_compat as kt
     from launchtune.checks import check_arguments
@@ -830,6 +841,8 @@ def tune_kernel(
         "repeats": iterations,
         "batch_size": "auto",
         "seed": seed or 0,
+        "train_models": bool(train_models),
+        "remeasure": bool(remeasure),
     }
     if not exhaustive:  # without a budget, the spec's default (store.spec.DEFAULT_BUDGET)
         sweep_spec["search"] = {"strategy": strategy, **({"budget": budget} if budget is not None else {})}

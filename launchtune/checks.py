@@ -121,7 +121,10 @@ RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     # booleans are bools: "no" is not False
     **{name: ("True or False", lambda v: isinstance(v, bool)) for name in ("force", "verbose", "quiet")},
     "simulation_mode": ("True or False", _none_or(lambda v: isinstance(v, bool))),
-    "progress": ("True, False or None", _none_or(lambda v: isinstance(v, bool))),
+    **{
+        name: ("True, False or None", _none_or(lambda v: isinstance(v, bool)))
+        for name in ("progress", "train_models", "remeasure")
+    },
 }
 
 

@@ -17,6 +17,7 @@ examples:
   launchtune sweep SPEC.yaml --allow-workload mypkg.wl:make       # a spec naming your own code
   launchtune sweep SPEC.yaml --strategy evolve                    # a search at the default --budget
   launchtune sweep SPEC.yaml --strategy evolve --budget 100       # a cheaper one (more often short)
+  launchtune sweep SPEC.yaml --strategy evolve --remeasure         # and its pick timed against the default
   launchtune sweep SPEC.yaml --gpu-class h200 --strategy transfer --budget 20 \\
       --prior results/h100_sweep --out results/h200_transfer             # start from another class's data
 
@@ -94,6 +95,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="recorded data for the search to start from (transfer): a sweep folder of other classes, a "
         "Kernel Tuner cache, or a folder of them (repeatable; spec key search.prior)",
     )
+    p.add_argument(
+        "--train-models",
+        action=argparse.BooleanOptionalAction,
+        help="train surrogate models on the measured rows (spec key train_models; default: a sweep without "
+        "--strategy does, a search does not: its rows are its strategy's choice, not a sample)",
+    )
+    p.add_argument(
+        "--remeasure",
+        action=argparse.BooleanOptionalAction,
+        help="re-measure the pick and the runners-up against the default, in validate.rounds interleaved "
+        "rounds (spec key remeasure; default: a sweep without --strategy does, a search does not). Without "
+        "models the pick is the fastest configuration measured",
+    )
     p.set_defaults(func=run)
 
 
@@ -116,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         budget=args.budget,
         prior=args.prior,
+        train_models=args.train_models,
+        remeasure=args.remeasure,
     )
     spec = plan.spec
     print(

@@ -169,6 +169,7 @@ def render(report: dict[str, Any]) -> str:
         f"created {report['created']}.",
         "",
     ]
+    lines += _pick_lines(report)
     # The count comes from the merged data, not from the measuring run's log: a sample lost between the two
     # must show here, never be reported as measured.
     lines += [f"Measured {report['merged_rows']} configurations (the merged data).", ""]
@@ -217,7 +218,35 @@ def render(report: dict[str, Any]) -> str:
             lines += ["", _disagreement_sentence(cls, c, workers, repeats)]
         if c.get("backend") == "numpy":
             lines += ["", _numpy_note(cls, c)]
-    lines += [
+    if report["models"]:
+        lines += _model_lines(report)
+    lines += _class_details(report)
+    lines += report.get("cross_class_md", [])
+    if report.get("performance_report"):
+        lines += [
+            "",
+            f"Dask performance report of the measuring run (task stream, profiles, worker use): "
+            f"[{report['performance_report']}]({report['performance_report']}).",
+        ]
+    if report["figures"]:
+        lines += ["", "## Figures", ""] + [f"![{f}](figures/{f})" for f in report["figures"]]
+    return "\n".join(lines) + "\n"
+
+
+def _pick_lines(report: dict[str, Any]) -> list[str]:
+    """The pick of each class first (the tuning table's: re-measured where the sweep re-measured it, else
+    the fastest configuration measured)."""
+    lines = []
+    for cls, pick in (report.get("picks") or {}).items():
+        c = report["classes"].get(cls, {})
+        how = "re-measured" if c.get("predicted_best_config") else "the fastest measured"
+        config = ", ".join(f"{k}={v}" for k, v in (pick.get("best") or {}).items())
+        lines.append(f"**Pick for {cls}**: {config} ({_fmt(pick.get('best_ms'))} ms, {how}).")
+    return lines + ([""] if lines else [])
+
+
+def _model_lines(report: dict[str, Any]) -> list[str]:
+    lines = [
         "",
         "## Models (R2 on the held-out split)",
         "",
@@ -230,14 +259,4 @@ def render(report: dict[str, Any]) -> str:
                 f"| {group} | {name} | {_fmt(m.get('n_train'))} | {_fmt(m['r2_train'], 3)} "
                 f"| {_fmt(m['r2_test'], 3)} | {_fmt(m['mse_test'])} |"
             )
-    lines += _class_details(report)
-    lines += report.get("cross_class_md", [])
-    if report.get("performance_report"):
-        lines += [
-            "",
-            f"Dask performance report of the measuring run (task stream, profiles, worker use): "
-            f"[{report['performance_report']}]({report['performance_report']}).",
-        ]
-    if report["figures"]:
-        lines += ["", "## Figures", ""] + [f"![{f}](figures/{f})" for f in report["figures"]]
-    return "\n".join(lines) + "\n"
+    return lines

@@ -25,7 +25,7 @@ from launchtune.pipeline.learn.crossclass import markdown as cross_class_markdow
 from launchtune.pipeline.results import Sweep, figures, predictions, search_traces, time_label
 from launchtune.pipeline.results.energy import energy_rows, energy_summary, pareto_front
 from launchtune.pipeline.results.markdown import render
-from launchtune.pipeline.store.folder import SweepFolder, ok_rows, rows_by_class
+from launchtune.pipeline.store.folder import SweepFolder, data_hash, ok_rows, rows_by_class
 from launchtune.pipeline.store.schema import cost_column, kernel_column, kernel_params
 from launchtune.pipeline.store.shards import load_merged
 
@@ -35,6 +35,7 @@ TOP_CANDIDATES = 5
 NUMPY_NOTE = "the numpy backend ignores launch parameters: no speed-up to report"
 DEFAULT_NOTE = "the model picked the default itself: no speed-up to report"
 COMPARISON_FIELDS = ("ratio", "low", "high", "verdict", "rounds", "confidence")
+NOT_REMEASURED = "not re-measured (--remeasure, spec key remeasure: the pick timed against the default)"
 
 
 def speedup_text(
@@ -155,8 +156,10 @@ def class_summary(
     metrics: dict[str, Any],
     validation: dict[str, Any] | None,
     ok: pd.DataFrame | None = None,
+    remeasured: bool = True,
 ) -> dict[str, Any]:
-    """One class's line of the report; ``ok``: its ok rows where the caller has them (``ok_rows``)."""
+    """One class's line of the report; ``ok``: its ok rows where the caller has them (``ok_rows``);
+    ``remeasured``: whether the sweep re-measures its pick (``SweepSpec.remeasures``)."""
     rows = frame[frame["gpu_class"] == cls]
     ok = ok_rows(frame, cls) if ok is None else ok
     counts = rows["status"].value_counts()
@@ -222,7 +225,7 @@ def class_summary(
             default_measured_ms=None,
             best_remeasured_ms=None,
             speedup_over_default=None,
-            note="no re-measurement: validation.json is missing"
+            note=("no re-measurement: validation.json is missing" if remeasured else NOT_REMEASURED)
             if not v
             else "no re-measured candidate ran: " + "; ".join(c["reason"] for c in _skipped(v)),
         )
@@ -374,8 +377,10 @@ def build_report(
     spec, plan = folder.read_spec()
     frame = load_merged(sweep_dir) if frame is None else frame
     metrics = folder.read_metrics()
-    if metrics is None:
+    if metrics is None and spec.trains():
         raise UserError(f"{sweep_dir}: no trained models (run `launchtune train {sweep_dir}` first)")
+    if metrics is None:  # a sweep that trains no models (``train_models``): its report is its rows' pick
+        metrics = {"groups": {}, "data_hash": data_hash(frame)}
     validation = folder.read_validation()
     timing = folder.read_timing()
     classes = sorted(frame["gpu_class"].unique())
@@ -392,7 +397,10 @@ def build_report(
         "merged_rows": int(len(frame)),
         "time_label": time_label(spec.workload),
         "throughput": timing,
-        "classes": {c: class_summary(frame, c, plan, metrics, validation, by_class.get(c)) for c in classes},
+        "classes": {
+            c: class_summary(frame, c, plan, metrics, validation, by_class.get(c), spec.remeasures())
+            for c in classes
+        },
         "models": {
             g: {
                 n: {k: m[k] for k in ("r2_train", "r2_test", "mse_test", "n_train") if k in m}
@@ -414,6 +422,9 @@ def build_report(
         "created": report["created"],
         "sweep_id": spec.name,
         "entries": [tuning_entry(frame, c, spec, plan, validation, by_class.get(c)) for c in classes],
+    }
+    report["picks"] = {
+        e["gpu_class"]: {k: e[k] for k in ("best", "best_ms", "objective")} for e in table["entries"]
     }
     markdown = render({**report, "cross_class_md": cross_class_markdown(metrics)})
     folder.write_report(_clean(report), markdown, _clean(table))

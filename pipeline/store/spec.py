@@ -44,6 +44,8 @@ _TOP = {
         "train",
         "output",
         "search",
+        "train_models",
+        "remeasure",
     ],
 }
 # every top-level key a sweep spec may hold (the hostile-spec tests draw from it)
@@ -123,6 +125,20 @@ class SweepSpec:
     description: str = ""
     source: str = ""  # the file it came from
     search: SearchSpec | None = None  # None: the random sample of ``samples`` configurations
+    # What follows the measuring (None: a sweep without a search does both, a search neither): surrogate
+    # models trained on the rows, and the pick re-measured against the default in ``validate.rounds``
+    # interleaved rounds. A search's rows are its strategy's choice, not a sample of the space: models fitted
+    # on them had an R2 below zero in every such run we saw (issue 53), and the pick is its own best row.
+    train_models: bool | None = None
+    remeasure: bool | None = None
+
+    def trains(self) -> bool:
+        """Whether models are trained on the rows (``train_models``; by default without a search)."""
+        return self.search is None if self.train_models is None else self.train_models
+
+    def remeasures(self) -> bool:
+        """Whether the pick is re-measured against the default (by default without a search)."""
+        return self.search is None if self.remeasure is None else self.remeasure
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -391,7 +407,15 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
         description=str(data.get("description", "")),
         source=source,
         search=search,
+        train_models=_optional_bool(data.get("train_models"), f + "train_models"),
+        remeasure=_optional_bool(data.get("remeasure"), f + "remeasure"),
     )
+
+
+def _optional_bool(value: Any, where: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise UserError(f"{where}: must be true or false (got {value!r})"[:300])
 
 
 _STRATEGY_NAME = re.compile(r"(kt:)?[a-z][a-z0-9_]*")

@@ -285,7 +285,7 @@ def measure_batches(
     """
     limit = limit or wait_limit("local")
     if not isinstance(spec.batch_size, int):
-        raise ValueError("measure_batches: batch_size auto must be chosen before measuring (run_sweep does)")
+        raise ValueError("measure_batches: batch_size auto must be chosen before measuring (run_plan does)")
     spec_d = spec.to_dict()
     queues, skipped = _queues(spec, spec.batch_size, plans, out, log)
     total = sum(len(q) for q in queues.values())
@@ -363,19 +363,77 @@ def measure_batches(
                     meter.update(done / total, f"measure: {done}/{total} batches", force=done % step == 0)
     seconds = time.perf_counter() - t0
     _raise_failures(fatal, errors, feeder, f"{done} of {total}")
-    per_worker = _per_worker(results, wall0, workers)
-    timing = {
-        "rows": rows,
-        "ok": counts_ok,
-        "batches": done,
-        "batches_planned": total + skipped,
-        "batches_to_measure": total,
+    counts = {"rows": rows, "ok": counts_ok, "batches": done, "planned": total + skipped, "to_measure": total}
+    workers_n = len(client.scheduler_info()["workers"])
+    return _timing(counts, seconds, workers_n, _per_worker(results, wall0, workers), stopped_early)
+
+
+def _timing(
+    counts: dict[str, int], seconds: float, workers: int, per_worker: dict[str, dict], stopped_early: bool
+) -> dict[str, Any]:
+    """``timing.json``'s record of a measuring run."""
+    return {
+        "rows": counts["rows"],
+        "ok": counts["ok"],
+        "batches": counts["batches"],
+        "batches_planned": counts["planned"],
+        "batches_to_measure": counts["to_measure"],
         "seconds": round(seconds, 2),
-        "workers": len(client.scheduler_info()["workers"]),
-        "samples_per_minute": round(60 * rows / seconds, 2) if seconds > 0 else None,
+        "workers": workers,
+        "samples_per_minute": round(60 * counts["rows"] / seconds, 2) if seconds > 0 else None,
         "per_worker": per_worker,
         "finish_spread_s": _finish_spread(per_worker),
         "stopped_early": stopped_early,
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    return timing
+
+
+def measure_in_process(
+    spec: SweepSpec, plans: dict[str, dict], out: Path, log: Log, max_minutes: float | None = None
+) -> dict[str, Any]:
+    """The unfinished batches measured one after the other in this process (one local device,
+    ``cluster.inline``), in measuring order; returns ``timing.json``'s record as :func:`measure_batches` does.
+    Each batch is its shard, written atomically, so an interrupted run resumes where it stopped."""
+    if not isinstance(spec.batch_size, int):
+        raise ValueError(
+            "measure_in_process: batch_size auto must be chosen before measuring (run_plan does)"
+        )
+    spec_d = spec.to_dict()
+    queues, skipped = _queues(spec, spec.batch_size, plans, out, log)
+    total = sum(len(q) for q in queues.values())
+    t0, wall0 = time.perf_counter(), time.time()
+    deadline = t0 + max_minutes * 60 if max_minutes else None
+    counts = {"rows": 0, "ok": 0, "batches": 0, "planned": total + skipped, "to_measure": total}
+    results, stopped_early = [], False
+    meter, tty = Progress(log), show_bars()
+    with tqdm(total=total, unit="batch", desc="measure", file=sys.stderr, disable=not tty) as bar:
+        for cls, queue in queues.items():
+            keys = ("params", "kernels", "measures", "objective")
+            plan = {k: plans[cls][k] for k in keys if k in plans[cls]}
+            for batch, batch_rows, _ in queue:
+                if deadline is not None and time.perf_counter() >= deadline:
+                    stopped_early = True
+                    break
+                path = str(SweepFolder(out).shard_path(cls, batch))
+                result = measure_batch(spec_d, plan, cls, batch, batch_rows, path, str(out))
+                if "fatal" in result:
+                    raise UserError(
+                        f"{result['fatal']}; stopped at the first such batch ({counts['batches']} of {total} "
+                        "measured before are kept); fix the folder and rerun to measure the rest"
+                    )
+                if result.get("note"):
+                    log(result["note"])
+                counts.update(rows=counts["rows"] + result["rows"], ok=counts["ok"] + result["ok"])
+                counts["batches"] += 1
+                results.append(result)
+                bar.update(1)
+                if not tty:
+                    done = counts["batches"]
+                    meter.update(done / total, f"measure: {done}/{total} batches", force=done % 10 == 0)
+    if stopped_early:
+        log(
+            f"time limit of {max_minutes} min reached: {counts['batches']} of {total} batches measured; "
+            "the same command again measures the rest"
+        )
+    per_worker = _per_worker(results, wall0)
+    return _timing(counts, time.perf_counter() - t0, 1, per_worker, stopped_early)

@@ -37,7 +37,7 @@ from launchtune.pipeline.sweep.priors import load_priors
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """What ``run_sweep`` runs: a checked spec, where it writes, on which cluster and classes."""
+    """What ``sweep.run.run_plan`` runs: a checked spec, where it writes, on which cluster and classes."""
 
     spec: SweepSpec
     out: Path
@@ -64,6 +64,8 @@ def plan_sweep(
     strategy: str | None = None,
     budget: int | None = None,
     prior: Sequence[str] | None = None,
+    train_models: bool | None = None,
+    remeasure: bool | None = None,
 ) -> SweepPlan:
     """The spec (a path, or one already loaded) with these overrides, checked; each error names the flag
     (``--budget``) or the spec's key (``SPEC: search.budget``) it came from."""
@@ -86,6 +88,10 @@ def plan_sweep(
     if seed is not None:
         spec = dataclasses.replace(spec, seed=limited(seed, "seed", "--seed", 0))
     spec = _search_spec(spec, source, strategy, budget, prior)
+    if train_models is not None:
+        spec = dataclasses.replace(spec, train_models=train_models)
+    if remeasure is not None:
+        spec = dataclasses.replace(spec, remeasure=remeasure)
     loaded: list[Any] = []
     if spec.search is not None:
         if max_minutes is not None:

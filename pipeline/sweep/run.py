@@ -17,14 +17,14 @@ import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.workload import SEED_MAX
-from launchtune.pipeline.cluster import open_cluster
+from launchtune.pipeline.cluster import ClusterHandle, open_cluster
 from launchtune.pipeline.cluster.waits import result, wait_limit
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.pick import incumbents, known_failures
@@ -37,7 +37,12 @@ from launchtune.pipeline.store.lock import sweep_lock
 from launchtune.pipeline.store.ownership import claim
 from launchtune.pipeline.store.shards import load_merged, merge
 from launchtune.pipeline.store.spec import SweepSpec
-from launchtune.pipeline.sweep.measure import measure_batches, warm_workers, workers_by_class
+from launchtune.pipeline.sweep.measure import (
+    measure_batches,
+    measure_in_process,
+    warm_workers,
+    workers_by_class,
+)
 from launchtune.pipeline.sweep.plan import SweepPlan
 from launchtune.pipeline.sweep.remeasure import remeasure_task
 from launchtune.pipeline.sweep.worker import plan_task
@@ -141,15 +146,14 @@ def remeasure_picks(
     log: Log,
     limit: float | None = None,
     local: bool = False,
-) -> None:
+) -> dict[str, Any]:
     """Each class's predicted best against its default, measured on a worker of that class (``client``
-    submits ``remeasure_task`` with the class as resource), into ``validation.json``; each class's answer
+    submits ``remeasure_task`` with the class as resource): ``validation.json``'s entries; each class's answer
     waited for at most ``limit`` seconds (``pipeline.cluster.waits``; None: the local cluster's default), and,
     on the ``local`` cluster (whose dead workers do not come back), no longer than ``gone_limit()`` (30 s,
     ``$LAUNCHTUNE_GONE_S``) without a worker of the class."""
     limit = limit or wait_limit("local")
-    folder = SweepFolder(out)
-    validation = folder.read_validation() or {}
+    validation: dict[str, Any] = {}
     futures = {}
     merged = load_merged(out)  # its invalid and failed rows are never picked (launchtune.pipeline.learn.pick)
     for cls, plan in plans.items():
@@ -195,19 +199,26 @@ def remeasure_picks(
         line = remeasure_line(top, default, answer.get("comparison"), answer["backend"])
         skipped = f" ({len(answer['rejected'])} unrunnable candidates skipped)" if answer["rejected"] else ""
         log(f"re-measured {cls}: {line}{skipped}")
-    folder.write_validation(validation)
+    return validation
 
 
-def _up_to_date(out: Path, plans: dict[str, dict]) -> bool:
-    """True when the merged data is what the saved models were trained on and every class was re-measured."""
+def _follow_up(spec: SweepSpec, out: Path, plans: dict[str, dict]) -> tuple[bool, bool]:
+    """What follows the measuring this time: (train, re-measure). Each only where the spec asks for it
+    (``SweepSpec.trains``, ``remeasures``), and only where the merged data changed since it was last done or a
+    class was never re-measured; models are trained again whenever the picks their ranking chose are."""
     folder = SweepFolder(out)
     try:
         metrics, validation = folder.read_metrics(), folder.read_validation()
     except UserError:
-        return False
-    if metrics is None or validation is None:
-        return False
-    return metrics.get("data_hash") == data_hash(load_merged(out)) and all(c in validation for c in plans)
+        metrics, validation = None, None
+    current = data_hash(load_merged(out))
+    trained = metrics is not None and metrics.get("data_hash") == current
+    remeasured = validation is not None and all(
+        c in validation and validation[c].get("data_hash", (metrics or {}).get("data_hash")) == current
+        for c in plans
+    )
+    remeasure = spec.remeasures() and not remeasured
+    return spec.trains() and (not trained or remeasure), remeasure
 
 
 @contextmanager
@@ -246,71 +257,270 @@ def performance_report(path: Path, log: Log) -> Iterator[None]:
         log(f"no Dask performance report: {path}: {exc.strerror or exc}")
 
 
-def run_sweep(
-    spec: SweepSpec,
-    out: Path,
-    cluster: str | Any,
-    classes: Sequence[str] | None,
-    force: bool,
-    workers_per_class: int = 1,
-    log: Log = logger.info,
-    max_minutes: float | None = None,
-    prior: Sequence[Any] = (),
-) -> dict[str, Any]:
-    """Everything ``launchtune sweep`` does, in order, under the folder's lock; returns the report.
-    With ``spec.search`` a strategy chooses what is measured (``pipeline.sweep.search``; ``prior``: the
-    datasets of ``launchtune.pipeline.sweep.priors.load_priors``). ``cluster``: ``local``, ``slurm``, a
-    cluster config's path, or a Dask ``Client`` or cluster object, used and left running."""
-    with sweep_lock(out, log):
-        return _run_sweep(spec, out, cluster, classes, force, workers_per_class, log, max_minutes, prior)
-
-
 def run_plan(plan: SweepPlan, log: Log = logger.info) -> dict[str, Any]:
-    """Run a checked plan (``sweep.plan.plan_sweep``): what ``launchtune sweep`` and the Python API do."""
-    return run_sweep(
-        plan.spec,
-        plan.out,
-        plan.cluster,
-        plan.classes,
-        plan.force,
-        plan.workers_per_class,
-        log=log,
-        max_minutes=plan.max_minutes,
-        prior=plan.prior,
-    )
+    """Everything ``launchtune sweep`` and the Python API do with a checked plan (``sweep.plan.plan_sweep``),
+    in order, under the folder's lock; returns the report. With ``spec.search`` a strategy chooses what is
+    measured (``pipeline.sweep.search``), else the seeded sample of each class's plan is; everything around
+    the measuring (the folder's checks, meta, timing, merge, training, re-measuring, the report) is the same
+    flow for both (:func:`_run`)."""
+    with sweep_lock(plan.out, log):
+        return _run(plan, log)
 
 
-def _search(
-    handle: Any,
-    spec: SweepSpec,
-    chosen: list[str],
-    out: Path,
-    classes: Sequence[str] | None,
-    force: bool,
-    prior: Sequence[Any],
-    log: Log,
-    limit: float,
-) -> None:
-    """A search sweep's measuring, merge, training and re-measured picks (the report follows as for any)."""
-    from launchtune.pipeline.sweep.priors import check_params, constants_of
-    from launchtune.pipeline.sweep.search import remeasure_search_pick, run_searches, search_pool_plan
+@dataclass
+class _Run:
+    """One run of a plan on an open cluster: what the proposers (:class:`_Sampled`, :class:`_Searched`)
+    share. ``plan`` is replaced where the run settles a value (``batch_size: auto``)."""
 
-    assert spec.search is not None
-    folder = SweepFolder(out)
-    plans = {}
-    for cls in chosen:
-        if force and classes and cls in classes:
-            shutil.rmtree(folder.shard_dir(cls), ignore_errors=True)
-            folder.search_journal(cls).unlink(missing_ok=True)
-        plan = search_pool_plan(handle.client, spec, cls, limit)
-        check_params(prior, plan["params"], "--prior", constants_of(plan["values"]))
-        plans[cls] = plan
-        facts = {k: v for k, v in plan.items() if k != "pool"}
-        folder.write_plan(cls, {**facts, "n_configs": len(plan["pool"]), "search": spec.to_dict()["search"]})
-        log(
-            f"search {cls}: {spec.search.strategy}, {spec.search.budget} measurements among "
-            f"{len(plan['pool'])} configurations on {plan['device']['device_name']}"
+    plan: SweepPlan
+    handle: ClusterHandle
+    chosen: list[str]
+    limit: float
+    log: Log
+
+    @property
+    def spec(self) -> SweepSpec:
+        return self.plan.spec
+
+    @property
+    def folder(self) -> SweepFolder:
+        return SweepFolder(self.plan.out)
+
+    def redo_partition(self, cls: str) -> bool:
+        """``--force --gpu-class``: this class's shards are measured afresh, the other classes' kept."""
+        return bool(self.plan.force and self.plan.classes and cls in self.plan.classes)
+
+
+class _Sampled:
+    """A random sweep: each class's seeded sample (and grids) planned on a worker of the class, measured in
+    batches (``sweep.measure``), the models' predicted best re-measured against the default."""
+
+    def plans(self, run: _Run) -> dict[str, dict]:
+        plans = {}
+        for cls in run.chosen:
+            redo = run.plan.force and (not run.plan.classes or cls in run.plan.classes)
+            if run.redo_partition(cls):
+                shutil.rmtree(run.folder.shard_dir(cls), ignore_errors=True)
+            plans[cls] = plan_class(
+                run.handle.client, run.spec, cls, run.plan.out, replan=redo, limit=run.limit
+            )
+            run.log(
+                f"plan {cls}: {len(plans[cls]['configs'])} configurations "
+                f"on {plans[cls]['device']['device_name']}"
+            )
+        if run.spec.batch_size == "auto":
+            size = auto_batch_size(plans, workers_by_class(run.handle.client, run.chosen))
+            run.plan = replace(run.plan, spec=replace(run.spec, batch_size=size))
+            run.log(f"batch_size auto: {size} (kept for this folder's reruns)")
+        return plans
+
+    def measure(self, run: _Run, plans: dict[str, dict]) -> dict[str, Any] | None:
+        """``timing.json``'s record of the measuring; None where nothing was left to measure."""
+        local = run.handle.kind == "local"
+        if run.handle.kind == "inline":
+            timing = measure_in_process(run.spec, plans, run.plan.out, run.log, run.plan.max_minutes)
+            return _measured(run, timing)
+        with performance_report(run.folder.performance_report, run.log):
+            timing = measure_batches(
+                run.handle.client,
+                run.spec,
+                plans,
+                run.plan.out,
+                run.log,
+                run.plan.max_minutes,
+                local,
+                run.limit,
+            )
+        return _measured(run, timing)
+
+    def remeasure(self, run: _Run, plans: dict[str, dict], trained: dict | None) -> dict[str, Any]:
+        if trained is None:  # no models: the fastest rows measured are the pick and its runners-up
+            return _remeasure_rows(run, plans)
+        return remeasure_picks(
+            run.handle.client,
+            run.spec,
+            plans,
+            trained["models"],
+            trained["metrics"],
+            run.plan.out,
+            run.log,
+            run.limit,
+            local=run.handle.kind == "local",
         )
+
+
+def _measured(run: _Run, timing: dict[str, Any]) -> dict[str, Any] | None:
+    if timing["batches"]:
+        run.log(
+            f"measured {timing['rows']} configurations in {timing['seconds']} s "
+            f"({timing['samples_per_minute']} per minute)"
+        )
+    return timing if timing["batches_to_measure"] else None
+
+
+class _Searched:
+    """A search: per class, a strategy proposes what the class's workers measure (``sweep.search``); its
+    pick (and runners-up) re-measured against the default."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, Any] = {}
+
+    def plans(self, run: _Run) -> dict[str, dict]:
+        from launchtune.pipeline.sweep.priors import check_params, constants_of
+        from launchtune.pipeline.sweep.search import search_pool_plan
+
+        spec, folder = run.spec, run.folder
+        assert spec.search is not None
+        plans = {}
+        for cls in run.chosen:
+            if run.redo_partition(cls):
+                shutil.rmtree(folder.shard_dir(cls), ignore_errors=True)
+                folder.search_journal(cls).unlink(missing_ok=True)
+            plan = search_pool_plan(run.handle.client, spec, cls, run.limit)
+            check_params(run.plan.prior, plan["params"], "--prior", constants_of(plan["values"]))
+            plans[cls] = plan
+            facts = {k: v for k, v in plan.items() if k != "pool"}
+            folder.write_plan(
+                cls, {**facts, "n_configs": len(plan["pool"]), "search": spec.to_dict()["search"]}
+            )
+            run.log(
+                f"search {cls}: {spec.search.strategy}, {spec.search.budget} measurements among "
+                f"{len(plan['pool'])} configurations on {plan['device']['device_name']}"
+            )
+        return plans
+
+    def measure(self, run: _Run, plans: dict[str, dict]) -> dict[str, Any] | None:
+        from launchtune.pipeline.sweep.search import run_searches
+
+        client = run.handle.client
+        widths = workers_by_class(client, run.chosen)
+        if run.handle.kind == "local":
+            warm_workers(client, run.spec.to_dict(), run.chosen, run.log, timeout=min(300.0, run.limit))
+        t0 = time.perf_counter()
+        self.found = run_searches(
+            client, run.spec, plans, run.plan.out, widths, run.plan.prior, run.log, run.limit
+        )
+        seconds = time.perf_counter() - t0
+        measured = sum(f.measured for f in self.found.values())
+        if not measured:
+            return None
+        return {
+            "rows": measured,
+            "seconds": round(seconds, 2),
+            "workers": sum(widths.values()),
+            "samples_per_minute": round(60 * measured / seconds, 2) if seconds > 0 else None,
+            "search": {
+                c: {
+                    "workers": f.width,
+                    "measured": f.measured,
+                    "replayed": f.replayed,
+                    "seconds": round(f.seconds, 2),
+                }
+                for c, f in self.found.items()
+            },
+            "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+
+    def remeasure(self, run: _Run, plans: dict[str, dict], trained: dict | None) -> dict[str, Any]:
+        from launchtune.pipeline.sweep.search import remeasure_search_pick
+
+        answers = {}
+        for cls, f in self.found.items():
+            answer = remeasure_search_pick(run.handle.client, run.spec, f, run.limit)
+            answers[cls] = answer
+            if answer["candidates"]:
+                line = remeasure_line(
+                    answer["candidates"][0], answer["default"], answer.get("comparison"), answer["backend"]
+                )
+                run.log(f"re-measured {cls}'s search pick: {line}")
+            else:
+                run.log(
+                    f"re-measured {cls}: none of the search's {len(answer['rejected'])} best configurations "
+                    "ran again"
+                )
+        return answers
+
+
+def _remeasure_rows(run: _Run, plans: dict[str, dict]) -> dict[str, Any]:
+    """A sweep without models: each class's ``validate.top_k`` fastest rows against the default, as a
+    search's pick is (``remeasure.pick_task``)."""
+    from launchtune.pipeline.sweep.remeasure import pick_task
+
+    spec, merged, answers = run.spec, load_merged(run.plan.out), {}
+    for cls, plan in plans.items():
+        picks = incumbents(merged, cls, plan["params"], spec.validate.top_k)
+        future = run.handle.client.submit(
+            pick_task,
+            spec.to_dict(),
+            picks,
+            spec.validate.repeats,
+            (spec.seed + 1) % (SEED_MAX + 1),
+            spec.validate.rounds,
+            resources={cls: 1},
+            pure=False,
+            key=f"remeasure-rows-{cls}-{time.time_ns()}",
+        )
+        answer = result(future, f"the re-measurement of class {cls}'s fastest rows", run.limit)
+        answer.update(model="recorded", repeats=spec.validate.repeats)
+        answers[cls] = answer
+        if answer["candidates"]:
+            top = answer["candidates"][0]
+            line = remeasure_line(top, answer["default"], answer.get("comparison"), answer["backend"])
+            run.log(f"re-measured {cls}'s fastest row: {line}")
+    return answers
+
+
+def _models_and_picks(run: _Run, proposer: _Sampled | _Searched, plans: dict[str, dict]) -> None:
+    """What follows the measuring, where the spec asks for it and the data changed: models trained, the pick
+    re-measured (``_follow_up``)."""
+    spec, out, log = run.spec, run.plan.out, run.log
+    train, remeasure = _follow_up(spec, out, plans)
+    if not (spec.trains() or spec.remeasures()):
+        return
+    if not (train or remeasure):
+        log("nothing new since the last training: models and re-measurements kept")
+        return
+    trained = train_sweep(out, log) if train else None
+    if remeasure:
+        current = data_hash(load_merged(out))
+        answers = proposer.remeasure(run, plans, trained if spec.trains() else None)
+        validation = run.folder.read_validation() or {}
+        validation.update({c: {**a, "data_hash": current} for c, a in answers.items()})
+        run.folder.write_validation(validation)
+
+
+@contextmanager
+def _cluster(plan: SweepPlan, wanted: list[str] | None, log: Log) -> Iterator[ClusterHandle]:
+    """Where the plan is measured. One device on this machine (one GPU, or the CPU with one worker): in this
+    process (``cluster.inline``), since a local Dask cluster with TLS took seconds to start and gives one
+    worker nothing. Several GPUs, SLURM and a caller's own Dask cluster: Dask (``cluster.open_cluster``)."""
+    from launchtune.pipeline.cluster.inline import one_local_worker, open_inline
+    from launchtune.pipeline.sweep.worker import name_this_worker
+
+    worker = one_local_worker(plan.workers_per_class) if plan.cluster == "local" else None
+    if worker is None:
+        with open_cluster(
+            plan.cluster, wanted, plan.workers_per_class, SweepFolder(plan.out).dask_dir, log
+        ) as h:
+            yield h
+        return
+    with open_inline(worker, wanted, log) as handle, name_this_worker(str(worker["name"])):
+        yield handle
+
+
+def _prepare(plan: SweepPlan, log: Log) -> SweepPlan:
+    """The folder's checks before any cluster starts: it is a sweep's (or new), unedited, planned alike (or
+    ``--force`` starts it afresh); ``batch_size: auto`` as chosen when it was planned."""
+    out, classes, force = plan.out, plan.classes, plan.force
+    folder = SweepFolder(out)
+    claim(out, "sweep", "--out")  # a new or empty folder, or a sweep's: nothing else is replaced
+    start_afresh_if_edited(out, force, classes, log)
+    spec = keep_batch_size(plan.spec, folder.planning_key(), force and not classes, log)
+    check_previous(out, spec, force, classes, log)
+    return replace(plan, spec=spec)
+
+
+def _write_meta(folder: SweepFolder, spec: SweepSpec, plans: dict[str, dict]) -> None:
     first = next(iter(plans.values()))
     folder.write_meta(
         {
@@ -320,74 +530,14 @@ def _search(
             "updated": datetime.now(UTC).isoformat(timespec="seconds"),
         },
     )
-    widths = workers_by_class(handle.client, chosen)
-    if handle.kind == "local":
-        warm_workers(handle.client, spec.to_dict(), chosen, log, timeout=min(300.0, limit))
-    t0 = time.perf_counter()
-    found = run_searches(handle.client, spec, plans, out, widths, prior, log, limit)
-    seconds = time.perf_counter() - t0
-    measured = sum(f.measured for f in found.values())
-    if measured:  # a rerun with nothing left keeps the last run's timing
-        folder.write_timing(
-            {
-                "rows": measured,
-                "seconds": round(seconds, 2),
-                "workers": sum(widths.values()),
-                "samples_per_minute": round(60 * measured / seconds, 2) if seconds > 0 else None,
-                "search": {
-                    c: {
-                        "workers": f.width,
-                        "measured": f.measured,
-                        "replayed": f.replayed,
-                        "seconds": round(f.seconds, 2),
-                    }
-                    for c, f in found.items()
-                },
-                "at": datetime.now(UTC).isoformat(timespec="seconds"),
-            }
-        )
-    merged = merge(out, log=log)
-    log(f"merged {merged.num_rows} rows from {len(folder.shards())} shards into {folder.merged_dir}")
-    if _up_to_date(out, plans):
-        log("nothing new since the last training: models and re-measurements kept")
-        return
-    train_sweep(out, log)
-    validation = folder.read_validation() or {}
-    for cls, f in found.items():
-        answer = remeasure_search_pick(handle.client, spec, f, limit)
-        validation[cls] = answer
-        if answer["candidates"]:
-            line = remeasure_line(
-                answer["candidates"][0], answer["default"], answer.get("comparison"), answer["backend"]
-            )
-            log(f"re-measured {cls}'s search pick: {line}")
-        else:
-            log(
-                f"re-measured {cls}: none of the search's {len(answer['rejected'])} best configurations "
-                "ran again"
-            )
-    folder.write_validation(validation)
 
 
-def _run_sweep(
-    spec: SweepSpec,
-    out: Path,
-    cluster: str | Any,
-    classes: Sequence[str] | None,
-    force: bool,
-    workers_per_class: int,
-    log: Log,
-    max_minutes: float | None,
-    prior: Sequence[Any] = (),
-) -> dict[str, Any]:
-    folder = SweepFolder(out)
-    claim(out, "sweep", "--out")  # a new or empty folder, or a sweep's: nothing else is replaced
-    start_afresh_if_edited(out, force, classes, log)
-    spec = keep_batch_size(spec, folder.planning_key(), force and not classes, log)
-    check_previous(out, spec, force, classes, log)
-    wanted = list(classes or spec.gpu_classes or []) or None
-    with open_cluster(cluster, wanted, workers_per_class, folder.dask_dir, log) as handle:
-        limit = wait_limit(handle.kind)
+def _run(plan: SweepPlan, log: Log) -> dict[str, Any]:
+    plan = _prepare(plan, log)
+    folder = SweepFolder(plan.out)
+    wanted = list(plan.classes or plan.spec.gpu_classes or []) or None
+    clock = {"started": time.perf_counter(), "wall": datetime.now(UTC)}
+    with _cluster(plan, wanted, log) as handle:
         chosen = wanted or list(handle.gpu_classes)
         for cls in chosen:
             if cls not in handle.gpu_classes:
@@ -395,61 +545,62 @@ def _run_sweep(
                     f"GPU class {cls!r} is not served by this cluster (it serves: "
                     f"{', '.join(handle.gpu_classes)})"
                 )
-        if spec.search is not None:
-            _search(handle, spec, chosen, out, classes, force, prior, log, limit)
-            report = build_report(out, log)
-            log(f"report: {folder.report_md}")
-            return report
-        plans = {}
-        for cls in chosen:
-            redo = force and (not classes or cls in classes)
-            if redo and classes:
-                shutil.rmtree(folder.shard_dir(cls), ignore_errors=True)
-            plans[cls] = plan_class(handle.client, spec, cls, out, replan=redo, limit=limit)
-            log(
-                f"plan {cls}: {len(plans[cls]['configs'])} configurations "
-                f"on {plans[cls]['device']['device_name']}"
-            )
-        if spec.batch_size == "auto":
-            spec = replace(spec, batch_size=auto_batch_size(plans, workers_by_class(handle.client, chosen)))
-            log(f"batch_size auto: {spec.batch_size} (kept for this folder's reruns)")
-        first = next(iter(plans.values()))
-        folder.write_meta(
-            {
-                "spec": spec.to_dict(),
-                "planning_key": spec.planning_key(),
-                "plan": {k: first[k] for k in PLAN_FACTS if k in first},
-                "updated": datetime.now(UTC).isoformat(timespec="seconds"),
-            },
-        )
-        with performance_report(folder.performance_report, log):
-            timing = measure_batches(
-                handle.client, spec, plans, out, log, max_minutes, local=handle.kind == "local", limit=limit
-            )
-        if timing["batches_to_measure"]:  # a rerun with nothing left keeps the last run's timing
-            folder.write_timing(timing)
-        if timing["batches"]:
-            log(
-                f"measured {timing['rows']} configurations in {timing['seconds']} s "
-                f"({timing['samples_per_minute']} per minute)"
-            )
-        merged = merge(out, allow_missing=bool(timing.get("stopped_early")), log=log)
+        run = _Run(plan, handle, chosen, wait_limit(handle.kind), log)
+        proposer: _Sampled | _Searched = _Searched() if plan.spec.search is not None else _Sampled()
+        t0 = time.perf_counter()
+        plans = proposer.plans(run)
+        clock["planning"] = time.perf_counter() - t0
+        _write_meta(folder, run.spec, plans)
+        t0 = time.perf_counter()
+        timing = proposer.measure(run, plans)
+        clock["measuring"] = time.perf_counter() - t0
+        merged = merge(plan.out, allow_missing=bool(timing and timing.get("stopped_early")), log=log)
         log(f"merged {merged.num_rows} rows from {len(folder.shards())} shards into {folder.merged_dir}")
-        if _up_to_date(out, plans):
-            log("nothing new since the last training: models and re-measurements kept")
-        else:
-            trained = train_sweep(out, log)
-            remeasure_picks(
-                handle.client,
-                spec,
-                plans,
-                trained["models"],
-                trained["metrics"],
-                out,
-                log,
-                limit,
-                local=handle.kind == "local",
-            )
-    report = build_report(out, log)
+        clock["compiling"] = _compile_seconds(plan.out, clock["wall"])
+        _models_and_picks(run, proposer, plans)
+    stages = _stages(clock)
+    if timing is not None:  # a rerun with nothing left keeps the last run's timing
+        folder.write_timing({**timing, "stages": stages})
+    report = build_report(plan.out, log)
     log(f"report: {folder.report_md}")
+    log(_stages_line(_stages(clock)))
     return report
+
+
+def _compile_seconds(out: Path, since: datetime) -> float:
+    """Seconds the rows measured in this run spent compiling (their ``compile_ms``, inside the measuring)."""
+    rows = load_merged(out)
+    if "compile_ms" not in rows or "timestamp" not in rows:
+        return 0.0
+    return float(rows.loc[rows["timestamp"] >= since, "compile_ms"].fillna(0).sum()) / 1000
+
+
+def _stages(clock: dict[str, Any]) -> dict[str, float]:
+    """Where this run's time went (``timing.json``'s ``stages``): planning (the plan or a search's pool, on
+    a worker), compiling and measuring (the measuring less its rows' compile time), and the rest (the
+    cluster's start and end, waiting, merge, models, re-measuring, the report); ``command_s`` from the
+    process's start, its imports included."""
+    import psutil
+
+    total = time.perf_counter() - clock["started"]
+    measuring = clock.get("measuring", 0.0)
+    compiling = min(clock.get("compiling", 0.0), measuring)
+    planning = clock.get("planning", 0.0)
+    stages = {
+        "planning_s": planning,
+        "compiling_s": compiling,
+        "measuring_s": measuring - compiling,
+        "rest_s": total - planning - measuring,
+        "total_s": total,
+        "command_s": time.time() - psutil.Process().create_time(),
+    }
+    return {k: round(v, 2) for k, v in stages.items()}
+
+
+def _stages_line(stages: dict[str, float]) -> str:
+    return (
+        f"done in {stages['command_s']:.1f} s: planning {stages['planning_s']:.1f} s, compiling "
+        f"{stages['compiling_s']:.1f} s, measuring {stages['measuring_s']:.1f} s, the rest "
+        f"{stages['command_s'] - stages['planning_s'] - stages['compiling_s'] - stages['measuring_s']:.1f} s "
+        "(start-up, merge, models, re-measuring, report)"
+    )

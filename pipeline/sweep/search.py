@@ -131,16 +131,17 @@ class ClusterAnswers:
         }
         self.journal, self.limit = journal, limit
         self.stop = stop or threading.Event()
-        self.completed = as_completed()
+        # Dask's, made with the first proposal (it needs Dask's client, which an in-process run has not)
+        self.completed: Any = None
         self.measured = 0  # proposals measured by this run (not answered from a shard already on disk)
         self.answered = 0  # answers that reached the strategy live in this run
         self.log: Log = lambda _: None
         self.every = max(1, (spec.search.budget if spec.search else 10) // 10)
 
-    def submit(self, order: int, config: Config, round: int) -> None:
+    def task(self, order: int, config: Config, round: int) -> tuple[Any, ...]:
+        """``measure_batch``'s arguments for proposal ``order``: one proposal, one shard."""
         batch = batch_name(order)
-        future = self.client.submit(
-            measure_batch,
+        return (
             self.spec_d,
             self.plan,
             self.cls,
@@ -149,28 +150,42 @@ class ClusterAnswers:
             str(SweepFolder(self.out).shard_path(self.cls, batch)),
             str(self.out),
             {order: {"strategy": self.strategy, "proposal_round": round, "proposal_order": order}},
+        )
+
+    def submit(self, order: int, config: Config, round: int) -> None:
+        future = self.client.submit(
+            measure_batch,
+            *self.task(order, config, round),
             resources={self.cls: 1},
             pure=False,
             retries=2,
             key=f"search-{self.cls}-{order}-{time.time_ns()}",
         )
+        if self.completed is None:
+            self.completed = as_completed()
         self.completed.add(future)
 
     def collect(self, event: int, block: bool) -> list[Answer]:
         if block:
             self._wait()
-        answers = []
+        answers: list[Answer] = []
         for future in self.completed.next_batch(block=False) if self.completed.has_ready() else []:
-            result = future.result()  # a task that failed after Dask's retries raises here
-            if "fatal" in result:  # the shard folder is not writable: every later proposal fails alike
-                raise UserError(f"{result['fatal']}; fix the folder and rerun to go on with the search")
-            self.measured += bool(result.get("measured"))
-            for d in result["answers"]:
-                answers.append(_to_answer(d))
-                self.journal.append(event, int(d["sample_id"]))
-                self.answered += 1
-                if self.answered % self.every == 0:
-                    self.log(f"search {self.cls}: {self.answered} answers in")
+            # a task that failed after Dask's retries raises here
+            answers += self.take(future.result(), event)
+        return answers
+
+    def take(self, result: Mapping[str, Any], event: int) -> list[Answer]:
+        """A measured proposal's answers, journaled as they reach the strategy at delivery point ``event``."""
+        if "fatal" in result:  # the shard folder is not writable: every later proposal fails alike
+            raise UserError(f"{result['fatal']}; fix the folder and rerun to go on with the search")
+        self.measured += bool(result.get("measured"))
+        answers = []
+        for d in result["answers"]:
+            answers.append(_to_answer(d))
+            self.journal.append(event, int(d["sample_id"]))
+            self.answered += 1
+            if self.answered % self.every == 0:
+                self.log(f"search {self.cls}: {self.answered} answers in")
         return answers
 
     def _wait(self) -> None:
@@ -186,6 +201,24 @@ class ClusterAnswers:
 
     def recorded(self, event: int) -> bool:
         return False
+
+
+class InProcessAnswers(ClusterAnswers):
+    """One local device, in this process (``cluster.inline``): each proposal measured as it is submitted,
+    into its own shard (written atomically), its answer journaled when it reaches the strategy; the
+    sequential session's order, as one Dask worker gave it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.width = 1
+        self._ready: list[Mapping[str, Any]] = []
+
+    def submit(self, order: int, config: Config, round: int) -> None:
+        self._ready.append(measure_batch(*self.task(order, config, round)))
+
+    def collect(self, event: int, block: bool) -> list[Answer]:
+        ready, self._ready = self._ready, []
+        return [a for result in ready for a in self.take(result, event)]
 
 
 class ResumedAnswers:
@@ -341,7 +374,8 @@ def search_class(
                 "written by a search); it and the lines after it are left out of the replay"
             )
         journal.rewrite(entries)
-    live = ClusterAnswers(client, spec, cls, plan, out, width, journal, limit, stop)
+    kind = InProcessAnswers if getattr(client, "in_process", False) else ClusterAnswers
+    live = kind(client, spec, cls, plan, out, width, journal, limit, stop)
     live.log = log
     answers = ResumedAnswers(live, entries, on_disk)
     session = session_of(answers)
@@ -438,38 +472,31 @@ def run_searches(
 ) -> dict[str, ClassSearch]:
     """Every class's search at once: one class in this thread; several in one thread each (each waits on its
     own workers' answers), stopped together on an interrupt."""
+
+    def search(cls: str, plan: Mapping[str, Any], stop: threading.Event | None = None) -> ClassSearch:
+        # a class's own rows in a prior sweep folder are not its prior
+        others = [d for d in prior if d.name != cls]
+        return search_class(client, spec, cls, plan, out, widths[cls], others, log, limit, stop)
+
     # the estimators' numbers must not depend on the machine's thread count (one BLAS thread, set for the
     # whole process: threadpoolctl's limits are not per thread)
     with one_thread():
-        return _run_searches(client, spec, plans, out, widths, prior, log, limit)
+        if len(plans) == 1:
+            ((cls, plan),) = plans.items()
+            return {cls: search(cls, plan)}
+        return _in_threads(search, plans)
 
 
-def _run_searches(
-    client: Any,
-    spec: SweepSpec,
+def _in_threads(
+    search: Callable[[str, Mapping[str, Any], threading.Event], ClassSearch],
     plans: Mapping[str, Mapping[str, Any]],
-    out: Path,
-    widths: Mapping[str, int],
-    prior: Sequence[Dataset],
-    log: Log,
-    limit: float,
 ) -> dict[str, ClassSearch]:
-    def others(cls: str) -> list[Dataset]:  # a class's own rows in a prior sweep folder are not its prior
-        return [d for d in prior if d.name != cls]
-
-    if len(plans) == 1:
-        ((cls, plan),) = plans.items()
-        return {cls: search_class(client, spec, cls, plan, out, widths[cls], others(cls), log, limit)}
+    """``search`` of each class in a thread of its own; the first failure, or an interrupt, stops them all."""
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
     stop = threading.Event()
     with ThreadPoolExecutor(len(plans)) as pool:
-        futures = {
-            cls: pool.submit(
-                search_class, client, spec, cls, plan, out, widths[cls], others(cls), log, limit, stop
-            )
-            for cls, plan in plans.items()
-        }
+        futures = {cls: pool.submit(search, cls, plan, stop) for cls, plan in plans.items()}
         try:
             pending = set(futures.values())
             while pending:

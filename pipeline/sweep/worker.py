@@ -16,7 +16,8 @@ import os
 import platform
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -224,7 +225,22 @@ def _versions(facts: Mapping[str, Any]) -> str:
     )
 
 
+_NAMED: list[str] = []  # the name of this process's worker where it measures in-process (``cluster.inline``)
+
+
+@contextmanager
+def name_this_worker(name: str) -> Iterator[None]:
+    """Rows measured in this process meanwhile name ``name``, the local cluster's one worker would be."""
+    _NAMED.append(name)
+    try:
+        yield
+    finally:
+        _NAMED.pop()
+
+
 def worker_name() -> str:
+    if _NAMED:
+        return _NAMED[-1]
     try:
         return str(get_worker().name)
     except (ImportError, ValueError):
