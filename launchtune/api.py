@@ -313,11 +313,15 @@ def _arguments(
     answer: Sequence[Any] | None,
     cmem_args: Mapping[str, np.ndarray] | None,
     files: _Writer,
+    given: dict[int, Any] | None = None,
+    verified: Sequence[Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The kernel spec's ``arguments``: each array as a ``.npy`` fill, each scalar as its value; ``answer``'s
-    arrays as the outputs checked (without one, every array is checked against the default
-    configuration's); ``cmem_args`` as ``__constant__`` copies (passed too where the same array is an
-    argument)."""
+    arrays as the outputs checked (None: nothing checked); ``cmem_args`` as ``__constant__`` copies (passed
+    too where the same array is an argument). Where ``given`` is a dict (one local device, in this process),
+    a device array is not copied: it goes into ``given`` by position and the spec names it by a
+    fingerprint (``fill: {caller: ...}``). ``verified``: ``verify=``'s answer (or None for every array):
+    the arrays it names are reset before each check's launch (``output: true``), nothing is compared here."""
     from launchtune.kernels.kernel.arguments import DTYPES
 
     if answer is not None and len(answer) != len(arguments):
@@ -328,7 +332,10 @@ def _arguments(
     out: list[dict[str, Any]] = []
     for i, value in enumerate(arguments):
         where = f"arguments[{i}]"
-        if isinstance(value, np.ndarray):
+        in_place = given is not None and _on_device(value)
+        if not in_place:
+            value = _host_array(value)
+        if in_place or isinstance(value, np.ndarray):
             dtype = str(value.dtype)
             if dtype not in DTYPES:
                 raise TypeError(f"{where}: dtype {dtype} (supported: {', '.join(DTYPES)})")
@@ -336,14 +343,21 @@ def _arguments(
                 "name": f"arg{i}",
                 "dtype": dtype,
                 "shape": list(value.shape) or [1],
-                "fill": {"npy": files.npy(f"arg{i}.npy", value.reshape(value.shape or (1,)))},
+                "fill": {"caller": _fingerprint(value)}
+                if in_place
+                else {"npy": files.npy(f"arg{i}.npy", value.reshape(value.shape or (1,)))},
             }
+            if in_place:
+                assert given is not None
+                given[i] = value
             expected = answer[i] if answer is not None else None
-            if expected is not None:
+            if verified is not None and (not verified or verified[i] is not None):
+                entry["output"] = True  # reset before each check's launch; verify= judges it
+            elif expected is not None:
                 expected = np.asarray(expected)
                 if expected.shape != value.shape:
                     raise ValueError(f"answer[{i}]: shape {expected.shape}, the argument's is {value.shape}")
-                entry["answer"] = files.npy(f"answer{i}.npy", expected.astype(value.dtype, copy=False))
+                entry["answer"] = files.npy(f"answer{i}.npy", expected.astype(np.dtype(str(value.dtype))))
             else:  # Kernel Tuner's answer=None: nothing is checked
                 entry["output"] = False
             if id(value) in constants:
@@ -450,11 +464,52 @@ def _refuse(name: str, why: str) -> None:
     raise ValueError(f"{name}=: {why}")
 
 
+def _on_device(value: Any) -> bool:
+    return hasattr(value, "__cuda_array_interface__") and hasattr(value, "get")
+
+
 def _host_array(value: Any) -> Any:
     """A CuPy (or other device) array as numpy: the kernel spec's arrays travel as ``.npy`` files."""
-    if hasattr(value, "__cuda_array_interface__") and hasattr(value, "get"):
-        return value.get()
-    return value
+    return value.get() if _on_device(value) else value
+
+
+FINGERPRINT_CHUNK = 1 << 26  # bytes of a device array summed at a time (eight times that as uint64 words)
+
+
+def _fingerprint(array: Any) -> str:
+    """A device array's contents named without copying them to the host: its dtype, shape and two weighted
+    sums of its bytes (mod 2**64) computed on the device. Not a cryptographic hash: it tells a changed array
+    from the one a folder was measured with, so another array is another ``inputs/<hash>`` folder."""
+    try:
+        import cupy
+
+        xp: Any = cupy.get_array_module(array)
+    except ImportError:  # the CPU tests' stand-in arrays are numpy
+        xp = np
+    flat = xp.ascontiguousarray(array).reshape(-1).view(xp.uint8)
+    sums = [0, 0]
+    for start in range(0, int(flat.size), FINGERPRINT_CHUNK):
+        words = flat[start : start + FINGERPRINT_CHUNK].astype(xp.uint64)
+        index = xp.arange(start, start + int(words.size), dtype=xp.uint64)
+        for k, (a, b) in enumerate(((0x9E3779B97F4A7C15, 1), (0xC2B2AE3D27D4EB4F, 0x165667B1))):
+            weighted = words * (index * xp.uint64(a) + xp.uint64(b))
+            sums[k] = (sums[k] + int(weighted.sum(dtype=xp.uint64))) % 2**64
+    return f"{array.dtype}{list(array.shape)}:{sums[0]:016x}{sums[1]:016x}"
+
+
+def _measures_here(cluster: Any) -> bool:
+    """Whether the sweep measures in this process (one local device: ``pipeline.cluster.inline``)."""
+    from launchtune.pipeline.cluster.inline import one_local_worker
+
+    return cluster in (None, "local") and one_local_worker(1) is not None
+
+
+def _function_text(function: Callable[..., Any]) -> str:
+    """What names a Python function in the inputs' hash: its source where Python has it, else its name."""
+    try:
+        return inspect.getsource(function)
+    except (OSError, TypeError):
+        return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', repr(function))}"
 
 
 def _kt_strategy(strategy: str | None) -> str | None:
@@ -655,6 +710,7 @@ def tune_kernel(
     """
     from launchtune import kernel_tuner_compat as kt
     from launchtune.checks import check_arguments
+    from launchtune.kernels.kernel import live
     from launchtune.kernels.kernel.spec import kernel_defined
     from launchtune.pipeline.paths import check_slug, out_folder, results_root
     from launchtune.pipeline.store.ownership import claim
@@ -724,6 +780,13 @@ def tune_kernel(
     strategy = _kt_strategy(strategy)
     if simulation_mode and cache is None:
         _refuse("simulation_mode", "replays a Kernel Tuner cache: give cache=FILE")
+    here = not simulation_mode and _measures_here(cluster)
+    if verify is not None and not simulation_mode and not here:
+        _refuse("verify", kt.VERIFY_ELSEWHERE)
+    if verify is not None and answer is not None and len(answer) != len(arguments):
+        raise ValueError(
+            f"answer: {len(answer)} entries for {len(arguments)} arguments (None where unchecked)"
+        )
 
     if not callable(kernel_source):
         code = _source(kernel_source)
@@ -789,6 +852,8 @@ def tune_kernel(
         files.files.pop("allowed.npy", None)
         allowed = _allowed_file(files, params, remaining)
         logger.info(f"cache: {len(cached)} configurations from {cache_path}, {len(remaining)} to measure")
+    device_arrays: dict[int, Any] | None = {} if here else None  # device arrays used in place, by position
+    host_answer = [_host_array(a) for a in answer] if answer is not None else None
     kernel: dict[str, Any] = {
         "source": files.text("kernel.cu", code),
         "kernel_name": kernel_name,
@@ -796,13 +861,17 @@ def tune_kernel(
         "tune_params": params,
         "default": baseline,
         "arguments": _arguments(
-            [_host_array(a) for a in arguments],
-            [_host_array(a) for a in answer] if answer is not None else None,
+            arguments,
+            host_answer if verify is None else None,
             {k: _host_array(v) for k, v in (cmem_args or {}).items()},
             files,
+            device_arrays,
+            (host_answer or []) if verify is not None else None,
         ),
         "atol": float(atol),
     }
+    if verify is not None:  # the caller's function judges the outputs: another function, another folder
+        files.text("verify.py", _function_text(verify))
     if texts:
         kernel["restrictions"] = texts
     if allowed:
@@ -854,18 +923,72 @@ def tune_kernel(
     claim(folder, "sweep", "out")  # a new or empty folder, or a sweep's: the inputs go inside it
     files.write(inputs)
     logger.info(f"tune_kernel {kernel_name}: inputs in {inputs}")
-    result = sweep(
-        inputs / "sweep.yaml",
-        cluster=cluster,
-        out=folder,
-        gpu_classes=gpu_classes,
-        force=force,
-        progress=progress if progress is not None else (True if verbose else None),
-        max_minutes=max_minutes,
-        allow_workload=[KERNEL_WORKLOAD] if ":" in KERNEL_WORKLOAD else (),
+    attached = live.Attached(
+        arrays=device_arrays or {},
+        verify=verify,
+        answer=None if host_answer is None else [None if a is None else np.asarray(a) for a in host_answer],
+        atol=atol,
+        measured=_cache_appender(cache_path, kernel_name, dims, params, goal, functions) if here else None,
     )
+    try:
+        with live.attached(inputs / "kernel.yaml", attached):
+            result = sweep(
+                inputs / "sweep.yaml",
+                cluster=cluster,
+                out=folder,
+                gpu_classes=gpu_classes,
+                force=force,
+                progress=progress if progress is not None else (True if verbose else None),
+                max_minutes=max_minutes,
+                allow_workload=[KERNEL_WORKLOAD] if ":" in KERNEL_WORKLOAD else (),
+            )
+    finally:
+        if here:  # the workload built here holds the caller's arrays and functions: released with the call
+            from launchtune.pipeline.sweep.worker import forget_workloads_of
+
+            forget_workloads_of(inputs / "kernel.yaml")
     return _kernel_tuner_pair(result, params, texts_metrics, functions, dims, iterations, goal, maximize,
                               cache_path, kernel_name, quiet, cached)  # fmt: skip
+
+
+def _cache_appender(
+    path: Path | None,
+    kernel_name: str,
+    dims: list[Any],
+    params: dict[str, list[Any]],
+    goal: str,
+    functions: Mapping[str, Callable[[dict[str, Any]], Any]],
+) -> Callable[[dict[str, Any], dict[str, Any]], None] | None:
+    """Kernel Tuner's cache appended as each configuration is measured in this process (the workload calls
+    this with the configuration's values and what it measured, ``kernels.kernel.live``); None without a
+    cache. After the sweep, :func:`_kernel_tuner_pair` merges every row into it and closes it."""
+    from launchtune import kernel_tuner_compat as kt
+    from launchtune.kernels.device import visible_gpu_names
+
+    if path is None:
+        return None
+    names = visible_gpu_names()
+    header = {"device_name": names[0] if names else "", "kernel_name": kernel_name, "problem_size": dims,
+              "tune_params_keys": list(params), "tune_params": params, "objective": goal}  # fmt: skip
+    appender = kt.CacheAppender(path, header)
+
+    def measured(config: dict[str, Any], what: dict[str, Any]) -> None:
+        entry: dict[str, Any] = dict(config)
+        if "error" in what:
+            failed = (
+                "CompilationFailedConfig" if what["error"].startswith("compile error") else "InvalidConfig"
+            )
+            entry.update(time=kt.error_config(failed), compile_time=0.0, benchmark_time=0.0)
+        else:
+            times = [float(t) for t in what["times"]]
+            entry.update(time=float(what["time"]), times=times, compile_time=float(what["compile_ms"]),
+                         benchmark_time=sum(times))  # fmt: skip
+            entry.update({k: v for k, v in (what.get("metrics") or {}).items() if v is not None})
+            kt.apply_metrics([entry], functions)
+        entry.update(framework_time=0.0, strategy_time=0.0, verification_time=0.0)
+        appender.append(entry)
+
+    return measured
 
 
 def _kernel_tuner_pair(

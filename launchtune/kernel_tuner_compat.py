@@ -1,6 +1,8 @@
 """What ``launchtune.tune_kernel`` returns and reads in Kernel Tuner's terms: the ``(results, env)`` pair
-(:class:`TuneResult`), Kernel Tuner cache files (``cache=``: merged after the sweep; ``simulation_mode``:
-replayed without a GPU), and the one-line refusals of Kernel Tuner's keywords that have no meaning here.
+(:class:`TuneResult`), Kernel Tuner cache files in its own layout (``cache=``: read to resume, appended as
+each configuration is measured where one local device measures in the caller's process, merged and closed
+after the sweep; ``simulation_mode``: replayed without a GPU), and the one-line refusals of Kernel Tuner's
+keywords that have no meaning here.
 
 Kernel Tuner's results list holds one dict per measured configuration: each parameter, ``time`` (ms, the
 median here), ``times`` (the timed launches, where recorded), each metric and the objective, and Kernel
@@ -30,8 +32,12 @@ REFUSED = {
     "log": "launchtune logs through Python's logging (the 'launchtune' logger): use logging.basicConfig",
     "parallel": "launchtune already measures on a worker per GPU; give cluster= for more GPUs",
     "objectives": "one objective per call: objective= and objective_higher_is_better=",
-    "verify": "outputs are checked on the GPU's worker, not in this process: give answer= and atol=",
 }
+# verify= where the sweep measures on workers of other processes
+VERIFY_ELSEWHERE = (
+    "a Python function runs only where one local GPU measures in this process (cluster=None, one GPU "
+    "visible); a cluster's workers are other processes: give answer= and atol=, or tune on one local GPU"
+)
 MAX_CACHE_BYTES = 1 << 30  # a cache file read at most (Kernel Tuner's of a large space are hundreds of MB)
 OTHER_LANGS = "launchtune compiles CUDA (lang='CUDA', 'CUPY' or 'NVCUDA'); use Kernel Tuner itself for {lang}"
 
@@ -187,16 +193,66 @@ def cache_key(config: Mapping[str, Any], names: Iterable[str]) -> str:
     return ",".join(str(config[n]) for n in names)
 
 
-def write_cache(path: Path, header: dict[str, Any], results: list[dict[str, Any]]) -> None:
-    """Merge ``results`` into the Kernel Tuner cache at ``path`` (what it held is kept), atomically."""
+def _plain(value: Any) -> Any:
+    """JSON for what ``json`` does not know: a numpy number as its value, anything else (Kernel Tuner's
+    error classes) as its text, as Kernel Tuner's own encoder writes them."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def _entry_line(key: str, entry: Mapping[str, Any]) -> str:
+    """One cache entry as Kernel Tuner appends it: a line ``"key": {...},``."""
+    return "\n" + json.dumps({key: entry}, default=_plain)[1:-1] + ","
+
+
+def _layout(data: Mapping[str, Any], closed: bool) -> str:
+    """A cache in Kernel Tuner's own layout (its ``process_cache``, ``store_cache``, ``close_cache``): the
+    header, then one line per entry; open (ending in ``,``, as while tuning) or closed. Kernel Tuner reopens
+    a closed file by cutting its last three characters, which is only right in this layout."""
+    header = {k: v for k, v in data.items() if k != "cache"}
+    text = json.dumps({**header, "cache": {}}, indent="", default=_plain)[:-3]  # without the last "}\n}"
+    text += "".join(_entry_line(k, e) for k, e in data["cache"].items())
+    if closed:
+        text = (text[:-1] if text.endswith(",") else text) + "}\n}"
+    return text
+
+
+def _write(path: Path, text: str) -> None:
     from launchtune.kernels.atomic import atomic_path
 
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text)
+
+
+def write_cache(path: Path, header: dict[str, Any], results: list[dict[str, Any]]) -> None:
+    """Merge ``results`` into the Kernel Tuner cache at ``path`` (what it held is kept) and close it,
+    atomically, in Kernel Tuner's layout."""
     names = list(header["tune_params_keys"])
     data = read_cache(path) or {**header, "cache": {}}
+    if not data.get("device_name"):
+        data["device_name"] = header.get("device_name", "")
     for entry in results:
-        data["cache"][cache_key(entry, names)] = entry
-    with atomic_path(path) as tmp:
-        Path(tmp).write_text(json.dumps(data, default=str))
+        key = cache_key(entry, names)
+        old = data["cache"].get(key)  # the same measurement appended while tuning keeps what it had more
+        same = isinstance(old, dict) and old.get("time") == entry.get("time")
+        data["cache"][key] = {**old, **entry} if same else entry
+    _write(path, _layout(data, closed=True))
+
+
+class CacheAppender:
+    """Kernel Tuner's cache while tuning: the file opened (made, or a closed one reopened) at the first
+    entry, then each entry appended as one line, as Kernel Tuner's ``store_cache`` does; a run stopped
+    half-way leaves a file Kernel Tuner and :func:`read_cache` resume from."""
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path, self.header, self.opened = path, header, False
+
+    def append(self, entry: Mapping[str, Any]) -> None:
+        if not self.opened:
+            data = read_cache(self.path) or {**self.header, "cache": {}}
+            _write(self.path, _layout(data, closed=False))
+            self.opened = True
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(_entry_line(cache_key(entry, self.header["tune_params_keys"]), entry))
 
 
 def cached_results(

@@ -93,7 +93,11 @@ def test_without_a_gpu_one_line_and_nothing_written(tmp_path, monkeypatch):
             r"^lang=: launchtune compiles CUDA .*Kernel Tuner itself for OpenCL",
         ),
         ({"texmem_args": {"t": 1}}, ValueError, "^texmem_args=: texture memory"),
-        ({"verify": lambda a, b, atol=None: True}, ValueError, "^verify=: outputs are checked on the GPU"),
+        (
+            {"verify": lambda a, b, atol=None: True, "cluster": "slurm"},
+            ValueError,
+            r"^verify=: a Python function runs only where one local GPU measures in this process",
+        ),
         ({"kernel_source": lambda p: 5}, TypeError, "^kernel_source: the generator returned int for"),
         ({"grid_div_x": lambda p: 32}, ValueError, "^grid_div_x=: a function"),
         ({"strategy_options": {"popsize": 4}}, ValueError, "^strategy_options=: 'popsize'"),
