@@ -695,7 +695,9 @@ def tune_kernel(
     ``kernel_source`` is the code or a file; ``arguments`` numpy or CuPy arrays and numpy scalars in the
     kernel's order; ``tune_params`` each parameter's values, which reach the source as ``#define``s;
     ``restrictions`` strings or functions of a configuration (run here); ``grid_div_x/y/z`` what divides the
-    problem size (``[]``: nothing); ``answer`` the expected arrays (None: no check), within ``atol``;
+    problem size (``[]``: nothing); ``answer`` the expected arrays (None: no check), within ``atol``, or
+    ``verify(answer, result_host, atol=)`` judges each configuration's outputs (one local GPU only: the
+    sweep measures in this process there, and CuPy arrays are used in place);
     ``iterations`` timed launches per configuration (the median); ``metrics`` strings (evaluated on the
     workers) or functions of a result (run here, after); ``strategy``/``strategy_options``
     (``max_fevals``, ``time_limit``) or ``budget``; ``cache`` a Kernel Tuner cache file the results are

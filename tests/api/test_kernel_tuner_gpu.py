@@ -62,3 +62,32 @@ def test_tune_kernel_is_kernel_tuners_pair_and_its_cache(tmp_path):
     )  # fmt: skip
     assert [r["time"] for r in replayed] == [cache["cache"][k]["time"] for k in cache["cache"]]
     assert env2["best_config"]["time"] == env["best_config"]["time"]
+
+
+def test_on_one_gpu_verify_runs_here_cupy_arrays_stay_and_the_cache_is_kernel_tuners(tmp_path):
+    """One local GPU measures in this process: ``verify`` sees each configuration's outputs, the CuPy
+    arrays are used in place (none written as .npy; the kernel writes into ``c``), and the cache file is
+    Kernel Tuner's own (its reader takes it, its entries have ``times``)."""
+    import cupy as cp
+
+    kt_util = pytest.importorskip("kernel_tuner.util")
+    a, b, _ = _arrays()
+    c, da, db = cp.zeros(N, cp.float32), cp.asarray(a), cp.asarray(b)
+    sums = []
+
+    def verify(answer, result_host, atol=None):
+        sums.append(float(np.sum(result_host[0])))
+        return bool(np.isclose(answer[0], np.sum(result_host[0]), rtol=1e-4, atol=atol))
+
+    tune_params = {"block_size_x": [64, 128, 256]}
+    results, _ = launchtune.tune_kernel(
+        "vector_add", SOURCE, N, [c, da, db, np.int32(N)], tune_params,
+        answer=[np.sum(a + b), None, None, None], verify=verify, atol=1e-2, cache=tmp_path / "kt.json", out=tmp_path / "out", quiet=True,
+    )  # fmt: skip
+    assert all(isinstance(r["time"], float) for r in results) and len(sums) >= 3
+    assert cp.allclose(c, da + db)  # written in place
+    (inputs,) = (tmp_path / "out" / "inputs").iterdir()
+    assert not list(inputs.glob("arg*.npy"))
+    cache = kt_util.read_cache(str(tmp_path / "kt.json"), open_cache=False)
+    assert sorted(cache["cache"]) == ["128", "256", "64"]
+    assert all(len(e["times"]) == 7 for e in cache["cache"].values())

@@ -26,7 +26,9 @@ STOPS = {
     "vector_add_codegen": NO_GPU,
     "matmul": NO_GPU,
 }
-# not on the CPU: vector_add_cupy imports CuPy first; reduction makes 3.2 GB of inputs before its first call
+# not on the CPU: vector_add_cupy imports CuPy first; reduction builds 3.2 GB of inputs
+# (numpy.random.rand(800_000_000)) before its first call, which nothing short of editing the script stops;
+# its verify= on a sum is tested on the CPU in tests/api/test_in_process.py
 # run_kernel launches for real (its answer), in Kernel Tuner's simulation mode too: the refusal is its end
 RUNS_A_KERNEL = {"convolution_correct"}
 SLOW = {"matmul"}  # numpy.dot of two 4096 x 4096 matrices for its answer
