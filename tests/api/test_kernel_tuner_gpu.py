@@ -82,7 +82,8 @@ def test_on_one_gpu_verify_runs_here_cupy_arrays_stay_and_the_cache_is_kernel_tu
     tune_params = {"block_size_x": [64, 128, 256]}
     results, _ = launchtune.tune_kernel(
         "vector_add", SOURCE, N, [c, da, db, np.int32(N)], tune_params,
-        answer=[np.sum(a + b), None, None, None], verify=verify, atol=1e-2, cache=tmp_path / "kt.json", out=tmp_path / "out", quiet=True,
+        answer=[np.sum(a + b), None, None, None], verify=verify, atol=1e-2, cache=tmp_path / "kt.json",
+        out=tmp_path / "out", quiet=True,
     )  # fmt: skip
     assert all(isinstance(r["time"], float) for r in results) and len(sums) >= 3
     assert cp.allclose(c, da + db)  # written in place
