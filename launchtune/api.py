@@ -761,10 +761,19 @@ def tune_kernel(
     if smem_args is not None and (set(smem_args) != {"size"} or not isinstance(smem_args["size"], int | str)):
         _refuse("smem_args", "give {'size': bytes} as a number or an expression of the parameters")
     options = [compiler_options] if isinstance(compiler_options, str) else list(compiler_options or [])
+    here = not simulation_mode and _measures_here(cluster)
+    define_functions: dict[str, Callable[[dict[str, Any]], Any]] = {}
     for key, value in (defines or {}).items():
+        if callable(value) and not here:
+            _refuse(
+                "defines",
+                f"{key!r}: a function runs only where one local GPU measures in this process (cluster=None, "
+                "one GPU visible); give a value or an expression in the source",
+            )
         if callable(value):
-            _refuse("defines", f"{key!r}: a function is not evaluated per configuration here; give a value")
-        options.append(f"-D{key}={value}")
+            define_functions[str(key)] = value
+        else:
+            options.append(f"-D{key}={value}")
     max_minutes = None
     for key, value in (strategy_options or {}).items():
         if key == "max_fevals" and budget is None:
@@ -782,7 +791,6 @@ def tune_kernel(
     strategy = _kt_strategy(strategy)
     if simulation_mode and cache is None:
         _refuse("simulation_mode", "replays a Kernel Tuner cache: give cache=FILE")
-    here = not simulation_mode and _measures_here(cluster)
     if verify is not None and not simulation_mode and not here:
         _refuse("verify", kt.VERIFY_ELSEWHERE)
     if verify is not None and answer is not None and len(answer) != len(arguments):
@@ -874,6 +882,8 @@ def tune_kernel(
     }
     if verify is not None:  # the caller's function judges the outputs: another function, another folder
         files.text("verify.py", _function_text(verify))
+    for key, function in define_functions.items():  # likewise the caller's #define functions
+        files.text(f"define_{check_slug(key, 'defines')}.py", _function_text(function))
     if texts:
         kernel["restrictions"] = texts
     if allowed:
@@ -930,6 +940,7 @@ def tune_kernel(
         verify=verify,
         answer=None if host_answer is None else [None if a is None else np.asarray(a) for a in host_answer],
         atol=atol,
+        defines=define_functions,
         measured=_cache_appender(cache_path, kernel_name, dims, params, goal, functions) if here else None,
     )
     try:

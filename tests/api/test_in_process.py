@@ -88,7 +88,8 @@ def test_verify_runs_here_on_each_configurations_outputs(tmp_path, stand_in, no_
     assert {_key(r) for r in results if isinstance(r["time"], float)} == {c for c in CONFIGS if c[2] == 0}
     assert {r["time"] for r in results if r["wrong"] == 1} == {"InvalidConfig"}
     answer, result_host, atol = seen[0]
-    assert atol == 1e-3 and len(result_host) == 3 and result_host[2] == N
+    # as Kernel Tuner's: the arguments the answer names come back to the host, the others are None
+    assert atol == 1e-3 and len(result_host) == 3 and result_host[1:] == [None, None]
     assert isinstance(result_host[0], np.ndarray) and answer[1:] == [None, None]
     assert len(seen) >= len(CONFIGS)  # every configuration's check, in this process
     # the output is reset before each check's launch: a wrong configuration's +1 does not leak into the next
@@ -112,8 +113,10 @@ def test_the_cache_is_appended_as_each_configuration_is_measured(tmp_path, stand
     path = tmp_path / "kt.json"
     held: list[int] = []
     measured: list[tuple] = []
+    returned: set[tuple] = set()
 
     def verify(answer, result_host, atol=None):  # called before each configuration is timed
+        returned.add(tuple(r is None for r in result_host))  # no answer: every array, no scalar
         held.append(len(kt_util.read_cache(str(path), open_cache=False)["cache"]) if path.exists() else 0)
         return True
 
@@ -125,6 +128,7 @@ def test_the_cache_is_appended_as_each_configuration_is_measured(tmp_path, stand
     args = [np.zeros(N, np.float32), data, np.int32(N)]
     _tune(tmp_path, args, verify=verify, cache=path, metrics={"per_ms": metric})
     assert held == sorted(held) and held[0] == 0 and held[-1] >= len(CONFIGS) - 1
+    assert returned == {(False, False, True)}
     cache = kt_util.read_cache(str(path), open_cache=False)
     assert path.read_text().endswith("}\n}")  # closed after the sweep, in Kernel Tuner's layout
     assert {tuple(e[n] for n in TUNE) for e in cache["cache"].values()} == CONFIGS
@@ -169,3 +173,31 @@ def test_a_device_array_is_used_in_place(tmp_path, stand_in, no_dask):
     again = (data + 1).view(DeviceArray)
     assert api._fingerprint(again) != api._fingerprint(inp) == api._fingerprint(data.copy().view(DeviceArray))
     assert json.loads(json.dumps(env))["best_config"]["wrong"] == 0
+
+
+def test_a_define_as_a_function_runs_here_per_configuration(tmp_path, stand_in, no_dask):
+    """Kernel Tuner's ``defines`` value as a function of the configuration: each configuration compiles
+    with its value (here ``wrong``: the stand-in's kernel then adds 1, so those configurations are
+    invalid); on a cluster, one line."""
+    data = _data()
+    called = []
+
+    def wrong(p):
+        called.append(dict(p))
+        return np.int64(p["block_size_x"] == 32)
+
+    tune = {"block_size_x": [32, 64], "tile": [1, 2]}
+    results, _ = launchtune.tune_kernel(
+        "scale", SOURCE, N, [np.zeros(N, np.float32), data, np.int32(N)], tune,
+        grid_div_x=["block_size_x", "tile"], answer=[2 * data, None, None], defines={"wrong": wrong},
+        out=tmp_path / "out", quiet=True,
+    )  # fmt: skip
+    ok = {(r["block_size_x"], r["tile"]) for r in results if isinstance(r["time"], float)}
+    assert ok == {(64, 1), (64, 2)}
+    assert {(c["block_size_x"], c["tile"]) for c in called} == {(b, t) for b in (32, 64) for t in (1, 2)}
+    (inputs,) = (tmp_path / "out" / "inputs").iterdir()
+    assert "def wrong" in (inputs / "define_wrong.py").read_text()
+    with pytest.raises(ValueError, match=r"^defines=: 'wrong': a function runs only where one local GPU"):
+        launchtune.tune_kernel("scale", SOURCE, N, [np.zeros(N, np.float32), data, np.int32(N)], tune,
+                               defines={"wrong": wrong}, cluster="slurm", out=tmp_path / "other")  # fmt: skip
+    assert not (tmp_path / "other").exists()
