@@ -201,3 +201,16 @@ def test_a_define_as_a_function_runs_here_per_configuration(tmp_path, stand_in, 
         launchtune.tune_kernel("scale", SOURCE, N, [np.zeros(N, np.float32), data, np.int32(N)], tune,
                                defines={"wrong": wrong}, cluster="slurm", out=tmp_path / "other")  # fmt: skip
     assert not (tmp_path / "other").exists()
+
+
+def test_a_device_arrays_spec_elsewhere_is_one_line(tmp_path, stand_in):
+    """The kernel spec of a call that used a device array in place, read in another process (a rerun
+    from the command line, a worker): one line naming the argument, not zeros in its place."""
+    from launchtune.kernels.kernel.errors import SpecError
+    from tests.api.stand_in import make
+
+    data = _data()
+    _tune(tmp_path, [np.zeros(N, np.float32).view(DeviceArray), data.view(DeviceArray), np.int32(N)])
+    (inputs,) = (tmp_path / "out" / "inputs").iterdir()
+    with pytest.raises(SpecError, match=r"arguments\[0\]\.fill: a device array given to tune_kernel"):
+        make("scale", None, spec=str(inputs / "kernel.yaml"))
