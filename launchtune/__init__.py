@@ -23,7 +23,7 @@ except PackageNotFoundError:  # run from a checkout that was never pip-installed
 logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 
-_API = ("tune_kernel", "sweep", "load", "Result")
+_API = ("tune_kernel", "run_kernel", "sweep", "load", "Result", "NoGPUError")
 _RUNTIME = ("autotune", "TunedKernel", "AutotuneError")
 
 

@@ -1,13 +1,15 @@
-"""The Python API: ``tune_kernel`` in Kernel Tuner's vocabulary, ``sweep`` for a sweep spec, ``load`` for a
-sweep folder; each returns a :class:`Result`.
+"""The Python API: ``tune_kernel`` and ``run_kernel`` as Kernel Tuner's, ``sweep`` for a sweep spec,
+``load`` for a sweep folder (these two return a :class:`Result`).
 
-``tune_kernel`` is the ``kernel`` workload (:mod:`launchtune.kernels.kernel`) run by the sweep runner
-(:func:`launchtune.pipeline.sweep.run.run_plan`), as ``launchtune sweep`` runs it: the call writes the
-kernel's source, a kernel spec and a sweep spec into ``OUT/inputs/<hash>/``, its arrays as ``.npy`` files
-beside them, and the loaders that read any spec check them. The same sweep runs again from the command line
-(``launchtune sweep OUT/inputs/<hash>/sweep.yaml --out OUT``), and a changed kernel or array is another
-``<hash>``, so a folder never mixes two kernels' rows. A restriction given as a Python function is
-evaluated here, in the caller's process (it is the caller's code), over every combination of the
+``tune_kernel`` is Kernel Tuner 1.5's (its parameters in its order, its ``(results, env)`` returned:
+:mod:`launchtune.kernel_tuner_compat`), on the ``kernel`` workload (:mod:`launchtune.kernels.kernel`) run by
+the sweep runner (:func:`launchtune.pipeline.sweep.run.run_plan`), as ``launchtune sweep`` runs it. Its
+arguments are checked first (:mod:`launchtune.checks`), then the GPU (:class:`NoGPUError`); then the call
+writes the kernel's source, a kernel spec and a sweep spec into ``OUT/inputs/<hash>/``, its arrays as
+``.npy`` files beside them, and the loaders that read any spec check them. The same sweep runs again from
+the command line (``launchtune sweep OUT/inputs/<hash>/sweep.yaml --out OUT``), and a changed kernel or
+array is another ``<hash>``, so a folder never mixes two kernels' rows. A restriction given as a Python
+function is evaluated here, in the caller's process (it is the caller's code), over every combination of the
 parameters; the configurations it allows travel as ``allowed.npy``.
 
 Messages go through :mod:`logging` (the ``launchtune`` logger, silent until the program configures a
@@ -35,6 +37,11 @@ logger = logging.getLogger(__name__)
 
 # Combinations a Python restriction is asked about at most: each is one call in this process.
 MAX_RESTRICTION_CALLS = 2_000_000
+# Kernel Tuner's NVML observables from what a row records: energy per launch in J, mean power in W.
+NVML_OBSERVABLES: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "nvml_energy": lambda r: r["energy_mJ"] / 1000 if r.get("energy_mJ") is not None else None,
+    "nvml_power": lambda r: r.get("power_W"),
+}
 # Kernel Tuner's name of the exhaustive search; ours is the exhaustive sampler.
 EXHAUSTIVE = ("brute_force", "exhaustive")
 KERNEL_WORKLOAD = "kernel"  # the sweep's workload (the CPU tests stand a fake CuPy in for it)
@@ -167,9 +174,11 @@ def _warn_if_noise(folder: Path, gpu_class: str) -> None:
 
 def load(folder: str | Path) -> Result:
     """The results of a finished sweep folder (``launchtune sweep``'s, or ``tune_kernel``'s ``out``)."""
+    from launchtune.checks import check_arguments
     from launchtune.pipeline.errors import UserError
     from launchtune.pipeline.store.folder import SweepFolder
 
+    check_arguments({"folder": folder})
     path = Path(folder).expanduser().resolve()
     if not path.is_dir() or SweepFolder(path).read_meta() is None:
         raise UserError(f"{folder}: not a sweep folder (no sweep.json)")
@@ -205,8 +214,11 @@ def sweep(
     ``progress``: a progress bar (None: in a notebook or on a terminal). ``train_models``, ``remeasure``:
     as ``--train-models`` and ``--remeasure`` (None: the spec's; by default a sweep without a search does
     both, a search neither)."""
+    from launchtune.checks import check_arguments
     from launchtune.pipeline.logs import progress_bars
     from launchtune.pipeline.store.spec import parse_spec
+
+    check_arguments(dict(locals()))
     from launchtune.pipeline.sweep.plan import plan_sweep
     from launchtune.pipeline.sweep.run import run_plan
 
@@ -258,7 +270,9 @@ def _source(kernel_source: str | Path) -> str:
 
 def _problem_size(problem_size: Any) -> list[int]:
     dims = [problem_size] if isinstance(problem_size, int | np.integer) else list(problem_size)
-    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int | np.integer) and d >= 1 for d in dims):
+    if not 1 <= len(dims) <= 3 or not all(
+        isinstance(d, int | np.integer) and not isinstance(d, bool | np.bool_) and d >= 1 for d in dims
+    ):
         raise ValueError(f"problem_size: expected one to three positive integers, got {problem_size!r}")
     return [int(d) for d in dims]
 
@@ -340,11 +354,15 @@ def _arguments(
     answer: Sequence[Any] | None,
     cmem_args: Mapping[str, np.ndarray] | None,
     files: _Writer,
+    given: dict[int, Any] | None = None,
+    verified: Sequence[Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The kernel spec's ``arguments``: each array as a ``.npy`` fill, each scalar as its value; ``answer``'s
-    arrays as the outputs checked (without one, every array is checked against the default
-    configuration's); ``cmem_args`` as ``__constant__`` copies (passed too where the same array is an
-    argument)."""
+    arrays as the outputs checked (None: nothing checked); ``cmem_args`` as ``__constant__`` copies (passed
+    too where the same array is an argument). Where ``given`` is a dict (one local device, in this process),
+    a device array is not copied: it goes into ``given`` by position and the spec names it by a
+    fingerprint (``fill: {caller: ...}``). ``verified``: ``verify=``'s answer (or None for every array):
+    the arrays it names are reset before each check's launch (``output: true``), nothing is compared here."""
     from launchtune.kernels.kernel.arguments import DTYPES
 
     if answer is not None and len(answer) != len(arguments):
@@ -355,7 +373,10 @@ def _arguments(
     out: list[dict[str, Any]] = []
     for i, value in enumerate(arguments):
         where = f"arguments[{i}]"
-        if isinstance(value, np.ndarray):
+        in_place = given is not None and _on_device(value)
+        if not in_place:
+            value = _host_array(value)
+        if in_place or isinstance(value, np.ndarray):
             dtype = str(value.dtype)
             if dtype not in DTYPES:
                 raise TypeError(f"{where}: dtype {dtype} (supported: {', '.join(DTYPES)})")
@@ -363,16 +384,23 @@ def _arguments(
                 "name": f"arg{i}",
                 "dtype": dtype,
                 "shape": list(value.shape) or [1],
-                "fill": {"npy": files.npy(f"arg{i}.npy", value.reshape(value.shape or (1,)))},
+                "fill": {"caller": _fingerprint(value)}
+                if in_place
+                else {"npy": files.npy(f"arg{i}.npy", value.reshape(value.shape or (1,)))},
             }
+            if in_place:
+                assert given is not None
+                given[i] = value
             expected = answer[i] if answer is not None else None
-            if expected is not None:
+            if verified is not None and (not verified or verified[i] is not None):
+                entry["output"] = True  # reset before each check's launch; verify= judges it
+            elif expected is not None:
                 expected = np.asarray(expected)
                 if expected.shape != value.shape:
                     raise ValueError(f"answer[{i}]: shape {expected.shape}, the argument's is {value.shape}")
-                entry["answer"] = files.npy(f"answer{i}.npy", expected.astype(value.dtype, copy=False))
-            else:
-                entry["output"] = answer is None
+                entry["answer"] = files.npy(f"answer{i}.npy", expected.astype(np.dtype(str(value.dtype))))
+            else:  # Kernel Tuner's answer=None: nothing is checked
+                entry["output"] = False
             if id(value) in constants:
                 entry.update(constant=constants.pop(id(value))[0], argument=True)
             out.append(entry)
@@ -409,19 +437,20 @@ def _arguments(
 
 
 def _restrictions(
-    restrictions: Any, params: dict[str, list[int]], files: _Writer
-) -> tuple[list[str], str | None]:
+    restrictions: Any, params: dict[str, list[Any]], files: _Writer
+) -> tuple[list[str], str | None, list[tuple[Any, ...]] | None]:
     """Strings go into the kernel spec as they are; functions of a configuration (a dict, Kernel Tuner's
-    convention) are asked here about every combination, and those they allow become ``allowed.npy``."""
+    convention) are asked here about every combination, and those they allow become ``allowed.npy`` (the
+    space's values: a float or text parameter's index); (the strings, that file, the allowed values)."""
     if restrictions is None:
-        return [], None
+        return [], None, None
     items = [restrictions] if isinstance(restrictions, str) or callable(restrictions) else list(restrictions)
     texts = [r for r in items if isinstance(r, str)]
     functions = [r for r in items if callable(r)]
     if len(texts) + len(functions) != len(items):
         raise TypeError("restrictions: expected strings or functions of a configuration (a dict)")
     if not functions:
-        return texts, None
+        return texts, None, None
     names = list(params)
     count = math.prod(len(v) for v in params.values())
     if count > MAX_RESTRICTION_CALLS:
@@ -439,85 +468,463 @@ def _restrictions(
     ]
     if not allowed:
         raise ValueError("restrictions: no configuration satisfies the restriction functions")
-    return texts, files.npy("allowed.npy", np.array(allowed, dtype=np.int64))
+    return texts, _allowed_file(files, params, allowed), allowed
+
+
+def _allowed_file(files: _Writer, params: dict[str, list[Any]], combos: list[Any]) -> str:
+    """``allowed.npy``: the configurations in the space's values (a float or text parameter's index)."""
+    from launchtune.kernels.kernel.fields import is_whole
+
+    labelled = [None if is_whole(v) else v for v in params.values()]
+    rows = [
+        [value if values is None else values.index(value) for value, values in zip(c, labelled, strict=True)]
+        for c in combos
+    ]
+    return files.npy("allowed.npy", np.array(rows, dtype=np.int64))
+
+
+class NoGPUError(RuntimeError):
+    """``tune_kernel`` or ``run_kernel`` on a machine where CuPy sees no GPU, with no cluster elsewhere and
+    no ``simulation_mode``: raised before anything is written."""
+
+
+def _check_gpu(cluster: Any) -> None:
+    """A local run needs a GPU here; a cluster's workers are checked where they run."""
+    from launchtune.kernels.backend import gpu_count
+
+    if KERNEL_WORKLOAD != "kernel" or cluster not in (None, "local"):
+        return
+    if gpu_count() == 0:
+        raise NoGPUError(
+            "no GPU here (CuPy sees none): give cluster= (a Dask cluster or 'slurm') or replay a Kernel "
+            "Tuner cache with simulation_mode=True, cache=FILE"
+        )
+
+
+def _refuse(name: str, why: str) -> None:
+    raise ValueError(f"{name}=: {why}")
+
+
+def _on_device(value: Any) -> bool:
+    return hasattr(value, "__cuda_array_interface__") and hasattr(value, "get")
+
+
+def _host_array(value: Any) -> Any:
+    """A CuPy (or other device) array as numpy: the kernel spec's arrays travel as ``.npy`` files."""
+    return value.get() if _on_device(value) else value
+
+
+FINGERPRINT_CHUNK = 1 << 26  # bytes of a device array summed at a time (eight times that as uint64 words)
+
+
+def _fingerprint(array: Any) -> str:
+    """A device array's contents named without copying them to the host: its dtype, shape and two weighted
+    sums of its bytes (mod 2**64) computed on the device. Not a cryptographic hash: it tells a changed array
+    from the one a folder was measured with, so another array is another ``inputs/<hash>`` folder."""
+    try:
+        import cupy
+
+        xp: Any = cupy.get_array_module(array)
+    except ImportError:  # the CPU tests' stand-in arrays are numpy
+        xp = np
+    flat = xp.ascontiguousarray(array).reshape(-1).view(xp.uint8)
+    sums = [0, 0]
+    for start in range(0, int(flat.size), FINGERPRINT_CHUNK):
+        words = flat[start : start + FINGERPRINT_CHUNK].astype(xp.uint64)
+        index = xp.arange(start, start + int(words.size), dtype=xp.uint64)
+        for k, (a, b) in enumerate(((0x9E3779B97F4A7C15, 1), (0xC2B2AE3D27D4EB4F, 0x165667B1))):
+            weighted = words * (index * xp.uint64(a) + xp.uint64(b))
+            sums[k] = (sums[k] + int(weighted.sum(dtype=xp.uint64))) % 2**64
+    return f"{array.dtype}{list(array.shape)}:{sums[0]:016x}{sums[1]:016x}"
+
+
+def _measures_here(cluster: Any) -> bool:
+    """Whether the sweep measures in this process (one local device: ``pipeline.cluster.inline``)."""
+    from launchtune.pipeline.cluster.inline import one_local_worker
+
+    return cluster in (None, "local") and one_local_worker(1) is not None
+
+
+def _function_text(function: Callable[..., Any]) -> str:
+    """What names a Python function in the inputs' hash: its source where Python has it, else its name."""
+    try:
+        return inspect.getsource(function)
+    except (OSError, TypeError):
+        return f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', repr(function))}"
+
+
+def _kt_strategy(strategy: str | None) -> str | None:
+    """Kernel Tuner's strategy names as ours: ``brute_force`` the exhaustive sampler, a name we do not have
+    Kernel Tuner's own (``kt:<name>``)."""
+    from launchtune.pipeline.strategies import strategy_names
+
+    if strategy is None or strategy in EXHAUSTIVE or strategy in strategy_names():
+        return strategy
+    if f"kt:{strategy}" in strategy_names():
+        return f"kt:{strategy}"
+    raise ValueError(f"strategy: {strategy!r} is not a strategy (launchtune strategies --list)")
+
+
+def _allows(
+    params: dict[str, list[Any]], texts: list[str], dims: list[Any], blocks: Sequence[str]
+) -> Callable[[dict[str, Any]], bool]:
+    """Whether the string restrictions allow a configuration and its thread block fits 1024 threads (Kernel
+    Tuner's own rule), evaluated here; a restriction that does not parse is one line now."""
+    from launchtune.kernels.kernel.expressions import ExpressionError, parse
+
+    names = list(params)
+    sizes = {f"problem_size_{d}": v for d, v in zip("xyz", [*dims, 1, 1], strict=False) if isinstance(v, int)}
+    exprs = [parse(t, [*names, *sizes], f"restrictions[{i}]") for i, t in enumerate(texts)]
+
+    def ok(config: dict[str, Any]) -> bool:
+        values = {**sizes, **config}
+        if math.prod(int(values.get(b, 1)) for b in blocks) > 1024:
+            return False
+        try:
+            return all(e(values) for e in exprs)
+        except ExpressionError:
+            return False
+
+    return ok
+
+
+# Configurations a code generator is asked about at most: each is one call here, its text one #if branch.
+MAX_GENERATED = 10_000
+
+
+def _generated_source(
+    generator: Callable[[dict[str, Any]], Any],
+    params: dict[str, list[Any]],
+    ok: Callable[[dict[str, Any]], bool],
+    rows: list[Any] | None,
+) -> str:
+    """Kernel Tuner's code generator, run here (the caller's code) once per configuration the restrictions
+    allow: one source whose ``#if`` branches hold each distinct text, chosen by the parameters' ``#define``s
+    with which every configuration is compiled, so each compiles exactly what the generator gave it."""
+    from launchtune.kernels.kernel.fields import is_whole
+
+    names = list(params)
+    if not all(is_whole(v) for v in params.values()):
+        raise ValueError("kernel_source: a code generator needs whole-number parameters (#if compares them)")
+    texts: dict[str, list[dict[str, Any]]] = {}
+    for combo in rows if rows is not None else itertools.product(*params.values()):
+        config = dict(zip(names, combo, strict=True))
+        if not ok(config):
+            continue
+        if sum(len(c) for c in texts.values()) >= MAX_GENERATED:
+            raise ValueError(
+                f"kernel_source: a code generator is run once per configuration, at most {MAX_GENERATED:,}; "
+                "restrict the space or write the source with the parameters as #define names"
+            )
+        text = generator(dict(config))
+        if not isinstance(text, str):
+            raise TypeError(f"kernel_source: the generator returned {type(text).__name__} for {config}")
+        texts.setdefault(text, []).append(config)
+    if not texts:
+        raise ValueError("restrictions: no configuration of tune_params satisfies them")
+    if len(texts) == 1:
+        return next(iter(texts))
+    parts = []
+    for i, (text, configs) in enumerate(texts.items()):
+        cond = " || ".join("(" + " && ".join(f"{n} == {int(v)}" for n, v in c.items()) + ")" for c in configs)
+        parts.append(f"{'#if' if i == 0 else '#elif'} {cond}\n{text}\n")
+    return "".join(parts) + "#endif\n"
+
+
+def _cached(
+    path: Path | None,
+    params: dict[str, list[Any]],
+    ok: Callable[[dict[str, Any]], bool],
+    rows: list[Any] | None,
+    baseline: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """The results a Kernel Tuner cache at ``path`` holds for configurations of this call's space (none
+    where there is no file, or it is another kernel's: other ``tune_params_keys``)."""
+    from launchtune import kernel_tuner_compat as kt
+
+    data = kt.read_cache(path) if path is not None else None
+    if not data or list(data.get("tune_params_keys") or []) != list(params):
+        return []
+    permitted = {tuple(r) for r in rows} if rows is not None else None
+    return kt.cached_results(
+        data, params, lambda c: ok(c) and (permitted is None or tuple(c[n] for n in params) in permitted)
+    )
+
+
+def metrics_names(metrics: Mapping[str, Any] | None) -> list[str]:
+    return [k for k in (metrics or {}) if isinstance(k, str) and k.isidentifier()]
+
+
+def _metric_here(name: str, text: str, known: list[str]) -> Callable[[dict[str, Any]], Any]:
+    """A metric given as a string whose name is not an identifier (Kernel Tuner's ``"GB/s"``): evaluated
+    here on each result, in the kernel spec's expression language over the parameters, ``time`` and the
+    metrics named as identifiers."""
+    from launchtune.kernels.kernel.expressions import parse
+
+    expr = parse(text, known, f"metrics[{name!r}]")
+    return lambda result: expr({k: v for k, v in result.items() if k in expr.names})
+
+
+def _first_allowed(
+    params: dict[str, list[Any]], ok: Callable[[dict[str, Any]], bool], rows: list[Any] | None
+) -> dict[str, Any]:
+    """Without ``default=``, the baseline is the first configuration (in ``tune_params`` order) that ``ok``
+    allows, as Kernel Tuner's first valid one: nothing is required of the first values."""
+    names = list(params)
+    for combo in rows if rows is not None else itertools.product(*params.values()):
+        config = dict(zip(names, combo, strict=True))
+        if ok(config):
+            return config
+    raise ValueError("restrictions: no configuration of tune_params satisfies them")
 
 
 def tune_kernel(
     kernel_name: str,
-    kernel_source: str | Path,
-    problem_size: int | Sequence[int],
+    kernel_source: str | Path | Callable[[dict[str, Any]], str],
+    problem_size: Any,
     arguments: Sequence[Any],
     tune_params: Mapping[str, Sequence[Any]],
-    *,
-    restrictions: str | Callable[[dict[str, int]], bool] | Sequence[Any] | None = None,
-    grid_div_x: str | Sequence[str] | None = None,
-    grid_div_y: str | Sequence[str] | None = None,
-    grid_div_z: str | Sequence[str] | None = None,
-    block_size_names: Sequence[str] | None = None,
-    cmem_args: Mapping[str, np.ndarray] | None = None,
+    grid_div_x: Any = None,
+    grid_div_y: Any = None,
+    grid_div_z: Any = None,
+    restrictions: Any = None,
     answer: Sequence[Any] | None = None,
     atol: float = 1e-6,
-    compiler_options: Sequence[str] | None = None,
+    verify: Callable[..., bool] | None = None,
+    verbose: bool = False,
+    lang: str | None = None,
+    device: int = 0,
+    platform: int = 0,
+    smem_args: Mapping[str, Any] | None = None,
+    cmem_args: Mapping[str, Any] | None = None,
+    texmem_args: Mapping[str, Any] | None = None,
+    compiler: Any = None,
+    compiler_options: str | Sequence[str] | None = None,
+    defines: Mapping[str, Any] | None = None,
+    log: Any = None,
     iterations: int = 7,
-    metrics: Mapping[str, str] | None = None,
-    objective: str | None = None,
-    objective_higher_is_better: bool = False,
+    block_size_names: Sequence[str] | None = None,
+    quiet: bool = False,
     strategy: str | None = None,
+    strategy_options: Mapping[str, Any] | None = None,
+    cache: str | Path | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    simulation_mode: bool | None = None,
+    parallel: Any = None,
+    observers: Sequence[Any] | None = None,
+    objective: str | None = None,
+    objective_higher_is_better: bool | None = None,
+    objectives: Any = None,
+    seed: int | None = None,
+    *,
+    default: Mapping[str, Any] | None = None,
     budget: int | None = None,
     cluster: Any = None,
     gpu_classes: str | Sequence[str] | None = None,
     out: str | Path | None = None,
-    seed: int = 0,
     force: bool = False,
     progress: bool | None = None,
     train_models: bool = False,
     remeasure: bool = False,
-) -> Result:
-    """Tune a CUDA kernel's parameters on every GPU class of ``cluster``, in Kernel Tuner's terms.
+) -> Any:
+    """Tune a CUDA kernel's parameters, as Kernel Tuner 1.5's ``tune_kernel`` (every keyword of it has its
+    meaning here or is refused in one line: docs/api.md), on every GPU class of ``cluster``.
 
-    ``kernel_source`` is the code or a file; ``arguments`` numpy arrays and numpy scalars in the kernel's
-    order; ``tune_params`` each parameter's values (the first is the default configuration), which reach
-    the source as ``#define``s; ``restrictions`` strings (expressions over the parameters and
-    ``problem_size_x/y/z``) or functions of a configuration (run here); ``grid_div_x/y/z`` what divides
-    the problem size (default: the block size parameter); ``answer`` the expected arrays (None where an
-    argument is not checked; without it every array must match the default configuration's), within
-    ``atol`` + 1e-5 relative; ``iterations`` timed launches per configuration (the median).
+    Returns ``(results, env)`` as Kernel Tuner does (a :class:`~launchtune.kernel_tuner_compat.TuneResult`),
+    whose attributes are the sweep folder's :class:`Result` (``rows``, ``best``, ``folder``, ...).
 
-    ``metrics``: named expressions (strings, in the kernel spec's language, never Python functions: they are
-    evaluated on the workers) over the parameters, ``problem_size_x/y/z``, ``time`` (ms per launch) and, where
-    NVML has an energy counter, ``energy_mJ`` and ``power_W``; ``objective``: the metric or measured quantity
-    every ranking uses (default ``time``), maximised where ``objective_higher_is_better`` (Kernel Tuner's
-    names for both).
-
-    ``strategy``: None or ``"brute_force"`` measures every configuration, or ``budget`` random ones; a
-    strategy name (``launchtune strategies --list``; ``kt:<name>`` for Kernel Tuner's) searches within
-    ``budget`` measurements per GPU class (default 400, where the default strategy's worst seed was right:
-    ``launchtune sweep --help``). ``cluster``: None or ``"local"`` (this machine's GPUs), ``"slurm"``, a
-    cluster config's path, or a Dask ``Client`` or cluster object (used, left running). ``out``: the
-    sweep folder (default ``results/<kernel_name>``); the same call again resumes it. ``train_models``:
-    surrogate models trained on the rows; ``remeasure``: the pick timed against the default in interleaved
-    rounds (each as ``launchtune sweep --train-models``, ``--remeasure``; off unless asked: the pick is the
-    fastest configuration measured).
+    ``kernel_source`` is the code or a file; ``arguments`` numpy or CuPy arrays and numpy scalars in the
+    kernel's order; ``tune_params`` each parameter's values, which reach the source as ``#define``s;
+    ``restrictions`` strings or functions of a configuration (run here); ``grid_div_x/y/z`` what divides the
+    problem size (``[]``: nothing); ``answer`` the expected arrays (None: no check), within ``atol``, or
+    ``verify(answer, result_host, atol=)`` judges each configuration's outputs (one local GPU only: the
+    sweep measures in this process there, and CuPy arrays are used in place);
+    ``iterations`` timed launches per configuration (the median); ``metrics`` strings (evaluated on the
+    workers) or functions of a result (run here, after); ``strategy``/``strategy_options``
+    (``max_fevals``, ``time_limit``) or ``budget``; ``cache`` a Kernel Tuner cache file the results are
+    merged into, replayed without a GPU with ``simulation_mode=True``; ``default`` the baseline
+    configuration (default: the first the restrictions allow). ``cluster``: None or ``"local"`` (this
+    machine's GPUs), ``"slurm"``, a cluster config's path, or a Dask ``Client`` or cluster object.
+    ``out``: the sweep folder (default ``results/<kernel_name>-<hash of the call's inputs>``: each
+    different call its own folder, the same call again resumes it).
+    ``train_models``: surrogate models trained on the rows; ``remeasure``: the pick timed against the default
+    in interleaved rounds (each as ``launchtune sweep --train-models``, ``--remeasure``; off unless asked: the
+    pick is the fastest configuration measured).
     """
+    from launchtune import kernel_tuner_compat as kt
+    from launchtune.checks import check_arguments
+    from launchtune.kernels.kernel import live
     from launchtune.kernels.kernel.spec import kernel_defined
     from launchtune.pipeline.paths import check_slug, out_folder, results_root
     from launchtune.pipeline.store.ownership import claim
 
-    code = _source(kernel_source)
-    if not isinstance(kernel_name, str) or not kernel_defined(code, kernel_name):
-        raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the kernel source")
-    dims = _problem_size(problem_size)
-    params = _tune_params(tune_params, block_size_names or ("block_size_x", "block_size_y", "block_size_z"))
+    given = dict(locals())
+    check_arguments({k: v for k, v in given.items() if k not in ("kt",)})
+    for name, why in kt.REFUSED.items():
+        if given[name] not in (None, False):
+            _refuse(name, why)
+    if lang is not None and lang.upper() not in ("CUDA", "CUPY", "NVCUDA"):
+        _refuse("lang", kt.OTHER_LANGS.format(lang=lang))
+    if device != 0:
+        _refuse(
+            "device", "launchtune measures on each GPU of the cluster; choose one with CUDA_VISIBLE_DEVICES"
+        )
+    if platform != 0:
+        _refuse("platform", "platforms are OpenCL's; launchtune runs CUDA")
+    for dim, value in zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True):
+        if callable(value):
+            _refuse(
+                f"grid_div_{dim}",
+                "a function is not evaluated per launch here; give the parameter names "
+                "or expressions that divide the problem size, e.g. ['block_size_x', 'tile_size_x']",
+            )
+    if callable(problem_size):
+        _refuse(
+            "problem_size",
+            "a function is not evaluated per launch here; give numbers, or a parameter's "
+            "name or an expression of the parameters ('num_blocks')",
+        )
+    observed: dict[str, Callable[[dict[str, Any]], Any]] = {}  # Kernel Tuner's names of ours, in its units
+    for observer in observers or ():
+        wanted = set(getattr(observer, "observables", None) or ()) | set(
+            getattr(getattr(observer, "continuous_observer", None), "observables", None) or ()
+        )
+        other = sorted(wanted - set(NVML_OBSERVABLES)) or (
+            [] if "NVML" in type(observer).__name__ else ["all"]
+        )
+        if other:
+            _refuse(
+                "observers",
+                f"{type(observer).__name__} ({', '.join(other)}): only NVML's nvml_energy and nvml_power "
+                "have a counterpart (recorded as energy_mJ and power_W wherever the GPU has the counter)",
+            )
+        observed.update({k: NVML_OBSERVABLES[k] for k in sorted(wanted)})
+    if smem_args is not None and (set(smem_args) != {"size"} or not isinstance(smem_args["size"], int | str)):
+        _refuse("smem_args", "give {'size': bytes} as a number or an expression of the parameters")
+    options = [compiler_options] if isinstance(compiler_options, str) else list(compiler_options or [])
+    here = not simulation_mode and _measures_here(cluster)
+    define_functions: dict[str, Callable[[dict[str, Any]], Any]] = {}
+    for key, value in (defines or {}).items():
+        if callable(value) and not here:
+            _refuse(
+                "defines",
+                f"{key!r}: a function runs only where one local GPU measures in this process (cluster=None, "
+                "one GPU visible); give a value or an expression in the source",
+            )
+        if callable(value):
+            define_functions[str(key)] = value
+        else:
+            options.append(f"-D{key}={value}")
+    max_minutes = None
+    for key, value in (strategy_options or {}).items():
+        if key == "max_fevals" and budget is None:
+            check_arguments({"budget": value})
+            budget = int(value)
+        elif key == "time_limit":
+            check_arguments({"max_minutes": value})
+            max_minutes = float(value) / 60
+        elif key != "max_fevals":
+            _refuse(
+                "strategy_options",
+                f"{key!r}: launchtune's strategies take max_fevals and time_limit; "
+                "each has its own defaults (launchtune strategies --list)",
+            )
+    strategy = _kt_strategy(strategy)
+    if simulation_mode and cache is None:
+        _refuse("simulation_mode", "replays a Kernel Tuner cache: give cache=FILE")
+    if verify is not None and not simulation_mode and not here:
+        _refuse("verify", kt.VERIFY_ELSEWHERE)
+    if verify is not None and answer is not None and len(answer) != len(arguments):
+        raise ValueError(
+            f"answer: {len(answer)} entries for {len(arguments)} arguments (None where unchecked)"
+        )
+
+    if not callable(kernel_source):
+        code = _source(kernel_source)
+        if not kernel_defined(code, kernel_name):
+            raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the kernel source")
+    dims: list[Any]
+    if isinstance(problem_size, str):
+        dims = [problem_size]
+    elif isinstance(problem_size, Sequence) and any(isinstance(d, str) for d in problem_size):
+        dims = [d if isinstance(d, str) else int(d) for d in problem_size]
+    else:
+        dims = _problem_size(problem_size)
+    blocks = list(block_size_names or ("block_size_x", "block_size_y", "block_size_z"))
+    params = _tune_params(tune_params, blocks)
+    functions = {**observed, **{k: v for k, v in (metrics or {}).items() if callable(v)}}
+    texts_metrics = {k: v for k, v in (metrics or {}).items() if not callable(v)}
+    if not all(isinstance(v, str) for v in texts_metrics.values()):
+        raise TypeError("metrics: expected a dict of name to an expression string or a function of a result")
+    for key in [k for k in texts_metrics if not k.isidentifier()]:  # "GB/s": no name the spec can hold
+        functions[key] = _metric_here(key, texts_metrics.pop(key), [*params, "time", *metrics_names(metrics)])
+    goal = objective or "time"
+    maximize = bool(objective_higher_is_better)
+    if goal in functions and not (strategy is None or strategy in EXHAUSTIVE) and budget is None:
+        _refuse(
+            "objective",
+            f"{goal!r} is a Python function run here after measuring, so a search cannot "
+            "rank by it; write the metric as a string, or use strategy='brute_force'",
+        )
     files = _Writer()
-    texts, allowed = _restrictions(restrictions, params, files)
+    texts, allowed, allowed_rows = _restrictions(restrictions, params, files)
+    cache_path = None
+    if cache is not None:
+        cache_path = Path(cache).expanduser()
+        if not cache_path.name.endswith(".json"):
+            cache_path = cache_path.with_name(cache_path.name + ".json")  # as Kernel Tuner names it
+    ok = _allows(params, texts, dims, blocks)
+    if callable(kernel_source):
+        code = _generated_source(kernel_source, params, ok, allowed_rows)
+        if not kernel_defined(code, kernel_name):
+            raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the generated source")
+    if simulation_mode:
+        assert cache_path is not None
+        allowed_set = {tuple(r) for r in allowed_rows} if allowed_rows is not None else None
+        results, env = kt.replay(
+            cache_path, params,
+            lambda c: ok(c) and (allowed_set is None or tuple(c[n] for n in params) in allowed_set),
+        )  # fmt: skip
+        kt.apply_metrics(results, functions)
+        env["best_config"] = kt.best_of(results, goal, maximize)
+        return kt.TuneResult(results, env, None)
+
+    baseline = dict(default) if default is not None else _first_allowed(params, ok, allowed_rows)
+    cached = _cached(cache_path, params, ok, allowed_rows, baseline)
+    if cached:  # Kernel Tuner's resume: what the cache holds is not measured again (the baseline is)
+        done = {tuple(e[n] for n in params) for e in cached}
+        names = list(params)
+        candidates = allowed_rows if allowed_rows is not None else itertools.product(*params.values())
+        remaining = [
+            c for c in candidates
+            if ok(dict(zip(names, c, strict=True)))
+            and (tuple(c) not in done or dict(zip(names, c, strict=True)) == baseline)
+        ]  # fmt: skip
+        files.files.pop("allowed.npy", None)
+        allowed = _allowed_file(files, params, remaining)
+        logger.info(f"cache: {len(cached)} configurations from {cache_path}, {len(remaining)} to measure")
+    device_arrays: dict[int, Any] | None = {} if here else None  # device arrays used in place, by position
+    host_answer = [_host_array(a) for a in answer] if answer is not None else None
     kernel: dict[str, Any] = {
         "source": files.text("kernel.cu", code),
         "kernel_name": kernel_name,
         "problem_size": dims,
         "tune_params": params,
-        "arguments": _arguments(arguments, answer, cmem_args, files),
+        "default": baseline,
+        "arguments": _arguments(
+            arguments,
+            host_answer if verify is None else None,
+            {k: _host_array(v) for k, v in (cmem_args or {}).items()},
+            files,
+            device_arrays,
+            (host_answer or []) if verify is not None else None,
+        ),
         "atol": float(atol),
     }
+    if verify is not None:  # the caller's function judges the outputs: another function, another folder
+        files.text("verify.py", _function_text(verify))
+    for key, function in define_functions.items():  # likewise the caller's #define functions
+        files.text(f"define_{check_slug(key, 'defines')}.py", _function_text(function))
     if texts:
         kernel["restrictions"] = texts
     if allowed:
@@ -525,58 +932,227 @@ def tune_kernel(
     for dim, value in zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True):
         divisors = _divisors(value, f"grid_div_{dim}")
         if divisors is not None:
-            kernel[f"grid_div_{dim}"] = divisors
+            kernel[f"grid_div_{dim}"] = divisors or ["1"]  # Kernel Tuner's []: nothing divides it
     if block_size_names is not None:
         kernel["block_size_names"] = list(block_size_names)
-    if compiler_options:
-        kernel["compiler_options"] = list(compiler_options)
-    if metrics:
-        if not isinstance(metrics, Mapping) or not all(isinstance(v, str) for v in metrics.values()):
-            raise TypeError(
-                "metrics: expected a dict of name to an expression string (not a Python function)"
-            )
-        kernel["metrics"] = {str(k): v for k, v in metrics.items()}
-    if objective is not None:
-        if not isinstance(objective, str):
-            raise TypeError(
-                f"objective: expected the name of a metric or a measured quantity, got {objective!r}"
-            )
-        kernel["objective"] = {"maximize" if objective_higher_is_better else "minimize": objective}
+    if options:
+        kernel["compiler_options"] = options
+    if smem_args is not None:
+        kernel["shared_memory"] = smem_args["size"]
+    if texts_metrics:
+        kernel["metrics"] = {str(k): v for k, v in texts_metrics.items()}
+    if objective is not None and objective not in functions:
+        kernel["objective"] = {"maximize" if maximize else "minimize": objective}
     files.text("kernel.yaml", yaml.safe_dump(kernel, sort_keys=False, default_flow_style=None))
 
     name = check_slug(kernel_name, "kernel_name")
-    folder = out_folder(Path(out), "out") if out is not None else results_root() / name
-    inputs = folder / "inputs" / files.digest()  # other kernel files, another folder and planning key
+    digest = files.digest()
+    folder = out_folder(Path(out), "out") if out is not None else results_root() / f"{name}-{digest[:8]}"
+    inputs = folder / "inputs" / digest  # other kernel files, another folder and planning key
     exhaustive = strategy is None or strategy in EXHAUSTIVE
     sweep_spec: dict[str, Any] = {
         "name": name,
         "description": f"tune_kernel({kernel_name!r}) from Python",
         "workload": KERNEL_WORKLOAD,
         "case": name,
-        "size": "x".join(map(str, dims)),
+        "size": "x".join(str(d) if isinstance(d, int) else "1" for d in dims),  # an expression: per launch
         "backend": "auto",
         "options": {"spec": str(inputs / "kernel.yaml")},
         "samplers": ["exhaustive"] if exhaustive and budget is None else ["random"],
         "samples": budget if exhaustive and budget is not None else 0,
         "repeats": iterations,
         "batch_size": "auto",
-        "seed": seed,
+        "seed": seed or 0,
         "train_models": bool(train_models),
         "remeasure": bool(remeasure),
     }
     if not exhaustive:  # without a budget, the spec's default (store.spec.DEFAULT_BUDGET)
         sweep_spec["search"] = {"strategy": strategy, **({"budget": budget} if budget is not None else {})}
     files.text("sweep.yaml", yaml.safe_dump(sweep_spec, sort_keys=False, default_flow_style=None))
+    if cache_path is not None:
+        kt.read_cache(cache_path)  # a file that is not a cache: one line now, not after the sweep
+    _check_gpu(cluster)
 
     claim(folder, "sweep", "out")  # a new or empty folder, or a sweep's: the inputs go inside it
     files.write(inputs)
     logger.info(f"tune_kernel {kernel_name}: inputs in {inputs}")
-    return sweep(
-        inputs / "sweep.yaml",
-        cluster=cluster,
-        out=folder,
-        gpu_classes=gpu_classes,
-        force=force,
-        progress=progress,
-        allow_workload=[KERNEL_WORKLOAD] if ":" in KERNEL_WORKLOAD else (),
+    attached = live.Attached(
+        arrays=device_arrays or {},
+        verify=verify,
+        answer=None if host_answer is None else [None if a is None else np.asarray(a) for a in host_answer],
+        atol=atol,
+        defines=define_functions,
+        measured=_cache_appender(cache_path, kernel_name, dims, params, goal, functions) if here else None,
     )
+    try:
+        with live.attached(inputs / "kernel.yaml", attached):
+            result = sweep(
+                inputs / "sweep.yaml",
+                cluster=cluster,
+                out=folder,
+                gpu_classes=gpu_classes,
+                force=force,
+                progress=progress if progress is not None else (True if verbose else None),
+                max_minutes=max_minutes,
+                allow_workload=[KERNEL_WORKLOAD] if ":" in KERNEL_WORKLOAD else (),
+            )
+    finally:
+        if here:  # the workload built here holds the caller's arrays and functions: released with the call
+            from launchtune.pipeline.sweep.worker import forget_workloads_of
+
+            forget_workloads_of(inputs / "kernel.yaml")
+    return _kernel_tuner_pair(result, params, texts_metrics, functions, dims, iterations, goal, maximize,
+                              cache_path, kernel_name, quiet, cached)  # fmt: skip
+
+
+def _cache_appender(
+    path: Path | None,
+    kernel_name: str,
+    dims: list[Any],
+    params: dict[str, list[Any]],
+    goal: str,
+    functions: Mapping[str, Callable[[dict[str, Any]], Any]],
+) -> Callable[[dict[str, Any], dict[str, Any]], None] | None:
+    """Kernel Tuner's cache appended as each configuration is measured in this process (the workload calls
+    this with the configuration's values and what it measured, ``kernels.kernel.live``); None without a
+    cache. After the sweep, :func:`_kernel_tuner_pair` merges every row into it and closes it."""
+    from launchtune import kernel_tuner_compat as kt
+    from launchtune.kernels.device import visible_gpu_names
+
+    if path is None:
+        return None
+    names = visible_gpu_names()
+    header = {"device_name": names[0] if names else "", "kernel_name": kernel_name, "problem_size": dims,
+              "tune_params_keys": list(params), "tune_params": params, "objective": goal}  # fmt: skip
+    appender = kt.CacheAppender(path, header)
+
+    def measured(config: dict[str, Any], what: dict[str, Any]) -> None:
+        entry: dict[str, Any] = dict(config)
+        if "error" in what:
+            failed = (
+                "CompilationFailedConfig" if what["error"].startswith("compile error") else "InvalidConfig"
+            )
+            entry.update(time=kt.error_config(failed), compile_time=0.0, benchmark_time=0.0)
+        else:
+            times = [float(t) for t in what["times"]]
+            entry.update(time=float(what["time"]), times=times, compile_time=float(what["compile_ms"]),
+                         benchmark_time=sum(times))  # fmt: skip
+            entry.update({k: v for k, v in (what.get("metrics") or {}).items() if v is not None})
+            kt.apply_metrics([entry], functions)
+        entry.update(framework_time=0.0, strategy_time=0.0, verification_time=0.0)
+        appender.append(entry)
+
+    return measured
+
+
+def _kernel_tuner_pair(
+    result: Result,
+    params: dict[str, list[Any]],
+    texts_metrics: Mapping[str, str],
+    functions: Mapping[str, Callable[[dict[str, Any]], Any]],
+    dims: list[Any],
+    iterations: int,
+    goal: str,
+    maximize: bool,
+    cache_path: Path | None,
+    kernel_name: str,
+    quiet: bool,
+    cached: list[dict[str, Any]] = (),  # type: ignore[assignment]
+) -> Any:
+    """The sweep's rows of its first GPU class as Kernel Tuner's ``(results, env)``, after the ``cached``
+    results (a resumed cache's) it did not measure again; the cache merged."""
+    from launchtune import kernel_tuner_compat as kt
+    from launchtune.kernels.kernel.fields import is_whole
+
+    rows = result.rows
+    if len(rows) and "gpu_class" in rows:
+        rows = rows[rows["gpu_class"] == sorted(set(rows["gpu_class"]))[0]]
+    labels = {n: tuple(v) for n, v in params.items() if not is_whole(v)}
+    measured = kt.results_from_rows(rows, params, texts_metrics, labels)
+    seen = {kt.cache_key(r, params) for r in measured}
+    results = [dict(r) for r in cached if kt.cache_key(r, params) not in seen] + measured
+    kt.apply_metrics(results, functions)
+    for entry in results:
+        if goal not in entry and isinstance(entry.get("time"), float) and goal == "time":
+            entry[goal] = entry["time"]
+    best = kt.best_of(results, goal, maximize)
+    env = kt.environment(rows, dims if len(dims) > 1 else dims[0], iterations, goal, best)
+    if cache_path is not None:
+        header = {"device_name": env["device_name"], "kernel_name": kernel_name, "problem_size": dims,
+                  "tune_params_keys": list(params), "tune_params": params, "objective": goal}  # fmt: skip
+        kt.write_cache(cache_path, header, results)
+    if not quiet and best is not None:
+        print(f"best performing configuration for {goal}: " + ", ".join(f"{k}={v}" for k, v in best.items()
+              if k in params or k == goal))  # fmt: skip
+    return kt.TuneResult(results, env, result)
+
+
+def run_kernel(
+    kernel_name: str,
+    kernel_source: str | Path,
+    problem_size: Any,
+    arguments: Sequence[Any],
+    params: Mapping[str, Any],
+    grid_div_x: Any = None,
+    grid_div_y: Any = None,
+    grid_div_z: Any = None,
+    lang: str | None = None,
+    device: int = 0,
+    platform: int = 0,
+    smem_args: Mapping[str, Any] | None = None,
+    cmem_args: Mapping[str, Any] | None = None,
+    texmem_args: Mapping[str, Any] | None = None,
+    compiler: Any = None,
+    compiler_options: str | Sequence[str] | None = None,
+    defines: Mapping[str, Any] | None = None,
+    block_size_names: Sequence[str] | None = None,
+    quiet: bool = False,
+    log: Any = None,
+) -> list[Any]:
+    """Kernel Tuner's ``run_kernel``: compile ``kernel_name`` with ``params`` as ``#define``s, launch it
+    once on this machine's first GPU and return ``arguments`` after the launch (arrays as numpy; CuPy
+    arrays are used in place, on the device). Nothing is written."""
+    from launchtune import kernel_tuner_compat as kt
+    from launchtune.checks import check_arguments
+    from launchtune.kernels.kernel.compile import build_function, source_with_defines
+    from launchtune.kernels.kernel.expressions import parse
+    from launchtune.kernels.kernel.spec import kernel_defined
+
+    given = dict(locals())
+    check_arguments({k: v for k, v in given.items() if k != "kt"})
+    for name in ("texmem_args", "compiler", "log"):
+        if given[name] is not None:
+            _refuse(name, kt.REFUSED[name])
+    if lang is not None and lang.upper() not in ("CUDA", "CUPY", "NVCUDA"):
+        _refuse("lang", kt.OTHER_LANGS.format(lang=lang))
+    if device != 0 or platform != 0:
+        _refuse("device", "run_kernel launches on the first GPU; choose it with CUDA_VISIBLE_DEVICES")
+    code = _source(kernel_source)
+    if not kernel_defined(code, kernel_name):
+        raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the kernel source")
+    names = list(block_size_names or ("block_size_x", "block_size_y", "block_size_z"))
+    values = {str(k): (v.item() if isinstance(v, np.generic) else v) for k, v in params.items()}
+    block = tuple(int(values.get(n, 256 if i == 0 else 1)) for i, n in enumerate(names))
+    known = {**values, **dict(zip(names, block, strict=True))}
+    raw = [problem_size] if isinstance(problem_size, int | str | np.integer) else list(problem_size)
+    dims = [int(parse(d, list(known), "problem_size")(known)) if isinstance(d, str) else int(d) for d in raw]
+    grid: list[int] = []
+    for i, (dim, divs) in enumerate(zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True)):
+        items = [names[i]] if divs is None else ([divs] if isinstance(divs, str | int) else list(divs))
+        divisor = math.prod(parse(d, list(known), f"grid_div_{dim}")(known) for d in items)
+        grid.append(max(1, math.ceil((dims[i] if i < len(dims) else 1) / divisor)))
+    macros = {**known, **{f"grid_size_{d}": g for d, g in zip("xyz", grid, strict=True)}, "kernel_tuner": 1}
+    options = [compiler_options] if isinstance(compiler_options, str) else list(compiler_options or [])
+    options += [f"-D{k}={v}" for k, v in (defines or {}).items()]
+    _check_gpu(None)
+    import cupy as cp
+
+    module, function = build_function(cp, source_with_defines(code, macros), options, kernel_name)
+    device_args = [cp.asarray(a) if isinstance(a, np.ndarray) else a for a in arguments]
+    for symbol, array in (cmem_args or {}).items():
+        host = np.ascontiguousarray(_host_array(array))
+        cp.ndarray(host.shape, host.dtype, module.get_global(symbol)).set(host)
+    shared = int(smem_args["size"]) if smem_args else 0
+    function(tuple(grid), block, tuple(device_args), shared_mem=shared)
+    cp.cuda.Device().synchronize()
+    return [a.get() if hasattr(a, "__cuda_array_interface__") else a for a in device_args]

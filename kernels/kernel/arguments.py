@@ -23,7 +23,7 @@ from launchtune.kernels import files
 from launchtune.kernels.kernel.errors import SpecError
 from launchtune.kernels.kernel.expressions import Expression, ExpressionError, parse
 
-FILLS = ("zeros", "uniform", "normal", "constant", "arange", "npy")
+FILLS = ("zeros", "uniform", "normal", "constant", "arange", "npy", "caller")
 DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
           "uint64")  # fmt: skip
 MAX_ARGUMENTS = 64
@@ -42,6 +42,9 @@ class Fill:
     # a .npy fill's header, read when the spec is (never its data): what the array will be
     npy_shape: tuple[int, ...] | None = None
     npy_dtype: str | None = None
+    # a ``caller`` fill: the device array the Python API's caller gave, used where it was given (in the
+    # caller's process, ``kernels.kernel.live``); the text names its contents (a fingerprint)
+    token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +159,10 @@ def _parse_fill(raw: Any, where: str, spec_dir: Path, dtype: str = "float64") ->
         if not fits(args[0], dtype):
             raise SpecError(f"{where}.constant: {value!r} is not a {dtype} value")
         return Fill(kind, args)
+    if kind == "caller":
+        if not isinstance(value, str) or not value:
+            raise SpecError(f"{where}.caller: expected the text naming the caller's array")
+        return Fill(kind, token=value)
     if kind == "npy":
         path = npy_file(value, f"{where}.npy", spec_dir)
         shape, npy_dtype = _read_npy_header(path, f"{where}.npy")
@@ -339,6 +346,11 @@ def make_host(arg: ArgumentSpec, index: int, values: Mapping[str, int], seed: in
         return np.full(shape, fill.args[0], dtype)
     if fill.kind == "arange":
         return np.arange(math.prod(shape)).reshape(shape).astype(dtype)
+    if fill.kind == "caller":
+        raise SpecError(
+            f"{arg.where}.fill: a device array given to tune_kernel, used only in that call's own process "
+            "(call tune_kernel again, or give the array as numpy)"
+        )
     assert fill.path is not None
     _read_npy_header(fill.path, f"{arg.where}.fill.npy")  # the file checked when the spec was may differ now
     try:

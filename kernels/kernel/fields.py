@@ -96,12 +96,16 @@ def read_yaml(path: Path, with_bytes: bool = False) -> Any:
     return (data, raw) if with_bytes else data
 
 
+def is_whole(values: list[Any]) -> bool:
+    """Whether a parameter's values are integers for the space (else labels: the space holds indices)."""
+    return all(isinstance(v, bool | int) or (isinstance(v, float) and v.is_integer()) for v in values)
+
+
 def _param_values(name: str, raw: Any, where: str) -> tuple[tuple[int, ...], tuple[Any, ...] | None]:
     """A parameter's values for the space, and their labels where they are not all integers (floats, text:
     the space holds indices 0..n-1)."""
     values = raw if isinstance(raw, list) else [raw]
-    whole = all(isinstance(v, bool | int) or (isinstance(v, float) and v.is_integer()) for v in values)
-    if whole:
+    if is_whole(values):
         return _int_values(name, raw, where), None
     if not values or len(values) > MAX_VALUES:
         raise SpecError(f"{where}: expected 1 to {MAX_VALUES:,} values, got {len(values)}")

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from launchtune.kernels.backend import get_backend
+from launchtune.kernels.kernel import live
 from launchtune.kernels.kernel.arguments import make_host
 from launchtune.kernels.kernel.compile import (
     Compiled,
@@ -102,8 +103,13 @@ class KernelWorkload(Workload):
         self._headers = header_digest(self.spec)  # an edited header is another module
         check_for_problem(self.spec, self.problem, float(device.mem_info[1]))
         self._space = self.spec.space(self.problem)
+        self._live_key = live.key(self.spec.path)  # what the caller attached, looked up where it is used
+        attached = live.attached_to(self._live_key)
+        self._given = dict(attached.arrays) if attached is not None else {}
         self._host, self._args, self._constants, self._outputs = self._make_arguments()
-        self._initial = {i: cp.asarray(self._host[i]) for i in self._outputs}
+        self._initial = {  # a caller's device array is restored from a copy on the device, never the host
+            i: self._args[i].copy() if i in self._given else cp.asarray(self._host[i]) for i in self._outputs
+        }
         self.compiler = Compiler(self._build, workers_option(compile_workers), self._use_device)
         self._reference: dict[int, Any] | None = None
         self._references: dict[tuple, dict[int, Any]] = {}  # the reference function's answers, recent last
@@ -150,8 +156,12 @@ class KernelWorkload(Workload):
         values = self.spec.values(self.problem)
         host, device, constants, outputs = [], [], {}, []
         for index, arg in enumerate(self.spec.arguments):
-            value = make_host(arg, index, values, self.seed)
-            on_device = value if arg.is_scalar else cp.asarray(value)
+            given = arg.argument and arg.fill is not None and arg.fill.kind == "caller"
+            if given and len(host) in self._given:  # the caller's device array, used as it is
+                value = on_device = self._given[len(host)]
+            else:
+                value = make_host(arg, index, values, self.seed)
+                on_device = value if arg.is_scalar else cp.asarray(value)
             if arg.constant:
                 constants[arg.constant] = on_device
             if arg.argument:
@@ -174,6 +184,13 @@ class KernelWorkload(Workload):
         """The compile-cache key of ``config`` and what is compiled: the source text handed to the
         compiler and the kernel's name expression."""
         defines = self.spec.defines(config, self.problem)
+        attached = live.attached_to(self._live_key)
+        if attached is not None and attached.defines:  # the caller's functions, run here
+            actual = self.spec.actual({n: config[n] for n in self.spec.names})
+            for k, f in attached.defines.items():
+                value = f(dict(actual))
+                value = value.item() if isinstance(value, np.generic) else value
+                defines[k] = value if isinstance(value, int | float | str) else str(value)
         name = self.spec.name_expression(config)
         options = [*self.spec.compiler_options, name]
         key = cache_key(self.spec.code, defines, options, self._headers)
@@ -392,7 +409,14 @@ class KernelWorkload(Workload):
         """The configuration compiles, fits the compiled kernel's and the device's limits, and computes the
         reference's outputs within ``atol + rtol * |reference|`` everywhere (the worst difference named)."""
         config = self._space.validate(config)
-        want = self.reference_outputs(config)
+        attached = live.attached_to(self._live_key)
+        check = self._check(config, attached.verify if attached is not None else None)
+        if not check.ok and attached is not None and attached.measured is not None:
+            attached.measured(self.spec.actual(dict(config)), {"error": check.reason})
+        return check
+
+    def _check(self, config: dict[str, int], verify: Callable[..., Any] | None) -> Check:
+        want = self.reference_outputs(config) if verify is None else {}
         try:
             self.geometry(config)
         except ExpressionError as exc:  # a grid divisor that is not a positive whole number here
@@ -402,6 +426,8 @@ class KernelWorkload(Workload):
         if problems:
             return Check(False, "; ".join(problems))
         got = self._outputs_after_one_launch(config, compiled)
+        if verify is not None:
+            return self._verified(config, verify)
         cp = self.cp
         for i, expected in want.items():
             actual = got[i]
@@ -420,6 +446,24 @@ class KernelWorkload(Workload):
                     f"{tolerance}); {int(bad.sum())} elements differ",
                 )
         return Check(True)
+
+    def _verified(self, config: Mapping[str, int], verify: Callable[..., Any]) -> Check:
+        """Kernel Tuner's ``verify(answer, result_host, atol=)`` on every argument after one launch (arrays
+        copied to the host), in this process: the caller's function (``kernels.kernel.live``)."""
+        attached = live.attached_to(self._live_key)
+        assert attached is not None
+        answer = None if attached.answer is None else list(attached.answer)
+        # as Kernel Tuner's: with an answer, the arrays it names come back; without, every array; else None
+        wanted = [
+            (answer[i] is not None)
+            if answer
+            else isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__")
+            for i, a in enumerate(self._args)
+        ]
+        result_host = [self.cp.asnumpy(a) if w else None for a, w in zip(self._args, wanted, strict=True)]
+        if bool(verify(answer, result_host, atol=attached.atol)):
+            return Check(True)
+        return Check(False, f"verify returned False for {self.spec.actual(dict(config))}")
 
     def _argument_name(self, host_index: int) -> str:
         passed = [a.name for a in self.spec.arguments if a.argument]
@@ -475,12 +519,20 @@ class KernelWorkload(Workload):
         elif self.energy_reason:
             extra["energy_reason"] = self.energy_reason
         metrics, cost = self.spec.evaluate(config, self.problem, measured)
+        compile_ms = self.take_compile_ms()
+        attached = live.attached_to(self._live_key)
+        if attached is not None and attached.measured is not None:
+            attached.measured(
+                self.spec.actual(dict(config)),
+                {"time": median, "times": times, "compile_ms": compile_ms, "metrics": metrics,
+                 "objective": cost, **extra},
+            )  # fmt: skip
         return Timing(
             kernels={self.spec.kernel_base: median},
             total=median,
             repeats=repeats,
             extra={
-                "compile_ms": self.take_compile_ms(),
+                "compile_ms": compile_ms,
                 "grid": list(grid),
                 "block": list(block),
                 "unit": "ms per launch",

@@ -88,6 +88,17 @@ def forget_workload(spec: Mapping[str, Any]) -> None:
     _CACHE.pop(_workload_key(spec), None)
 
 
+def forget_workloads_of(spec_path: str | Path) -> None:
+    """Drop the workloads built in this process from the kernel spec at ``spec_path`` (``options.spec``):
+    the Python API's call has ended, and what it handed them (its device arrays, its functions) goes with
+    it."""
+    target = Path(spec_path).resolve()
+    for key in list(_CACHE):
+        spec = (json.loads(key).get("options") or {}).get("spec")
+        if isinstance(spec, str) and Path(spec).resolve() == target:
+            del _CACHE[key]
+
+
 def _kernels_of(workload: Workload, params: list[str]) -> list[str]:
     info = workload.describe()
     described = info.get("kernels") or info.get("kernel_names")

@@ -50,6 +50,8 @@ def test_tune_kernel_on_the_callers_cluster(tmp_path, client, stand_in):
         cluster=client,
         out=tmp_path / "out",
         seed=3,
+        metrics={"per_ms": lambda p: 1 / p["time"]},  # run here, after measuring
+        cache=tmp_path / "kt_cache",  # Kernel Tuner's cache file, ".json" added
     )
     # every combination the restrictions allow, measured once; a wrong answer is an invalid row
     valid = [
@@ -70,6 +72,16 @@ def test_tune_kernel_on_the_callers_cluster(tmp_path, client, stand_in):
     assert result.best == {"block_size_x": 64, "tile": 2, "wrong": 0}
     assert result.best_ms == pytest.approx(1.0) and result.gpu_classes == ["cpu"]
     assert launchtune.load(tmp_path / "out").best == result.best
+    # Kernel Tuner's pair: every row a dict of its parameters and time (an error's name where it failed)
+    results, env = result
+    assert len(results) == 14 and env["best_config"]["time"] == pytest.approx(1.0)
+    assert {k: env["best_config"][k] for k in tune_params} == result.best
+    assert sorted(r["time"] for r in results if r["wrong"] == 1) == ["InvalidConfig"] * 7
+    assert json.loads(json.dumps(result))[1]["problem_size"] == N
+    assert all(r["per_ms"] == pytest.approx(1 / r["time"]) for r in results if r["wrong"] == 0)
+    cache = json.loads((tmp_path / "kt_cache.json").read_text())
+    assert cache["tune_params_keys"] == list(tune_params) and len(cache["cache"]) == 14
+    assert cache["cache"]["64,2,0"]["time"] == pytest.approx(1.0)
     # the caller's cluster is still up and usable
     assert client.status == "running" and client.submit(lambda x: x + 1, 1).result() == 2
     assert len(client.scheduler_info()["workers"]) == 1
@@ -137,6 +149,8 @@ def test_a_search_without_a_budget_spends_the_default(tmp_path, monkeypatch):
 
     searches = []
     monkeypatch.setattr(api, "sweep", lambda spec, **kw: searches.append(load_spec(spec).search))
+    monkeypatch.setattr(api, "_check_gpu", lambda cluster: None)
+    monkeypatch.setattr(api, "_kernel_tuner_pair", lambda *a: None)
     arguments, _ = _arrays()
     call = dict(kernel_name="scale", kernel_source=SOURCE, problem_size=N, arguments=arguments,
                 tune_params={"block_size_x": [32, 64]}, strategy="evolve")  # fmt: skip
@@ -170,6 +184,8 @@ def test_metrics_objective_and_text_values_reach_the_kernel_spec(tmp_path, monke
     from launchtune.kernels.kernel.spec import load_kernel_spec
 
     monkeypatch.setattr(api, "sweep", lambda *a, **k: None)  # the inputs are what is checked here
+    monkeypatch.setattr(api, "_check_gpu", lambda cluster: None)
+    monkeypatch.setattr(api, "_kernel_tuner_pair", lambda *a: None)
     arguments, _ = _arrays()
     launchtune.tune_kernel(
         "scale", SOURCE, N, arguments, {"block_size_x": [32, 64], "tile": [1, 2], "scale": [0.5, 2.0]},
@@ -180,6 +196,9 @@ def test_metrics_objective_and_text_values_reach_the_kernel_spec(tmp_path, monke
     spec = load_kernel_spec(inputs / "kernel.yaml")
     assert spec.objective.name == "gb_s" and spec.objective.maximize
     assert [name for name, _ in spec.metrics] == ["gb_s"] and spec.labels["scale"] == (0.5, 2.0)
-    with pytest.raises(TypeError, match="not a Python function"):
-        launchtune.tune_kernel("scale", SOURCE, N, arguments, {"block_size_x": [32]},
-                               metrics={"gb_s": lambda p: 1.0}, out=tmp_path / "other")  # fmt: skip
+    # a metric as a Python function runs in this process after measuring: it is not in the kernel spec
+    launchtune.tune_kernel("scale", SOURCE, N, arguments, {"block_size_x": [32]},
+                           metrics={"gb_s": lambda p: 1.0, "gb": "2 * time"},
+                           out=tmp_path / "other")  # fmt: skip
+    (inputs,) = (tmp_path / "other" / "inputs").iterdir()
+    assert [name for name, _ in load_kernel_spec(inputs / "kernel.yaml").metrics] == ["gb"]

@@ -1,0 +1,137 @@
+"""Kernel Tuner's CUDA examples (``tests/kernel_tuner_examples/``, its ``examples/cuda/``), each run with
+Kernel Tuner and with launchtune, the import the only change to the script.
+
+``python -m benchmarks.kernel_tuner_examples OUT [NAME ...] [--tool kt|launchtune|both] [--replay CACHES]``
+runs each script in a fresh folder under ``OUT`` (its ``.cu`` files beside it), in a subprocess of its
+own, and writes ``OUT/examples.json``: per example and tool, the wall time, each call's pick and its
+time, and the rows measured and ok. Every ``tune_kernel`` call is wrapped (:func:`wrapper_source`) to record
+what it returned and, for launchtune, to keep a Kernel Tuner cache per call (``OUT/caches/<name>/<n>.json``),
+which ``--replay CACHES`` replays with ``simulation_mode`` on a machine without a GPU. Where a space is too
+large to tune whole (:data:`MAX_FEVALS`), both tools get the same number of random configurations: Kernel
+Tuner ``strategy="random_sample"``, launchtune ``strategy_options={"max_fevals": N}``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "tests" / "kernel_tuner_examples"
+NAMES = ("vector_add", "stencil", "matmul", "zeromeanfilter", "vector_add_codegen", "vector_add_metric",
+         "vector_add_cupy", "convolution", "convolution_correct", "sepconv", "reduction")  # fmt: skip
+# random configurations per call where the whole space would take long (the same for both tools)
+MAX_FEVALS = {"convolution": 100, "sepconv": 100, "reduction": 100, "matmul": 100, "convolution_correct": 100}
+TIMEOUT_S = 300  # per example and tool
+
+
+def with_launchtune(text: str) -> str:
+    """The script with Kernel Tuner's import of ``tune_kernel``/``run_kernel`` made launchtune's (its other
+    modules, ``kernel_tuner.util``, ``kernel_tuner.file_utils``, stay Kernel Tuner's)."""
+    text = re.sub(r"^from kernel_tuner import ", "from launchtune import ", text, flags=re.M)
+    return re.sub(r"^import kernel_tuner$", "import launchtune as kernel_tuner", text, flags=re.M)
+
+
+def wrapper_source(tool: str, name: str, record: Path, caches: Path | None, replay: bool) -> str:
+    """Python run before the script: wraps ``tune_kernel`` to record each call's pick, time and rows."""
+    fevals = MAX_FEVALS.get(name)
+    return f"""
+import json, sys, time, runpy, math
+tool, record, fevals = {tool!r}, {str(record)!r}, {fevals!r}
+caches, replay = {str(caches) if caches else None!r}, {replay!r}
+calls = []
+if tool == "kt":
+    import kernel_tuner as module
+    target = module
+else:
+    import launchtune.api as target
+original = target.tune_kernel
+def tune_kernel(*args, **kw):
+    n = len(calls)
+    if fevals:
+        kw.setdefault("strategy_options", {{"max_fevals": fevals}})
+        if tool == "kt":
+            kw.setdefault("strategy", "random_sample")
+    if caches and tool != "kt":
+        kw["cache"] = f"{{caches}}/{{n}}.json"
+        kw["simulation_mode"] = replay
+    t0 = time.perf_counter()
+    results, env = pair = original(*args, **kw)
+    ok = [r for r in results if isinstance(r.get("time"), float)]
+    best = min(ok, key=lambda r: r["time"]) if ok else None
+    params = args[4] if len(args) > 4 else kw.get("tune_params", {{}})
+    calls.append({{"kernel": args[0] if args else kw.get("kernel_name"), "seconds": time.perf_counter() - t0,
+                  "rows": len(results), "ok": len(ok), "best_time_ms": best and best["time"],
+                  "pick": best and {{k: v for k, v in best.items() if k in params}}}})
+    with open(record, "w") as f:
+        json.dump(calls, f, default=str)
+    return pair
+target.tune_kernel = tune_kernel
+if tool == "kt":
+    import kernel_tuner.interface
+    kernel_tuner.interface.tune_kernel = tune_kernel
+sys.argv = ["{name}.py"]
+runpy.run_path("{name}.py", run_name="__main__")
+"""
+
+
+def run_one(name: str, tool: str, out: Path, replay: Path | None = None, timeout_s: int = TIMEOUT_S) -> dict:
+    """One example with one tool in ``out/<tool>/<name>/``: the script (import changed for launchtune),
+    its ``.cu`` files; (wall seconds, return code, the last lines of its output, each call's record)."""
+    folder = out / tool / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    for cu in EXAMPLES.glob("*.cu"):
+        shutil.copy(cu, folder / cu.name)
+    text = (EXAMPLES / f"{name}.py").read_text()
+    (folder / f"{name}.py").write_text(text if tool == "kt" else with_launchtune(text))
+    record = folder / "calls.json"
+    caches = (replay or out / "caches") / name if tool != "kt" else None
+    if caches is not None and replay is None:
+        caches.mkdir(parents=True, exist_ok=True)
+    code = wrapper_source(tool, name, record, caches, replay is not None)
+    env = {"LAUNCHTUNE_RESULTS": str(folder / "results")}
+    t0 = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
+                              timeout=timeout_s, env={**os.environ, **env})  # fmt: skip
+        rc, output = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:  # one slow example is a row, not the end of the run
+        rc, output = "timeout", f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {timeout_s} s"
+    seconds = time.perf_counter() - t0
+    calls = json.loads(record.read_text()) if record.is_file() else []
+    tail = (output if isinstance(output, str) else output.decode(errors="replace")).strip().splitlines()[-3:]
+    return {"example": name, "tool": tool, "seconds": round(seconds, 2), "rc": rc,
+            "last_lines": tail, "calls": calls}  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("names", nargs="*", default=list(NAMES))
+    parser.add_argument("--tool", choices=("kt", "launchtune", "both"), default="both")
+    parser.add_argument("--replay", type=Path, default=None, help="replay these caches (simulation_mode)")
+    parser.add_argument("--timeout", type=int, default=TIMEOUT_S, help="seconds per example and tool")
+    args = parser.parse_args()
+    tools = ("kt", "launchtune") if args.tool == "both" else (args.tool,)
+    out = args.out.resolve()
+    rows = []
+    for name in args.names:
+        for tool in tools:
+            row = run_one(name, tool, out, args.replay, args.timeout)
+            rows.append(row)
+            print(
+                json.dumps({k: row[k] for k in ("example", "tool", "seconds", "rc", "last_lines")}),
+                flush=True,
+            )
+            (out / "examples.json").write_text(json.dumps(rows, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
