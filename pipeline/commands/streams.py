@@ -72,6 +72,7 @@ def _tau(args: argparse.Namespace) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    from launchtune.pipeline.store.ownership import refuse_inside_project_folder
     from launchtune.pipeline.streams.model import (
         denoise_host,
         evaluate,
@@ -80,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         write_outputs,
     )
 
+    if args.out:
+        refuse_inside_project_folder(args.out, "streams model (--out)")
     tau = _tau(args)
     df = load_dataset(args.dataset, threads=args.threads, m=args.m, stage2=args.stage2, copies=args.copies)
     if args.denoise_host:

@@ -547,8 +547,11 @@ def _load_datasets(path: str | Path, objective: Objective | None = None) -> list
 
 def write_parquet(dataset: Dataset, path: str | Path) -> Path:
     """Save a dataset (an imported cache, say) as Parquet our loader reads back; written to a temporary name
-    and renamed so a crash never leaves half a file."""
+    and renamed so a crash never leaves half a file; never inside a sweep folder (its rows are its own)."""
+    from launchtune.pipeline.store.ownership import refuse_inside_project_folder
+
     path = Path(path)
+    refuse_inside_project_folder(path, "dataset")
     frame = dataset.frame.copy()
     frame["total_times"] = [list(map(float, t)) for t in frame.pop("times")]
     stated = not dataset.objective.is_time

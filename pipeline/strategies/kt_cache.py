@@ -78,9 +78,12 @@ def write_cache(dataset: Dataset, path: str | Path) -> Path:
     """Write ``dataset`` as a Kernel Tuner cache (``.json``, or gzip-compressed ``.json.gz``), atomically
     (``kernels.atomic``: a killed export leaves the old file or none, never half of one). The gzip header
     carries no time stamp, so the same dataset gives the same bytes."""
+    from launchtune.pipeline.store.ownership import refuse_inside_project_folder
+
     path = Path(path)
     if not path.name.endswith((".json", ".json.gz")):
         raise UserError(f"{path}: a Kernel Tuner cache file name ends in .json or .json.gz")
+    refuse_inside_project_folder(path, "Kernel Tuner cache")
     data = json.dumps(to_cache(dataset)).encode()
     if path.name.endswith(".gz"):
         data = gzip.compress(data, mtime=0)
