@@ -4,16 +4,24 @@ this file keeps the attacker's commands together so a regression shows where the
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 import launchtune
+from launchtune.kernels.autotune import cache as cache_module
+from launchtune.kernels.autotune.cache import clear_cache
+from launchtune.kernels.files import FileRefused
 from launchtune.pipeline.errors import UserError
 from tests.pipeline.conftest import REPO, one_line_error, run_cli_here
+
+HANG = 120  # seconds: far above what any case takes; only a hang reaches it
 
 
 def test_make_test_draws_the_same_examples_on_every_run():
@@ -75,3 +83,84 @@ def test_a_cache_beside_a_sweep_folder_is_written(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "cpu.json").is_file()
+
+
+# ----- the pick cache keeps every pick -----
+
+_WRITER = """
+import sys
+from launchtune.kernels.autotune.cache import PickCache
+cache = PickCache(sys.argv[1])
+for i in range(200):
+    cache.put("cpu", "k", f"{sys.argv[2]}-{i}", {"x": i})
+"""
+
+
+def test_two_programs_writing_one_pick_cache_keep_every_pick(tmp_path):
+    path = tmp_path / "autotune.json"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(path), name], cwd=REPO, env=_env())
+        for name in ("a", "b")
+    ]
+    assert [p.wait(timeout=HANG) for p in procs] == [0, 0]
+    assert len(json.loads(path.read_text())["picks"]) == 400
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def test_a_cache_too_big_is_left_as_it_is_and_the_pick_kept_beside_it(tmp_path, monkeypatch):
+    path = tmp_path / "autotune.json"
+    doc = {"format": cache_module.FORMAT, "version": 1, "picks": {"cpu|k|old": {"config": {"x": 1}}}}
+    path.write_text(json.dumps(doc) + " " * 2000)
+    before = path.read_bytes()
+    monkeypatch.setattr(cache_module, "MAX_BYTES", 1000)
+    cache = cache_module.PickCache(path)
+    with pytest.warns(RuntimeWarning, match=f"left as it is: picks are read from and kept in {cache.kept}"):
+        cache.put("cpu", "k", "new", {"x": 2})
+    assert path.read_bytes() == before  # never truncated to one pick
+    assert cache_module.PickCache(cache.kept).get("cpu", "k", "new")["config"] == {"x": 2}
+
+
+def test_clear_cache_leaves_a_file_that_is_not_a_cache(tmp_path):
+    path = tmp_path / "notes.json"
+    path.write_text('{"mine": 1}')
+    with pytest.warns(RuntimeWarning, match="not an autotune cache"):
+        assert clear_cache(path) == 0
+    assert path.read_text() == '{"mine": 1}'
+
+
+def test_cache_naming_a_sweeps_tuning_table_is_refused(tmp_path):
+    sw = _sweep(tmp_path)
+    before = _snapshot(sw)
+    with pytest.raises(FileRefused, match="a folder launchtune made"):
+        cache_module.PickCache(sw / "tuning_table.json")
+    with pytest.raises(FileRefused, match="a folder launchtune made"):
+        clear_cache(sw / "tuning_table.json")
+    assert _snapshot(sw) == before
+
+
+@pytest.mark.parametrize("call", ["get", "clear"])
+def test_a_fifo_as_the_pick_cache_is_one_warning_not_a_hang(tmp_path, call):
+    code = f"""
+import os, sys, warnings
+from launchtune.kernels.autotune.cache import PickCache
+os.mkfifo(sys.argv[1])
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    c = PickCache(sys.argv[1])
+    print(c.get("cpu", "k", "x") if {call!r} == "get" else c.clear())
+print(seen[0].message)
+"""
+    path = tmp_path / "autotune.json"
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "a FIFO where a pick cache file belongs" in done.stdout and path.exists()
