@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import itertools
-import json
 import logging
 import math
 import sys
@@ -98,7 +97,18 @@ class Result:
 
     @property
     def report(self) -> dict[str, Any]:
-        return json.loads((self.folder / "report.json").read_text())
+        """``report.json``, read through the bounded reader (a FIFO, a key twice: one line)."""
+        from launchtune.pipeline.errors import UserError
+        from launchtune.pipeline.jsonio import parse_json, read_regular_bytes
+
+        path = self.folder / "report.json"
+        data = read_regular_bytes(path, "report", missing_ok=True, max_bytes=REPORT_MAX_BYTES)
+        if data is None:
+            raise UserError(f"{self.folder}: no report.json (the sweep has not finished its report)")
+        report = parse_json(data, path, "report")
+        if not isinstance(report, dict):
+            raise UserError(f"{path}: not a report (a JSON object)")
+        return report
 
     def to_kernel_tuner_cache(self, path: str | Path) -> list[Path]:
         """The measured configurations as Kernel Tuner cache files: ``path`` (``.json`` or ``.json.gz``) for
@@ -124,6 +134,9 @@ class Result:
         return f"Result({str(self.folder)!r}, {picks})"
 
 
+REPORT_MAX_BYTES = 64 * 2**20  # a report of many GPU classes is a few hundred kilobytes
+
+
 def load(folder: str | Path) -> Result:
     """The results of a finished sweep folder (``launchtune sweep``'s, or ``tune_kernel``'s ``out``)."""
     from launchtune.pipeline.errors import UserError
@@ -132,7 +145,10 @@ def load(folder: str | Path) -> Result:
     path = Path(folder).expanduser().resolve()
     if not path.is_dir() or SweepFolder(path).read_meta() is None:
         raise UserError(f"{folder}: not a sweep folder (no sweep.json)")
-    return Result(path)
+    result = Result(path)
+    if (path / "report.json").exists() or (path / "report.json").is_symlink():
+        result.report  # noqa: B018 (read now: a malformed report is refused here, not at first use)
+    return result
 
 
 def _in_notebook() -> bool:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.atomic import write_text
-from launchtune.kernels.files import DuplicateKey, loads_json
+from launchtune.kernels.files import DuplicateKey, FileRefused, loads_json, read_regular
 
 FORMAT = "launchtune-tuning-table"
 RUNTIME = "runtime"
@@ -125,12 +125,12 @@ class TuningTable:
 def read_table_doc(path: Path) -> Mapping[str, Any]:
     """A tuning table file's JSON, its size, depth and ``entries`` list checked (one line per problem)."""
     try:
-        if path.stat().st_size > MAX_BYTES:
-            size = path.stat().st_size
-            raise TableError(f"{path}: {size} bytes is not a tuning table (at most {MAX_BYTES})")
-        doc = loads_json(path.read_text())
-    except FileNotFoundError:
-        raise TableError(f"{path}: tuning table not found") from None
+        data = read_regular(path, "tuning table", MAX_BYTES, missing_ok=True)  # a FIFO: refused, no hang
+        if data is None:
+            raise TableError(f"{path}: tuning table not found")
+        doc = loads_json(data.decode("utf-8"))
+    except FileRefused as exc:
+        raise TableError(str(exc)) from None
     except DuplicateKey as exc:
         raise TableError(f"{path}: tuning table: {exc}") from None
     except RecursionError:

@@ -43,6 +43,8 @@ from launchtune.kernels.autotune.cache import PickCache
 from launchtune.kernels.autotune.table import read_table_doc, table_file
 from launchtune.kernels.autotune.tuned import WHERE, AutotuneError, KeyState, TunedKernel
 from launchtune.kernels.autotune.tuner import REDUCERS
+from launchtune.kernels.files import FileRefused, read_regular
+from launchtune.kernels.kernel.fields import MAX_SOURCE_BYTES
 from launchtune.kernels.kernel.spec import KernelSpec, read_yaml, spec_from_mapping
 
 __all__ = ["AutotuneError", "KeyState", "TunedKernel", "autotune"]
@@ -292,13 +294,22 @@ def _code_of(kernel: Any, source: str | Path | None) -> tuple[str | None, str]:
     assert source is not None
     text = str(source)
     if "\n" not in text and len(text) < 4096 and text.endswith((".cu", ".cuh", ".h")):
-        path = Path(text)
-        if not path.is_file():
-            raise AutotuneError(f"{WHERE}: source: no such file {path}")
-        return path.read_text(encoding="utf-8"), str(path)
+        return _read_source(Path(text)), text
     if isinstance(source, Path):
-        return source.read_text(encoding="utf-8"), str(source)
+        return _read_source(source), str(source)
     return text, "<source>"
+
+
+def _read_source(path: Path) -> str:
+    """A ``.cu`` file's text through the bounded reader (a FIFO, a device, a file past the cap: one line)."""
+    try:
+        data = read_regular(path, "CUDA source", MAX_SOURCE_BYTES)
+        assert data is not None
+        return data.decode("utf-8")
+    except FileRefused as exc:
+        raise AutotuneError(f"{WHERE}: source: {exc}") from None
+    except UnicodeDecodeError:
+        raise AutotuneError(f"{WHERE}: source: {path}: not UTF-8 text") from None
 
 
 def _check_launch_only(spec: KernelSpec) -> None:

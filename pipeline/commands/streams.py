@@ -4,7 +4,6 @@ measured times; print measured versus predicted best number of CUDA streams per 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from launchtune.kernels.tridiag.system import COPY_CHOICES, STAGE2_CHOICES
@@ -62,10 +61,10 @@ def _tau(args: argparse.Namespace) -> float:
         return args.tau
     meta = (args.dataset if args.dataset.is_dir() else args.dataset.parent) / "meta.json"
     if meta.is_file():
-        try:
-            tau = json.loads(meta.read_text()).get("tau_ms")
-        except json.JSONDecodeError:
-            raise UserError(f"{meta}: malformed JSON (or pass --tau)") from None
+        from launchtune.pipeline.jsonio import read_json
+
+        doc = read_json(meta, "streams dataset description")
+        tau = doc.get("tau_ms") if isinstance(doc, dict) else None
         if isinstance(tau, int | float) and tau > 0:
             return float(tau)
     return SEED_TAU_MS

@@ -164,3 +164,57 @@ print(seen[0].message)
     )
     assert done.returncode == 0, done.stderr
     assert "a FIFO where a pick cache file belongs" in done.stdout and path.exists()
+
+
+# ----- one bounded reader: a FIFO where the project reads a file is one line, never a hang -----
+
+_FIFO_READS = {
+    "Result.report": (
+        "shutil.copytree(sys.argv[2], d / 'SW'); (d / 'SW' / 'report.json').unlink(); "
+        "os.mkfifo(d / 'SW' / 'report.json'); launchtune.load(d / 'SW')",
+        "a FIFO where a report file belongs",
+    ),
+    "autotune(table=...)": (
+        "os.mkfifo(d / 't.json'); autotune(source='__global__ void k(float *x) {}', kernel_name='k', "
+        "tune_params={'block_size_x': [32, 64]}, problem_size=(64,), table=d / 't.json', cache=False)",
+        "a FIFO where a tuning table file belongs",
+    ),
+    "autotune(source=Path(...))": (
+        "os.mkfifo(d / 'k.cu'); autotune(source=d / 'k.cu', kernel_name='k', "
+        "tune_params={'block_size_x': [32, 64]}, problem_size=(64,), cache=False)",
+        "a FIFO where a CUDA source file belongs",
+    ),
+    "autotune(source='k.cu')": (
+        "os.mkfifo(d / 'k.cu'); autotune(source=str(d / 'k.cu'), kernel_name='k', "
+        "tune_params={'block_size_x': [32, 64]}, problem_size=(64,), cache=False)",
+        "a FIFO where a CUDA source file belongs",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(_FIFO_READS))
+def test_a_fifo_where_a_file_is_read_is_one_line_not_a_hang(tmp_path, name):
+    statement, why = _FIFO_READS[name]
+    code = (
+        "import os, shutil, sys\nfrom pathlib import Path\nimport launchtune\n"
+        "from launchtune.kernels.autotune import autotune\nfrom launchtune.pipeline.errors import UserError\n"
+        f"d = Path(sys.argv[1])\ntry:\n    {statement}\n"
+        "except (ValueError, UserError) as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path), str(SWEEP)],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert why in done.stdout and "\n" not in done.stdout.strip(), done.stdout
+
+
+def test_load_refuses_a_report_with_a_key_twice(tmp_path):
+    sw = _sweep(tmp_path)
+    (sw / "report.json").write_text('{"gpu_classes": [], "gpu_classes": ["cpu"]}')
+    with pytest.raises(UserError, match="key 'gpu_classes' twice"):
+        launchtune.load(sw)
