@@ -33,7 +33,7 @@ from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.device import CLASS_SPECS, gpu_class_of
 from launchtune.kernels.files import DuplicateKey, FileRefused, check_input
 from launchtune.kernels.objective import DEFAULT as TIME_OBJECTIVE
-from launchtune.kernels.objective import Objective, ObjectiveError, known
+from launchtune.kernels.objective import Objective, ObjectiveError, known, normal_name
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.jsonio import check_regular, read_json, read_regular_bytes
 from launchtune.pipeline.records import check_record
@@ -144,8 +144,9 @@ def cache_objective(raw: dict[str, Any], path: Path, override: Objective | None 
     name = raw.get("objective", "time")
     if isinstance(name, list) and len(name) == 1:  # Kernel Tuner 1.x may write its objectives as a list
         name = name[0]
-    if not isinstance(name, str) or not name:
-        raise UserError(f"{path}: objective {name!r} is not one name")
+    if not isinstance(name, str) or not normal_name(name):
+        raise UserError(f"{path}: objective {name!r} is not one name"[:300])
+    name = normal_name(name)
     if override is not None:
         if override.name != name:
             raise UserError(f"{path}: --objective {override.name!r}, but the cache's objective is {name!r}")
@@ -155,6 +156,11 @@ def cache_objective(raw: dict[str, Any], path: Path, override: Objective | None 
         higher = higher[0]
     if isinstance(higher, bool):
         return Objective(name, higher)
+    if higher is not None:  # "true", 1, a list: which direction was meant is not known
+        raise UserError(
+            f"{path}: objective_higher_is_better: must be true or false (got {higher!r}); or pass "
+            f"--objective '{name}:max' or '{name}:min'"[:300]
+        )
     try:
         return known(name)
     except ObjectiveError as exc:

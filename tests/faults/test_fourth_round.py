@@ -5,6 +5,7 @@ this file keeps the attacker's commands together so a regression shows where the
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -12,13 +13,21 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import settings
 
 import launchtune
 from launchtune.kernels.autotune import cache as cache_module
 from launchtune.kernels.autotune.cache import clear_cache
 from launchtune.kernels.files import FileRefused
+from launchtune.kernels.kernel.errors import SpecError
+from launchtune.kernels.kernel.spec import load_kernel_spec
+from launchtune.kernels.objective import Objective, parse_flag
 from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.store.datasets import load_kernel_tuner_cache
+from launchtune.pipeline.store.journal import Journal
+from tests.kernel.conftest import SOURCE
+from tests.kernel.conftest import base_spec as kernel_spec_data
 from tests.pipeline.conftest import REPO, one_line_error, run_cli_here
 
 HANG = 120  # seconds: far above what any case takes; only a hang reaches it
@@ -218,3 +227,71 @@ def test_load_refuses_a_report_with_a_key_twice(tmp_path):
     (sw / "report.json").write_text('{"gpu_classes": [], "gpu_classes": ["cpu"]}')
     with pytest.raises(UserError, match="key 'gpu_classes' twice"):
         launchtune.load(sw)
+
+
+# ----- objectives everywhere -----
+
+
+@pytest.fixture
+def kernel_spec(tmp_path):
+    """``kernel_spec(**changes)``: the test kernel spec with keys replaced, loaded."""
+    (tmp_path / "scale.cu").write_text(SOURCE)
+
+    def load(**changes):
+        (tmp_path / "kernel.yaml").write_text(yaml.safe_dump({**kernel_spec_data(), **changes}))
+        return load_kernel_spec(tmp_path / "kernel.yaml")
+
+    return load
+
+
+@pytest.mark.parametrize("metrics", [[], 0, False, ""])
+def test_metrics_of_a_wrong_type_are_refused(kernel_spec, metrics):
+    with pytest.raises(SpecError, match="metrics: expected a mapping"):
+        kernel_spec(metrics=metrics)
+
+
+def test_a_fullwidth_metric_name_is_the_name_python_reads(kernel_spec):
+    """``ｔｉｍｅ`` is ``time`` as Python reads an identifier: a metric of that name is refused (it would
+    shadow the measured time), and an objective typed so names time."""
+    with pytest.raises(SpecError, match="not a usable metric name"):
+        kernel_spec(metrics={"ｔｉｍｅ": "0 - time"})
+    spec = kernel_spec(objective={"minimize": "ｔｉｍｅ"})
+    assert spec.objective.name == "time"
+    assert parse_flag("ＧＦＬＯＰ/s:max").name == "GFLOP/s"
+
+
+@pytest.mark.parametrize("value", [-1.0, 0.0, -1e-9])
+def test_a_minimised_cost_must_be_positive(value):
+    assert math.isnan(Objective("time").cost(value)) and math.isnan(Objective("energy", False).cost(value))
+    assert Objective("time").cost(0.5) == 0.5
+
+
+def test_a_metric_past_a_float_is_no_value_not_an_overflow(kernel_spec):
+    spec = kernel_spec(metrics={"huge": "2 ** 2000 + time"})
+    values, cost = spec.evaluate(spec.default, (1000, 1, 1), {"time": 1.0})
+    assert values["huge"] is None and cost == 1.0
+
+
+@pytest.mark.parametrize("higher", ["true", 1, [1], {"a": 1}])
+def test_a_cache_direction_of_a_wrong_type_is_one_line(tmp_path, higher):
+    path = tmp_path / "A100.json"
+    cache = {
+        "tune_params_keys": ["a"],
+        "objective": "GFLOP/s",
+        "objective_higher_is_better": higher,
+        "cache": {"1": {"a": 1, "GFLOP/s": 10.0, "time": 1.0}, "2": {"a": 2, "GFLOP/s": 20.0, "time": 0.5}},
+    }
+    path.write_text(json.dumps(cache))
+    with pytest.raises(UserError, match="objective_higher_is_better: must be true or false") as info:
+        load_kernel_tuner_cache(path)
+    assert "\n" not in str(info.value)
+
+
+def test_a_journal_with_every_line_twice_is_read_to_its_first_repeat(tmp_path):
+    """Every line twice (a journal copied onto itself): a proposal answered twice is not an answer we
+    wrote; the journal is torn there (the rerun rewrites it), never a KeyError."""
+    path = tmp_path / "cpu.jsonl"
+    lines = [json.dumps({"event": e, "order": o}) for e, o in [(0, 0), (1, 1), (2, 3)]]
+    path.write_text("".join(f"{line}\n{line}\n" for line in lines))
+    journal = Journal(path)
+    assert journal.read() == [(0, 0)] and journal.torn and journal.torn_at == 2
