@@ -295,3 +295,37 @@ def test_a_journal_with_every_line_twice_is_read_to_its_first_repeat(tmp_path):
     path.write_text("".join(f"{line}\n{line}\n" for line in lines))
     journal = Journal(path)
     assert journal.read() == [(0, 0)] and journal.torn and journal.torn_at == 2
+
+
+def _gflops_cache(path: Path) -> Path:
+    """A Kernel Tuner cache ranked by GFLOP/s (higher is better), with a single-valued parameter ``c``."""
+    entries = {
+        f"{a},{b},7": {"a": a, "b": b, "c": 7, "GFLOP/s": 10.0 * a * b, "time": 1.0 / (a * b)}
+        for a in (1, 2, 3, 4)
+        for b in (1, 2)
+    }
+    doc = {"tune_params_keys": ["a", "b", "c"], "objective": "GFLOP/s", "objective_higher_is_better": True,
+           "device_name": "NVIDIA A100-PCIE-40GB", "problem_size": [1000], "cache": entries}  # fmt: skip
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_export_of_a_gflops_cache_keeps_time_problem_size_and_constants(tmp_path):
+    source = _gflops_cache(tmp_path / "gf.json")
+    out = tmp_path / "out.json"
+    result = run_cli_here("export", "--format", "kernel-tuner", str(source), str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(out.read_text())
+    assert doc["problem_size"] == [1000] and doc["objective"] == "GFLOP/s" and doc["tune_params"]["c"] == [7]
+    entry = doc["cache"]["7,2,1"]
+    assert entry == {"c": 7, "a": 2, "b": 1, "GFLOP/s": 20.0, "time": 0.5}
+
+
+def test_a_kernel_tuner_strategy_on_a_gflops_cache_ranks_by_gflops(tmp_path):
+    pytest.importorskip("kernel_tuner")
+    source = _gflops_cache(tmp_path / "gf.json")
+    args = ["strategies", "--dataset", str(source), "--strategy", "kt:genetic_algorithm", "--budget", "5"]
+    result = run_cli_here(*args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert record["objective"] == {"maximize": "GFLOP/s"} and record["value"] > 0
