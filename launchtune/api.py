@@ -203,8 +203,33 @@ def sweep(
         f"sweep {plan.spec.name}: {plan.spec.workload}/{plan.spec.case}/{plan.spec.size} -> {plan.out}"
     )
     with progress_bars(progress if progress is not None else (True if _in_notebook() else None)):
-        run_plan(plan)
+        _run_ending_on_signals(run_plan, plan)
     return Result(plan.out)
+
+
+def _run_ending_on_signals(run: Callable[[Any], Any], plan: Any) -> None:
+    """``run(plan)`` ended cleanly by SIGINT and SIGTERM, as the command line is (``pipeline.interrupts``):
+    the cluster's Dask workers closed, the sweep's lock released, then the signal's own ending (SIGTERM ends
+    the process as SIGTERM does; SIGINT is a ``KeyboardInterrupt``). Without this, a program ended by SIGTERM
+    left its workers running, holding GPU memory. Only where the caller left both signals at Python's
+    defaults (a handler of the caller's is theirs to honour) and in the main thread."""
+    import signal
+
+    from launchtune.pipeline.interrupts import Interrupted, signals_interrupt
+
+    defaults = (signal.SIG_DFL, signal.default_int_handler)
+    if any(signal.getsignal(s) not in defaults for s in (signal.SIGINT, signal.SIGTERM)):
+        run(plan)
+        return
+    try:
+        with signals_interrupt():
+            run(plan)
+    except Interrupted as exc:
+        if exc.signum == signal.SIGTERM and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            import os
+
+            os.kill(os.getpid(), signal.SIGTERM)  # the workers are closed: now end as SIGTERM ends a process
+        raise KeyboardInterrupt(exc.args[0] if exc.args else "interrupted") from None
 
 
 # -- tune_kernel ------------------------------------------------------------------------------------------

@@ -8,8 +8,10 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,7 +30,7 @@ from launchtune.pipeline.store.datasets import load_kernel_tuner_cache
 from launchtune.pipeline.store.journal import Journal
 from tests.kernel.conftest import SOURCE
 from tests.kernel.conftest import base_spec as kernel_spec_data
-from tests.pipeline.conftest import REPO, one_line_error, run_cli_here
+from tests.pipeline.conftest import FAKE, REPO, one_line_error, run_cli_here
 
 HANG = 120  # seconds: far above what any case takes; only a hang reaches it
 
@@ -329,3 +331,55 @@ def test_a_kernel_tuner_strategy_on_a_gflops_cache_ranks_by_gflops(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     record = json.loads(result.stdout.strip().splitlines()[-1])
     assert record["objective"] == {"maximize": "GFLOP/s"} and record["value"] > 0
+
+
+# ----- nothing left running, nothing left locked -----
+
+_API_SWEEP = """
+import sys
+import launchtune
+launchtune.sweep(sys.argv[1], out=sys.argv[2], allow_workload=[sys.argv[3]], progress=False)
+"""
+
+
+def test_the_python_api_ended_by_sigterm_closes_its_workers_and_its_lock(tmp_path, write_spec):
+    """A program calling ``launchtune.sweep`` ended by SIGTERM: the sweep's Dask workers end with it (they
+    held GPU memory after it), its lock is released, and the program ends as SIGTERM ends one (-15)."""
+    spec = write_spec(samples=40, batch_size=4, options={"delay": 0.1})  # 0.4 s a batch, 10 batches
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _API_SWEEP, str(spec), str(out), FAKE],
+        cwd=tmp_path,
+        env={**_env(), "PYTHONWARNINGS": "ignore"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    shards = out / "shards"
+    for _ in range(HANG * 10):  # until two batches are measured: the workers are running
+        if len(list(shards.rglob("*.parquet"))) >= 2 or proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.communicate(timeout=HANG)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise AssertionError(f"still running {HANG} s after SIGTERM") from None
+    assert proc.returncode == -signal.SIGTERM
+    _no_process_left(proc.pid)
+    assert not (out / ".sweep.lock").exists()
+
+
+def _no_process_left(pgid: int) -> None:
+    """No process of the program's group (its Dask workers, the training pool) is left."""
+    for _ in range(HANG * 10):
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.killpg(pgid, signal.SIGKILL)
+    raise AssertionError(f"processes of group {pgid} still running {HANG} s after the program ended")
