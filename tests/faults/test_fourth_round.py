@@ -4,6 +4,7 @@ this file keeps the attacker's commands together so a regression shows where the
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -26,8 +27,10 @@ from launchtune.kernels.kernel.errors import SpecError
 from launchtune.kernels.kernel.spec import load_kernel_spec
 from launchtune.kernels.objective import Objective, parse_flag
 from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.store import lock as lock_module
 from launchtune.pipeline.store.datasets import load_kernel_tuner_cache
 from launchtune.pipeline.store.journal import Journal
+from launchtune.pipeline.store.lock import sweep_lock
 from tests.kernel.conftest import SOURCE
 from tests.kernel.conftest import base_spec as kernel_spec_data
 from tests.pipeline.conftest import FAKE, REPO, one_line_error, run_cli_here
@@ -383,3 +386,21 @@ def _no_process_left(pgid: int) -> None:
         time.sleep(0.1)
     os.killpg(pgid, signal.SIGKILL)
     raise AssertionError(f"processes of group {pgid} still running {HANG} s after the program ended")
+
+
+def test_a_full_disk_leaves_no_lock_and_names_the_lock_not_a_temporary_file(tmp_path, monkeypatch):
+    """A sweep that hit a full disk left an empty ``.sweep.lock``, and its rerun was told "another sweep is
+    starting here"; the error named a temporary file."""
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(lock_module.json, "dump", full)
+        with pytest.raises(OSError) as info:
+            with sweep_lock(tmp_path):
+                pass
+    assert info.value.filename == str(tmp_path / lock_module.LOCK_NAME) and info.value.errno == errno.ENOSPC
+    assert [p.name for p in tmp_path.iterdir()] == []
+    with sweep_lock(tmp_path) as held:  # the rerun takes it at once
+        assert json.loads(held.read_text())["pid"] == os.getpid()
