@@ -130,6 +130,11 @@ def autotune(
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     parsed = _parse(kernel, source, spec, overrides)
+    if not parsed.objective.is_time:  # it times launches; it does not evaluate metrics or read energy
+        raise AutotuneError(
+            f"{WHERE}: spec: objective {parsed.objective.describe()}: the run-time tuner ranks by time only "
+            "(tune for it with launchtune.tune_kernel, or leave objective: out of the spec)"
+        )
     _check_tuning(samples, reducer, scan, table)
     restore_idx, roles = _argument_roles(parsed, kernel, problem_size, restore, constants, cache, cache_id)
     return TunedKernel(

@@ -20,8 +20,10 @@ import yaml
 from hypothesis import settings
 
 import launchtune
+from launchtune.kernels.autotune import autotune
 from launchtune.kernels.autotune import cache as cache_module
 from launchtune.kernels.autotune.cache import clear_cache
+from launchtune.kernels.autotune.tuned import AutotuneError
 from launchtune.kernels.files import FileRefused
 from launchtune.kernels.kernel.errors import SpecError
 from launchtune.kernels.kernel.spec import load_kernel_spec
@@ -404,3 +406,15 @@ def test_a_full_disk_leaves_no_lock_and_names_the_lock_not_a_temporary_file(tmp_
     assert [p.name for p in tmp_path.iterdir()] == []
     with sweep_lock(tmp_path) as held:  # the rerun takes it at once
         assert json.loads(held.read_text())["pid"] == os.getpid()
+
+
+@pytest.mark.parametrize("objective", [{"maximize": "gb_s"}, {"minimize": "energy_mJ"}])
+def test_the_runtime_tuner_refuses_a_spec_objective_it_cannot_rank_by(tmp_path, objective):
+    (tmp_path / "scale.cu").write_text(SOURCE)
+    data = {**kernel_spec_data(), "objective": objective}
+    if objective.get("maximize") == "gb_s":
+        data["metrics"] = {"gb_s": "8 * problem_size_x / time / 1e6"}
+    (tmp_path / "kernel.yaml").write_text(yaml.safe_dump(data))
+    with pytest.raises(AutotuneError, match="the run-time tuner ranks by time only") as info:
+        autotune(spec=tmp_path / "kernel.yaml", cache=False)
+    assert "\n" not in str(info.value)
