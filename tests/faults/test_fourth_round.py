@@ -418,3 +418,18 @@ def test_the_runtime_tuner_refuses_a_spec_objective_it_cannot_rank_by(tmp_path, 
     with pytest.raises(AutotuneError, match="the run-time tuner ranks by time only") as info:
         autotune(spec=tmp_path / "kernel.yaml", cache=False)
     assert "\n" not in str(info.value)
+
+
+def test_combine_refuses_to_mix_objectives(tmp_path):
+    """A time-ranked cache and a GFLOP/s-ranked one: their costs (ms and 1/GFLOP/s) are not one quantity;
+    combine trained them together."""
+    caches = tmp_path / "caches"
+    caches.mkdir()
+    _gflops_cache(caches / "A100.json")
+    doc = json.loads((caches / "A100.json").read_text())
+    doc.pop("objective"), doc.pop("objective_higher_is_better")
+    doc["device_name"] = "NVIDIA H100 PCIe"
+    (caches / "H100.json").write_text(json.dumps(doc))  # ranked by its time
+    line = one_line_error(run_cli_here("combine", str(tmp_path / "out"), str(caches), cwd=tmp_path))
+    assert "ranked by maximize GFLOP/s" in line or "ranked by minimize time" in line, line
+    assert "combine sources of one objective" in line and not (tmp_path / "out").exists()
