@@ -48,6 +48,11 @@ KNOWN_DIRECTIONS: dict[str, bool] = {  # name (lower case) -> maximise?
 }
 
 
+# The largest cost that is a measurement (a millisecond count of 31,000 years): past it, arithmetic on costs
+# (a mean, a scaler's variance) overflows a float, and every model fitted to it is NaN.
+MAX_COST = 1e15
+
+
 class ObjectiveError(ValueError):
     """An objective without a direction, or given in a form that is not ``NAME:max|min``."""
 
@@ -81,7 +86,8 @@ class Objective:
             return math.nan
         if v <= 0:  # a time, an energy or a rate is positive; 0 or below is not a measurement
             return math.nan
-        return 1.0 / v if self.maximize else v
+        cost = 1.0 / v if self.maximize else v
+        return cost if cost <= MAX_COST else math.nan
 
     def value(self, cost: float | None) -> float | None:
         """The quantity's own value of a ``cost`` (the inverse of :meth:`cost`)."""

@@ -433,3 +433,18 @@ def test_combine_refuses_to_mix_objectives(tmp_path):
     line = one_line_error(run_cli_here("combine", str(tmp_path / "out"), str(caches), cwd=tmp_path))
     assert "ranked by maximize GFLOP/s" in line or "ranked by minimize time" in line, line
     assert "combine sources of one objective" in line and not (tmp_path / "out").exists()
+
+
+def test_combine_with_every_time_1e308_is_no_traceback(tmp_path):
+    """Every time 1e308 ms: a scaler's mean overflowed and every fit raised "Input y contains NaN". A cost
+    past ``MAX_COST`` is not a measurement: its rows are failed, and there is nothing to train on."""
+    assert math.isnan(Objective("time").cost(1e308)) and math.isnan(Objective("GFLOP/s", True).cost(1e-308))
+    caches = tmp_path / "caches"
+    caches.mkdir()
+    for device, name in [("NVIDIA A100-PCIE-40GB", "A100"), ("NVIDIA H100 PCIe", "H100")]:
+        entries = {f"{a},{b}": {"a": a, "b": b, "time": 1e308} for a in (1, 2, 3, 4) for b in (1, 2)}
+        doc = {"tune_params_keys": ["a", "b"], "device_name": device, "cache": entries}
+        (caches / f"{name}.json").write_text(json.dumps(doc))
+    result = run_cli_here("combine", str(tmp_path / "out"), str(caches), cwd=tmp_path)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "only 0 ok samples" in result.stdout + result.stderr
