@@ -533,8 +533,17 @@ def align_params(datasets: Sequence[Dataset]) -> list[Dataset]:
 def load_datasets(path: str | Path, objective: Objective | None = None) -> list[Dataset]:
     """Every dataset under ``path``: a cache file, a Parquet file, a folder of either (one per device), or a
     sweep folder (its ``merged/`` rows; the folder's own JSON files are records, not caches); each checked
-    by ``usable``. ``objective`` (``--objective NAME:max|min``) gives a cache's objective its direction."""
-    return [usable(d) for d in _load_datasets(path, objective)]
+    by ``usable``. ``objective`` (``--objective NAME:max|min``) gives a cache's objective its direction; a
+    Parquet dataset states its own (time where it states none), and another one named is refused."""
+    datasets = [usable(d) for d in _load_datasets(path, objective)]
+    for d in datasets:
+        if objective is not None and d.objective != objective:
+            raise UserError(
+                f"{d.source}: ranked by {d.objective.describe()} when measured; --objective "
+                f"{objective.name}:{'max' if objective.maximize else 'min'} cannot rank it otherwise "
+                "(it gives a Kernel Tuner cache's objective its direction)"[:400]
+            )
+    return datasets
 
 
 def _load_datasets(path: str | Path, objective: Objective | None = None) -> list[Dataset]:

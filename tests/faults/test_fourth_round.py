@@ -448,3 +448,18 @@ def test_combine_with_every_time_1e308_is_no_traceback(tmp_path):
     result = run_cli_here("combine", str(tmp_path / "out"), str(caches), cwd=tmp_path)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert "only 0 ok samples" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("command", ["export", "strategies"])
+def test_objective_on_a_parquet_dataset_is_honoured_or_refused(tmp_path, command):
+    """``--objective`` was silently ignored on Parquet datasets (a sweep's merged rows) and by export."""
+    out = tmp_path / "x.json"
+    args = (
+        ["export", "--format", "kernel-tuner", str(SWEEP), str(out)]
+        if command == "export"
+        else ["strategies", "--dataset", str(SWEEP), "--strategy", "random", "--budget", "3"]
+    )
+    line = one_line_error(run_cli_here(*args, "--objective", "GFLOP/s:max", cwd=tmp_path))
+    assert "ranked by minimize time when measured" in line and not out.exists()
+    same = run_cli_here(*args, "--objective", "time:min", cwd=tmp_path)
+    assert same.returncode == 0, same.stderr[-2000:]
