@@ -463,3 +463,10 @@ def test_objective_on_a_parquet_dataset_is_honoured_or_refused(tmp_path, command
     assert "ranked by minimize time when measured" in line and not out.exists()
     same = run_cli_here(*args, "--objective", "time:min", cwd=tmp_path)
     assert same.returncode == 0, same.stderr[-2000:]
+
+
+@pytest.mark.parametrize("minutes", [math.nan, math.inf, -1.0, 0, True, "5"])
+def test_max_minutes_of_the_api_is_checked_as_the_flag_is(tmp_path, write_spec, minutes):
+    with pytest.raises(UserError, match="--max-minutes: must be a number more than 0"):
+        launchtune.sweep(write_spec(), out=tmp_path / "out", max_minutes=minutes, allow_workload=[FAKE])
+    assert not (tmp_path / "out").exists()
