@@ -16,7 +16,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 CUPY      ?= cupy-cuda12x
 HAVE_GPU  := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 
-.PHONY: venv sweep test pytest notebooks lint clean-venv help
+.PHONY: venv sweep test pytest fuzz notebooks lint clean-venv help
 
 help:
 	@echo "make venv       create .venv with the project installed (every other target does it first)"
@@ -24,6 +24,8 @@ help:
 	@echo "                vars: SPEC=cluster_configs/sweeps/X.yaml CLUSTER=local|slurm|FILE.yaml OUT=DIR GPU_CLASSES=v100,h100 SEED=N"
 	@echo "                SAMPLES=N MAX_MINUTES=M FORCE=1"
 	@echo "make test       lint, then the test suite (GPU tests skip without a GPU); make pytest: the suite alone"
+	@echo "make fuzz       the property tests with fresh randomness, pass after pass for FUZZ_MINUTES (10); run"
+	@echo "                before a submission, keep what it finds as an @example (make test draws fixed ones)"
 	@echo "make notebooks  execute every notebook headless against the committed data"
 	@echo "make lint       ruff check, ruff format --check, mypy (the pre-commit hook runs the same)"
 
@@ -50,6 +52,18 @@ test: lint pytest
 
 pytest: $(VENV)/.installed
 	$(PY) -m pytest -q
+
+# Property tests with fresh randomness (tests/conftest.py's ``fuzz`` profile), pass after pass until
+# FUZZ_MINUTES are up (exit 0) or a pass fails (its exit code, the counterexample printed).
+FUZZ_MINUTES ?= 10
+fuzz: $(VENV)/.installed
+	@end=$$(( $$(date +%s) + 60 * $(FUZZ_MINUTES) )); pass=0; \
+	while [ $$(date +%s) -lt $$end ]; do \
+		pass=$$((pass + 1)); echo "fuzz pass $$pass"; \
+		LAUNCHTUNE_HYPOTHESIS_PROFILE=fuzz timeout $$(( end - $$(date +%s) + 1 )) \
+			$(PY) -m pytest -q -x -m hypothesis -p no:cacheprovider; rc=$$?; \
+		if [ $$rc = 124 ]; then break; fi; if [ $$rc != 0 ]; then exit $$rc; fi; \
+	done; echo "fuzz: $$pass passes in $(FUZZ_MINUTES) min, nothing found"
 
 notebooks: $(VENV)/.installed
 	$(VENV)/bin/launchtune notebooks

@@ -158,3 +158,35 @@ def check_input(path: Path | str, what: str, folder_ok: bool = True, file_ok: bo
             raise FileRefused(f"{path}: a file where a {what} (a folder) belongs")
     else:
         raise FileRefused(f"{path}: {kind_of(mode)} where a {what} belongs; move it away")
+
+
+# The marker file a folder made by launchtune holds (``pipeline.store.ownership`` writes it); here because the
+# runtime tuner, in ``kernels``, must not write its pick cache into such a folder either.
+MARKER = ".launchtune"
+# What a folder made before markers holds beside its ``sweep.json`` (a sweep's plan, shards or merged rows).
+_SWEEP_PARTS = ("plan", "shards", "merged")
+
+
+def project_folder_above(path: Path | str) -> Path | None:
+    """The folder made by launchtune (a sweep's, or ``combine``'s) that holds ``path``: ``path`` itself or
+    the nearest folder above it with the ``.launchtune`` marker, or with a ``sweep.json`` beside a ``plan/``,
+    ``shards/`` or ``merged/`` folder (a sweep made before markers). None where no such folder holds it.
+
+    Every command and API call that writes a file a user names (an export, a dataset, a cache, a table) asks
+    this first: a sweep folder's files are the sweep's, and another tool writing there replaces its records.
+    """
+    try:
+        here = Path(os.path.abspath(path))
+        resolved = Path(path).resolve()
+    except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL in the name: the writer says so
+        return None
+    for start in dict.fromkeys((here, resolved)):  # as named, and with its symlinks followed
+        for folder in (start, *start.parents):
+            try:
+                if (folder / MARKER).is_file():
+                    return folder
+                if (folder / "sweep.json").is_file() and any((folder / p).is_dir() for p in _SWEEP_PARTS):
+                    return folder
+            except (OSError, ValueError):
+                continue
+    return None

@@ -13,6 +13,7 @@ default) reads "times worse" in both directions. A maximised quantity that is no
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +74,10 @@ UNITS: dict[str, str] = {
     "gflops/watt": "GFLOP/s/W",
 }
 
+# The largest cost that is a measurement (a millisecond count of 31,000 years): past it, arithmetic on costs
+# (a mean, a scaler's variance) overflows a float, and every model fitted to it is NaN.
+MAX_COST = 1e15
+
 
 class ObjectiveError(ValueError):
     """An objective without a direction, or given in a form that is not ``NAME:max|min``."""
@@ -95,8 +100,8 @@ class Objective:
         return self.name == TIME and not self.maximize
 
     def cost(self, value: Any) -> float:
-        """The lower-is-better number of ``value``; NaN where there is none (not a finite number, or a
-        maximised value that is not positive)."""
+        """The lower-is-better number of ``value``; NaN where there is none (not a finite number, or not
+        positive: a minimised cost of 0 or below would rank first without being measured)."""
         if value is None or isinstance(value, bool):
             return math.nan
         try:
@@ -105,9 +110,10 @@ class Objective:
             return math.nan
         if not math.isfinite(v):
             return math.nan
-        if self.maximize:
-            return 1.0 / v if v > 0 else math.nan
-        return v
+        if v <= 0:  # a time, an energy or a rate is positive; 0 or below is not a measurement
+            return math.nan
+        cost = 1.0 / v if self.maximize else v
+        return cost if cost <= MAX_COST else math.nan
 
     def value(self, cost: float | None) -> float | None:
         """The quantity's own value of a ``cost`` (the inverse of :meth:`cost`)."""
@@ -145,7 +151,13 @@ def from_dict(raw: Any) -> Objective:
     ((direction, name),) = raw.items()
     if direction not in ("minimize", "maximize") or not isinstance(name, str) or not name.strip():
         raise ObjectiveError(f"expected {{minimize: NAME}} or {{maximize: NAME}}, got {raw!r}")
-    return Objective(name.strip(), direction == "maximize")
+    return Objective(normal_name(name), direction == "maximize")
+
+
+def normal_name(name: str) -> str:
+    """A metric or objective name as Python reads an identifier (NFKC: fullwidth ``ｔｉｍｅ`` is ``time``),
+    without the spaces around it: one quantity has one name however it was typed."""
+    return unicodedata.normalize("NFKC", name).strip()
 
 
 def parse_flag(text: str) -> Objective:
@@ -153,9 +165,9 @@ def parse_flag(text: str) -> Objective:
     name, sep, direction = text.rpartition(":")
     if not sep:
         return known(text)
-    if direction not in ("max", "min", "maximize", "minimize") or not name:
+    if direction not in ("max", "min", "maximize", "minimize") or not normal_name(name):
         raise ObjectiveError(f"expected NAME:max or NAME:min, got {text!r}")
-    return Objective(name, direction.startswith("max"))
+    return Objective(normal_name(name), direction.startswith("max"))
 
 
 def known(name: str) -> Objective:

@@ -113,7 +113,9 @@ class WorkloadError(ValueError):
 
     def __init__(self, message: str, field: str = "workload"):
         super().__init__(message)
-        self.field = field
+        # a field named after a user's key (``options.scheme.<key>``) shows that key escaped, so a line
+        # break or a control character in it never splits the one-line message
+        self.field = "".join(c if c.isprintable() else repr(c)[1:-1] for c in field)
 
 
 # The largest seed every library we seed takes: scikit-learn's ``random_state`` and numpy's legacy

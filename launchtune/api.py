@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import itertools
-import json
 import logging
 import math
 import sys
@@ -105,7 +104,7 @@ class Result:
         the numpy backend (a CPU), where launch parameters change nothing, it comes with a warning, as the
         report says: which configuration measured fastest there is timing noise."""
         entry = self._entry(None)
-        _warn_if_noise(self.folder, str(entry["gpu_class"]))
+        _warn_if_noise(self, str(entry["gpu_class"]))
         return dict(entry["best"])
 
     @property
@@ -126,7 +125,18 @@ class Result:
 
     @property
     def report(self) -> dict[str, Any]:
-        return json.loads((self.folder / "report.json").read_text())
+        """``report.json``, read through the bounded reader (a FIFO, a key twice: one line)."""
+        from launchtune.pipeline.errors import UserError
+        from launchtune.pipeline.jsonio import parse_json, read_regular_bytes
+
+        path = self.folder / "report.json"
+        data = read_regular_bytes(path, "report", missing_ok=True, max_bytes=REPORT_MAX_BYTES)
+        if data is None:
+            raise UserError(f"{self.folder}: no report.json (the sweep has not finished its report)")
+        report = parse_json(data, path, "report")
+        if not isinstance(report, dict):
+            raise UserError(f"{path}: not a report (a JSON object)")
+        return report
 
     def to_kernel_tuner_cache(self, path: str | Path) -> list[Path]:
         """The measured configurations as Kernel Tuner cache files: ``path`` (``.json`` or ``.json.gz``) for
@@ -155,13 +165,19 @@ class Result:
         return f"Result({str(self.folder)!r}, {picks})"
 
 
-def _warn_if_noise(folder: Path, gpu_class: str) -> None:
+REPORT_MAX_BYTES = 64 * 2**20  # a report of many GPU classes is a few hundred kilobytes
+
+
+def _warn_if_noise(result: Result, gpu_class: str) -> None:
     """A warning where ``gpu_class``'s pick was measured on the numpy backend (the report's numpy note)."""
     import warnings
 
+    from launchtune.pipeline.errors import UserError
+
+    folder = result.folder
     try:
-        backend = json.loads((folder / "report.json").read_text())["classes"][gpu_class].get("backend")
-    except (OSError, ValueError, KeyError, TypeError):
+        backend = result.report["classes"][gpu_class].get("backend")
+    except (UserError, KeyError, TypeError, AttributeError):
         return
     if backend == "numpy":
         warnings.warn(
@@ -182,7 +198,10 @@ def load(folder: str | Path) -> Result:
     path = Path(folder).expanduser().resolve()
     if not path.is_dir() or SweepFolder(path).read_meta() is None:
         raise UserError(f"{folder}: not a sweep folder (no sweep.json)")
-    return Result(path)
+    result = Result(path)
+    if (path / "report.json").exists() or (path / "report.json").is_symlink():
+        result.report  # noqa: B018 (read now: a malformed report is refused here, not at first use)
+    return result
 
 
 def _in_notebook() -> bool:
@@ -246,8 +265,33 @@ def sweep(
         f"sweep {plan.spec.name}: {plan.spec.workload}/{plan.spec.case}/{plan.spec.size} -> {plan.out}"
     )
     with progress_bars(progress if progress is not None else (True if _in_notebook() else None)):
-        run_plan(plan)
+        _run_ending_on_signals(run_plan, plan)
     return Result(plan.out)
+
+
+def _run_ending_on_signals(run: Callable[[Any], Any], plan: Any) -> None:
+    """``run(plan)`` ended cleanly by SIGINT and SIGTERM, as the command line is (``pipeline.interrupts``):
+    the cluster's Dask workers closed, the sweep's lock released, then the signal's own ending (SIGTERM ends
+    the process as SIGTERM does; SIGINT is a ``KeyboardInterrupt``). Without this, a program ended by SIGTERM
+    left its workers running, holding GPU memory. Only where the caller left both signals at Python's
+    defaults (a handler of the caller's is theirs to honour) and in the main thread."""
+    import signal
+
+    from launchtune.pipeline.interrupts import Interrupted, signals_interrupt
+
+    defaults = (signal.SIG_DFL, signal.default_int_handler)
+    if any(signal.getsignal(s) not in defaults for s in (signal.SIGINT, signal.SIGTERM)):
+        run(plan)
+        return
+    try:
+        with signals_interrupt():
+            run(plan)
+    except Interrupted as exc:
+        if exc.signum == signal.SIGTERM and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            import os
+
+            os.kill(os.getpid(), signal.SIGTERM)  # the workers are closed: now end as SIGTERM ends a process
+        raise KeyboardInterrupt(exc.args[0] if exc.args else "interrupted") from None
 
 
 # -- tune_kernel ------------------------------------------------------------------------------------------

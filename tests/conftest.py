@@ -15,11 +15,27 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from launchtune.kernels.backend import gpu_count
 
 REPO = Path(__file__).resolve().parents[1]
 HUB = REPO / "data" / "benchmark_hub"
+
+# Property tests in `make test` draw the same examples on every run and every machine (``derandomize``: the
+# examples follow from each test's source), and read or write no example database, so a run on a fresh clone
+# gives what the last one gave; every counterexample found is kept as an ``@example`` beside its test.
+# ``make fuzz`` loads the ``fuzz`` profile instead: fresh randomness on every pass, passes repeated until its
+# time is up or one fails (the failing example printed, to be kept as an ``@example``).
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile(
+    "fuzz",
+    derandomize=False,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+settings.load_profile(os.environ.get("LAUNCHTUNE_HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_collection_modifyitems(config, items):

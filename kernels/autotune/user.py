@@ -42,6 +42,8 @@ import numpy as np
 from launchtune.kernels.autotune.cache import PickCache
 from launchtune.kernels.autotune.tuned import WHERE, AutotuneError, KeyState, TunedKernel
 from launchtune.kernels.autotune.tuner import REDUCERS
+from launchtune.kernels.files import FileRefused, read_regular
+from launchtune.kernels.kernel.fields import MAX_SOURCE_BYTES
 from launchtune.kernels.kernel.spec import KernelSpec, read_yaml, spec_from_mapping
 from launchtune.kernels.tuning_table import read, table_file
 
@@ -128,6 +130,11 @@ def autotune(
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     parsed = _parse(kernel, source, spec, overrides)
+    if not parsed.objective.is_time:  # it times launches; it does not evaluate metrics or read energy
+        raise AutotuneError(
+            f"{WHERE}: spec: objective {parsed.objective.describe()}: the run-time tuner ranks by time only "
+            "(tune for it with launchtune.tune_kernel, or leave objective: out of the spec)"
+        )
     _check_tuning(samples, reducer, scan, table)
     restore_idx, roles = _argument_roles(parsed, kernel, problem_size, restore, constants, cache, cache_id)
     return TunedKernel(
@@ -292,13 +299,22 @@ def _code_of(kernel: Any, source: str | Path | None) -> tuple[str | None, str]:
     assert source is not None
     text = str(source)
     if "\n" not in text and len(text) < 4096 and text.endswith((".cu", ".cuh", ".h")):
-        path = Path(text)
-        if not path.is_file():
-            raise AutotuneError(f"{WHERE}: source: no such file {path}")
-        return path.read_text(encoding="utf-8"), str(path)
+        return _read_source(Path(text)), text
     if isinstance(source, Path):
-        return source.read_text(encoding="utf-8"), str(source)
+        return _read_source(source), str(source)
     return text, "<source>"
+
+
+def _read_source(path: Path) -> str:
+    """A ``.cu`` file's text through the bounded reader (a FIFO, a device, a file past the cap: one line)."""
+    try:
+        data = read_regular(path, "CUDA source", MAX_SOURCE_BYTES)
+        assert data is not None
+        return data.decode("utf-8")
+    except FileRefused as exc:
+        raise AutotuneError(f"{WHERE}: source: {exc}") from None
+    except UnicodeDecodeError:
+        raise AutotuneError(f"{WHERE}: source: {path}: not UTF-8 text") from None
 
 
 def _check_launch_only(spec: KernelSpec) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -352,7 +353,9 @@ def metrics_and_objective(
 ) -> tuple[tuple[tuple[str, Expression], ...], Objective]:
     """``metrics:`` (name -> expression over the parameters, the problem size, what was measured and the
     metrics before it, in order) and ``objective:`` ({minimize|maximize: a measured name or a metric})."""
-    raw = data.get("metrics") or {}
+    raw = data.get("metrics")
+    if raw is None:  # ``metrics:`` alone; ``[]``, ``0`` or ``false`` are refused, not read as none
+        raw = {}
     if not isinstance(raw, dict) or len(raw) > MAX_METRICS:
         raise SpecError(
             f"{f}metrics: expected a mapping of name to expression like {{ms_per_step: time / steps}}, "
@@ -361,8 +364,10 @@ def metrics_and_objective(
     taken = set(names) | set(PROBLEM_NAMES) | set(GRID_NAMES) | set(MEASURED_NAMES) | {"kernel_tuner"}
     known = [*names, *PROBLEM_NAMES, *MEASURED_NAMES]
     metrics: list[tuple[str, Expression]] = []
-    for name, text in raw.items():
-        if not isinstance(name, str) or not name.isidentifier() or name in taken:
+    for raw_name, text in raw.items():
+        # as Python reads an identifier (NFKC): a fullwidth ``ｔｉｍｅ`` is ``time``, not a new metric
+        name = unicodedata.normalize("NFKC", raw_name) if isinstance(raw_name, str) else raw_name
+        if not isinstance(name, str) or not name.isidentifier() or name in taken or name in dict(metrics):
             raise SpecError(
                 f"{f}metrics: {name!r} is not a usable metric name (an identifier that is not a parameter, "
                 f"a problem size or one of {', '.join(MEASURED_NAMES)})"

@@ -174,7 +174,7 @@ class KernelSpec:
         for name, expr in self.metrics:
             try:
                 value = float(expr(values)) if expr.names <= set(values) else None
-            except (ExpressionError, TypeError, ValueError):
+            except (ExpressionError, TypeError, ValueError, ArithmeticError):  # 2**2000: past a float
                 value = None
             out[name] = value
             if value is not None and math.isfinite(value):

@@ -46,6 +46,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from launchtune.pipeline.store.ownership import refuse_inside_project_folder
+
+    refuse_inside_project_folder(args.out, "export")  # before anything is read or written
     if args.format == "c-header":
         return write_c_header(Path(args.source), Path(args.out))
     from launchtune.pipeline.store.datasets import load_datasets

@@ -240,6 +240,11 @@ def run(args: argparse.Namespace) -> int:
         raise UserError("--parallel: must be at least 1")
     if args.parallel > 1 and args.compare:
         raise UserError("--parallel: runs one strategy (--strategy), not --compare")
+    from launchtune.pipeline.store.ownership import refuse_inside_project_folder
+
+    for named, what in ((args.export, "dataset (--export)"), (args.out, "comparison (--out)")):
+        if named:
+            refuse_inside_project_folder(named, what)  # before anything is read or written
     datasets = _load(args.dataset, args.objective)
     where = ", ".join(args.dataset)
     if args.export:

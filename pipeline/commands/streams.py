@@ -4,7 +4,6 @@ measured times; print measured versus predicted best number of CUDA streams per 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from launchtune.kernels.tridiag.system import COPY_CHOICES, STAGE2_CHOICES
@@ -62,16 +61,17 @@ def _tau(args: argparse.Namespace) -> float:
         return args.tau
     meta = (args.dataset if args.dataset.is_dir() else args.dataset.parent) / "meta.json"
     if meta.is_file():
-        try:
-            tau = json.loads(meta.read_text()).get("tau_ms")
-        except json.JSONDecodeError:
-            raise UserError(f"{meta}: malformed JSON (or pass --tau)") from None
+        from launchtune.pipeline.jsonio import read_json
+
+        doc = read_json(meta, "streams dataset description")
+        tau = doc.get("tau_ms") if isinstance(doc, dict) else None
         if isinstance(tau, int | float) and tau > 0:
             return float(tau)
     return SEED_TAU_MS
 
 
 def run(args: argparse.Namespace) -> int:
+    from launchtune.pipeline.store.ownership import refuse_inside_project_folder
     from launchtune.pipeline.streams.model import (
         denoise_host,
         evaluate,
@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         write_outputs,
     )
 
+    if args.out:
+        refuse_inside_project_folder(args.out, "streams model (--out)")
     tau = _tau(args)
     df = load_dataset(args.dataset, threads=args.threads, m=args.m, stage2=args.stage2, copies=args.copies)
     if args.denoise_host:

@@ -45,7 +45,7 @@ from launchtune.pipeline.paths import check_slug
 from launchtune.pipeline.store.caches import SAMPLER, CacheClass, is_cache_path, read_caches
 from launchtune.pipeline.store.folder import PLAN_FACTS, SweepFolder, data_hash
 from launchtune.pipeline.store.ownership import claim
-from launchtune.pipeline.store.schema import plan_schema
+from launchtune.pipeline.store.schema import objective_of, plan_schema
 from launchtune.pipeline.store.shards import load_merged, write_merged
 from launchtune.pipeline.store.spec import SweepSpec, TrainSpec
 
@@ -98,6 +98,15 @@ def check_sources(sources: Sequence[Source], caches: Sequence[CacheClass] = ()) 
                     "(drop one, or re-measure the class into one folder)"
                 )
             seen[c] = path
+    # what each class's rows are the cost of: a sweep's plan states it (time where not), a cache its own
+    goals = [(f"{s.path} ({c})", objective_of(s.plans.get(c))) for s in sources for c in s.classes]
+    goals += [(str(c.path), c.objective) for c in caches]
+    other = next(((w, g) for w, g in goals if g != goals[0][1]), None)
+    if other is not None:
+        raise UserError(
+            f"{other[0]}: ranked by {other[1].describe()}, but {goals[0][0]} by {goals[0][1].describe()}; "
+            "combine sources of one objective (a Kernel Tuner cache's: --objective where it has none)"[:400]
+        )
     if not sources:
         return
     first = sources[0]

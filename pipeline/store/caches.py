@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 
 from launchtune.kernels.device import CLASS_SPECS, gpu_class_of
+from launchtune.kernels.objective import DEFAULT as TIME_OBJECTIVE
+from launchtune.kernels.objective import Objective
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.store.datasets import STATUS, TIME, load_kernel_tuner_cache
 
@@ -40,6 +42,7 @@ class CacheClass:
     problem_size: str  # "4096x4096", as a sweep spec writes a size
     params: dict[str, list[int]]  # every tuned parameter (the single-valued too) and its recorded values
     frame: pd.DataFrame
+    objective: Objective = TIME_OBJECTIVE  # what its ``total_ms`` column is the cost of
 
     def plan(self) -> dict[str, Any]:
         """The slim ``plan/<class>.json`` of a combined folder: the cache's own facts."""
@@ -141,6 +144,7 @@ def read_cache_class(path: Path) -> CacheClass:
         problem_size=_size(dataset.device.get("problem_size")),
         params=params,
         frame=frame,
+        objective=dataset.objective,
     )
 
 

@@ -33,7 +33,7 @@ from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.device import CLASS_SPECS, gpu_class_of
 from launchtune.kernels.files import DuplicateKey, FileRefused, check_input
 from launchtune.kernels.objective import DEFAULT as TIME_OBJECTIVE
-from launchtune.kernels.objective import Objective, ObjectiveError, known
+from launchtune.kernels.objective import Objective, ObjectiveError, known, normal_name
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.jsonio import check_regular, read_json, read_regular_bytes
 from launchtune.pipeline.records import check_record
@@ -144,8 +144,9 @@ def cache_objective(raw: dict[str, Any], path: Path, override: Objective | None 
     name = raw.get("objective", "time")
     if isinstance(name, list) and len(name) == 1:  # Kernel Tuner 1.x may write its objectives as a list
         name = name[0]
-    if not isinstance(name, str) or not name:
-        raise UserError(f"{path}: objective {name!r} is not one name")
+    if not isinstance(name, str) or not normal_name(name):
+        raise UserError(f"{path}: objective {name!r} is not one name"[:300])
+    name = normal_name(name)
     if override is not None:
         if override.name != name:
             raise UserError(f"{path}: --objective {override.name!r}, but the cache's objective is {name!r}")
@@ -155,6 +156,11 @@ def cache_objective(raw: dict[str, Any], path: Path, override: Objective | None 
         higher = higher[0]
     if isinstance(higher, bool):
         return Objective(name, higher)
+    if higher is not None:  # "true", 1, a list: which direction was meant is not known
+        raise UserError(
+            f"{path}: objective_higher_is_better: must be true or false (got {higher!r}); or pass "
+            f"--objective '{name}:max' or '{name}:min'"[:300]
+        )
     try:
         return known(name)
     except ObjectiveError as exc:
@@ -208,6 +214,9 @@ def load_kernel_tuner_cache(path: str | Path, objective: Objective | None = None
         row = {k: entry[k] for k in keys}
         row[TIME] = cost if ok else np.nan
         row[STATUS] = "ok" if ok else "failed"
+        if not goal.is_time:  # the entry's time kept beside the objective (an export writes it back)
+            measured = entry.get("time")
+            row[_MEASURED_TIME] = float(measured) if ok and cache_json.finite(measured) else np.nan
         rows.append(row)
         rep = entry.get("times") if ok and goal.is_time else None
         times.append(cache_json.repeats(rep, f"{path}: cache entry {key!r}: times"))
@@ -224,7 +233,8 @@ def load_kernel_tuner_cache(path: str | Path, objective: Objective | None = None
     constants = {
         k: first[k].item() if isinstance(first[k], np.generic) else first[k] for k in keys if k not in params
     }
-    frame = frame[params + [TIME, STATUS]].copy()
+    kept = [_MEASURED_TIME] if _MEASURED_TIME in frame and frame[_MEASURED_TIME].notna().any() else []
+    frame = frame[params + [TIME, STATUS, *kept]].copy()
     frame["times"] = times
     device_name = str(raw.get("device_name") or "").strip()
     name = path.name.split(".")[0]
@@ -244,7 +254,11 @@ def load_kernel_tuner_cache(path: str | Path, objective: Objective | None = None
         },
         source=str(path),
         objective=goal,
+        measures={"time": _MEASURED_TIME} if kept else {},
     )
+
+
+_MEASURED_TIME = "measure.time"  # a Kernel Tuner cache's time where its objective is another quantity
 
 
 # ------------------------------------------------------------------------------------------------ our Parquet
@@ -519,8 +533,17 @@ def align_params(datasets: Sequence[Dataset]) -> list[Dataset]:
 def load_datasets(path: str | Path, objective: Objective | None = None) -> list[Dataset]:
     """Every dataset under ``path``: a cache file, a Parquet file, a folder of either (one per device), or a
     sweep folder (its ``merged/`` rows; the folder's own JSON files are records, not caches); each checked
-    by ``usable``. ``objective`` (``--objective NAME:max|min``) gives a cache's objective its direction."""
-    return [usable(d) for d in _load_datasets(path, objective)]
+    by ``usable``. ``objective`` (``--objective NAME:max|min``) gives a cache's objective its direction; a
+    Parquet dataset states its own (time where it states none), and another one named is refused."""
+    datasets = [usable(d) for d in _load_datasets(path, objective)]
+    for d in datasets:
+        if objective is not None and d.objective != objective:
+            raise UserError(
+                f"{d.source}: ranked by {d.objective.describe()} when measured; --objective "
+                f"{objective.name}:{'max' if objective.maximize else 'min'} cannot rank it otherwise "
+                "(it gives a Kernel Tuner cache's objective its direction)"[:400]
+            )
+    return datasets
 
 
 def _load_datasets(path: str | Path, objective: Objective | None = None) -> list[Dataset]:
@@ -547,8 +570,11 @@ def _load_datasets(path: str | Path, objective: Objective | None = None) -> list
 
 def write_parquet(dataset: Dataset, path: str | Path) -> Path:
     """Save a dataset (an imported cache, say) as Parquet our loader reads back; written to a temporary name
-    and renamed so a crash never leaves half a file."""
+    and renamed so a crash never leaves half a file; never inside a sweep folder (its rows are its own)."""
+    from launchtune.pipeline.store.ownership import refuse_inside_project_folder
+
     path = Path(path)
+    refuse_inside_project_folder(path, "dataset")
     frame = dataset.frame.copy()
     frame["total_times"] = [list(map(float, t)) for t in frame.pop("times")]
     stated = not dataset.objective.is_time

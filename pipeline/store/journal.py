@@ -36,17 +36,22 @@ class Journal:
         self.torn, self.torn_at = False, 0
         if data is None:
             return []
-        entries = []
+        entries: list[tuple[int, int]] = []
+        seen: set[int] = set()
         lines = data.split(b"\n")
         if lines[-1] == b"":
             lines.pop()
         for number, line in enumerate(lines, 1):
             try:
                 d = loads_json(line.decode("utf-8"))  # a key twice: not an answer, not the last one
-                entries.append((int(d["event"]), int(d["order"])))
+                entry = (int(d["event"]), int(d["order"]))
+                if entry[1] in seen:  # a proposal is answered once: a second answer is not one we wrote
+                    raise ValueError(f"proposal {entry[1]} answered twice")
             except (ValueError, KeyError, TypeError, IndexError, OverflowError, RecursionError):
                 self.torn, self.torn_at = True, number
                 break
+            seen.add(entry[1])
+            entries.append(entry)
         return entries
 
     def rewrite(self, entries: Sequence[tuple[int, int]]) -> None:

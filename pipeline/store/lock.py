@@ -11,6 +11,7 @@ holder, and the file-lock packages (filelock) do not say who holds a lock either
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -62,24 +63,34 @@ def _holder(path: Path) -> dict[str, Any]:
         return {}  # half-written or foreign: treated as held by an unknown process
 
 
-# A lock younger than this that names no holder is being written by a sweep that just created it.
-WRITING_S = 10.0
-
-
-def _age(path: Path) -> float:
-    try:
-        return time.time() - os.stat(path).st_mtime
-    except OSError:
-        return 0.0
-
-
 def _create(path: Path, me: dict[str, Any]) -> bool:
+    """Create the lock holding ``me`` whole, or return False where one exists. Written to a temporary file
+    first and hard-linked to the lock's name (``link`` fails where the name exists, atomically on local and
+    NFS file systems): a lock is never seen empty or half-written, so one that names no holder has none
+    (a full disk used to leave an empty lock, and the rerun was told "another sweep is starting here")."""
+    tmp = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.{time.monotonic_ns()}.tmp")
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        with open(tmp, "x") as f:
+            json.dump(me, f)
+        try:
+            os.link(tmp, path)
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise
+            # no hard links on this file system (FAT, some FUSE): created in place, as exclusive
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump(me, f)
+            except OSError:
+                path.unlink(missing_ok=True)
+                raise
     except FileExistsError:
         return False
-    with os.fdopen(fd, "w") as f:
-        json.dump(me, f)
+    except OSError as exc:  # a full or read-only disk: the lock asked for is named, not the temporary file
+        raise OSError(exc.errno, exc.strerror or os.strerror(exc.errno or 0), str(path)) from exc
+    finally:
+        tmp.unlink(missing_ok=True)
     return True
 
 
@@ -99,11 +110,7 @@ def sweep_lock(folder: Path, log: Callable[[str], Any] = logger.info) -> Iterato
         held = _holder(path)
         host, pid = held.get("host"), held.get("pid")
         if not isinstance(host, str) or not isinstance(pid, int):  # empty, torn or foreign: no holder named
-            if _age(path) < WRITING_S:
-                raise UserError(
-                    f"{folder}: another sweep is starting here (its lock {path} is being written); run again "
-                    "in a few seconds"
-                )
+            # a lock is written whole before it has its name (_create): this one has no holder to wait for
             note = f"taking over a lock that names no holder ({path} is empty or unreadable)"
         else:
             who = f"process {pid} on {host} (since {held.get('started', 'an unknown time')})"

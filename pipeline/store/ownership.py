@@ -16,11 +16,11 @@ import uuid
 from pathlib import Path
 from typing import Literal
 
+from launchtune.kernels.files import MARKER, project_folder_above
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.jsonio import read_json, write_json
 from launchtune.pipeline.records import checked
 
-MARKER = ".launchtune"
 Kind = Literal["sweep", "combined"]
 KINDS = ("sweep", "combined")
 # What a folder may hold and still count as empty: the lock and the cluster files a sweep makes before it
@@ -98,4 +98,17 @@ def require_owned(folder: Path, kind: Kind, action: str) -> None:
             f"{folder}: not a {kind} folder made by launchtune (no {MARKER} marker, no sweep.json saying "
             "so); "
             f"refusing to {action}"
+        )
+
+
+def refuse_inside_project_folder(path: Path | str, what: str) -> None:
+    """Refuse to write ``what`` (a file a user named: an export, a dataset, a cache) at ``path`` where a
+    folder made by launchtune holds it: that folder's files are its own (a sweep's ``sweep.json``, its table,
+    its merged rows), and a file written among them replaces or confuses its records. One line, before
+    anything is written."""
+    folder = project_folder_above(path)
+    if folder is not None:
+        raise UserError(
+            f"{path}: inside {folder}, a folder launchtune made (a sweep's or combine's); nothing but the "
+            f"sweep writes there: write the {what} outside it"
         )

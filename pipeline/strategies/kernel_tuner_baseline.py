@@ -58,7 +58,7 @@ def _cache(session: Session) -> dict:
     if not isinstance(workload, ReplayWorkload):
         raise StrategyError("Kernel Tuner runs in its simulation mode here: it needs a replayed dataset")
     noisy = [workload.measurement(row, session.repeats, visit=0) for row in range(len(workload._keys))]
-    cache = to_cache(workload.dataset, times=np.array(noisy), repeats=False)
+    cache = to_cache(workload.dataset, times=np.array(noisy), repeats=False, whole=False)
     cache["kernel_name"] = "replay"
     return cache
 
@@ -139,6 +139,10 @@ def run_kernel_tuner(session: Session, strategy: str, options: dict | None = Non
                 simulation_mode=True,
                 strategy=strategy,
                 strategy_options={"max_fevals": session.budget, **(options or {})},
+                # the recorded objective in its direction (GFLOP/s, higher is better): Kernel Tuner ranks
+                # by time otherwise, and a cache without times has none (KeyError: 'time')
+                objective=cache["objective"],
+                objective_higher_is_better=bool(cache.get("objective_higher_is_better", False)),
                 quiet=True,
                 verbose=False,
             )

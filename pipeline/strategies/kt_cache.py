@@ -32,9 +32,12 @@ from launchtune.pipeline.strategies.replay import true_values
 FAILED = "RuntimeFailedConfig"
 
 
-def to_cache(dataset: Dataset, times: np.ndarray | None = None, repeats: bool = True) -> dict[str, Any]:
+def to_cache(
+    dataset: Dataset, times: np.ndarray | None = None, repeats: bool = True, whole: bool = True
+) -> dict[str, Any]:
     """The cache as a dict; ``times`` replaces each row's ``time`` (a run's noisy answers, for Kernel Tuner's
-    simulation mode); ``repeats=False`` leaves out the repeated times (smaller)."""
+    simulation mode); ``repeats=False`` leaves out the repeated times (smaller); ``whole=False`` leaves out
+    the problem size and the single-valued parameters a loaded cache set aside (a simulation's own cache)."""
     frame = dataset.frame
     params = list(dataset.params)
     values = true_values(frame) if times is None else np.asarray(times, dtype=float)
@@ -44,15 +47,21 @@ def to_cache(dataset: Dataset, times: np.ndarray | None = None, repeats: bool = 
     kernel_cols = {k: frame[c].to_numpy(dtype=float) for k, c in dataset.kernel_times.items()}
     goal = dataset.objective
     measures = {k: frame[c].to_numpy(dtype=float) for k, c in dataset.measures.items() if k != goal.name}
+    # the single-valued parameters a loaded cache set aside (``constants``), written back as it had them
+    constants = {
+        k: v
+        for k, v in dict(dataset.device.get("constants") or {}).items()
+        if whole and k not in params and isinstance(v, int | float | str)
+    }
     entries: dict[str, dict[str, Any]] = {}
     for i, key in enumerate(keys):
-        entry: dict[str, Any] = {p: int(v) for p, v in zip(params, key, strict=True)}
+        entry: dict[str, Any] = {**constants, **{p: int(v) for p, v in zip(params, key, strict=True)}}
         if ok[i]:
             entry[goal.name] = float(values[i]) if goal.is_time else goal.value(float(values[i]))
             for k, col in measures.items():
                 if np.isfinite(col[i]):
                     entry[k] = float(col[i])
-            if repeats and len(reps[i]):
+            if repeats and len(reps[i]) and goal.is_time:
                 entry["times"] = [float(t) for t in reps[i]]
             for k, col in kernel_cols.items():
                 if np.isfinite(col[i]):
@@ -61,13 +70,15 @@ def to_cache(dataset: Dataset, times: np.ndarray | None = None, repeats: bool = 
             entry[goal.name] = FAILED
             if not goal.is_time:
                 entry["time"] = FAILED
-        entries[",".join(str(int(v)) for v in key)] = entry
+        entries[",".join(str(v) for v in [*constants.values(), *(int(v) for v in key)])] = entry
+    size = dataset.device.get("problem_size")
+    ok_size = whole and isinstance(size, list) and size and all(type(v) is int and v > 0 for v in size)
     return {
         "device_name": str(dataset.device.get("device_name") or dataset.name),
         "kernel_name": str(dataset.device.get("kernel_name") or dataset.name),
-        "problem_size": [1],
-        "tune_params_keys": params,
-        "tune_params": {p: dataset.values(p) for p in params},
+        "problem_size": size if ok_size else [1],
+        "tune_params_keys": [*constants, *params],
+        "tune_params": {**{k: [v] for k, v in constants.items()}, **{p: dataset.values(p) for p in params}},
         "objective": goal.name,
         **({} if goal.is_time else {"objective_higher_is_better": goal.maximize}),
         "cache": entries,
@@ -78,9 +89,12 @@ def write_cache(dataset: Dataset, path: str | Path) -> Path:
     """Write ``dataset`` as a Kernel Tuner cache (``.json``, or gzip-compressed ``.json.gz``), atomically
     (``kernels.atomic``: a killed export leaves the old file or none, never half of one). The gzip header
     carries no time stamp, so the same dataset gives the same bytes."""
+    from launchtune.pipeline.store.ownership import refuse_inside_project_folder
+
     path = Path(path)
     if not path.name.endswith((".json", ".json.gz")):
         raise UserError(f"{path}: a Kernel Tuner cache file name ends in .json or .json.gz")
+    refuse_inside_project_folder(path, "Kernel Tuner cache")
     data = json.dumps(to_cache(dataset)).encode()
     if path.name.endswith(".gz"):
         data = gzip.compress(data, mtime=0)

@@ -8,6 +8,7 @@ with :func:`plan_sweep`; a value's range is checked against ``store.spec.LIMITS`
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from launchtune.pipeline.store.workloads import check_allow_flag, check_workload
 from launchtune.pipeline.strategies import NEEDS_PRIOR, STRATEGIES
 from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX, kt_strategy_names
 from launchtune.pipeline.sweep.priors import load_priors
+
+MAX_MINUTES = 10**7  # the --max-minutes flag's own bound (pipeline/commands/sweep.py)
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,15 @@ def plan_sweep(
         spec = dataclasses.replace(spec, train_models=train_models)
     if remeasure is not None:
         spec = dataclasses.replace(spec, remeasure=remeasure)
+    if max_minutes is not None and not (  # the API's as the flag's: NaN compares false with every bound
+        isinstance(max_minutes, int | float)
+        and not isinstance(max_minutes, bool)
+        and math.isfinite(max_minutes)
+        and 0 < max_minutes <= MAX_MINUTES
+    ):
+        raise UserError(
+            f"--max-minutes: must be a number more than 0 and at most {MAX_MINUTES:,} (got {max_minutes!r})"
+        )
     loaded: list[Any] = []
     if spec.search is not None:
         if max_minutes is not None:

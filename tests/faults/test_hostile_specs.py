@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from launchtune.pipeline.errors import UserError
@@ -58,6 +58,8 @@ def test_any_value_of_any_key_is_a_spec_or_one_line(key, value, cfd):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(key=st.sampled_from(OPTION_KEYS), value=VALUES, workload=st.sampled_from(["cfd", "tridiag"]))
+@example(key="scheme", value={"\n": None}, workload="cfd")  # found on a fresh clone: a message on two lines
+@example(key="\n", value=None, workload="cfd")
 def test_any_value_of_any_workload_option_is_a_spec_or_one_line(key, value, workload):
     spec = (
         base_spec(**CFD) if workload == "cfd" else base_spec(workload="tridiag", case="random", size="1000")
