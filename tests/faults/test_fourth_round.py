@@ -467,6 +467,16 @@ def test_objective_on_a_parquet_dataset_is_honoured_or_refused(tmp_path, command
 
 @pytest.mark.parametrize("minutes", [math.nan, math.inf, -1.0, 0, True, "5"])
 def test_max_minutes_of_the_api_is_checked_as_the_flag_is(tmp_path, write_spec, minutes):
-    with pytest.raises(UserError, match="--max-minutes: must be a number more than 0"):
+    """Refused at the call, naming the argument (launchtune/checks.py), before anything is written."""
+    with pytest.raises((TypeError, ValueError), match="^max_minutes: expected a finite number > 0"):
         launchtune.sweep(write_spec(), out=tmp_path / "out", max_minutes=minutes, allow_workload=[FAKE])
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("minutes", [math.nan, math.inf, -1.0, 0, True, "5"])
+def test_max_minutes_of_a_plan_is_checked_as_the_flag_is(tmp_path, write_spec, minutes):
+    """The plan's own check, for every caller that does not pass through the API's (the flag's words)."""
+    from launchtune.pipeline.sweep.plan import plan_sweep
+
+    with pytest.raises(UserError, match="--max-minutes: must be a number more than 0"):
+        plan_sweep(write_spec(), out=tmp_path / "out", max_minutes=minutes, allow_workload=[FAKE])
