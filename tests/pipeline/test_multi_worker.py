@@ -259,7 +259,8 @@ def _first_gpu_uuid() -> str | None:
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_a_card_named_by_uuid_gets_one_pinned_worker_that_records_it(tmp_path):
-    """The one-worker-per-GPU logic on a single GPU: the user's CUDA_VISIBLE_DEVICES (a UUID) is honoured."""
+    """The one-worker-per-GPU logic on a single GPU: the user's CUDA_VISIBLE_DEVICES (a UUID) is honoured. One
+    card is measured in the sweep's own process (no Dask cluster), named as its worker would be."""
     uuid = _first_gpu_uuid()
     if uuid is None:
         pytest.skip("CuPy does not report the device UUID")
@@ -275,7 +276,7 @@ def test_a_card_named_by_uuid_gets_one_pinned_worker_that_records_it(tmp_path):
     result = run_cli("sweep", str(spec), cwd=tmp_path, env={"CUDA_VISIBLE_DEVICES": uuid}, timeout=600)
     assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
     name = f"{cls}-gpu-{uuid[4:12].lower()}"
-    assert f"local cluster: {name}" in result.stdout
+    assert f"one device ({name}): measuring in this process" in result.stdout
     assert f"worker {name}: " in result.stdout and "but it sees" not in result.stdout
     merged = pq.read_table(tmp_path / "results/pinned/merged", partitioning="hive").to_pandas()
     assert set(merged["worker"]) == {name} and set(merged["cuda_visible_devices"]) == {uuid}
