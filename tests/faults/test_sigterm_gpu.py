@@ -70,7 +70,10 @@ def test_a_tune_kernel_ended_by_sigterm_leaves_no_process_on_the_gpu(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-c", _PROGRAM, str(tmp_path / "out")],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
