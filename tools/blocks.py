@@ -774,7 +774,15 @@ def _scale(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _kernel_tuner_examples(root: Path) -> str:
+    """Kernel Tuner's examples run by both tools on one GPU (data/kernel_tuner_examples/examples.json)."""
+    from benchmarks.kernel_tuner_examples_table import table
+
+    return table(_load(root / "data" / "kernel_tuner_examples" / "examples.json")) + "\n"
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
+    "kernel_tuner_examples": _kernel_tuner_examples,
     "summary": _summary,
     "make_test": _make_test,
     "autotune_h200": _autotune,
