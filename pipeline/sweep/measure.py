@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from distributed import wait
 from tqdm.auto import tqdm
 
 from launchtune.kernels.progress import Progress
@@ -50,6 +49,8 @@ def warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeout
                         key=f"warm-{cls}-{w.get('name')}-{time.time_ns()}",
                     )
                 )
+    from distributed import wait  # the Dask path's only (one local device measures without it)
+
     try:
         wait(futures, timeout=timeout)
     except TimeoutError:  # Dask's wait raises on its limit; the ready workers' facts are still wanted
@@ -283,6 +284,8 @@ def measure_batches(
     ``limit``: seconds to wait for the next batch to finish (``pipeline.cluster.waits``; None: the local
     cluster's default); past it the sweep stops with one line, keeping every shard written.
     """
+    from distributed import wait  # Dask's, imported where Dask measures (not in measure_in_process)
+
     limit = limit or wait_limit("local")
     if not isinstance(spec.batch_size, int):
         raise ValueError("measure_batches: batch_size auto must be chosen before measuring (run_plan does)")

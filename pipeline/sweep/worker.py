@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from distributed import get_worker
 
 from launchtune import __version__
 from launchtune.kernels.atomic import atomic_path
@@ -240,6 +239,8 @@ def worker_name() -> str:
     if _NAMED:
         return _NAMED[-1]
     try:
+        from distributed import get_worker  # a Dask worker's (imported on Dask's path only)
+
         return str(get_worker().name)
     except (ImportError, ValueError):
         return f"pid{os.getpid()}"
