@@ -147,7 +147,9 @@ def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: 
     if space.inactive:  # parameters some configurations do not use: the models zero them (ZeroInactive)
         out["inactive"] = [rule.as_list() for rule in space.inactive]
     if spec.get("batch_size") == "auto" and out["configs"]:
-        out["probe_s"] = probe_seconds(spec, [c for _, c in out["configs"][:PROBE_SAMPLES]])
+        probed = [c for _, c in out["configs"][:PROBE_SAMPLES]]
+        workload.compile_ahead(probed)  # compiled side by side, not one after another on the probe's clock
+        out["probe_s"] = probe_seconds(spec, probed)
     return out
 
 
