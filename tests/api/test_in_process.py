@@ -237,3 +237,17 @@ def test_the_next_configurations_compile_ahead_of_the_batch_measured(tmp_path, s
     assert sorted(flat) == sorted(_key(r) for r in results) and len(set(flat)) == len(flat) == len(CONFIGS)
     batch = json.loads((tmp_path / "out" / "sweep.json").read_text())["spec"]["batch_size"]
     assert len(queued[0]) == min(len(CONFIGS), batch + 3)  # the first batch and the three after it
+
+
+def test_blocks_no_device_launches_are_not_measured(tmp_path, stand_in):
+    """tune_kernel's space leaves out a thread block over 1024 threads (Kernel Tuner's max_threads), so it
+    is neither measured nor counted against ``max_fevals``."""
+    data = _data()
+    tune = {"block_size_x": [32, 64, 2048], "tile": [1, 2], "wrong": [0]}
+    arguments = [np.zeros(N, np.float32), data, np.int32(N)]
+    call = dict(grid_div_x=["block_size_x", "tile"], quiet=True)
+    results, _ = launchtune.tune_kernel("scale", SOURCE, N, arguments, tune, out=tmp_path / "all", **call)
+    assert sorted(_key(r) for r in results) == [(32, 1, 0), (32, 2, 0), (64, 1, 0), (64, 2, 0)]
+    sampled, _ = launchtune.tune_kernel("scale", SOURCE, N, arguments, tune, out=tmp_path / "sampled",
+                                        strategy_options={"max_fevals": 4}, **call)  # fmt: skip
+    assert sorted(_key(r) for r in sampled) == [(32, 1, 0), (32, 2, 0), (64, 1, 0), (64, 2, 0)]
