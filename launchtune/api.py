@@ -615,6 +615,7 @@ def _allows(
     """Whether the string restrictions allow a configuration and its thread block fits 1024 threads (Kernel
     Tuner's own rule), evaluated here; a restriction that does not parse is one line now."""
     from launchtune.kernels.kernel.expressions import ExpressionError, parse
+    from launchtune.kernels.kernel.fields import MAX_THREADS
 
     names = list(params)
     sizes = {f"problem_size_{d}": v for d, v in zip("xyz", [*dims, 1, 1], strict=False) if isinstance(v, int)}
@@ -622,7 +623,7 @@ def _allows(
 
     def ok(config: dict[str, Any]) -> bool:
         values = {**sizes, **config}
-        if math.prod(int(values.get(b, 1)) for b in blocks) > 1024:
+        if math.prod(int(values.get(b, 1)) for b in blocks) > MAX_THREADS:
             return False
         try:
             return all(e(values) for e in exprs)

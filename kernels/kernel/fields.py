@@ -24,6 +24,13 @@ DEFAULT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
 # Kernel Tuner's thread block where a dimension's name is not a tunable parameter (util.py,
 # get_thread_block_dimensions): a script moved over launches what it launched there.
 UNTUNED_BLOCK = (256, 1, 1)
+# What no CUDA device launches (every compute capability since 2.0): threads per block, and per dimension.
+# The space leaves out a block over these (``KernelSpec.space``), as Kernel Tuner's Searchspace leaves out a
+# block over the device's max_threads (1024 on every NVIDIA GPU), so a sample or a search's budget draws only
+# configurations that can launch; what only the compiled kernel tells (its register-bound limit, shared
+# memory) stays an invalid row at measuring time, as there.
+MAX_THREADS = 1024
+MAX_BLOCK = (1024, 1024, 64)
 GRID_NAMES = ("grid_size_x", "grid_size_y", "grid_size_z")
 # What a measurement gives, by name, for metrics and the objective: the median time of one launch (ms), and
 # where the device has an energy counter (kernels.energy), the energy of one launch (mJ) and the mean power

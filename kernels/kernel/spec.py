@@ -34,9 +34,11 @@ from launchtune.kernels.kernel.fields import (  # noqa: F401  (the spec's vocabu
     ENERGY_NAMES,
     GRID_NAMES,
     INT64_MAX,
+    MAX_BLOCK,
     MAX_OPTIONS,
     MAX_RESTRICTIONS,
     MAX_SPEC_BYTES,
+    MAX_THREADS,
     MEASURED_NAMES,
     PROBLEM_NAMES,
     TEMPLATED,
@@ -265,6 +267,7 @@ class KernelSpec:
             )
             for r in self.restrictions
         )
+        constraints += self._launchable()
         if self.allowed is not None:
             rows = np.load(self.allowed, allow_pickle=False)
             names = self.names
@@ -286,6 +289,35 @@ class KernelSpec:
                 ),
             )
         return Space(self.params, dict(self.default), constraints, name=f"kernel:{self.kernel_name}")
+
+    def _launchable(self) -> tuple[Constraint, ...]:
+        """The thread block within what CUDA launches (``MAX_THREADS`` in all, ``MAX_BLOCK`` per dimension),
+        Kernel Tuner's max_threads restriction: none where no block dimension is tuned."""
+        tuned = tuple(n for n in self.block_size_names if n in self.names)
+        if not tuned:
+            return ()
+        block = " * ".join(self.block_size_names)
+        why = f"the thread block ({block}) over {MAX_THREADS} threads or {MAX_BLOCK} (CUDA's limits)"
+
+        def fits(config: Mapping[str, int]) -> bool:
+            block = self.block(self.actual(config))
+            return math.prod(block) <= MAX_THREADS and all(
+                1 <= b <= m for b, m in zip(block, MAX_BLOCK, strict=True)
+            )
+
+        def fits_rows(columns: Mapping[str, np.ndarray]) -> np.ndarray | None:
+            if any(n in self.labels for n in tuned):
+                return None  # a labelled block size: asked one configuration at a time
+            n = len(next(iter(columns.values())))
+            total = np.ones(n, dtype=np.int64)
+            ok = np.ones(n, dtype=bool)
+            for name, untuned, most in zip(self.block_size_names, UNTUNED_BLOCK, MAX_BLOCK, strict=True):
+                b = columns[name] if name in columns else np.full(n, untuned, dtype=np.int64)
+                ok &= (b >= 1) & (b <= most)
+                total *= np.clip(b, 0, MAX_THREADS + 1)  # clipped: no overflow of the product
+            return ok & (total <= MAX_THREADS)
+
+        return (Constraint(why, fits, fits_rows, tuned),)
 
     def block(self, config: Mapping[str, int]) -> tuple[int, int, int]:
         b = [int(config.get(n, d)) for n, d in zip(self.block_size_names, UNTUNED_BLOCK, strict=True)]

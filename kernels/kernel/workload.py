@@ -41,6 +41,7 @@ from launchtune.kernels.kernel.compile import (
 )
 from launchtune.kernels.kernel.errors import SpecError
 from launchtune.kernels.kernel.expressions import ExpressionError
+from launchtune.kernels.kernel.fields import MAX_BLOCK
 from launchtune.kernels.kernel.options import (
     check_arguments,
     check_options,
@@ -55,7 +56,6 @@ from launchtune.kernels.workload import Capabilities, Check, Timing, Workload, W
 
 WARMUP_LAUNCHES = 1
 REFERENCES_KEPT = 4  # answers of a reference that takes the configuration, kept on the device
-MAX_BLOCK = (1024, 1024, 64)
 MAX_GRID = (2**31 - 1, 65535, 65535)
 
 

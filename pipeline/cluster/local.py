@@ -21,9 +21,6 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-import dask
-from distributed import Client, LocalCluster
-
 from launchtune.kernels.device import gpu_class_of, visible_gpu_names
 from launchtune.pipeline.cluster import ClusterHandle
 from launchtune.pipeline.cluster.security import local_security
@@ -141,6 +138,8 @@ def open_local_cluster(
     reason ``workers_per_class`` only applies without a GPU (that many CPU workers); with GPUs it is one per
     card, and CUDA_VISIBLE_DEVICES picks the cards.
     """
+    import dask  # Dask's only where a cluster starts (one device measures in-process without it)
+    from distributed import Client, LocalCluster
 
     if workers_per_class < 1:
         raise UserError(f"--workers-per-class: must be at least 1 (got {workers_per_class})")

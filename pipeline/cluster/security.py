@@ -22,8 +22,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from distributed.security import Security
+if TYPE_CHECKING:  # imported where a cluster is made: one device in-process never loads Dask
+    from distributed.security import Security
 
 CREDENTIALS_DIRNAME = "credentials"
 
@@ -49,6 +51,8 @@ def security_from_files(cert_file: str | Path, key_file: str | Path) -> Security
     material, on the workers' command lines (visible to other users through ``scontrol show job``).
     """
     cert, key = str(cert_file), str(key_file)
+    from distributed.security import Security
+
     return Security(
         require_encryption=True,
         tls_ca_file=cert,
@@ -69,6 +73,8 @@ def local_security() -> Security:
     plain-TCP peer. (``distributed`` copies in-memory PEMs into a ``tempfile.TemporaryDirectory``, which is
     0700, for the moment ``ssl`` loads them; they are gone again before any connection is made.)
     """
+    from distributed.security import Security
+
     return Security.temporary()
 
 
@@ -88,6 +94,8 @@ def write_credentials(workdir: Path) -> Credentials:
         shutil.rmtree(directory)
     directory.mkdir(mode=0o700)
     os.chmod(directory, 0o700)
+    from distributed.security import Security
+
     temporary = Security.temporary()
     cert_file, key_file = directory / "sweep-cert.pem", directory / "sweep-key.pem"
     _write_private(cert_file, temporary.tls_scheduler_cert)

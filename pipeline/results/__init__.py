@@ -13,6 +13,8 @@ import: ``from launchtune.pipeline import results``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from launchtune.pipeline.results.autotune import (  # noqa: F401
     LAUNCH_COLUMNS,
     autotune_picks,
@@ -28,18 +30,6 @@ from launchtune.pipeline.results.folders import (  # noqa: F401
     REPO,
     RESULTS_ENV,
     results_folder,
-)
-from launchtune.pipeline.results.learning import (  # noqa: F401
-    comparison_table,
-    group_model,
-    loco_table,
-    loss_curves,
-    pairs_table,
-    prediction_groups,
-    prediction_scores,
-    predictions,
-    r2_table,
-    surrogate_sweeps,
 )
 from launchtune.pipeline.results.search import answer_order, search_traces  # noqa: F401
 from launchtune.pipeline.results.sweeps import (  # noqa: F401
@@ -62,12 +52,65 @@ from launchtune.pipeline.results.sweeps import (  # noqa: F401
     sweep_overview,
     time_label,
 )
-from launchtune.pipeline.results.tridiag import (  # noqa: F401
-    Tridiag,
-    load_tridiag,
-    load_tridiags,
-    optimum_table,
-    stream_speedups,
-    stream_times,
-    tridiag_folders,
+
+if TYPE_CHECKING:
+    from launchtune.pipeline.results.learning import (  # noqa: F401
+        comparison_table,
+        group_model,
+        loco_table,
+        loss_curves,
+        pairs_table,
+        prediction_groups,
+        prediction_scores,
+        predictions,
+        r2_table,
+        surrogate_sweeps,
+    )
+    from launchtune.pipeline.results.tridiag import (  # noqa: F401
+        Tridiag,
+        load_tridiag,
+        load_tridiags,
+        optimum_table,
+        stream_speedups,
+        stream_times,
+        tridiag_folders,
+    )
+
+# The surrogate models' and the tridiagonal streams' readers need scikit-learn (about a second to import):
+# loaded on first use, so what reads a sweep folder without models (a sweep's report, tune_kernel) does
+# not pay for it.
+_LEARNING = (
+    "comparison_table",
+    "group_model",
+    "loco_table",
+    "loss_curves",
+    "pairs_table",
+    "prediction_groups",
+    "prediction_scores",
+    "predictions",
+    "r2_table",
+    "surrogate_sweeps",
 )
+
+
+_TRIDIAG = (
+    "Tridiag",
+    "load_tridiag",
+    "load_tridiags",
+    "optimum_table",
+    "stream_speedups",
+    "stream_times",
+    "tridiag_folders",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LEARNING:
+        from launchtune.pipeline.results import learning
+
+        return getattr(learning, name)
+    if name in _TRIDIAG:
+        from launchtune.pipeline.results import tridiag
+
+        return getattr(tridiag, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

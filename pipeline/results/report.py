@@ -20,8 +20,7 @@ from launchtune.kernels import tuning_table
 from launchtune.kernels.compare import Comparison
 from launchtune.kernels.objective import from_dict
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.learn.crossclass import markdown as cross_class_markdown
-from launchtune.pipeline.results import Sweep, figures, predictions, search_traces, time_label
+from launchtune.pipeline.results import Sweep, search_traces, time_label
 from launchtune.pipeline.results.energy import energy_rows, energy_summary, pareto_front
 from launchtune.pipeline.results.markdown import render
 from launchtune.pipeline.store.folder import SweepFolder, data_hash, ok_rows, rows_by_class
@@ -338,22 +337,28 @@ def _figures(
     log,
     models: dict[str, dict[str, Any]] | None = None,
 ) -> list[str]:
+    folder = SweepFolder(sweep_dir)
+    folder.figures_dir.mkdir(exist_ok=True)
+    groups = {g: e for g, e in metrics.get("groups", {}).items() if "mlp" in e.get("models", {})}
+    measured = {str(c): energy_rows(frame, str(c)) for c in sorted(frame["gpu_class"].unique())}
+    measured = {c: rows for c, rows in measured.items() if len(rows)}
+    traces = search_traces(sweep_dir, frame)
+    if not (groups or measured or traces):
+        return []  # nothing to draw: matplotlib (a third of a second) is not even imported
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
+        from launchtune.pipeline.results import figures, predictions
     except ImportError:
         log("matplotlib is not installed: figures skipped")
         return []
 
-    folder = SweepFolder(sweep_dir)
-    folder.figures_dir.mkdir(exist_ok=True)
     sweep = Sweep(path=sweep_dir, spec=spec, plan=plan, frame=frame, metrics=metrics)
     made = []
-    for group, entry in metrics.get("groups", {}).items():
-        if "mlp" not in entry.get("models", {}):
-            continue
+    for group, entry in groups.items():
         drawn = {
             f"{group}-pred-vs-actual.png": figures.pred_vs_actual(
                 predictions(sweep, group, "mlp", fitted=(models or {}).get(group, {}).get("mlp")),
@@ -373,15 +378,12 @@ def _figures(
             fig.savefig(folder.figure_path(name), dpi=110)
             plt.close(fig)
             made.append(name)
-    measured = {str(c): energy_rows(frame, str(c)) for c in sorted(frame["gpu_class"].unique())}
-    measured = {c: rows for c, rows in measured.items() if len(rows)}
     if measured:  # rows measured for energy too: the time-energy front per class
         fronts = {c: pareto_front(r["total_ms"], r["energy_mJ"]) for c, r in measured.items()}
         fig = figures.energy_front(measured, fronts, "time and energy per launch")
         fig.savefig(folder.figure_path("energy_front.png"), dpi=110)
         plt.close(fig)
         made.append("energy_front.png")
-    traces = search_traces(sweep_dir, frame)
     if traces:
         strategy = spec.search.strategy if spec.search else "search"
         unit = time_label(spec.workload)
@@ -457,6 +459,11 @@ def build_report(
         created=report["created"],
         sweep_id=spec.name,
     )
-    markdown = render({**report, "cross_class_md": cross_class_markdown(metrics)})
+    cross_class: list[str] = []
+    if any(metrics.get(k) for k in ("comparison", "loco", "pairs")):  # what markdown() reads (scipy, sklearn)
+        from launchtune.pipeline.learn.crossclass import markdown as cross_class_markdown
+
+        cross_class = cross_class_markdown(metrics)
+    markdown = render({**report, "cross_class_md": cross_class})
     folder.write_report(_clean(report), markdown, _clean(table))
     return report

@@ -11,7 +11,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from distributed import wait
 from tqdm.auto import tqdm
 
 from launchtune.kernels.progress import Progress
@@ -23,7 +22,7 @@ from launchtune.pipeline.store.folder import SweepFolder
 from launchtune.pipeline.store.schema import plan_schema
 from launchtune.pipeline.store.shards import Planned, pending_batches
 from launchtune.pipeline.store.spec import SweepSpec
-from launchtune.pipeline.sweep.worker import measure_batch, warm_task
+from launchtune.pipeline.sweep.worker import compile_task, measure_batch, warm_task
 
 Log = Callable[[str], None]
 
@@ -50,6 +49,8 @@ def warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeout
                         key=f"warm-{cls}-{w.get('name')}-{time.time_ns()}",
                     )
                 )
+    from distributed import wait  # the Dask path's only (one local device measures without it)
+
     try:
         wait(futures, timeout=timeout)
     except TimeoutError:  # Dask's wait raises on its limit; the ready workers' facts are still wanted
@@ -283,6 +284,8 @@ def measure_batches(
     ``limit``: seconds to wait for the next batch to finish (``pipeline.cluster.waits``; None: the local
     cluster's default); past it the sweep stops with one line, keeping every shard written.
     """
+    from distributed import wait  # Dask's, imported where Dask measures (not in measure_in_process)
+
     limit = limit or wait_limit("local")
     if not isinstance(spec.batch_size, int):
         raise ValueError("measure_batches: batch_size auto must be chosen before measuring (run_plan does)")
@@ -388,6 +391,27 @@ def _timing(
     }
 
 
+# Configurations queued on the workload's compile pool ahead of the batch being measured, in measuring
+# order (``measure_in_process``): enough to keep the compile threads busy while the GPU measures, few enough
+# that a time limit or Ctrl-C wastes little.
+COMPILE_AHEAD = 64
+
+
+def _compile_ahead(spec_d: dict[str, Any], upcoming: list[Any], queued: int) -> int:
+    """Queue ``upcoming[queued:]`` to compile (the batch about to be measured and up to ``COMPILE_AHEAD``
+    beyond it: a batch's own compiles would otherwise start only when it starts, one compile's latency per
+    batch on the GPU's clock); returns how far ``upcoming`` is queued. A workload that cannot be built is
+    left for the batch to report."""
+    target = len(upcoming)
+    if target <= queued:
+        return queued
+    try:
+        compile_task(spec_d, upcoming[queued:target])
+    except Exception:  # noqa: BLE001  (measure_batch builds it again and reports why, as its row or fatal)
+        return queued
+    return target
+
+
 def measure_in_process(
     spec: SweepSpec, plans: dict[str, dict], out: Path, log: Log, max_minutes: float | None = None
 ) -> dict[str, Any]:
@@ -410,10 +434,14 @@ def measure_in_process(
         for cls, queue in queues.items():
             keys = ("params", "kernels", "measures", "objective")
             plan = {k: plans[cls][k] for k in keys if k in plans[cls]}
+            upcoming = [config for _, batch_rows, _ in queue for _, _, config in batch_rows]
+            queued = at = 0  # how far upcoming is queued to compile; where measuring is
             for batch, batch_rows, _ in queue:
                 if deadline is not None and time.perf_counter() >= deadline:
                     stopped_early = True
                     break
+                at += len(batch_rows)
+                queued = _compile_ahead(spec_d, upcoming[: at + COMPILE_AHEAD], queued)
                 path = str(SweepFolder(out).shard_path(cls, batch))
                 result = measure_batch(spec_d, plan, cls, batch, batch_rows, path, str(out))
                 if "fatal" in result:

@@ -28,7 +28,6 @@ from launchtune.pipeline.cluster import ClusterHandle, open_cluster
 from launchtune.pipeline.cluster.waits import result, wait_limit
 from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.pick import incumbents, known_failures
-from launchtune.pipeline.learn.train import train_sweep
 from launchtune.pipeline.results.report import build_report, remeasure_line
 from launchtune.pipeline.store.batching import auto_batch_size
 from launchtune.pipeline.store.checksums import EditedFile
@@ -488,7 +487,12 @@ def _models_and_picks(run: _Run, proposer: _Sampled | _Searched, plans: dict[str
     if not (train or remeasure):
         log("nothing new since the last training: models and re-measurements kept")
         return
-    trained = train_sweep(out, log) if train else None
+    if train:  # scikit-learn's import (about a second) only where models are trained
+        from launchtune.pipeline.learn.train import train_sweep
+
+        trained = train_sweep(out, log)
+    else:
+        trained = None
     if remeasure:
         current = data_hash(load_merged(out))
         answers = proposer.remeasure(run, plans, trained if spec.trains() else None)

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from distributed import get_worker
 
 from launchtune import __version__
 from launchtune.kernels.atomic import atomic_path
@@ -148,7 +147,9 @@ def plan_task(spec: Mapping[str, Any], samplers: list[str], samples: int, seed: 
     if space.inactive:  # parameters some configurations do not use: the models zero them (ZeroInactive)
         out["inactive"] = [rule.as_list() for rule in space.inactive]
     if spec.get("batch_size") == "auto" and out["configs"]:
-        out["probe_s"] = probe_seconds(spec, [c for _, c in out["configs"][:PROBE_SAMPLES]])
+        probed = [c for _, c in out["configs"][:PROBE_SAMPLES]]
+        workload.compile_ahead(probed)  # compiled side by side, not one after another on the probe's clock
+        out["probe_s"] = probe_seconds(spec, probed)
     return out
 
 
@@ -240,6 +241,8 @@ def worker_name() -> str:
     if _NAMED:
         return _NAMED[-1]
     try:
+        from distributed import get_worker  # a Dask worker's (imported on Dask's path only)
+
         return str(get_worker().name)
     except (ImportError, ValueError):
         return f"pid{os.getpid()}"

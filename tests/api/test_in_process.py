@@ -214,3 +214,40 @@ def test_a_device_arrays_spec_elsewhere_is_one_line(tmp_path, stand_in):
     (inputs,) = (tmp_path / "out" / "inputs").iterdir()
     with pytest.raises(SpecError, match=r"arguments\[0\]\.fill: a device array given to tune_kernel"):
         make("scale", None, spec=str(inputs / "kernel.yaml"))
+
+
+def test_the_next_configurations_compile_ahead_of_the_batch_measured(tmp_path, stand_in, monkeypatch):
+    """One device in this process: before each batch is measured, the configurations after it (up to
+    ``COMPILE_AHEAD``) are queued on the compile pool, each once, in measuring order, so the GPU never waits
+    for a batch's first compile."""
+    from launchtune.pipeline.sweep import measure
+
+    queued: list[list[tuple[int, int, int]]] = []
+    real = measure.compile_task
+
+    def recording(spec, configs):
+        queued.append([_key(c) for c in configs])
+        return real(spec, configs)
+
+    monkeypatch.setattr(measure, "compile_task", recording)
+    monkeypatch.setattr(measure, "COMPILE_AHEAD", 3)
+    data = _data()
+    results, _ = _tune(tmp_path, [np.zeros(N, np.float32), data, np.int32(N)], answer=[2 * data, None, None])
+    flat = [k for call in queued for k in call]
+    assert sorted(flat) == sorted(_key(r) for r in results) and len(set(flat)) == len(flat) == len(CONFIGS)
+    batch = json.loads((tmp_path / "out" / "sweep.json").read_text())["spec"]["batch_size"]
+    assert len(queued[0]) == min(len(CONFIGS), batch + 3)  # the first batch and the three after it
+
+
+def test_blocks_no_device_launches_are_not_measured(tmp_path, stand_in):
+    """tune_kernel's space leaves out a thread block over 1024 threads (Kernel Tuner's max_threads), so it
+    is neither measured nor counted against ``max_fevals``."""
+    data = _data()
+    tune = {"block_size_x": [32, 64, 2048], "tile": [1, 2], "wrong": [0]}
+    arguments = [np.zeros(N, np.float32), data, np.int32(N)]
+    call = dict(grid_div_x=["block_size_x", "tile"], quiet=True)
+    results, _ = launchtune.tune_kernel("scale", SOURCE, N, arguments, tune, out=tmp_path / "all", **call)
+    assert sorted(_key(r) for r in results) == [(32, 1, 0), (32, 2, 0), (64, 1, 0), (64, 2, 0)]
+    sampled, _ = launchtune.tune_kernel("scale", SOURCE, N, arguments, tune, out=tmp_path / "sampled",
+                                        strategy_options={"max_fevals": 4}, **call)  # fmt: skip
+    assert sorted(_key(r) for r in sampled) == [(32, 1, 0), (32, 2, 0), (64, 1, 0), (64, 2, 0)]

@@ -19,8 +19,8 @@ def make(monkeypatch, write_spec):
     fake_cupy.COMPILED.clear()
 
     def build(workers: int = 0, **changes):
-        changes.setdefault("tune_params", {"block_size_x": [32, 64, 2048], "tile": [1, 2], "broken": [0, 1],
-                                           "wrong": [0, 1], "regs": [32, 128]})  # fmt: skip
+        changes.setdefault("tune_params", {"block_size_x": [32, 64, 1024, 2048], "tile": [1, 2],
+                                           "broken": [0, 1], "wrong": [0, 1], "regs": [32, 128]})  # fmt: skip
         changes.setdefault("restrictions", None)
         return workload_module.make_workload("scale", None, "cupy", spec=str(write_spec(**changes)),
                                              compile_workers=workers)  # fmt: skip
@@ -55,12 +55,14 @@ def test_invalid_configurations_say_why(make):
     assert not wrong.ok
     assert wrong.reason.startswith("out[")
     assert "(difference 1 over atol 1e-06 + rtol 1e-05); 1000 elements differ" in wrong.reason
-    threads = w.check({**BASE, "block_size_x": 2048})
+    # what no device launches is not in the space (Kernel Tuner's max_threads); what the compiled kernel's
+    # registers limit is a row that says why
+    assert "over 1024 threads" in " ".join(w.space().violations({**BASE, "block_size_x": 2048}))
+    threads = w.check({**BASE, "block_size_x": 1024, "regs": 128})
     assert not threads.ok
     assert threads.reason.startswith(
-        "block of 2048 threads over the compiled kernel's limit of 1024 (32 registers"
+        "block of 1024 threads over the compiled kernel's limit of 512 (128 registers"
     )
-    assert "block (2048, 1, 1) outside CUDA's limits" in threads.reason
     registers = w.check({**BASE, "block_size_x": 64, "regs": 128})  # 512 threads at most with 128 registers
     assert registers.ok
     with pytest.raises(WorkloadError, match="compile error"):
@@ -142,7 +144,7 @@ def test_a_batch_through_the_sweeps_worker(make, tmp_path):
         {**BASE, "block_size_x": 64},
         {**BASE, "broken": 1},
         {**BASE, "wrong": 1},
-        {**BASE, "block_size_x": 2048},
+        {**BASE, "block_size_x": 1024, "regs": 128},  # over the compiled kernel's 512 threads
         {**BASE, "block_size_x": 64},  # the same configuration again: compiled once
     ]
     rows = [(i, "exhaustive", c) for i, c in enumerate(configs)]
@@ -156,7 +158,7 @@ def test_a_batch_through_the_sweeps_worker(make, tmp_path):
     shard = pq.read_table(path).to_pandas()
     assert shard["status"].tolist() == ["ok", "invalid", "invalid", "invalid", "ok"]
     assert shard["reason"][1].startswith("compile error:") and shard["reason"][2].startswith("out[")
-    assert shard["reason"][3].startswith("block of 2048 threads")
+    assert shard["reason"][3].startswith("block of 1024 threads")
     assert shard["ms.scale"].tolist()[0] == 0.25 and shard["total_ms"].tolist()[4] == 0.25
     assert shard["compile_ms"].notna().all() and shard["compile_ms"][4] == 0.0
     twice = {**BASE, "block_size_x": 64}
