@@ -778,7 +778,8 @@ def _kernel_tuner_examples(root: Path) -> str:
     """Kernel Tuner's examples run by both tools on one GPU (data/kernel_tuner_examples/examples.json)."""
     from benchmarks.kernel_tuner_examples_table import table
 
-    return table(_load(root / "data" / "kernel_tuner_examples" / "examples.json")) + "\n"
+    rows: list[dict] = json.loads((root / "data" / "kernel_tuner_examples" / "examples.json").read_text())
+    return table(rows) + "\n"
 
 
 BLOCKS: dict[str, Callable[[Path], str]] = {
