@@ -26,7 +26,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "tests" / "kernel_tuner_example
 NAMES = ("vector_add", "stencil", "matmul", "zeromeanfilter", "vector_add_codegen", "vector_add_metric",
          "vector_add_cupy", "convolution", "convolution_correct", "sepconv", "reduction")  # fmt: skip
 # random configurations per call where the whole space would take long (the same for both tools)
-# (convolution, reduction, convolution_correct: 20, so that all eleven examples, both tools, fit one 10-minute call)
+# (20 for convolution, reduction and convolution_correct: all eleven, both tools, fit one 10-minute call)
 MAX_FEVALS = {"convolution": 20, "sepconv": 100, "reduction": 20, "matmul": 100, "convolution_correct": 20}
 TIMEOUT_S = 300  # per example and tool
 
