@@ -277,7 +277,7 @@ def test_a_card_named_by_uuid_gets_one_pinned_worker_that_records_it(tmp_path):
     assert result.returncode == 0, (result.stdout[-3000:], result.stderr[-3000:])
     name = f"{cls}-gpu-{uuid[4:12].lower()}"
     assert f"one device ({name}): measuring in this process" in result.stdout
-    assert f"worker {name}: " in result.stdout and "but it sees" not in result.stdout
+    assert "but it sees" not in result.stdout
     merged = pq.read_table(tmp_path / "results/pinned/merged", partitioning="hive").to_pandas()
     assert set(merged["worker"]) == {name} and set(merged["cuda_visible_devices"]) == {uuid}
     assert merged["pci_bus_id"].str.len().gt(0).all()
