@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import run_main
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "tests" / "kernel_tuner_examples"
 NAMES = ("vector_add", "stencil", "matmul", "zeromeanfilter", "vector_add_codegen", "vector_add_metric",
          "vector_add_cupy", "convolution", "convolution_correct", "sepconv", "reduction")  # fmt: skip
@@ -135,4 +137,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_main(main)

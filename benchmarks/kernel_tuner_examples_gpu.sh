@@ -4,6 +4,7 @@
 # benchmarks/kernel_tuner_examples.py: wall time, each call's pick and its time, rows and rows ok per tool.
 # $OUT gets: nvidia-smi.txt, device.json (gpu_setup.sh), run.log, examples.json, and caches.tar.gz (a Kernel
 # Tuner cache per launchtune call, which the CPU test replays: untar into data/kernel_tuner_examples/).
+# Dry run: none (a GPU's work; tests/benchmarks/test_kernel_tuner_examples.py runs the examples on the CPU)
 # Usage (repository root): bash benchmarks/kernel_tuner_examples_gpu.sh [OUT] [NAME ...]   (default $OUT, else /tmp/out)
 set -uo pipefail
 OUT=${1:-${OUT:-/tmp/out}}; shift || true; mkdir -p "$OUT"

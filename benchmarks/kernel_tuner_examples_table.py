@@ -5,9 +5,11 @@ prints the Markdown table."""
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
+
+from benchmarks import run_main
 
 
 def table(rows: list[dict]) -> str:
@@ -29,5 +31,13 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("examples", type=Path, help="an examples.json of benchmarks/kernel_tuner_examples.py")
+    args = parser.parse_args()
+    print(table(json.loads(args.examples.read_text())))
+    return 0
+
+
 if __name__ == "__main__":
-    print(table(json.loads(Path(sys.argv[1]).read_text())))
+    run_main(main)

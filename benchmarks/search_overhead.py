@@ -34,6 +34,8 @@ from typing import Any
 
 import yaml
 
+from benchmarks import run_main
+
 REPO = Path(__file__).resolve().parents[1]
 DATASET = REPO / "data" / "cfd" / "h100" / "sweep_fused" / "merged"
 NOISE = 1_000_003  # the replay noise seed of `launchtune strategies` (seed + this)
@@ -155,4 +157,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

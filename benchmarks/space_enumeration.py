@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks import run_main
 from launchtune.kernels.kernel.spec import spec_from_mapping
 
 DEV = {"max_threads": 1024, "max_shared_memory_per_block": 49152, "max_shared_memory": 102400}
@@ -183,4 +184,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)
