@@ -130,6 +130,16 @@ def _pick_section(report: dict[str, Any]) -> list[str]:
     lines: list[str] = ["## The pick", ""]
     for cls, c in report["classes"].items():
         goal = _goal(c)
+        if not c.get("predicted_best_config") and c.get("best_sampled_config"):  # a pick not re-measured
+            noise = f" How sure: {_how_sure(c)}." if c.get("backend") == "numpy" else ""
+            lines += [
+                f"**{cls}** ({goal.describe()}): the pick, the fastest of the {c.get('ok', 0)} "
+                f"configurations measured, {_value(c, 'best_sampled_ms')}; not re-measured against the "
+                f"default (`--remeasure` times the two in interleaved rounds).{noise}",
+                "",
+            ]
+            lines += _config_table(c) + [""]
+            continue
         if not c.get("predicted_best_config"):
             lines += [f"**{cls}**: no pick ({c.get('note') or 'nothing was re-measured'}).", ""]
             continue

@@ -97,7 +97,7 @@ def test_four_workers_spend_the_budget_exactly_into_search_shards(tmp_path):
     out = tmp_path / "out"
     done = run_cli(
         "sweep", str(spec), "--strategy", "iterative", "--budget", "30", "--workers-per-class", "4",
-        "--out", str(out), cwd=tmp_path, timeout=400, env={KILL_ENV: json.dumps(kill)},
+        "--remeasure", "--out", str(out), cwd=tmp_path, timeout=400, env={KILL_ENV: json.dumps(kill)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     rows = _rows(out)
@@ -143,10 +143,12 @@ def test_one_worker_picks_what_the_replay_of_the_same_answers_picks(tmp_path):
     assert not (out / "validation.json").exists() and not (out / "models").exists()
     (entry,) = json.loads((out / "tuning_table.json").read_text())["entries"]
     assert entry["best"] == record["config"]
-    pick = ", ".join(f"{k}={v}" for k, v in record["config"].items())
-    assert (out / "report.md").read_text().splitlines()[4] == (
-        f"**Pick for cpu**: {pick} ({entry['best_ms']:.4g} ms, the fastest measured)."
+    report = (out / "report.md").read_text().splitlines()
+    assert report[4] == "## The pick"  # the report leads with it, though nothing was re-measured
+    assert report[6].startswith(
+        "**cpu** (minimize time): the pick, the fastest of the 25 configurations measured"
     )
+    assert "not re-measured against the default" in report[6]
     # and every proposal is the replay's, in the same order (one worker: answers in proposal order)
     dataset = load_datasets(data)[0]
     session = Session(ReplayWorkload(dataset, seed=3 + NOISE), 25, 3, repeats=7)
