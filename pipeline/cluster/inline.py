@@ -3,8 +3,9 @@
 Why: a sweep or search on one GPU (or the CPU) of this machine has one worker. A Dask cluster then buys
 nothing (there is no second card to feed, and a worker lost mid-batch is the caller's process itself) and
 costs its start: a scheduler, a Nanny and a worker process with TLS and a key pair made for them, the worker's
-imports, and a round trip per measurement. Measured on the 2-core VM with the replay workload: 5-10 s before
-the first measurement, most of a short search's wall time (``CHANGELOG.md``, issue 53). Here the tasks run
+imports, and a round trip per measurement. Measured on the 2-core VM (2026-12-04): 1.6-1.8 s to start a
+one-worker local cluster with TLS, and a search of 60 replayed measurements (0.9 s of sleeps) took 1.81 s
+through it against 1.17-1.31 s here (``CHANGELOG.md``, issue 53). Here the tasks run
 where they are submitted, one at a time, in submission order, as the single worker ran them; crash safety is
 the same files' (every shard written atomically, a search's journal appended as answers arrive), so a
 resumed run measures nothing twice. Several GPUs, SLURM and a caller's own Dask cluster keep Dask
