@@ -193,6 +193,9 @@ def exit_on_signal() -> None:
         signal.signal(s, end)
 
 
+QUIET_TRACKERS = "ignore:resource_tracker:UserWarning"  # the warnings' text starts "resource_tracker: "
+
+
 def trackers_ignore_sighup() -> None:
     """Start the resource trackers of multiprocessing (Dask's spawned workers) and of loky (the training
     pool) now, unless running, with SIGHUP blocked so that they never get it. A SIGHUP sent meanwhile is
@@ -202,11 +205,20 @@ def trackers_ignore_sighup() -> None:
     from joblib.externals.loky.backend import resource_tracker as loky_tracker
 
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    # A tracker whose pool's process was interrupted unlinks the semaphores it left and warns that they
+    # "leaked" (two lines after the interrupt's one): it did its job, nothing is left for the user to do. The
+    # trackers take their warning filters from the environment they start in; this process's is restored.
+    warnings_env = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [warnings_env, QUIET_TRACKERS]))
     try:
         resource_tracker.ensure_running()
         loky_tracker.ensure_running()
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        if warnings_env is None:
+            os.environ.pop("PYTHONWARNINGS", None)
+        else:
+            os.environ["PYTHONWARNINGS"] = warnings_env
 
 
 @contextmanager
