@@ -273,18 +273,21 @@ def _run_ending_on_signals(run: Callable[[Any], Any], plan: Any) -> None:
     """``run(plan)`` ended cleanly by SIGINT and SIGTERM, as the command line is (``pipeline.interrupts``):
     the cluster's Dask workers closed, the sweep's lock released, then the signal's own ending (SIGTERM ends
     the process as SIGTERM does; SIGINT is a ``KeyboardInterrupt``). Without this, a program ended by SIGTERM
-    left its workers running, holding GPU memory. Only where the caller left both signals at Python's
-    defaults (a handler of the caller's is theirs to honour) and in the main thread."""
+    left its workers running, holding GPU memory. Only the signals the caller left at Python's defaults (a
+    handler of the caller's, or an ignored signal, is theirs to honour), and in the main thread."""
     import signal
 
     from launchtune.pipeline.interrupts import Interrupted, signals_interrupt
 
     defaults = (signal.SIG_DFL, signal.default_int_handler)
-    if any(signal.getsignal(s) not in defaults for s in (signal.SIGINT, signal.SIGTERM)):
+    # each signal left at its default is ours to end cleanly; one the caller handles or ignores stays theirs
+    # (a program started in the background by a shell ignores SIGINT, and SIGTERM must still release the lock)
+    ours = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) in defaults]
+    if not ours:
         run(plan)
         return
     try:
-        with signals_interrupt():
+        with signals_interrupt(ours):
             run(plan)
     except Interrupted as exc:
         if exc.signum == signal.SIGTERM and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:

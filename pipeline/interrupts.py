@@ -41,7 +41,7 @@ import signal
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
@@ -128,13 +128,14 @@ def check() -> None:
 
 
 @contextmanager
-def signals_interrupt() -> Iterator[None]:
-    """SIGINT and SIGTERM raise :class:`Interrupted` inside the block (main thread only, else a no-op)."""
+def signals_interrupt(signals: Collection[int] = SIGNALS) -> Iterator[None]:
+    """``signals`` (SIGINT and SIGTERM) raise :class:`Interrupted` inside the block (main thread only, else a
+    no-op)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     _received.clear()  # a fresh command (the tests run several in one process)
-    old = {s: signal.signal(s, _raise) for s in SIGNALS}
+    old = {s: signal.signal(s, _raise) for s in signals}
     old_hook, sys.unraisablehook = sys.unraisablehook, _resend_lost
     _active.append(True)
     try:
