@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from benchmarks import run_main
@@ -83,9 +84,18 @@ runpy.run_path("{name}.py", run_name="__main__")
 """
 
 
-def run_one(name: str, tool: str, out: Path, replay: Path | None = None, timeout_s: int = TIMEOUT_S) -> dict:
+def run_one(
+    name: str,
+    tool: str,
+    out: Path,
+    replay: Path | None = None,
+    timeout_s: int = TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
+) -> dict:
     """One example with one tool in ``out/<tool>/<name>/``: the script (import changed for launchtune),
-    its ``.cu`` files; (wall seconds, return code, the last lines of its output, each call's record)."""
+    its ``.cu`` files; (wall seconds, return code, the last lines of its output, each call's record).
+    ``env``: more environment for its process (``benchmarks.time_to_pick``: cold compile caches of its
+    own)."""
     folder = out / tool / name
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -98,7 +108,7 @@ def run_one(name: str, tool: str, out: Path, replay: Path | None = None, timeout
     if caches is not None and replay is None:
         caches.mkdir(parents=True, exist_ok=True)
     code = wrapper_source(tool, name, record, caches, replay is not None)
-    env = {"LAUNCHTUNE_RESULTS": str(folder / "results")}
+    env = {"LAUNCHTUNE_RESULTS": str(folder / "results"), **(env or {})}
     t0 = time.perf_counter()
     try:
         done = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
