@@ -110,12 +110,16 @@ def run_one(
     code = wrapper_source(tool, name, record, caches, replay is not None)
     env = {"LAUNCHTUNE_RESULTS": str(folder / "results"), **(env or {})}
     t0 = time.perf_counter()
+    rc: int | str
     try:
         done = subprocess.run([sys.executable, "-c", code], cwd=folder, capture_output=True, text=True,
                               timeout=timeout_s, env={**os.environ, **env})  # fmt: skip
         rc, output = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:  # one slow example is a row, not the end of the run
-        rc, output = "timeout", f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {timeout_s} s"
+        partial = [
+            x.decode(errors="replace") if isinstance(x, bytes) else x or "" for x in (exc.stdout, exc.stderr)
+        ]
+        rc, output = "timeout", f"{partial[0]}{partial[1]}\ntimed out after {timeout_s} s"
     seconds = time.perf_counter() - t0
     calls = json.loads(record.read_text()) if record.is_file() else []
     tail = (output if isinstance(output, str) else output.decode(errors="replace")).strip().splitlines()[-3:]

@@ -171,7 +171,7 @@ def child(job: dict[str, Any]) -> int:
 
         original = module.tune_kernel
     else:
-        import launchtune.api as module  # type: ignore[no-redef]
+        import launchtune.api as module
 
         original = module.tune_kernel
 
@@ -186,7 +186,7 @@ def child(job: dict[str, Any]) -> int:
 
     module.tune_kernel = wrapped
     if job["tool"] == KT:
-        kernel_tuner.interface.tune_kernel = wrapped  # type: ignore[assignment]
+        kernel_tuner.interface.tune_kernel = wrapped
     sys.argv = [f"{job['case']}.py"]
     runpy.run_path(f"{job['case']}.py", run_name="__main__")
     return 0
@@ -233,7 +233,7 @@ def parse_cases(text: str) -> list[tuple[str, int]]:
 
 def plan_runs(cases: list[tuple[str, int]], seeds: list[int]) -> list[dict[str, Any]]:
     """Seed by seed, case by case, the two tools' runs side by side, which goes first alternating."""
-    runs = []
+    runs: list[dict[str, Any]] = []
     for seed in seeds:
         for case, budget in cases:
             pair = (OURS, KT) if (len(runs) // 2) % 2 == 0 else (KT, OURS)
@@ -363,11 +363,25 @@ def remeasure(runs: list[dict], specs: dict[str, str], rounds: int, repeats: int
         if not configs:
             continue
         t0 = time.perf_counter()
-        workload, facts = get_workload(load_spec(path).to_dict())
+        workload: Any
+        workload, facts = get_workload(load_spec(path).to_dict())  # the kernel workload (its .spec)
         space = workload.space()
-        valid = [
-            space.validate({n: workload.spec.index_of(n, c[n]) for n in workload.spec.names}) for c in configs
-        ]
+        valid = []
+        for c in list(configs):
+            try:
+                valid.append(
+                    space.validate({n: workload.spec.index_of(n, c[n]) for n in workload.spec.names})
+                )
+            except ValueError as exc:  # outside launchtune's space of the case: said, not timed
+                log(f"re-measure {case}: {c} left out ({exc})")
+                configs.remove(c)
+        for r in picks:
+            if r["pick"] in configs:
+                r["remeasure_index"] = configs.index(r["pick"])
+            else:
+                r.pop("remeasure_index", None)
+        if not configs:
+            continue
         for c in valid:
             workload.run(c, repeats)
         times = np.zeros((rounds, len(valid)))
@@ -377,7 +391,8 @@ def remeasure(runs: list[dict], specs: dict[str, str], rounds: int, repeats: int
                 times[k, j] = cost_of(workload.run(valid[j], repeats))
         medians = np.median(times, axis=0)
         for r in picks:
-            r["remeasured"] = float(medians[r["remeasure_index"]])
+            if "remeasure_index" in r:
+                r["remeasured"] = float(medians[r["remeasure_index"]])
         out[case] = {"spec": path, "configs": configs, "times": times.tolist(), "device": facts}
         log(f"re-measure {case}: {len(configs)} picks, {rounds} rounds in {time.perf_counter() - t0:.1f} s")
     return out

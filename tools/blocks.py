@@ -782,8 +782,28 @@ def _kernel_tuner_examples(root: Path) -> str:
     return table(rows) + "\n"
 
 
+# benchmarks/time_to_pick_gpu.sh's time_to_pick.json, committed from the lead's run (with its README)
+TIME_TO_PICK = "data/combined/time_to_pick/time_to_pick.json"
+
+
+def _time_to_pick(root: Path) -> str:
+    """Time to a tuned configuration against Kernel Tuner: each case, budget and seed, and its examples
+    (``benchmarks.time_to_pick.table`` of the committed JSON)."""
+    from benchmarks.time_to_pick import table
+
+    return table(_load(root / TIME_TO_PICK))
+
+
+def _time_to_pick_row(root: Path) -> str:
+    """The README's Measured row of the same JSON (``benchmarks.time_to_pick.readme_row``)."""
+    from benchmarks.time_to_pick import readme_row
+
+    return readme_row(_load(root / TIME_TO_PICK))
+
+
 BLOCKS: dict[str, Callable[[Path], str]] = {
     "kernel_tuner_examples": _kernel_tuner_examples,
+    "time_to_pick": _time_to_pick,
     "summary": _summary,
     "make_test": _make_test,
     "autotune_h200": _autotune,
