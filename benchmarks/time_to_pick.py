@@ -20,12 +20,12 @@ strategy_options={"max_fevals": B})``, every other argument the same:
 with NVRTC through CuPy, as launchtune does, instead of nvcc through PyCUDA (its default, seconds a
 configuration more); ``--lang script`` leaves the calls as written. Python's and numpy's generators are seeded
 with the seed in each process before the arrays are made (Kernel Tuner's genetic algorithm draws from them),
-and ``seed=`` is passed to both. The two tools' runs alternate which goes first (ours, KT, then KT, ours, ...)
-so drift and warm-up hit both. Recorded per run: the wall time from the call to its return (``call_s``) and
-from the process's start to it (``process_s``), the pick (the tool's ``env["best_config"]``), its objective as
-the tool measured it, and the rows measured. A run past ``--run-timeout`` (or the ``--deadline``) is killed:
-its time is a lower bound and its pick the best of what its Kernel Tuner cache (``cache=``, given to both
-tools) held.
+and ``seed=`` is passed to both. The two tools' runs are interleaved (ours, KT, ours, KT, ...) so drift hits
+both. Recorded per run: the wall time from the call to its return (``call_s``) and from the process's start to
+it (``process_s``), the pick (the tool's ``env["best_config"]``), its objective as the tool measured it, and
+the rows measured. A run past ``--run-timeout``, the ``--deadline``, or (Kernel Tuner's) ``--kt-cap`` times
+ours' time plus 10 s is killed: its time is a lower bound and its pick the best of what its Kernel Tuner cache
+(``cache=``, given to both tools) held.
 
 Then, in this process, every pick of a case is timed with launchtune's kernel workload built from the spec
 launchtune's run wrote (the same source, arrays and launch geometry for every pick): one warm-up, then
@@ -68,6 +68,7 @@ DEFAULT_CASES = "heat@100,heat@400,convolution@100"
 OURS, KT = "launchtune", "kernel_tuner"
 KT_STRATEGY = "genetic_algorithm"
 MIN_RUN_S = 20  # no run starts with less than this left before the deadline
+KT_CAP_STARTUP_S = 10  # --kt-cap: Kernel Tuner's run may take this long more, for its start
 
 
 # ---------------------------------------------------------------- the calls (in each run's own process)
@@ -160,6 +161,7 @@ def child(job: dict[str, Any]) -> int:
         pair = _dry_call(job["tool"], original, args, kw) if dry else original(*args, **kw)
         record["call_s"] = time.perf_counter() - t0
         record["t_return"] = time.time()
+        Path(job["record"]).write_text(json.dumps(record))
         results, env = pair
         record.update(_summary_of(job["case"], list(results), env, params))
         Path(job["record"]).write_text(json.dumps(record, default=str))
@@ -232,13 +234,14 @@ def parse_cases(text: str) -> list[tuple[str, int]]:
 
 
 def plan_runs(cases: list[tuple[str, int]], seeds: list[int]) -> list[dict[str, Any]]:
-    """Seed by seed, case by case, the two tools' runs side by side, which goes first alternating."""
-    runs: list[dict[str, Any]] = []
-    for seed in seeds:
-        for case, budget in cases:
-            pair = (OURS, KT) if (len(runs) // 2) % 2 == 0 else (KT, OURS)
-            runs += [{"case": case, "budget": budget, "seed": seed, "tool": tool} for tool in pair]
-    return runs
+    """Seed by seed, case by case, the two tools' runs side by side (ours, then Kernel Tuner's: its run's
+    time limit can then follow ours' time, ``--kt-cap``)."""
+    return [
+        {"case": case, "budget": budget, "seed": seed, "tool": tool}
+        for seed in seeds
+        for case, budget in cases
+        for tool in (OURS, KT)
+    ]
 
 
 def _tail(path: Path, n: int = 3) -> list[str]:
@@ -294,16 +297,14 @@ def run_process(run: dict[str, Any], folder: Path, args: argparse.Namespace, tim
     record_path = folder / "record.json"
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
     out = {**run, "strategy": job["strategy"], "lang": job["lang"], "rc": rc, "wall_s": round(wall, 2)}
-    if status == "ok" and rc == 0 and "call_s" in record:
+    # the call returned: the run is measured (what a script does after it, its json.dump, is not timed)
+    if "call_s" in record:
         out.update(
             status="ok",
             call_s=round(record["call_s"], 3),
             process_s=round(record["t_return"] - t_spawn, 3),
             startup_s=round(record["t_call"] - t_spawn, 3),
-            pick=record["pick"],
-            pick_value=record["pick_value"],
-            rows=record["rows"],
-            ok=record["ok"],
+            **{k: record.get(k) for k in ("pick", "pick_value", "rows", "ok")},
         )
     else:
         out["status"] = status if status == "timeout" else "failed"
@@ -456,7 +457,9 @@ def _rows(run: Mapping[str, Any]) -> str:
 def _meets(row: Mapping[str, Any]) -> str:
     fast = "time_ratio" in row and row["bound"] in ("=", "<") and row["time_ratio"] <= 0.5
     good = "pick" in row and row["pick"]["verdict"] != "slower"
-    return "yes" if fast and good else "no"
+    if not (fast and good):
+        return "no"
+    return "yes, against its pick so far" if row["kt"].get("partial") else "yes"
 
 
 def table(data: Mapping[str, Any]) -> str:
@@ -472,8 +475,8 @@ def table(data: Mapping[str, Any]) -> str:
         f"Kernel Tuner's `{KT_STRATEGY}` at the same budget, each a fresh process with cold compile caches "
         f"({lang}); seconds from the call to its return (planning and compiling included), the pick "
         f"re-measured in one process ({s['rounds']} interleaved rounds of {s['repeats']} launches, median; "
-        "ours over Kernel Tuner's with its 95% interval). `>`: killed at that time (rows marked * are what "
-        "its cache held)."
+        "ours over Kernel Tuner's with its 95% interval). `>`: killed at that time (at the run's time "
+        "limit, the call's deadline or a multiple of ours' time); rows marked * are what its cache held."
     )
     lines = [
         head,
@@ -567,6 +570,13 @@ def main(argv: list[str] | None = None) -> int:
         default=420,
         help="seconds from the start: no run starts after, each ends by then",
     )
+    p.add_argument(
+        "--kt-cap",
+        type=float,
+        default=3.0,
+        help="kill Kernel Tuner's run past this many times ours' call (+10 s): its time is then a bound "
+        "enough for 'ours at most 1/CAP of it', and the call's device time goes further (0: off; default 3)",
+    )
     p.add_argument("--rounds", type=int, default=11)
     p.add_argument("--repeats", type=int, default=7, help="launches per round (tune_kernel's iterations)")
     p.add_argument("--no-cache", dest="cache", action="store_false", help="no cache= (no partial picks)")
@@ -611,6 +621,7 @@ def main(argv: list[str] | None = None) -> int:
             "lang": args.lang,
             "ours_strategy": args.ours_strategy,
             "kt_strategy": KT_STRATEGY,
+            "kt_cap": args.kt_cap,
             "run_timeout": args.run_timeout,
             "deadline": args.deadline,
             "rounds": args.rounds,
@@ -641,7 +652,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             break
         folder = work / _folder_name(k, run)
-        record = run_process(run, folder, args, min(args.run_timeout, left))
+        limit = min(args.run_timeout, left)
+        ours = data["runs"][-1] if data["runs"] else {}
+        if run["tool"] == KT and args.kt_cap > 0 and ours.get("call_s") is not None:
+            if (ours["case"], ours["budget"], ours["seed"]) == (run["case"], run["budget"], run["seed"]):
+                limit = min(limit, args.kt_cap * ours["call_s"] + KT_CAP_STARTUP_S)
+        record = run_process(run, folder, args, limit)
         data["runs"].append(record)
         save()
         took = record.get("call_s", record.get("call_s_at_least"))
