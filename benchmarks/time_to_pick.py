@@ -370,9 +370,7 @@ def remeasure(runs: list[dict], specs: dict[str, str], rounds: int, repeats: int
         valid = []
         for c in list(configs):
             try:
-                valid.append(
-                    space.validate({n: workload.spec.index_of(n, c[n]) for n in workload.spec.names})
-                )
+                valid.append(space.validate({n: workload.spec.index_of(n, c[n]) for n in space.names}))
             except ValueError as exc:  # outside launchtune's space of the case: said, not timed
                 log(f"re-measure {case}: {c} left out ({exc})")
                 configs.remove(c)

@@ -168,6 +168,45 @@ def test_a_killed_runs_pick_is_the_best_its_open_cache_held(tmp_path):
     assert ttp._partial_pick("heat", tmp_path / "none.json")["pick"] is None
 
 
+def test_the_picks_are_remeasured_on_the_workload_launchtunes_run_wrote(tmp_path, monkeypatch):
+    """On the CPU stand-in of the kernel workload (``tests.api.stand_in``, a launch takes ``fake_ms`` of its
+    configuration): the spec ``tune_kernel`` wrote is found in the run's folder, each distinct pick is timed
+    once a round, and a pick two runs share is one column."""
+    import numpy as np
+
+    import launchtune
+    from launchtune import api
+    from tests.api.stand_in import fake_ms
+    from tests.kernel.conftest import SOURCE
+
+    monkeypatch.setattr(api, "KERNEL_WORKLOAD", "tests.api.stand_in:make")
+    monkeypatch.setenv("LAUNCHTUNE_RESULTS", str(tmp_path / "results"))
+    tune = {"block_size_x": [32, 64], "tile": [1, 2], "wrong": [0, 1]}
+    n = 1000
+    arguments = [np.zeros(n, np.float32), np.ones(n, np.float32), np.int32(n)]
+    launchtune.tune_kernel(
+        "scale", SOURCE, n, arguments, tune, grid_div_x=["block_size_x", "tile"], quiet=True
+    )
+    spec = ttp._spec_of(tmp_path)
+    assert spec is not None and spec.endswith("sweep.yaml")
+    best, other = {"block_size_x": 64, "tile": 2, "wrong": 0}, {"block_size_x": 32, "tile": 1, "wrong": 0}
+    runs = [
+        {"case": "heat", "tool": "launchtune", "pick": best},
+        {"case": "heat", "tool": "kernel_tuner", "pick": other},
+        {"case": "heat", "tool": "kernel_tuner", "pick": best},
+        {"case": "heat", "tool": "launchtune", "pick": None},  # a run with no pick is not timed
+        {"case": "heat", "tool": "kernel_tuner", "pick": {**best, "block_size_x": 48}},  # outside: said
+    ]
+    said: list[str] = []
+    out = ttp.remeasure(runs, {"heat": spec}, rounds=3, repeats=2, log=said.append)
+    assert out["heat"]["configs"] == [best, other]
+    assert out["heat"]["times"] == [[fake_ms(best), fake_ms(other)]] * 3
+    assert [r.get("remeasured") for r in runs] == [fake_ms(best), fake_ms(other), fake_ms(best), None, None]
+    assert "remeasure_index" not in runs[-1]
+    assert said[0].startswith("re-measure heat: {'block_size_x': 48") and "left out" in said[0]
+    assert said[1].startswith("re-measure heat: 2 picks, 3 rounds in ")
+
+
 def test_the_dry_run_builds_both_calls_in_their_own_processes(tmp_path, capsys):
     assert ttp.main(["--out", str(tmp_path), "--dry-run", "--cases", "heat@5", "--examples", ""]) == 0
     data = json.loads((tmp_path / "time_to_pick.json").read_text())
