@@ -27,6 +27,7 @@ settings() {
     live_search_gpu.sh) echo "STRATEGIES=evolve BUDGETS=10 SEEDS=0 ROUNDS=3 TOP_ROWS=2 LIMIT_S=180" ;;
     objective_energy_gpu.sh) echo "SAMPLES=12 BUDGET=10 SEEDS=0" ;;
     objective_gpu.sh) echo "BUDGET=10 SEEDS=0 SEARCH_S=90 ROUNDS=3 ENERGY=0" ;;
+    time_to_pick_gpu.sh) echo "CASES=heat@10 SEEDS=0 EXAMPLES=vector_add ROUNDS=3 DEADLINE=120 LIMIT_S=180" ;;
     *) echo "" ;;
   esac
 }

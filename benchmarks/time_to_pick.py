@@ -68,6 +68,7 @@ DEFAULT_CASES = "heat@100,heat@400,convolution@100"
 OURS, KT = "launchtune", "kernel_tuner"
 KT_STRATEGY = "genetic_algorithm"
 MIN_RUN_S = 20  # no run starts with less than this left before the deadline
+EXAMPLE_TIMEOUT_S = 90  # an example's script, each tool (both took under 10 s on an H200)
 KT_CAP_STARTUP_S = 10  # --kt-cap: Kernel Tuner's run may take this long more, for its start
 
 
@@ -713,7 +714,7 @@ def run_examples(names: list[str], out: Path, args: argparse.Namespace, log: Cal
             env = {"CUPY_CACHE_DIR": str(caches / "cupy"), "TMPDIR": str(caches / "tmp")}
             for path in env.values():
                 Path(path).mkdir(parents=True)
-            row = run_one(name, tool, out, env=env)
+            row = run_one(name, tool, out, timeout_s=EXAMPLE_TIMEOUT_S, env=env)
             rows.append(row)
             log(f"example {name} {tool}: {row['seconds']} s, rc {row['rc']}")
     if args.dry_run and names:
