@@ -448,6 +448,10 @@ def _s(run: Mapping[str, Any]) -> str:
     )
 
 
+def _process(run: Mapping[str, Any]) -> str:
+    return f"{run['process_s']:.1f}" if run.get("process_s") is not None else "-"
+
+
 def _rows(run: Mapping[str, Any]) -> str:
     text = f"{run.get('ok', 0)}/{run.get('rows', 0)}"
     return text + "*" if run.get("partial") else text
@@ -481,8 +485,8 @@ def table(data: Mapping[str, Any]) -> str:
         head,
         "",
         "| case | budget | seed | ours s | Kernel Tuner s | ours / KT time | ours' pick / KT's, re-measured "
-        "| verdict | rows ok/measured, ours; KT | at most 0.5x, no worse |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- | --- |",
+        "| verdict | s from process start, ours; KT | rows ok/measured, ours; KT | at most 0.5x, no worse |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- | --- | --- |",
     ]
     for row in pairs(data):
         ratio = (
@@ -494,8 +498,8 @@ def table(data: Mapping[str, Any]) -> str:
         interval = f"{pick['ratio']:.3f} [{pick['low']:.3f}, {pick['high']:.3f}]" if pick else "-"
         lines.append(
             f"| {row['case']} | {row['budget']} | {row['seed']} | {_s(row['ours'])} | {_s(row['kt'])} "
-            f"| {ratio} "
-            f"| {interval} | {pick['verdict'] if pick else '-'} | {_rows(row['ours'])}; {_rows(row['kt'])} "
+            f"| {ratio} | {interval} | {pick['verdict'] if pick else '-'} "
+            f"| {_process(row['ours'])}; {_process(row['kt'])} | {_rows(row['ours'])}; {_rows(row['kt'])} "
             f"| {_meets(row)} |"
         )
     examples = data.get("examples") or []

@@ -31,6 +31,7 @@ def fake() -> dict:
                 **run,
                 "case": "heat",
                 "tool": "launchtune",
+                "process_s": 5.5,
                 "call_s": 4.0,
                 "pick": HEAT_PICK,
                 "remeasure_index": 0,
@@ -90,7 +91,7 @@ def test_the_table_follows_the_data():
     assert text.startswith("On one NVIDIA H100 80GB HBM3, Kernel Tuner 1.5.0: our `default` search")
     heat = _row(text, "| heat |")
     assert heat[3:8] == ["4.0", "10.0", "0.40", "0.900 [0.900, 0.900]", "faster"]
-    assert heat[8:] == ["100/100; 66/70", "yes"]
+    assert heat[8:] == ["5.5; -", "100/100; 66/70", "yes"]
     conv = _row(text, "| convolution |")  # Kernel Tuner killed: its time a bound, its pick its cache's
     assert conv[3:8] == [
         "50.0",
@@ -99,7 +100,7 @@ def test_the_table_follows_the_data():
         "1.000 [1.000, 1.000]",
         "no measurable difference",
     ]
-    assert conv[8:] == ["100/100; 28/30*", "yes, against its pick so far"]
+    assert conv[8:] == ["-; -", "100/100; 28/30*", "yes, against its pick so far"]
     assert _row(text, "| vector_add |")[1:] == ["6.0", "8.0", "0.75", "yes"]
     assert _row(text, "| stencil |")[1:] == ["9.0", "6.0", "1.50", "no"]
     data = fake()
