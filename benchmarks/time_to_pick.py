@@ -578,7 +578,7 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=2.5,
         help="kill Kernel Tuner's run past this many times ours' call (+10 s): its time is then a bound "
-        "enough for 'ours at most 1/CAP of it', and the call's device time goes further (0: off; default 2.5)",
+        "enough for 'ours at most 1/CAP of it', and the call's device time goes further (0: off)",
     )
     p.add_argument("--rounds", type=int, default=11)
     p.add_argument("--repeats", type=int, default=7, help="launches per round (tune_kernel's iterations)")
