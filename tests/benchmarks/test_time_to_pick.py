@@ -115,7 +115,7 @@ def test_a_slower_pick_fails_the_row_and_the_readme_row_says_each_case():
     assert heat[7] == "slower" and heat[-1] == "no"
     row = ttp.readme_row(fake())
     assert row.startswith(
-        "| time to a tuned configuration against Kernel Tuner 1.5 on one NVIDIA H100 80GB HBM3"
+        "| time to a tuned configuration against Kernel Tuner 1.5.0 on one NVIDIA H100 80GB HBM3"
     )
     assert "heat at 100 (seed 0): 0.40x, pick 0.900x theirs" in row
     assert "convolution at 100 (seed 0): < 0.25x, pick 1.000x theirs" in row
