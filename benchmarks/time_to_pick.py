@@ -545,9 +545,9 @@ def readme_row(data: Mapping[str, Any]) -> str:
         if (name, "launchtune") in walls and (name, "kt") in walls:
             cells.append(f"its {name} example {walls[name, 'launchtune'] / walls[name, 'kt']:.2f}x")
     return (
-        f"| time to a tuned configuration against Kernel Tuner {data.get('kernel_tuner', '?')} on one {card}: "
-        "our default search and its genetic algorithm at the same budget, wall time from the call to the pick "
-        "| ours over Kernel Tuner's: "
+        f"| time to a tuned configuration against Kernel Tuner {data.get('kernel_tuner', '?')} on one "
+        f"{card}: our default search and its genetic algorithm at the same budget, wall time from the call "
+        "to the pick | ours over Kernel Tuner's: "
         + "; ".join(cells)
         + " (picks re-measured in one process) | [docs/kernel.md](docs/kernel.md) |"
     )
