@@ -245,6 +245,19 @@ def plan_runs(cases: list[tuple[str, int]], seeds: list[int]) -> list[dict[str, 
     ]
 
 
+_RUNNING: list[int] = []  # the process group of the run under way (its own session)
+
+
+def _end_running(signum: int, frame: Any) -> None:
+    """SIGTERM (the GPU script's ``timeout``): the run under way ends with this process, not after it."""
+    for pid in _RUNNING:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    raise SystemExit(128 + signum)
+
+
 def _tail(path: Path, n: int = 3) -> list[str]:
     try:
         return path.read_text(errors="replace").strip().splitlines()[-n:]
@@ -288,12 +301,15 @@ def run_process(run: dict[str, Any], folder: Path, args: argparse.Namespace, tim
     with open(folder / "run.log", "wb") as log:
         proc = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)  # fmt: skip
+        _RUNNING[:] = [proc.pid]
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:  # the whole run's process group: the tool's compilers too
             os.killpg(proc.pid, signal.SIGKILL)
             rc = proc.wait()
             status = "timeout"
+        finally:
+            _RUNNING.clear()
     wall = time.time() - t_spawn
     record_path = folder / "record.json"
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
@@ -597,6 +613,7 @@ def main(argv: list[str] | None = None) -> int:
     from launchtune.pipeline.errors import UserError
 
     began = time.perf_counter()
+    signal.signal(signal.SIGTERM, _end_running)
     cases = parse_cases(args.cases)
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]

@@ -217,3 +217,20 @@ def test_the_dry_run_builds_both_calls_in_their_own_processes(tmp_path, capsys):
     assert (tmp_path / "table.md").read_text().startswith("Dry run (stand-in picks, nothing measured)")
     with pytest.raises(UserError, match="holds runs/"):
         ttp.main(["--out", str(tmp_path), "--dry-run", "--cases", "heat@5", "--examples", ""])
+
+
+def test_a_sigterm_ends_the_run_under_way_with_this_process():
+    """The GPU script's ``timeout`` ends the parent with SIGTERM; the run's own session ends with it."""
+    import subprocess
+
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    ttp._RUNNING[:] = [proc.pid]
+    try:
+        with pytest.raises(SystemExit) as exc:
+            ttp._end_running(15, None)
+        assert exc.value.code == 143
+        assert proc.wait(timeout=10) == -9
+    finally:
+        ttp._RUNNING.clear()
+        if proc.poll() is None:
+            proc.kill()
