@@ -106,6 +106,28 @@ def heat_call() -> dict[str, Any]:
     }
 
 
+def heat_space_sizes() -> dict[str, int]:
+    """Configurations of the heat call's space in each tool: Kernel Tuner's ``Searchspace`` of its arguments
+    (its 1,024-thread block limit) and launchtune's space of ``heat.yaml``; a difference is one line (the
+    call no longer says what the spec does)."""
+    import yaml
+    from kernel_tuner.searchspace import Searchspace
+
+    from benchmarks.dry_run import kernel_space
+    from launchtune.pipeline.errors import UserError
+
+    spec = yaml.safe_load((HEAT / "heat.yaml").read_text())
+    sizes = {
+        "kernel_tuner": int(Searchspace(spec["tune_params"], spec["restrictions"], 1024).size),
+        "launchtune": sum(
+            1 for _ in kernel_space(HEAT / "heat.yaml", "x".join(map(str, spec["problem_size"]))).grid()
+        ),
+    }
+    if len(set(sizes.values())) != 1:
+        raise UserError(f"heat: the two tools' spaces differ ({sizes}): the call is not heat.yaml's")
+    return sizes
+
+
 def objective_of(case: str) -> Callable[[Mapping[str, Any]], float]:
     """The case's objective of a result row (lower is better): ms per step for heat, else the time."""
     if case == "heat":
@@ -657,6 +679,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     device = args.out / "device.json"
     data["device"] = json.loads(device.read_text()) if device.is_file() else None
+    if any(case == "heat" for case, _ in cases):
+        data["heat_space"] = heat_space_sizes()
+        log(f"heat: {data['heat_space']['launchtune']} configurations in both tools' spaces")
 
     def save() -> None:
         (args.out / "time_to_pick.json").write_text(json.dumps(data, indent=1, default=str))

@@ -213,6 +213,7 @@ def test_the_dry_run_builds_both_calls_in_their_own_processes(tmp_path, capsys):
     data = json.loads((tmp_path / "time_to_pick.json").read_text())
     assert [(r["tool"], r["status"]) for r in data["runs"]] == [("launchtune", "ok"), ("kernel_tuner", "ok")]
     assert all(r["pick"]["steps_per_launch"] == 1 for r in data["runs"])  # the stand-in: the first values
+    assert data["heat_space"] == {"kernel_tuner": 525, "launchtune": 525}  # the call is heat.yaml's space
     assert "dry run: benchmarks.time_to_pick: 2 runs built their calls" in capsys.readouterr().out
     assert (tmp_path / "table.md").read_text().startswith("Dry run (stand-in picks, nothing measured)")
     with pytest.raises(UserError, match="holds runs/"):
