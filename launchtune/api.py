@@ -408,8 +408,11 @@ def _arguments(
     arrays as the outputs checked (None: nothing checked); ``cmem_args`` as ``__constant__`` copies (passed
     too where the same array is an argument). Where ``given`` is a dict (one local device, in this process),
     a device array is not copied: it goes into ``given`` by position and the spec names it by a
-    fingerprint (``fill: {caller: ...}``). ``verified``: ``verify=``'s answer (or None for every array):
-    the arrays it names are reset before each check's launch (``output: true``), nothing is compared here."""
+    fingerprint (``fill: {caller: ...}``); a host array is copied to the device first, once, as Kernel Tuner
+    copies its arguments at each call (writing it as a ``.npy``, hashing that and reading it back cost seconds
+    a call for a large array: Kernel Tuner's ``reduction`` hands 3.2 GB to each of its twelve calls).
+    ``verified``: ``verify=``'s answer (or None for every array): the arrays it names are reset before each
+    check's launch (``output: true``), nothing is compared here."""
     from launchtune.kernels.kernel.arguments import DTYPES
 
     if answer is not None and len(answer) != len(arguments):
@@ -418,10 +421,15 @@ def _arguments(
         )
     constants = {id(a): (s, np.asarray(a)) for s, a in (cmem_args or {}).items()}  # by identity, as KT
     out: list[dict[str, Any]] = []
+    to_device = _device_copier() if given is not None else None
     for i, value in enumerate(arguments):
         where = f"arguments[{i}]"
-        in_place = given is not None and _on_device(value)
-        if not in_place:
+        constant = constants.pop(id(value), None)  # by the caller's object, before any copy
+        in_place = given is not None and (_on_device(value) or isinstance(value, np.ndarray))
+        if in_place and not _on_device(value):
+            assert to_device is not None
+            value = to_device(value)
+        elif not in_place:
             value = _host_array(value)
         if in_place or isinstance(value, np.ndarray):
             dtype = str(value.dtype)
@@ -448,8 +456,8 @@ def _arguments(
                 entry["answer"] = files.npy(f"answer{i}.npy", expected.astype(np.dtype(str(value.dtype))))
             else:  # Kernel Tuner's answer=None: nothing is checked
                 entry["output"] = False
-            if id(value) in constants:
-                entry.update(constant=constants.pop(id(value))[0], argument=True)
+            if constant is not None:
+                entry.update(constant=constant[0], argument=True)
             out.append(entry)
         elif isinstance(value, np.generic) or (
             isinstance(value, int | float) and not isinstance(value, bool)
@@ -554,6 +562,15 @@ def _refuse(name: str, why: str) -> None:
 
 def _on_device(value: Any) -> bool:
     return hasattr(value, "__cuda_array_interface__") and hasattr(value, "get")
+
+
+def _device_copier() -> Callable[[np.ndarray], Any]:
+    """A host array copied to the device this process measures on (CuPy where a GPU is; the CPU tests'
+    stand-in measures numpy arrays: a copy too, so the caller's array is left as it was, as on a GPU)."""
+    from launchtune.kernels.backend import get_backend
+
+    backend = get_backend("auto")
+    return backend.xp.asarray if backend.is_gpu else (lambda array: np.array(array, copy=True))
 
 
 def _host_array(value: Any) -> Any:

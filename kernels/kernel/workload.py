@@ -586,7 +586,9 @@ class KernelWorkload(Workload):
             "problem_size": (lambda params: self.spec.launch_problem(config_of(params), self.problem))
             if any(self.spec.problem_exprs)
             else tuple(self.problem),
-            "arguments": list(self._host),
+            "arguments": [  # a caller's array used in place is on the device; Kernel Tuner takes numpy
+                self.cp.asnumpy(a) if hasattr(a, "__cuda_array_interface__") else a for a in self._host
+            ],
             "cmem_args": {k: self.cp.asnumpy(v) for k, v in self._constants.items()} or None,
             "tune_params": {
                 p.name: list(self.spec.labels.get(p.name, [int(v) for v in p.values]))
@@ -605,6 +607,10 @@ class KernelWorkload(Workload):
             **({"smem_args": {"size": shared_size}} if self.spec.shared_memory is not None else {}),
             "lang": "cupy",
         }
+
+    def close(self) -> None:
+        """Stop compiling ahead (the Python API's call that built this workload has ended)."""
+        self.compiler.close()
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -175,6 +175,37 @@ def test_a_device_array_is_used_in_place(tmp_path, stand_in, no_dask):
     assert json.loads(json.dumps(env))["best_config"]["wrong"] == 0
 
 
+def test_host_arrays_go_to_the_device_once_and_nothing_is_written_for_them(tmp_path, stand_in, no_dask):
+    """One local device: numpy arguments are copied to it once per call, as Kernel Tuner copies them, and
+    used in place: no ``.npy`` of them is written, hashed and read back (3.2 GB a call in Kernel Tuner's
+    ``reduction``). The caller's arrays are left as they were; other contents are another folder."""
+    data = _data()
+    out = np.zeros(N, np.float32)
+    results, _ = _tune(tmp_path, [out, data, np.int32(N)], answer=[2 * data, None, None])
+    assert {_key(r) for r in results if isinstance(r["time"], float)} == {c for c in CONFIGS if c[2] == 0}
+    (inputs,) = (tmp_path / "out" / "inputs").iterdir()
+    assert not list(inputs.glob("arg*.npy"))
+    spec = yaml.safe_load((inputs / "kernel.yaml").read_text())
+    assert [list(a["fill"]) for a in spec["arguments"][:2]] == [["caller"], ["caller"]]
+    assert not out.any()  # launched on the device's copy
+    _tune(tmp_path, [out, data + 1, np.int32(N)], out=tmp_path / "other")
+    assert [p.name for p in (tmp_path / "other" / "inputs").iterdir()] != [inputs.name]
+
+
+def test_the_device_is_described_once_per_process(tmp_path, stand_in, monkeypatch):
+    """Repeated calls in one script: the device's facts and its copy bandwidth are read once, not per call."""
+    from launchtune.pipeline.sweep import worker
+
+    described = []
+    real = worker.describe_device
+    monkeypatch.setattr(worker, "_FACTS", {})
+    monkeypatch.setattr(worker, "describe_device", lambda backend: described.append(1) or real(backend))
+    data = _data()
+    for n in (N, N - 1):
+        _tune(tmp_path, [np.zeros(N, np.float32), data, np.int32(n)], out=tmp_path / f"out{n}")
+    assert described == [1]
+
+
 def test_a_define_as_a_function_runs_here_per_configuration(tmp_path, stand_in, no_dask):
     """Kernel Tuner's ``defines`` value as a function of the configuration: each configuration compiles
     with its value (here ``wrong``: the stand-in's kernel then adds 1, so those configurations are
