@@ -836,19 +836,6 @@ def tune_kernel(
         )
     if platform != 0:
         _refuse("platform", "platforms are OpenCL's; launchtune runs CUDA")
-    for dim, value in zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True):
-        if callable(value):
-            _refuse(
-                f"grid_div_{dim}",
-                "a function is not evaluated per launch here; give the parameter names "
-                "or expressions that divide the problem size, e.g. ['block_size_x', 'tile_size_x']",
-            )
-    if callable(problem_size):
-        _refuse(
-            "problem_size",
-            "a function is not evaluated per launch here; give numbers, or a parameter's "
-            "name or an expression of the parameters ('num_blocks')",
-        )
     observed: dict[str, Callable[[dict[str, Any]], Any]] = {}  # Kernel Tuner's names of ours, in its units
     for observer in observers or ():
         wanted = set(getattr(observer, "observables", None) or ()) | set(
@@ -880,6 +867,14 @@ def tune_kernel(
             define_functions[str(key)] = value
         else:
             options.append(f"-D{key}={value}")
+    geometry_functions = {
+        name: value
+        for name, value in zip(("grid_div_x", "grid_div_y", "grid_div_z", "problem_size"),
+                               (grid_div_x, grid_div_y, grid_div_z, problem_size), strict=True)
+        if callable(value)
+    }  # fmt: skip
+    if geometry_functions and not simulation_mode and not here:
+        _refuse(next(iter(geometry_functions)), kt.GEOMETRY_ELSEWHERE)
     max_minutes = None
     for key, value in (strategy_options or {}).items():
         if key == "max_fevals" and budget is None:
@@ -909,7 +904,9 @@ def tune_kernel(
         if not kernel_defined(code, kernel_name):
             raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the kernel source")
     dims: list[Any]
-    if isinstance(problem_size, str):
+    if callable(problem_size):  # the grid is the caller's function's (below); the spec's size a placeholder
+        dims = [1]
+    elif isinstance(problem_size, str):
         dims = [problem_size]
     elif isinstance(problem_size, Sequence) and any(isinstance(d, str) for d in problem_size):
         dims = [d if isinstance(d, str) else int(d) for d in problem_size]
@@ -994,7 +991,11 @@ def tune_kernel(
         kernel["restrictions"] = texts
     if allowed:
         kernel["allowed"] = allowed
+    for name, function in geometry_functions.items():  # the caller's functions: another, another folder
+        files.text(f"{name}.py", _function_text(function))
     for dim, value in zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True):
+        if geometry_functions:  # the grid of each launch is the caller's (Attached.grid), not the spec's
+            continue
         divisors = _divisors(value, f"grid_div_{dim}")
         if divisors is not None:
             kernel[f"grid_div_{dim}"] = divisors or ["1"]  # Kernel Tuner's []: nothing divides it
@@ -1048,6 +1049,9 @@ def tune_kernel(
         atol=atol,
         defines=define_functions,
         measured=_cache_appender(cache_path, kernel_name, dims, params, goal, functions) if here else None,
+        grid=kt.launch_grid(problem_size, (grid_div_x, grid_div_y, grid_div_z), blocks)
+        if geometry_functions
+        else None,
     )
     try:
         with live.attached(inputs / "kernel.yaml", attached):
@@ -1180,7 +1184,6 @@ def run_kernel(
     from launchtune import kernel_tuner_compat as kt
     from launchtune.checks import check_arguments
     from launchtune.kernels.kernel.compile import build_function, source_with_defines
-    from launchtune.kernels.kernel.expressions import parse
     from launchtune.kernels.kernel.spec import kernel_defined
 
     given = dict(locals())
@@ -1199,13 +1202,7 @@ def run_kernel(
     values = {str(k): (v.item() if isinstance(v, np.generic) else v) for k, v in params.items()}
     block = tuple(int(values.get(n, 256 if i == 0 else 1)) for i, n in enumerate(names))
     known = {**values, **dict(zip(names, block, strict=True))}
-    raw = [problem_size] if isinstance(problem_size, int | str | np.integer) else list(problem_size)
-    dims = [int(parse(d, list(known), "problem_size")(known)) if isinstance(d, str) else int(d) for d in raw]
-    grid: list[int] = []
-    for i, (dim, divs) in enumerate(zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True)):
-        items = [names[i]] if divs is None else ([divs] if isinstance(divs, str | int) else list(divs))
-        divisor = math.prod(parse(d, list(known), f"grid_div_{dim}")(known) for d in items)
-        grid.append(max(1, math.ceil((dims[i] if i < len(dims) else 1) / divisor)))
+    grid = kt.launch_grid(problem_size, (grid_div_x, grid_div_y, grid_div_z), names)(known)
     macros = {**known, **{f"grid_size_{d}": g for d, g in zip("xyz", grid, strict=True)}, "kernel_tuner": 1}
     options = [compiler_options] if isinstance(compiler_options, str) else list(compiler_options or [])
     options += [f"-D{k}={v}" for k, v in (defines or {}).items()]

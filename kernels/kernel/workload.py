@@ -41,7 +41,7 @@ from launchtune.kernels.kernel.compile import (
 )
 from launchtune.kernels.kernel.errors import SpecError
 from launchtune.kernels.kernel.expressions import ExpressionError
-from launchtune.kernels.kernel.fields import MAX_BLOCK
+from launchtune.kernels.kernel.fields import GRID_NAMES, MAX_BLOCK
 from launchtune.kernels.kernel.options import (
     check_arguments,
     check_options,
@@ -191,6 +191,8 @@ class KernelWorkload(Workload):
                 value = f(dict(actual))
                 value = value.item() if isinstance(value, np.generic) else value
                 defines[k] = value if isinstance(value, int | float | str) else str(value)
+        if attached is not None and attached.grid is not None:  # the caller's geometry, computed here
+            defines.update(zip(GRID_NAMES, attached.grid(self.spec.actual(dict(config))), strict=True))
         name = self.spec.name_expression(config)
         options = [*self.spec.compiler_options, name]
         key = cache_key(self.spec.code, defines, options, self._headers)
@@ -240,6 +242,9 @@ class KernelWorkload(Workload):
     # -- launching ---------------------------------------------------------------------------------------
 
     def geometry(self, config: Mapping[str, int]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        attached = live.attached_to(self._live_key)
+        if attached is not None and attached.grid is not None:  # Kernel Tuner's functions, the caller's
+            return attached.grid(self.spec.actual(dict(config))), self.spec.block(config)
         return self.spec.grid(config, self.problem), self.spec.block(config)
 
     def _problems(self, config: Mapping[str, int], compiled: Compiled) -> list[str]:

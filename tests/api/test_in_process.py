@@ -50,9 +50,9 @@ def _data():
     return np.random.default_rng(7).uniform(-1, 1, N).astype(np.float32)
 
 
-def _tune(tmp_path, arguments, **change):
+def _tune(tmp_path, arguments, problem_size=N, **change):
     call = dict(grid_div_x=["block_size_x", "tile"], out=tmp_path / "out", quiet=True)
-    return launchtune.tune_kernel("scale", SOURCE, N, arguments, TUNE, **{**call, **change})
+    return launchtune.tune_kernel("scale", SOURCE, problem_size, arguments, TUNE, **{**call, **change})
 
 
 def _key(r):
@@ -204,6 +204,42 @@ def test_the_device_is_described_once_per_process(tmp_path, stand_in, monkeypatc
     for n in (N, N - 1):
         _tune(tmp_path, [np.zeros(N, np.float32), data, np.int32(n)], out=tmp_path / f"out{n}")
     assert described == [1]
+
+
+def test_grid_divisors_and_problem_size_as_functions_run_here_per_configuration(tmp_path, stand_in, no_dask):
+    """Kernel Tuner's ``grid_div_x`` and ``problem_size`` as functions of the configuration, run in this
+    process for each launch: the stand-in's kernel covers ``grid * block * tile`` elements, so a divisor
+    twice too large leaves half the output unwritten (every configuration invalid), the right one none;
+    the simulation_mode replay of the cache takes them too."""
+    data = _data()
+    seen: list[dict] = []
+
+    def divisor(p):
+        seen.append(dict(p))
+        return p["block_size_x"] * p["tile"]
+
+    args = [np.zeros(N, np.float32), data, np.int32(N)]
+    cache = tmp_path / "kt.json"
+    results, _ = _tune(tmp_path, args, grid_div_x=divisor, problem_size=lambda p: (N,),
+                       answer=[2 * data, None, None], cache=cache)  # fmt: skip
+    assert {_key(r) for r in results if isinstance(r["time"], float)} == {c for c in CONFIGS if c[2] == 0}
+    assert {(c["block_size_x"], c["tile"], c["wrong"]) for c in seen} == CONFIGS
+    rows = launchtune.load(tmp_path / "out").rows
+    ok = rows[rows["status"] == "ok"]
+    assert sorted(map(tuple, ok[["block_size_x", "tile"]].to_numpy().tolist())) == [
+        (32, 1),
+        (32, 2),
+        (64, 1),
+        (64, 2),
+    ]
+    (inputs,) = (tmp_path / "out" / "inputs").iterdir()
+    assert "def divisor" in (inputs / "grid_div_x.py").read_text()
+    halved, _ = _tune(tmp_path, args, grid_div_x=lambda p: 2 * divisor(p), answer=[2 * data, None, None],
+                      out=tmp_path / "halved")  # fmt: skip
+    assert {r["time"] for r in halved} == {"InvalidConfig"}
+    replayed, _ = _tune(tmp_path, args, grid_div_x=divisor, problem_size=lambda p: N, cache=cache,
+                        simulation_mode=True, out=None)  # fmt: skip
+    assert {_key(r) for r in replayed} == CONFIGS
 
 
 def test_a_define_as_a_function_runs_here_per_configuration(tmp_path, stand_in, no_dask):
