@@ -594,7 +594,7 @@ def _fingerprint(array: Any) -> str:
     except ImportError:
         xp = np
     if xp is np:
-        data = memoryview(np.ascontiguousarray(array)).cast("B")
+        data = np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
         return f"{array.dtype}{list(array.shape)}:{hashlib.sha256(data).hexdigest()[:32]}"
     flat = xp.ascontiguousarray(array).reshape(-1).view(xp.uint8)
     sums = [0, 0]
