@@ -242,6 +242,35 @@ def test_grid_divisors_and_problem_size_as_functions_run_here_per_configuration(
     assert {_key(r) for r in replayed} == CONFIGS
 
 
+def test_a_finished_calls_workload_and_its_arrays_are_released(tmp_path, stand_in, monkeypatch):
+    """Repeated calls in one script: the workload a call built (and the device copies of its arrays) goes
+    when the call ends, its compile pool's threads with it; those threads held it, so each of Kernel Tuner's
+    ``reduction`` calls kept its 3.2 GB on the GPU."""
+    import gc
+    import threading
+    import weakref
+
+    from launchtune.pipeline.sweep import worker
+
+    built = []
+    real = worker.build_workload
+
+    def build(spec):
+        workload = real(spec)
+        built.append(weakref.ref(workload))
+        return workload
+
+    monkeypatch.setattr(worker, "build_workload", build)
+    before = set(threading.enumerate())
+    _tune(tmp_path, [np.zeros(N, np.float32), _data(), np.int32(N)])
+    for thread in set(threading.enumerate()) - before:
+        if thread.name.startswith("compile"):  # the workload's compile pool (kernels.kernel.compile)
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+    gc.collect()
+    assert built and built[0]() is None
+
+
 def test_a_define_as_a_function_runs_here_per_configuration(tmp_path, stand_in, no_dask):
     """Kernel Tuner's ``defines`` value as a function of the configuration: each configuration compiles
     with its value (here ``wrong``: the stand-in's kernel then adds 1, so those configurations are
