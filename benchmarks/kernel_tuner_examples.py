@@ -6,7 +6,8 @@ runs each script in a fresh folder under ``OUT`` (its ``.cu`` files beside it), 
 own, and writes ``OUT/examples.json``: per example and tool, the wall time, each call's pick and its
 time, and the rows measured and ok. Every ``tune_kernel`` call is wrapped (:func:`wrapper_source`) to record
 what it returned and, for launchtune, to keep a Kernel Tuner cache per call (``OUT/caches/<name>/<n>.json``),
-which ``--replay CACHES`` replays with ``simulation_mode`` on a machine without a GPU. Where a space is too
+which ``--replay CACHES`` replays with ``simulation_mode`` on a machine without a GPU (what a replay, which
+launches nothing, stands in for: :data:`REPLAY_MAX_RANDOM`). Where a space is too
 large to tune whole (:data:`MAX_FEVALS`), both tools get the same number of random configurations: Kernel
 Tuner ``strategy="random_sample"``, launchtune ``strategy_options={"max_fevals": N}``."""
 
@@ -32,6 +33,12 @@ NAMES = ("vector_add", "stencil", "matmul", "zeromeanfilter", "vector_add_codege
 # (20 for convolution, reduction and convolution_correct: all eleven, both tools, fit one 10-minute call)
 MAX_FEVALS = {"convolution": 20, "sepconv": 100, "reduction": 20, "matmul": 100, "convolution_correct": 20}
 TIMEOUT_S = 300  # per example and tool
+# A replay launches nothing, so what a script computes on a GPU outside tune_kernel stands in: run_kernel
+# returns its arguments unchanged (convolution_correct's answer: simulation_mode checks nothing), and an
+# input of more than REPLAY_MAX_RANDOM random numbers is a constant of its shape, not its bytes (reduction's
+# 800 million: 9.6 GB of host memory for values nothing reads)
+REPLAY_MAX_RANDOM = 10**7
+NO_CACHE_EXIT = 3  # a replay reached a call that has no recorded cache: its script ran as far as they go
 
 
 def with_launchtune(text: str) -> str:
@@ -45,10 +52,24 @@ def wrapper_source(tool: str, name: str, record: Path, caches: Path | None, repl
     """Python run before the script: wraps ``tune_kernel`` to record each call's pick, time and rows."""
     fevals = MAX_FEVALS.get(name)
     return f"""
-import json, sys, time, runpy, math
+import json, os, sys, time, runpy, math
 tool, record, fevals = {tool!r}, {str(record)!r}, {fevals!r}
 caches, replay = {str(caches) if caches else None!r}, {replay!r}
 calls = []
+if replay:
+    import numpy
+    import launchtune.api
+    class Shape(numpy.ndarray):  # an input that stands in by its shape: astype keeps it a constant view
+        def astype(self, dtype, *args, **kw):
+            return numpy.broadcast_to(numpy.zeros((), dtype), self.shape).view(Shape)
+    random = numpy.random.rand
+    def rand(*shape):
+        if math.prod(shape) <= {REPLAY_MAX_RANDOM}:
+            return random(*shape)
+        return numpy.broadcast_to(numpy.float64(0.5), shape).view(Shape)
+    numpy.random.rand = rand
+    launchtune.api.run_kernel = lambda name, source, size, arguments, params, **kw: [
+        numpy.array(a) if isinstance(a, numpy.ndarray) else a for a in arguments]
 if tool == "kt":
     import kernel_tuner as module
     target = module
@@ -64,6 +85,9 @@ def tune_kernel(*args, **kw):
     if caches and tool != "kt":
         kw["cache"] = f"{{caches}}/{{n}}.json"
         kw["simulation_mode"] = replay
+        if replay and not os.path.exists(kw["cache"]):
+            print(f"replay: no cache recorded for call {{n}}", file=sys.stderr)
+            sys.exit({NO_CACHE_EXIT})
     t0 = time.perf_counter()
     results, env = pair = original(*args, **kw)
     ok = [r for r in results if isinstance(r.get("time"), float)]

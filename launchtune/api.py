@@ -408,8 +408,11 @@ def _arguments(
     arrays as the outputs checked (None: nothing checked); ``cmem_args`` as ``__constant__`` copies (passed
     too where the same array is an argument). Where ``given`` is a dict (one local device, in this process),
     a device array is not copied: it goes into ``given`` by position and the spec names it by a
-    fingerprint (``fill: {caller: ...}``). ``verified``: ``verify=``'s answer (or None for every array):
-    the arrays it names are reset before each check's launch (``output: true``), nothing is compared here."""
+    fingerprint (``fill: {caller: ...}``); a host array is copied to the device first, once, as Kernel Tuner
+    copies its arguments at each call (writing it as a ``.npy``, hashing that and reading it back cost seconds
+    a call for a large array: Kernel Tuner's ``reduction`` hands 3.2 GB to each of its twelve calls).
+    ``verified``: ``verify=``'s answer (or None for every array): the arrays it names are reset before each
+    check's launch (``output: true``), nothing is compared here."""
     from launchtune.kernels.kernel.arguments import DTYPES
 
     if answer is not None and len(answer) != len(arguments):
@@ -418,10 +421,15 @@ def _arguments(
         )
     constants = {id(a): (s, np.asarray(a)) for s, a in (cmem_args or {}).items()}  # by identity, as KT
     out: list[dict[str, Any]] = []
+    to_device = _device_copier() if given is not None else None
     for i, value in enumerate(arguments):
         where = f"arguments[{i}]"
-        in_place = given is not None and _on_device(value)
-        if not in_place:
+        constant = constants.pop(id(value), None)  # by the caller's object, before any copy
+        in_place = given is not None and (_on_device(value) or isinstance(value, np.ndarray))
+        if in_place and not _on_device(value):
+            assert to_device is not None
+            value = to_device(value)
+        elif not in_place:
             value = _host_array(value)
         if in_place or isinstance(value, np.ndarray):
             dtype = str(value.dtype)
@@ -448,8 +456,8 @@ def _arguments(
                 entry["answer"] = files.npy(f"answer{i}.npy", expected.astype(np.dtype(str(value.dtype))))
             else:  # Kernel Tuner's answer=None: nothing is checked
                 entry["output"] = False
-            if id(value) in constants:
-                entry.update(constant=constants.pop(id(value))[0], argument=True)
+            if constant is not None:
+                entry.update(constant=constant[0], argument=True)
             out.append(entry)
         elif isinstance(value, np.generic) or (
             isinstance(value, int | float) and not isinstance(value, bool)
@@ -556,6 +564,15 @@ def _on_device(value: Any) -> bool:
     return hasattr(value, "__cuda_array_interface__") and hasattr(value, "get")
 
 
+def _device_copier() -> Callable[[np.ndarray], Any]:
+    """A host array copied to the device this process measures on (CuPy where a GPU is; the CPU tests'
+    stand-in measures numpy arrays: a copy too, so the caller's array is left as it was, as on a GPU)."""
+    from launchtune.kernels.backend import get_backend
+
+    backend = get_backend("auto")
+    return backend.xp.asarray if backend.is_gpu else (lambda array: np.array(array, copy=True))
+
+
 def _host_array(value: Any) -> Any:
     """A CuPy (or other device) array as numpy: the kernel spec's arrays travel as ``.npy`` files."""
     return value.get() if _on_device(value) else value
@@ -567,13 +584,18 @@ FINGERPRINT_CHUNK = 1 << 26  # bytes of a device array summed at a time (eight t
 def _fingerprint(array: Any) -> str:
     """A device array's contents named without copying them to the host: its dtype, shape and two weighted
     sums of its bytes (mod 2**64) computed on the device. Not a cryptographic hash: it tells a changed array
-    from the one a folder was measured with, so another array is another ``inputs/<hash>`` folder."""
+    from the one a folder was measured with, so another array is another ``inputs/<hash>`` folder. A host
+    array (the CPU tests' stand-in measures numpy arrays) is hashed as it is: the sums in numpy took 15 s for
+    400 MB on the CPU, SHA-256 a second."""
     try:
         import cupy
 
         xp: Any = cupy.get_array_module(array)
-    except ImportError:  # the CPU tests' stand-in arrays are numpy
+    except ImportError:
         xp = np
+    if xp is np:
+        data = np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
+        return f"{array.dtype}{list(array.shape)}:{hashlib.sha256(data).hexdigest()[:32]}"
     flat = xp.ascontiguousarray(array).reshape(-1).view(xp.uint8)
     sums = [0, 0]
     for start in range(0, int(flat.size), FINGERPRINT_CHUNK):
@@ -819,19 +841,6 @@ def tune_kernel(
         )
     if platform != 0:
         _refuse("platform", "platforms are OpenCL's; launchtune runs CUDA")
-    for dim, value in zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True):
-        if callable(value):
-            _refuse(
-                f"grid_div_{dim}",
-                "a function is not evaluated per launch here; give the parameter names "
-                "or expressions that divide the problem size, e.g. ['block_size_x', 'tile_size_x']",
-            )
-    if callable(problem_size):
-        _refuse(
-            "problem_size",
-            "a function is not evaluated per launch here; give numbers, or a parameter's "
-            "name or an expression of the parameters ('num_blocks')",
-        )
     observed: dict[str, Callable[[dict[str, Any]], Any]] = {}  # Kernel Tuner's names of ours, in its units
     for observer in observers or ():
         wanted = set(getattr(observer, "observables", None) or ()) | set(
@@ -863,6 +872,14 @@ def tune_kernel(
             define_functions[str(key)] = value
         else:
             options.append(f"-D{key}={value}")
+    geometry_functions = {
+        name: value
+        for name, value in zip(("grid_div_x", "grid_div_y", "grid_div_z", "problem_size"),
+                               (grid_div_x, grid_div_y, grid_div_z, problem_size), strict=True)
+        if callable(value)
+    }  # fmt: skip
+    if geometry_functions and not simulation_mode and not here:
+        _refuse(next(iter(geometry_functions)), kt.GEOMETRY_ELSEWHERE)
     max_minutes = None
     for key, value in (strategy_options or {}).items():
         if key == "max_fevals" and budget is None:
@@ -892,7 +909,9 @@ def tune_kernel(
         if not kernel_defined(code, kernel_name):
             raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the kernel source")
     dims: list[Any]
-    if isinstance(problem_size, str):
+    if callable(problem_size):  # the grid is the caller's function's (below); the spec's size a placeholder
+        dims = [1]
+    elif isinstance(problem_size, str):
         dims = [problem_size]
     elif isinstance(problem_size, Sequence) and any(isinstance(d, str) for d in problem_size):
         dims = [d if isinstance(d, str) else int(d) for d in problem_size]
@@ -977,7 +996,11 @@ def tune_kernel(
         kernel["restrictions"] = texts
     if allowed:
         kernel["allowed"] = allowed
+    for name, function in geometry_functions.items():  # the caller's functions: another, another folder
+        files.text(f"{name}.py", _function_text(function))
     for dim, value in zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True):
+        if geometry_functions:  # the grid of each launch is the caller's (Attached.grid), not the spec's
+            continue
         divisors = _divisors(value, f"grid_div_{dim}")
         if divisors is not None:
             kernel[f"grid_div_{dim}"] = divisors or ["1"]  # Kernel Tuner's []: nothing divides it
@@ -1031,6 +1054,9 @@ def tune_kernel(
         atol=atol,
         defines=define_functions,
         measured=_cache_appender(cache_path, kernel_name, dims, params, goal, functions) if here else None,
+        grid=kt.launch_grid(problem_size, (grid_div_x, grid_div_y, grid_div_z), blocks)
+        if geometry_functions
+        else None,
     )
     try:
         with live.attached(inputs / "kernel.yaml", attached):
@@ -1163,7 +1189,6 @@ def run_kernel(
     from launchtune import kernel_tuner_compat as kt
     from launchtune.checks import check_arguments
     from launchtune.kernels.kernel.compile import build_function, source_with_defines
-    from launchtune.kernels.kernel.expressions import parse
     from launchtune.kernels.kernel.spec import kernel_defined
 
     given = dict(locals())
@@ -1182,13 +1207,7 @@ def run_kernel(
     values = {str(k): (v.item() if isinstance(v, np.generic) else v) for k, v in params.items()}
     block = tuple(int(values.get(n, 256 if i == 0 else 1)) for i, n in enumerate(names))
     known = {**values, **dict(zip(names, block, strict=True))}
-    raw = [problem_size] if isinstance(problem_size, int | str | np.integer) else list(problem_size)
-    dims = [int(parse(d, list(known), "problem_size")(known)) if isinstance(d, str) else int(d) for d in raw]
-    grid: list[int] = []
-    for i, (dim, divs) in enumerate(zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True)):
-        items = [names[i]] if divs is None else ([divs] if isinstance(divs, str | int) else list(divs))
-        divisor = math.prod(parse(d, list(known), f"grid_div_{dim}")(known) for d in items)
-        grid.append(max(1, math.ceil((dims[i] if i < len(dims) else 1) / divisor)))
+    grid = kt.launch_grid(problem_size, (grid_div_x, grid_div_y, grid_div_z), names)(known)
     macros = {**known, **{f"grid_size_{d}": g for d, g in zip("xyz", grid, strict=True)}, "kernel_tuner": 1}
     options = [compiler_options] if isinstance(compiler_options, str) else list(compiler_options or [])
     options += [f"-D{k}={v}" for k, v in (defines or {}).items()]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,12 @@ REFUSED = {
 VERIFY_ELSEWHERE = (
     "a Python function runs only where one local GPU measures in this process (cluster=None, one GPU "
     "visible); a cluster's workers are other processes: give answer= and atol=, or tune on one local GPU"
+)
+# grid_div_* or problem_size as functions where the sweep measures on workers of other processes
+GEOMETRY_ELSEWHERE = (
+    "a function runs only where one local GPU measures in this process (cluster=None, one GPU visible), "
+    "as verify= does; on a cluster give the parameter names or expressions that divide the problem size "
+    "(['block_size_x', 'tile_size_x']) and numbers or expressions as the problem size"
 )
 MAX_CACHE_BYTES = 1 << 30  # a cache file read at most (Kernel Tuner's of a large space are hundreds of MB)
 OTHER_LANGS = "launchtune compiles CUDA (lang='CUDA', 'CUPY' or 'NVCUDA'); use Kernel Tuner itself for {lang}"
@@ -75,6 +81,57 @@ class TuneResult(tuple):  # noqa: SLOT001  (a tuple of two that also carries the
 
     def __repr__(self) -> str:
         return f"TuneResult({len(self[0])} results, best {self[1].get('best_config')!r}, {self.result!r})"
+
+
+def launch_grid(
+    problem_size: Any, divisors: Sequence[Any], block_names: Sequence[str]
+) -> Callable[[Mapping[str, Any]], tuple[int, int, int]]:
+    """Kernel Tuner's grid of a configuration (its ``util.get_problem_size`` and ``get_grid_dimensions``):
+    the problem size (numbers, expressions of the parameters, or a function of the configuration returning
+    either), each dimension divided by its ``grid_div`` (None: that dimension's block size, else 1; a
+    function of the configuration; a name, an expression or a number; a list of them multiplied, ``[]`` 1),
+    rounded up. Strings are the kernel spec's expressions, not Python's ``eval``. The caller's functions run
+    here, in its process; one that raises or returns no positive whole number is an ``ExpressionError``
+    naming the field, which makes that configuration an invalid row."""
+    from launchtune.kernels.kernel.expressions import ExpressionError, parse
+
+    def number(item: Any, config: Mapping[str, Any], where: str) -> int:
+        try:
+            value = item(dict(config)) if callable(item) else item
+            if isinstance(value, str):
+                value = parse(value, list(config), where)(dict(config))
+            whole = int(value)
+        except ExpressionError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (the caller's function: any error is this configuration's)
+            raise ExpressionError(f"{where}: {type(exc).__name__}: {exc} for {dict(config)}") from None
+        if whole != value or whole < 1:
+            raise ExpressionError(f"{where}: {value!r} for {dict(config)} (a positive whole number)")
+        return whole
+
+    def grid(config: Mapping[str, Any]) -> tuple[int, int, int]:
+        size = problem_size
+        if callable(size):
+            try:
+                size = size(dict(config))
+            except Exception as exc:  # noqa: BLE001  (as above)
+                why = f"{type(exc).__name__}: {exc}"
+                raise ExpressionError(f"problem_size: {why} for {dict(config)}") from None
+        dims = [size] if isinstance(size, int | str) or hasattr(size, "__index__") else list(size)
+        dims = [number(d, config, "problem_size") for d in dims] + [1] * (3 - len(dims))
+        out = []
+        for i, divs in enumerate(divisors):
+            where = f"grid_div_{'xyz'[i]}"
+            if divs is None:
+                divisor = int(config.get(block_names[i], 1))
+            elif callable(divs) or isinstance(divs, int | str):
+                divisor = number(divs, config, where)
+            else:
+                divisor = math.prod(number(d, config, where) for d in divs)
+            out.append(-(-dims[i] // divisor))
+        return (out[0], out[1], out[2])
+
+    return grid
 
 
 def error_config(name: str) -> str:

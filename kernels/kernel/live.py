@@ -24,7 +24,9 @@ class Attached:
     ``#define`` values given as functions of a configuration (its values), added to each compile;
     ``measured``: called with each configuration's values (a float or text parameter's own value) and what
     was measured (``time``, ``times``, ``compile_ms``, ``metrics``, ``objective``), or ``error`` for a
-    configuration its check refused."""
+    configuration its check refused; ``grid``: the launch grid of a configuration (its values), where the
+    caller gave Kernel Tuner's ``grid_div_*`` or ``problem_size`` as functions (``ExpressionError`` where
+    it has none)."""
 
     arrays: Mapping[int, Any] = field(default_factory=dict)
     verify: Callable[..., Any] | None = None
@@ -32,6 +34,7 @@ class Attached:
     atol: float | None = None
     defines: Mapping[str, Callable[[dict[str, Any]], Any]] = field(default_factory=dict)
     measured: Callable[[dict[str, Any], dict[str, Any]], None] | None = None
+    grid: Callable[[dict[str, Any]], tuple[int, int, int]] | None = None
 
 
 _ATTACHED: dict[Path, Attached] = {}

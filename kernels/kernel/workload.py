@@ -41,7 +41,7 @@ from launchtune.kernels.kernel.compile import (
 )
 from launchtune.kernels.kernel.errors import SpecError
 from launchtune.kernels.kernel.expressions import ExpressionError
-from launchtune.kernels.kernel.fields import MAX_BLOCK
+from launchtune.kernels.kernel.fields import GRID_NAMES, MAX_BLOCK
 from launchtune.kernels.kernel.options import (
     check_arguments,
     check_options,
@@ -191,6 +191,8 @@ class KernelWorkload(Workload):
                 value = f(dict(actual))
                 value = value.item() if isinstance(value, np.generic) else value
                 defines[k] = value if isinstance(value, int | float | str) else str(value)
+        if attached is not None and attached.grid is not None:  # the caller's geometry, computed here
+            defines.update(zip(GRID_NAMES, attached.grid(self.spec.actual(dict(config))), strict=True))
         name = self.spec.name_expression(config)
         options = [*self.spec.compiler_options, name]
         key = cache_key(self.spec.code, defines, options, self._headers)
@@ -240,6 +242,9 @@ class KernelWorkload(Workload):
     # -- launching ---------------------------------------------------------------------------------------
 
     def geometry(self, config: Mapping[str, int]) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        attached = live.attached_to(self._live_key)
+        if attached is not None and attached.grid is not None:  # Kernel Tuner's functions, the caller's
+            return attached.grid(self.spec.actual(dict(config))), self.spec.block(config)
         return self.spec.grid(config, self.problem), self.spec.block(config)
 
     def _problems(self, config: Mapping[str, int], compiled: Compiled) -> list[str]:
@@ -586,7 +591,9 @@ class KernelWorkload(Workload):
             "problem_size": (lambda params: self.spec.launch_problem(config_of(params), self.problem))
             if any(self.spec.problem_exprs)
             else tuple(self.problem),
-            "arguments": list(self._host),
+            "arguments": [  # a caller's array used in place is on the device; Kernel Tuner takes numpy
+                self.cp.asnumpy(a) if hasattr(a, "__cuda_array_interface__") else a for a in self._host
+            ],
             "cmem_args": {k: self.cp.asnumpy(v) for k, v in self._constants.items()} or None,
             "tune_params": {
                 p.name: list(self.spec.labels.get(p.name, [int(v) for v in p.values]))
@@ -605,6 +612,10 @@ class KernelWorkload(Workload):
             **({"smem_args": {"size": shared_size}} if self.spec.shared_memory is not None else {}),
             "lang": "cupy",
         }
+
+    def close(self) -> None:
+        """Stop compiling ahead (the Python API's call that built this workload has ended)."""
+        self.compiler.close()
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -50,9 +50,9 @@ def _data():
     return np.random.default_rng(7).uniform(-1, 1, N).astype(np.float32)
 
 
-def _tune(tmp_path, arguments, **change):
+def _tune(tmp_path, arguments, problem_size=N, **change):
     call = dict(grid_div_x=["block_size_x", "tile"], out=tmp_path / "out", quiet=True)
-    return launchtune.tune_kernel("scale", SOURCE, N, arguments, TUNE, **{**call, **change})
+    return launchtune.tune_kernel("scale", SOURCE, problem_size, arguments, TUNE, **{**call, **change})
 
 
 def _key(r):
@@ -173,6 +173,102 @@ def test_a_device_array_is_used_in_place(tmp_path, stand_in, no_dask):
     again = (data + 1).view(DeviceArray)
     assert api._fingerprint(again) != api._fingerprint(inp) == api._fingerprint(data.copy().view(DeviceArray))
     assert json.loads(json.dumps(env))["best_config"]["wrong"] == 0
+
+
+def test_host_arrays_go_to_the_device_once_and_nothing_is_written_for_them(tmp_path, stand_in, no_dask):
+    """One local device: numpy arguments are copied to it once per call, as Kernel Tuner copies them, and
+    used in place: no ``.npy`` of them is written, hashed and read back (3.2 GB a call in Kernel Tuner's
+    ``reduction``). The caller's arrays are left as they were; other contents are another folder."""
+    data = _data()
+    out = np.zeros(N, np.float32)
+    results, _ = _tune(tmp_path, [out, data, np.int32(N)], answer=[2 * data, None, None])
+    assert {_key(r) for r in results if isinstance(r["time"], float)} == {c for c in CONFIGS if c[2] == 0}
+    (inputs,) = (tmp_path / "out" / "inputs").iterdir()
+    assert not list(inputs.glob("arg*.npy"))
+    spec = yaml.safe_load((inputs / "kernel.yaml").read_text())
+    assert [list(a["fill"]) for a in spec["arguments"][:2]] == [["caller"], ["caller"]]
+    assert not out.any()  # launched on the device's copy
+    _tune(tmp_path, [out, data + 1, np.int32(N)], out=tmp_path / "other")
+    assert [p.name for p in (tmp_path / "other" / "inputs").iterdir()] != [inputs.name]
+
+
+def test_the_device_is_described_once_per_process(tmp_path, stand_in, monkeypatch):
+    """Repeated calls in one script: the device's facts and its copy bandwidth are read once, not per call."""
+    from launchtune.pipeline.sweep import worker
+
+    described = []
+    real = worker.describe_device
+    monkeypatch.setattr(worker, "_FACTS", {})
+    monkeypatch.setattr(worker, "describe_device", lambda backend: described.append(1) or real(backend))
+    data = _data()
+    for n in (N, N - 1):
+        _tune(tmp_path, [np.zeros(N, np.float32), data, np.int32(n)], out=tmp_path / f"out{n}")
+    assert described == [1]
+
+
+def test_grid_divisors_and_problem_size_as_functions_run_here_per_configuration(tmp_path, stand_in, no_dask):
+    """Kernel Tuner's ``grid_div_x`` and ``problem_size`` as functions of the configuration, run in this
+    process for each launch: the stand-in's kernel covers ``grid * block * tile`` elements, so a divisor
+    twice too large leaves half the output unwritten (every configuration invalid), the right one none;
+    the simulation_mode replay of the cache takes them too."""
+    data = _data()
+    seen: list[dict] = []
+
+    def divisor(p):
+        seen.append(dict(p))
+        return p["block_size_x"] * p["tile"]
+
+    args = [np.zeros(N, np.float32), data, np.int32(N)]
+    cache = tmp_path / "kt.json"
+    results, _ = _tune(tmp_path, args, grid_div_x=divisor, problem_size=lambda p: (N,),
+                       answer=[2 * data, None, None], cache=cache)  # fmt: skip
+    assert {_key(r) for r in results if isinstance(r["time"], float)} == {c for c in CONFIGS if c[2] == 0}
+    assert {(c["block_size_x"], c["tile"], c["wrong"]) for c in seen} == CONFIGS
+    rows = launchtune.load(tmp_path / "out").rows
+    ok = rows[rows["status"] == "ok"]
+    assert sorted(map(tuple, ok[["block_size_x", "tile"]].to_numpy().tolist())) == [
+        (32, 1),
+        (32, 2),
+        (64, 1),
+        (64, 2),
+    ]
+    (inputs,) = (tmp_path / "out" / "inputs").iterdir()
+    assert "def divisor" in (inputs / "grid_div_x.py").read_text()
+    halved, _ = _tune(tmp_path, args, grid_div_x=lambda p: 2 * divisor(p), answer=[2 * data, None, None],
+                      out=tmp_path / "halved")  # fmt: skip
+    assert {r["time"] for r in halved} == {"InvalidConfig"}
+    replayed, _ = _tune(tmp_path, args, grid_div_x=divisor, problem_size=lambda p: N, cache=cache,
+                        simulation_mode=True, out=None)  # fmt: skip
+    assert {_key(r) for r in replayed} == CONFIGS
+
+
+def test_a_finished_calls_workload_and_its_arrays_are_released(tmp_path, stand_in, monkeypatch):
+    """Repeated calls in one script: the workload a call built (and the device copies of its arrays) goes
+    when the call ends, its compile pool's threads with it; those threads held it, so each of Kernel Tuner's
+    ``reduction`` calls kept its 3.2 GB on the GPU."""
+    import gc
+    import threading
+    import weakref
+
+    from launchtune.pipeline.sweep import worker
+
+    built = []
+    real = worker.build_workload
+
+    def build(spec):
+        workload = real(spec)
+        built.append(weakref.ref(workload))
+        return workload
+
+    monkeypatch.setattr(worker, "build_workload", build)
+    before = set(threading.enumerate())
+    _tune(tmp_path, [np.zeros(N, np.float32), _data(), np.int32(N)])
+    for thread in set(threading.enumerate()) - before:
+        if thread.name.startswith("compile"):  # the workload's compile pool (kernels.kernel.compile)
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+    gc.collect()
+    assert built and built[0]() is None
 
 
 def test_a_define_as_a_function_runs_here_per_configuration(tmp_path, stand_in, no_dask):

@@ -99,7 +99,16 @@ def test_without_a_gpu_one_line_and_nothing_written(tmp_path, monkeypatch):
             r"^verify=: a Python function runs only where one local GPU measures in this process",
         ),
         ({"kernel_source": lambda p: 5}, TypeError, "^kernel_source: the generator returned int for"),
-        ({"grid_div_x": lambda p: 32}, ValueError, "^grid_div_x=: a function"),
+        (
+            {"grid_div_x": lambda p: 32, "cluster": "slurm"},
+            ValueError,
+            "^grid_div_x=: a function runs only where one local GPU measures in this process",
+        ),
+        (
+            {"problem_size": lambda p: 1000, "cluster": "slurm"},
+            ValueError,
+            "^problem_size=: a function runs only where one local GPU",
+        ),
         ({"strategy_options": {"popsize": 4}}, ValueError, "^strategy_options=: 'popsize'"),
         ({"observers": [object()]}, ValueError, r"^observers=: object \(all\): only NVML"),
         (
@@ -318,3 +327,24 @@ def test_a_metric_named_like_gb_per_s_is_evaluated_here(written, tmp_path):
     results, _ = PAIR(types.SimpleNamespace(rows=rows), {"block_size_x": [32]}, {}, functions, [N], 7, "time",
                       False, None, "scale", True)  # fmt: skip
     assert results[0]["GB/s"] == 4000.0
+
+
+def test_the_launch_grid_is_kernel_tuners():
+    """``grid_div_*`` and ``problem_size`` in each of Kernel Tuner's forms (None, names, expressions,
+    numbers, ``[]``, functions of the configuration) give Kernel Tuner's own grid."""
+    from launchtune import kernel_tuner_compat as kt
+
+    util = pytest.importorskip("kernel_tuner.util")
+    config = {"block_size_x": 32, "tile": 3, "block_size_y": 4}
+    names = ["block_size_x", "block_size_y", "block_size_z"]
+    cases = [
+        (1000, (None, None, None)),
+        ((1000, 70), (["block_size_x", "tile"], lambda p: p["block_size_y"] * 2, None)),
+        ("tile * 100", ([], None, None)),
+        (lambda p: (p["tile"] * 10, 7), (lambda p: 4, "block_size_y", 1)),
+    ]
+    for size, divisors in cases:
+        expected = util.get_grid_dimensions(util.get_problem_size(size, config), config, divisors, names)
+        assert kt.launch_grid(size, divisors, names)(config) == tuple(expected)
+    with pytest.raises(ValueError, match=r"^grid_div_x: ZeroDivisionError"):
+        kt.launch_grid(1000, (lambda p: 1 // 0, None, None), names)(config)
