@@ -173,6 +173,7 @@ def test_the_local_clusters_dask_settings_last_as_long_as_the_cluster(tmp_path, 
     import os
 
     import dask
+    import distributed  # noqa: F401  (Dask reads distributed's defaults when it is imported; run alone, nothing has)
 
     from launchtune.pipeline.cluster import local
 
