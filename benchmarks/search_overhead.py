@@ -76,8 +76,11 @@ def live(dataset: Path, strategy: str, budget: int, seed: int, scale: float, fol
     out = folder / f"out-{seed}"
     cmd = [sys.executable, "-m", "launchtune", "sweep", str(path), "--strategy", strategy]
     cmd += ["--budget", str(budget), "--out", str(out)]
+    # this tree's code, not whichever checkout the environment installed (the command runs in ``folder``)
+    path_list = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path_list)}
     start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=folder)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=folder, env=env)
     wall = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"live search failed ({done.returncode}): {done.stderr[-2000:]}")
