@@ -57,6 +57,14 @@ def in_process(dataset: Path, strategy: str, budget: int, seed: int, scale: floa
     return {"wall_s": wall, "cpu_s": cpu, "slept_s": workload.slept_s, "measured": len(session.history)}
 
 
+def _children_cpu() -> float:
+    """CPU seconds of the finished child processes (the command's, all its threads)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def live(dataset: Path, strategy: str, budget: int, seed: int, scale: float, folder: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
@@ -76,9 +84,12 @@ def live(dataset: Path, strategy: str, budget: int, seed: int, scale: float, fol
     out = folder / f"out-{seed}"
     cmd = [sys.executable, "-m", "launchtune", "sweep", str(path), "--strategy", strategy]
     cmd += ["--budget", str(budget), "--out", str(out)]
-    start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=folder)
-    wall = time.perf_counter() - start
+    # this tree's code, not whichever checkout the environment installed (the command runs in ``folder``)
+    path_list = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path_list)}
+    start, used = time.perf_counter(), _children_cpu()
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=folder, env=env)
+    wall, cpu = time.perf_counter() - start, _children_cpu() - used
     if done.returncode != 0:
         raise SystemExit(f"live search failed ({done.returncode}): {done.stderr[-2000:]}")
     timing = json.loads((out / "timing.json").read_text())
@@ -87,6 +98,7 @@ def live(dataset: Path, strategy: str, budget: int, seed: int, scale: float, fol
     return {
         "search_s": float(timing["search"]["cpu"]["seconds"]),
         "command_s": wall,
+        "command_cpu_s": cpu,
         "slept_s": slept,
         "measured": int(timing["search"]["cpu"]["measured"]),
     }
