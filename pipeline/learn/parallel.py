@@ -9,13 +9,19 @@ serially where there is one core.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from joblib import Parallel, cpu_count, delayed, parallel_config
 from tqdm.auto import tqdm
 
-from launchtune.pipeline.interrupts import check, children_ignore_sigint, ignore_sigint
+from launchtune.pipeline.interrupts import (
+    check,
+    children_ignore_sigint,
+    ignore_sigint,
+    trackers_end_with_block,
+)
 
 
 def _indexed(i: int, func: Callable[..., Any], args: tuple) -> tuple[int, Any]:
@@ -58,3 +64,29 @@ def run_fits(
         for bar in bars.values():
             bar.close()
     return results
+
+
+@contextmanager
+def pool_ends_with_block() -> Iterator[None]:
+    """The training pool (joblib's reusable loky executor, whose idle workers otherwise wait 300 s for more
+    work) and the resource trackers started inside the block end with it, on success, failure or interrupt:
+    a sweep leaves no process behind, in its caller's process (the Python API) nor, re-parented to pid 1,
+    after its own end (issue 54: a sweep whose workers all died left the pool's two workers and two trackers
+    running). Killed at once where the block failed; joined where it succeeded."""
+    with trackers_end_with_block():
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            end_pool(kill=failed)
+
+
+def end_pool(kill: bool = False) -> None:
+    """End joblib's reusable process pool, if one is running (the next fit starts a fresh one). joblib has no
+    public call for it: the pool is loky's module-level executor."""
+    from joblib.externals.loky import reusable_executor
+
+    executor = getattr(reusable_executor, "_executor", None)
+    if executor is not None:
+        executor.shutdown(wait=True, kill_workers=kill)
