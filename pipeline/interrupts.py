@@ -205,8 +205,6 @@ def trackers_ignore_sighup() -> None:
 
     from joblib.externals.loky.backend import resource_tracker as loky_tracker
 
-    trackers = (resource_tracker._resource_tracker, loky_tracker._resource_tracker)
-    before = [getattr(t, "_pid", None) for t in trackers]
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
     # A tracker whose pool's process was interrupted unlinks the semaphores it left and warns that they
     # "leaked" (two lines after the interrupt's one): it did its job, nothing is left for the user to do. The
@@ -216,56 +214,12 @@ def trackers_ignore_sighup() -> None:
     try:
         resource_tracker.ensure_running()
         loky_tracker.ensure_running()
-        for tracker, pid in zip(trackers, before, strict=True):
-            if getattr(tracker, "_pid", None) not in (None, pid) and tracker not in _started:
-                _started.append(tracker)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
         if warnings_env is None:
             os.environ.pop("PYTHONWARNINGS", None)
         else:
             os.environ["PYTHONWARNINGS"] = warnings_env
-
-
-_started: list = []  # the resource trackers trackers_ignore_sighup started, running until stop_trackers
-TRACKER_END_S = 5.0  # how long stop_trackers waits for a tracker (its other holders gone) before leaving it
-
-
-@contextmanager
-def trackers_end_with_block() -> Iterator[None]:
-    """The resource trackers started inside the block (by :func:`trackers_ignore_sighup`) end with it: a
-    sweep leaves no helper process behind in its caller's process (the Python API), nor, re-parented to pid
-    1, after it (issue 54). Trackers running before the block are not this block's: left as they are."""
-    mine = len(_started)
-    try:
-        yield
-    finally:
-        stop_trackers(_started[mine:])
-        del _started[mine:]
-
-
-def stop_trackers(trackers: list) -> None:
-    """Close each tracker's pipe (a tracker ends once every process holding it has: here, the training
-    pool's workers and Dask's are closed by then) and reap it, waiting :data:`TRACKER_END_S` at most;
-    the next user starts a fresh one. By hand on the trackers' own fields (multiprocessing's ``_stop`` waits
-    without an end, and loky has none of its own on POSIX); a tracker of another shape is left running."""
-    import time
-
-    for tracker in trackers:
-        lock, fd, pid = (getattr(tracker, k, None) for k in ("_lock", "_fd", "_pid"))
-        if lock is None or fd is None or pid is None:
-            continue
-        with lock:
-            os.close(fd)
-            tracker._fd = tracker._pid = None
-        end = time.monotonic() + TRACKER_END_S
-        while time.monotonic() < end:
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    break
-            except ChildProcessError:
-                break
-            time.sleep(0.01)
 
 
 @contextmanager

@@ -16,12 +16,7 @@ from typing import Any
 from joblib import Parallel, cpu_count, delayed, parallel_config
 from tqdm.auto import tqdm
 
-from launchtune.pipeline.interrupts import (
-    check,
-    children_ignore_sigint,
-    ignore_sigint,
-    trackers_end_with_block,
-)
+from launchtune.pipeline.interrupts import check, children_ignore_sigint, ignore_sigint
 
 
 def _indexed(i: int, func: Callable[..., Any], args: tuple) -> tuple[int, Any]:
@@ -69,17 +64,18 @@ def run_fits(
 @contextmanager
 def pool_ends_with_block() -> Iterator[None]:
     """The training pool (joblib's reusable loky executor, whose idle workers otherwise wait 300 s for more
-    work) and the resource trackers started inside the block end with it, on success, failure or interrupt:
-    a sweep leaves no process behind, in its caller's process (the Python API) nor, re-parented to pid 1,
-    after its own end (issue 54: a sweep whose workers all died left the pool's two workers and two trackers
-    running). Killed at once where the block failed; joined where it succeeded."""
-    with trackers_end_with_block():
-        failed = True
-        try:
-            yield
-            failed = False
-        finally:
-            end_pool(kill=failed)
+    work) ends with the block, on success, failure or interrupt: a sweep leaves no process behind in its
+    caller's process (the Python API), nor, re-parented to pid 1, after its caller (issue 54: a sweep whose
+    workers all died left the pool's two workers running, and with them the two resource trackers whose pipe
+    they held). Killed at once where the block failed; joined where it succeeded. The trackers themselves are
+    left to end with this process: joblib unregisters its memory-mapping folder from the loky tracker at
+    exit, and a tracker stopped before that is started again and prints a ``KeyError`` traceback."""
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        end_pool(kill=failed)
 
 
 def end_pool(kill: bool = False) -> None:
