@@ -80,3 +80,26 @@ def test_shown_never_raises():
     assert shown(HUGE) == "an integer of about 5,001 digits"
     assert shown([HUGE]) == "a list" and shown(Hostile()) == "a Hostile"
     assert shown("x" * 100) == repr("x" * 100)[:77] + "..."
+
+
+@pytest.mark.parametrize(
+    "restore, match",
+    [
+        (5, "restore: expected a list of argument indices or names, got a int"),
+        ("x", "restore: expected a list of argument indices or names, got a str"),
+        ([HUGE], "restore: an integer out of range is not an argument index"),
+        ([-1], "restore: -1 is not an argument index or name"),
+    ],
+    ids=["int", "str", "huge", "negative"],
+)
+def test_autotune_restore_of_a_wrong_type_is_one_line(restore, match):
+    """``restore=5`` was ``TypeError: 'int' object is not iterable`` from inside; a 5,001-digit index raised
+    Python's own ValueError in the message."""
+    from launchtune.kernels.autotune import AutotuneError, autotune
+
+    with pytest.raises(AutotuneError, match=match) as info:
+        autotune(
+            source="__global__ void k(float *x) {}", kernel_name="k", tune_params={"block_size_x": [32, 64]},
+            problem_size=(64,), cache=False, restore=restore,
+        )  # fmt: skip
+    assert "\n" not in str(info.value)
