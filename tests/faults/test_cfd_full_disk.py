@@ -1,5 +1,5 @@
-"""A full disk while ``launchtune-cfd run`` writes its results (issue 54) is one line naming the file asked
-for, exit 2, nothing half-written; it was a traceback naming no file."""
+"""A full disk while ``python -m launchtune.kernels.cfd run`` writes its results (issue 54) is one line naming
+the file asked for, exit 2, nothing half-written; it was a traceback naming no file."""
 
 from __future__ import annotations
 
