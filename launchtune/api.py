@@ -18,13 +18,17 @@ handler); a progress bar shows in a notebook (``tqdm.auto``) or on a terminal.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import ctypes
 import hashlib
 import inspect
 import itertools
 import logging
 import math
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -283,6 +287,10 @@ def _run_ending_on_signals(run: Callable[[Any], Any], plan: Any) -> None:
     # each signal left at its default is ours to end cleanly; one the caller handles or ignores stays theirs
     # (a program started in the background by a shell ignores SIGINT, and SIGTERM must still release the lock)
     ours = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) in defaults]
+    if threading.current_thread() is not threading.main_thread():  # no signal reaches it; the exit does
+        with _ended_at_exit():
+            run(plan)
+        return
     if not ours:
         run(plan)
         return
@@ -295,6 +303,52 @@ def _run_ending_on_signals(run: Callable[[Any], Any], plan: Any) -> None:
 
             os.kill(os.getpid(), signal.SIGTERM)  # the workers are closed: now end as SIGTERM ends a process
         raise KeyboardInterrupt(exc.args[0] if exc.args else "interrupted") from None
+
+
+class CallerExited(SystemExit):
+    """Raised inside a sweep that runs in a thread of a program whose main thread has ended (its exit handlers
+    run): the sweep unwinds as an interrupted one does. A ``SystemExit``, so the thread ends without a
+    traceback."""
+
+
+EXIT_WAIT_S = 60.0  # how long the program's exit waits for such a sweep to close its cluster and lock
+_running: dict[int, threading.Event] = {}  # thread id -> set once its sweep has unwound
+_exiting: list[bool] = []  # [True] once the program's exit began ending them
+
+
+@contextlib.contextmanager
+def _ended_at_exit() -> Iterator[None]:
+    """A sweep run in a thread other than the main one ends when the program does: a daemon thread is
+    stopped where it stands at the interpreter's end, with its cluster's close, its lock's release and the
+    training pool's end never run (the lock was left; on a GPU, workers outlived it holding memory). At the
+    program's exit (``atexit``: the main thread has ended, such a thread still runs) the sweep is interrupted
+    in its thread and its ``with`` blocks unwind, waited for ``EXIT_WAIT_S`` at most. A thread that is not a
+    daemon is waited for by Python before ``atexit``: its sweep ends as it would."""
+    atexit.unregister(_end_running_sweeps)  # registered once, and last: it runs before Dask's own
+    atexit.register(_end_running_sweeps)
+    done = _running.setdefault(threading.get_ident(), threading.Event())
+    try:
+        yield
+    except BaseException:
+        # CallerExited, or what the unwinding broke on its way (Dask's own exit closed the client first): a
+        # plain SystemExit, the one exception a thread ends with in silence (threading.excepthook)
+        if _exiting:
+            raise SystemExit() from None
+        raise
+    finally:
+        done.set()
+        _running.pop(threading.get_ident(), None)
+
+
+def _end_running_sweeps() -> None:
+    # CPython's way to raise in another thread (no public API does it); the exception arrives at the thread's
+    # next Python step: the sweep's waits poll (``cluster.waits``), so within a fraction of a second
+    _exiting.append(True)
+    for ident, done in list(_running.items()):
+        if not done.is_set():
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(CallerExited))
+    for done in list(_running.values()):
+        done.wait(EXIT_WAIT_S)
 
 
 # -- tune_kernel ------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ message must name the argument as the caller wrote it."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -128,10 +129,63 @@ RULES: dict[str, tuple[str, Callable[[Any], bool]]] = {
 }
 
 
+# No argument takes an integer past 64 bits (sizes, counts, seeds, a kernel's scalars and #defines): a larger
+# one is refused at the call, naming the argument. Past 4,300 digits Python refuses to write an int at all,
+# and every message that showed one (a limit's, a YAML copy of the arguments) raised a ValueError of its own.
+MAX_INT_BITS = 64
+_WALK_ITEMS = 10_000  # items looked at per argument (lists, tuples, dict keys and values), to depth 4
+
+
+def _huge_int(value: Any, depth: int = 0, seen: list[int] | None = None) -> int | None:
+    """The first Python int in ``value`` past :data:`MAX_INT_BITS` (walking lists, tuples and dicts), or
+    None."""
+    seen = [0] if seen is None else seen
+    seen[0] += 1
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if abs(value).bit_length() > MAX_INT_BITS else None
+    if depth >= 4 or seen[0] > _WALK_ITEMS:
+        return None
+    items: Any = ()
+    if isinstance(value, Mapping):
+        items = itertools.chain.from_iterable(value.items())
+    elif isinstance(value, list | tuple):
+        items = value
+    for item in items:
+        if seen[0] > _WALK_ITEMS:
+            break
+        found = _huge_int(item, depth + 1, seen)
+        if found is not None:
+            return found
+    return None
+
+
+def shown(value: Any, width: int = 80) -> str:
+    """``repr(value)`` for a one-line message: at most ``width`` characters, and never an error of its own (an
+    int past Python's 4,300 digits is described, not written; a ``__repr__`` that raises is the type's
+    name)."""
+    if isinstance(value, int) and abs(value).bit_length() > 1000:
+        return f"an integer of about {int(abs(value).bit_length() * math.log10(2)) + 1:,} digits"
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001  (Python's digit limit inside a list; a hostile __repr__)
+        return f"a {type(value).__name__}"
+    text = " ".join(text.split()) if "\n" in text or "\r" in text else text
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def check_arguments(values: Mapping[str, Any]) -> None:
     """Each of ``values`` (an argument name and what the caller passed) against :data:`RULES`; names without a
-    rule (a cluster object, a function's own) are the caller's to check."""
+    rule (a cluster object, a function's own) are the caller's to check. Every argument: no integer in it past
+    :data:`MAX_INT_BITS`."""
     for name, value in values.items():
+        try:
+            huge = _huge_int(value)
+        except Exception:  # noqa: BLE001  (a hostile mapping's items(): its own rule says so below)
+            huge = None
+        if huge is not None:
+            raise ValueError(
+                f"{name}: {shown(huge)} is past any value it takes (at most {MAX_INT_BITS} bits)"
+            )
         rule = RULES.get(name)
         if rule is None:
             continue
@@ -141,14 +195,12 @@ def check_arguments(values: Mapping[str, Any]) -> None:
         except Exception:  # noqa: BLE001  (a hostile __len__ or __iter__ is a wrong type too)
             ok = False
         if not ok:
-            shown = repr(value)
-            shown = shown if len(shown) <= 80 else shown[:77] + "..."
             error = (
                 ValueError
                 if isinstance(value, type(None) | bool | int | float | str) and _typed(name, value)
                 else TypeError
             )
-            raise error(f"{name}: expected {wants}, got {shown}")
+            raise error(f"{name}: expected {wants}, got {shown(value)}")
 
 
 def _typed(name: str, value: Any) -> bool:

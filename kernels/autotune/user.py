@@ -252,6 +252,10 @@ def _argument_roles(
                 "__constant__ memory yourself)"
             )
     arg_names = [a.name for a in parsed.arguments if a.argument]
+    if not isinstance(restore, Sequence) or isinstance(restore, str | bytes):  # 5 was "not iterable"
+        raise AutotuneError(
+            f"{WHERE}: restore: expected a list of argument indices or names, got a {type(restore).__name__}"
+        )
     restore_idx = [_arg_index(r, arg_names, "restore") for r in restore]
     if constants is None:
         constants = {
@@ -333,8 +337,11 @@ def _check_launch_only(spec: KernelSpec) -> None:
 
 
 def _arg_index(item: int | str, names: list[str], what: str) -> int:
-    if isinstance(item, int) and not isinstance(item, bool) and item >= 0:
+    if isinstance(item, int) and not isinstance(item, bool) and 0 <= item < 2**31:
         return item
+    # an index past 2**31 is none, and the repr of one past 4,300 digits raises: no number in the message
+    if isinstance(item, int) and not isinstance(item, bool) and item.bit_length() > 31:
+        raise AutotuneError(f"{WHERE}: {what}: an integer out of range is not an argument index")
     if isinstance(item, str) and item in names:
         return names.index(item)
     known = f" (the spec's arguments: {', '.join(names)})" if names else ""

@@ -160,7 +160,10 @@ def _write_atomically(out: Path, files: dict[str, Any]) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         for name, writer in files.items():
-            writer(tmp / name)
+            try:
+                writer(tmp / name)
+            except OSError as exc:  # a full disk's write names no file, a read-only one the temporary one
+                raise OSError(exc.errno, exc.strerror or str(exc), str(out / name)) from None
         out.mkdir(parents=True, exist_ok=True)
         for name in files:
             os.replace(tmp / name, out / name)
@@ -364,4 +367,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except ImportError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # a full or read-only disk while writing the results: one line naming the file
+        if e.filename is None:
+            raise
+        print(f"error: {e.filename}: {e.strerror or e}; nothing of this run was written", file=sys.stderr)
         return 2

@@ -9,7 +9,8 @@ serially where there is one core.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from joblib import Parallel, cpu_count, delayed, parallel_config
@@ -58,3 +59,30 @@ def run_fits(
         for bar in bars.values():
             bar.close()
     return results
+
+
+@contextmanager
+def pool_ends_with_block() -> Iterator[None]:
+    """The training pool (joblib's reusable loky executor, whose idle workers otherwise wait 300 s for more
+    work) ends with the block, on success, failure or interrupt: a sweep leaves no process behind in its
+    caller's process (the Python API), nor, re-parented to pid 1, after its caller (issue 54: a sweep whose
+    workers all died left the pool's two workers running, and with them the two resource trackers whose pipe
+    they held). Killed at once where the block failed; joined where it succeeded. The trackers themselves are
+    left to end with this process: joblib unregisters its memory-mapping folder from the loky tracker at
+    exit, and a tracker stopped before that is started again and prints a ``KeyError`` traceback."""
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        end_pool(kill=failed)
+
+
+def end_pool(kill: bool = False) -> None:
+    """End joblib's reusable process pool, if one is running (the next fit starts a fresh one). joblib has no
+    public call for it: the pool is loky's module-level executor."""
+    from joblib.externals.loky import reusable_executor
+
+    executor = getattr(reusable_executor, "_executor", None)
+    if executor is not None:
+        executor.shutdown(wait=True, kill_workers=kill)

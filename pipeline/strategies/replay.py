@@ -197,6 +197,16 @@ class ReplayWorkload(Workload):
         kernels = {k: float(v[row]) * scale for k, v in self._kernel_time.items()}
         return Timing(kernels, total, repeats, {"status": "ok", "source": "recorded"})
 
+    def measured_ms(self, config: Mapping[str, int]) -> float:
+        """The time (ms) recorded beside the objective of a dataset ranked by another quantity (a GFLOP/s
+        cache's ``time``); NaN where none was recorded (a cache without times, an unrecorded configuration):
+        such a dataset's ``run`` answers the objective's cost, which is no time."""
+        column = self.dataset.measures.get("time")
+        row = self._row.get(self._key(config))
+        if column is None or row is None or column not in self.dataset.frame:
+            return float("nan")
+        return float(self.dataset.frame[column].iloc[row])
+
     def recorded_time(self, config: Mapping[str, int]) -> tuple[float, str]:
         """The true value of ``config`` (ms; inf if it failed: the mean of its recorded repeats) and where it
         came from (``recorded``, or ``additive`` for a separable dataset's estimate of an unrecorded one)."""

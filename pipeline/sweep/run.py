@@ -27,6 +27,7 @@ from launchtune.kernels.workload import SEED_MAX
 from launchtune.pipeline.cluster import ClusterHandle, open_cluster
 from launchtune.pipeline.cluster.waits import result, wait_limit
 from launchtune.pipeline.errors import UserError
+from launchtune.pipeline.learn.parallel import pool_ends_with_block
 from launchtune.pipeline.learn.pick import incumbents, known_failures
 from launchtune.pipeline.results.report import build_report, remeasure_line
 from launchtune.pipeline.store.batching import auto_batch_size
@@ -264,7 +265,7 @@ def run_plan(plan: SweepPlan, log: Log = logger.info) -> dict[str, Any]:
     measured (``pipeline.sweep.search``), else the seeded sample of each class's plan is; everything around
     the measuring (the folder's checks, meta, timing, merge, training, re-measuring, the report) is the same
     flow for both (:func:`_run`)."""
-    with sweep_lock(plan.out, log):
+    with sweep_lock(plan.out, log), pool_ends_with_block():
         return _run(plan, log)
 
 
