@@ -197,6 +197,7 @@ class ClassScaler:
         sched = cluster.scheduler
         connected = {ws.name: ws for ws in sched.workers.values()}
         now = time.time()
+        rec: dict[str, Any] | None  # a job record; below, None for a worker that has none
         for name, rec in self.jobs.items():
             if rec["connected"] is None and (name in connected or name in self.usage.names_seen):
                 rec["connected"] = now
