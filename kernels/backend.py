@@ -110,6 +110,6 @@ def get_backend(name: str = "auto") -> Backend:
         raise BackendError(
             "backend 'cupy' needs CuPy and a visible CUDA GPU; none found (use --backend numpy)"
         )
-    if have_gpu:
+    if have_gpu and cupy is not None:  # have_gpu says so; the second test tells the type checker
         return Backend("cupy", cupy)
     return Backend("numpy", np)

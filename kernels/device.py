@@ -231,6 +231,8 @@ def visible_gpu_names() -> list[str]:
     """
 
     cupy = _import_cupy()
+    if cupy is None:  # gpu_count() is 0 then; said here so the type checker knows too
+        return []
     names = []
     for i in range(gpu_count()):
         name = cupy.cuda.runtime.getDeviceProperties(i)["name"]

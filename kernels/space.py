@@ -316,7 +316,7 @@ class Space:
         out = np.zeros(X.shape, dtype=bool)
         for rule in self.inactive:
             rows = np.isin(X[:, column[rule.when]], rule.values)
-            out[np.ix_(rows, [column[p] for p in rule.params])] = True
+            out[np.ix_(rows, np.array([column[p] for p in rule.params]))] = True
         return out
 
     def branch(self, config: Mapping[str, int]) -> tuple[int, ...]:

@@ -12,12 +12,7 @@ tuner for your own kernel (:mod:`launchtune.kernels.autotune`); the command line
 
 import logging
 
-try:
-    from importlib.metadata import PackageNotFoundError, version
-
-    __version__ = version("launchtune")
-except PackageNotFoundError:  # run from a checkout that was never pip-installed
-    __version__ = "0.1.0+checkout"
+from launchtune.pipeline.version import __version__ as __version__  # re-exported: launchtune.__version__
 
 # A library logs through `logging` and prints nothing unless its user configures a handler (the CLI does).
 logging.getLogger(__name__).addHandler(logging.NullHandler())

@@ -35,7 +35,7 @@ COMMANDS = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from launchtune import __version__
+    from launchtune.pipeline.version import __version__
 
     parser = Parser(
         prog="launchtune",

@@ -58,11 +58,11 @@ def attach_tuners(
         launches_per_sample = int(getattr(getattr(solver, "scheme", None), "stages", 1) or 1)
     if samples is None:
         samples = 5 if launches_per_sample == 1 else 3
-    if mode == "seeded" and table_path is None:
-        raise TunerError(
-            "--autotune seeded needs --tuning-table FILE (a sweep report's or a tuned run's table)"
-        )
     if mode == "seeded":  # every entry's blocks and threads within CUDA's bounds, or one line before a step
+        if table_path is None:
+            raise TunerError(
+                "--autotune seeded needs --tuning-table FILE (a sweep report's or a tuned run's table)"
+            )
         TuningTable.load(table_path)
     backend = solver.backend if isinstance(solver.backend, Backend) else get_backend(str(solver.backend))
     device = describe_device(backend)

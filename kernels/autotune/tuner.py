@@ -158,7 +158,8 @@ class Autotuner:
         if full:
             self._count[:] = 0
             self._sample, self._warm = 0, self.warmup
-        self._element, self._in_sample, self._scan_rows = 0, 0, []
+        self._element, self._in_sample = 0, 0
+        self._scan_rows: list[list[Any]] = []  # one [param, ms, record, untimed] per launch of this scan
         self._scan_began = (self.step(), self.launches)  # moved to the scan's first launch when it comes
 
     def lock(self, param: Hashable) -> None:

@@ -225,11 +225,9 @@ def _run_size(ns: argparse.Namespace) -> tuple[int, int]:
     return size
 
 
-def cmd_run(ns: argparse.Namespace) -> int:
-    size = _run_size(ns)
-    scheme = _scheme(ns)
-    solver = Solver(ns.case, size, ns.backend, scheme=scheme, smoothing=ns.smoothing)
-    tuners, whole = None, None
+def _attach_tuning(ns: argparse.Namespace, solver: Solver) -> tuple[Any, Any]:
+    """``--autotune``: per-kernel tuners, or one tuner of the fused levels (``--space fused``); (None, None)
+    when off."""
     if ns.space == "fused":
         try:
             whole = attach_whole_tuner(solver, ns.autotune, ns.tuning_table, arith=ns.autotune_arith)
@@ -239,11 +237,15 @@ def cmd_run(ns: argparse.Namespace) -> int:
             f"autotune fused: {len(whole.tuner.candidates)} candidates ({whole.tuning.seed})",
             file=sys.stderr,
         )
-    elif ns.autotune != "off":
-        tuners = attach_tuners(solver, ns.autotune, ns.tuning_table)
-    out = Path(ns.out)
-    _out_folder(out)  # after the solver's and the tuning table's checks, before the steps
-    step = whole.step if whole is not None else solver.step
+        return None, whole
+    if ns.autotune != "off":
+        return attach_tuners(solver, ns.autotune, ns.tuning_table), None
+    return None, None
+
+
+def _march(ns: argparse.Namespace, solver: Solver, step: Any) -> tuple[list[list[float]], float] | None:
+    """``ns.steps`` steps: the residual rows (step, norms, norms relative to the first) and the wall time;
+    None (the error said) where the solution diverged."""
     every = ns.residual_every or max(1, ns.steps // 200)
     rows: list[list[float]] = []
     first = None
@@ -255,14 +257,27 @@ def cmd_run(ns: argparse.Namespace) -> int:
         if norms is not None:
             if not np.all(np.isfinite(norms)):
                 print(f"error: the solution diverged (residual not finite) at step {k}", file=sys.stderr)
-                return 1
+                return None
             first = first if first is not None else np.maximum(norms, 1e-300)
             rows.append([k, *norms, *(norms / first)])
         # a line each tenth of the run and at least every 10 s (a run of days on a CPU says how long is left)
         line = partial(_step_line, k + 1, ns.steps, rows)  # built only when a line is due
         meter.update((k + 1) / ns.steps, line, force=(k + 1) % report_every == 0)
     solver.backend.synchronize()
-    wall = time.perf_counter() - t0
+    return rows, time.perf_counter() - t0
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    size = _run_size(ns)
+    scheme = _scheme(ns)
+    solver = Solver(ns.case, size, ns.backend, scheme=scheme, smoothing=ns.smoothing)
+    tuners, whole = _attach_tuning(ns, solver)
+    out = Path(ns.out)
+    _out_folder(out)  # after the solver's and the tuning table's checks, before the steps
+    marched = _march(ns, solver, whole.step if whole is not None else solver.step)
+    if marched is None:
+        return 1
+    rows, wall = marched
     w = solver.primitives()
     m = solver.setup.metrics
     x, y = m.xc.T.copy(), m.yc.T.copy()

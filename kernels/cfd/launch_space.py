@@ -37,6 +37,16 @@ def wide_blocks(cells: int) -> tuple[int, ...]:
     return tuple(values)
 
 
+def _threads_at_most(name: str, limit: int) -> Constraint:
+    key = f"{name}.threads"
+    return Constraint(
+        f"{key} exceeds the compiled kernel's limit of {limit} threads per block",
+        lambda cfg: int(cfg[key]) <= limit,
+        lambda cols: cols[key] <= limit,
+        (key,),
+    )
+
+
 def build_space(
     domain_sizes: Mapping[str, int], max_threads: Mapping[str, int], preset: str = "paper"
 ) -> Space:
@@ -52,12 +62,5 @@ def build_space(
             blocks, threads = wide_blocks(biggest), WIDE_THREADS
         params += [Param(f"{name}.blocks", blocks), Param(f"{name}.threads", threads)]
         limit = int(max_threads[name])
-        constraints.append(
-            Constraint(
-                f"{name}.threads exceeds the compiled kernel's limit of {limit} threads per block",
-                lambda cfg, key=f"{name}.threads", limit=limit: int(cfg[key]) <= limit,
-                lambda cols, key=f"{name}.threads", limit=limit: cols[key] <= limit,
-                (f"{name}.threads",),
-            )
-        )
+        constraints.append(_threads_at_most(name, limit))
     return Space(tuple(params), default_config(domain_sizes), tuple(constraints), name=f"cfd-{preset}")

@@ -194,7 +194,8 @@ def rhs(F, G, S, R, nx: int, ny: int) -> None:
     R[...] = S - ((F[:, :, 1:] - F[:, :, :-1]) + (G[:, 1:, :] - G[:, :-1, :]))
 
 
-def _reflect(r, u, v, p, sx, sy):
+def _reflect(q, sx, sy):
+    r, u, v, p = q
     a = np.sqrt(sx * sx + sy * sy)
     nx_ = sx / a
     ny_ = sy / a
@@ -255,14 +256,14 @@ def fill_ghosts(V, new, sxx, sxy, sex, sey, bw, be, bs, bn, nx: int, ny: int) ->
     for k in (0, 1):
         wall = bw == WALL
         ext = bw == EXTRAP
-        ref = _reflect(*new[:, :, k], sxx[:, 0], sxy[:, 0])
+        ref = _reflect(new[:, :, k], sxx[:, 0], sxy[:, 0])
         V[:, 2 : ny + 2, 1 - k][:, wall] = ref[:, wall]
         if k == 0:
             V[:, 2 : ny + 2, 1][:, ext] = new[:, ext, 0]
             V[:, 2 : ny + 2, 0][:, ext] = new[:, ext, 0]
         wall = be == WALL
         ext = be == EXTRAP
-        ref = _reflect(*new[:, :, nx - 1 - k], sxx[:, nx], sxy[:, nx])
+        ref = _reflect(new[:, :, nx - 1 - k], sxx[:, nx], sxy[:, nx])
         V[:, 2 : ny + 2, nx + 2 + k][:, wall] = ref[:, wall]
         if k == 0:
             V[:, 2 : ny + 2, nx + 2][:, ext] = new[:, ext, nx - 1]
@@ -271,14 +272,14 @@ def fill_ghosts(V, new, sxx, sxy, sex, sey, bw, be, bs, bn, nx: int, ny: int) ->
     for k in (0, 1):
         wall = bs == WALL
         ext = bs == EXTRAP
-        ref = _reflect(*new[:, k, :], sex[0], sey[0])
+        ref = _reflect(new[:, k, :], sex[0], sey[0])
         V[:, 1 - k, 2 : nx + 2][:, wall] = ref[:, wall]
         if k == 0:
             V[:, 1, 2 : nx + 2][:, ext] = new[:, 0, ext]
             V[:, 0, 2 : nx + 2][:, ext] = new[:, 0, ext]
         wall = bn == WALL
         ext = bn == EXTRAP
-        ref = _reflect(*new[:, ny - 1 - k, :], sex[ny], sey[ny])
+        ref = _reflect(new[:, ny - 1 - k, :], sex[ny], sey[ny])
         V[:, ny + 2 + k, 2 : nx + 2][:, wall] = ref[:, wall]
         if k == 0:
             V[:, ny + 2, 2 : nx + 2][:, ext] = new[:, ny - 1, ext]

@@ -150,7 +150,7 @@ class TridiagWorkload(Workload):
         if not res < RESIDUAL_TOL:
             return Check(False, f"residual {res:.3e} >= {RESIDUAL_TOL:g}")
         ref = self.reference()
-        diff = float(np.linalg.norm(x - ref) / max(np.linalg.norm(ref), 1e-300))
+        diff = float(np.linalg.norm(x - ref) / max(float(np.linalg.norm(ref)), 1e-300))
         if not diff < AGREE_TOL:
             return Check(False, f"differs from the numpy reference by {diff:.3e} (relative)")
         return Check(True, f"residual {res:.2e}, relative difference to reference {diff:.2e}")
@@ -235,14 +235,14 @@ class TridiagWorkload(Workload):
             raise TridiagError(f"unknown tridiag parameter {unknown[0]!r} (known: {', '.join(DEFAULT)})")
         cfg = {**DEFAULT, **config}
         stage2, copies = _pipeline(cfg.pop("stage2"), cfg.pop("copies"))
-        cfg = {k: int(v) for k, v in cfg.items()}
-        if cfg["threads"] <= 0:
-            raise TridiagError(f"threads={cfg['threads']} must be positive")
-        if cfg["ends"] not in ENDS_PERCENT:
-            raise TridiagError(f"ends={cfg['ends']} must be one of {', '.join(map(str, ENDS_PERCENT))} (%)")
-        if cfg["ends"] != 100 and copies not in ("streamed", "spike"):
-            raise TridiagError(f"ends={cfg['ends']} (below 100%) applies to copies streamed and spike only")
-        return check_streams(cfg["streams"]), cfg["threads"], check_m(cfg["m"]), stage2, copies, cfg["ends"]
+        n = {k: int(v) for k, v in cfg.items()}  # the whole-number parameters
+        if n["threads"] <= 0:
+            raise TridiagError(f"threads={n['threads']} must be positive")
+        if n["ends"] not in ENDS_PERCENT:
+            raise TridiagError(f"ends={n['ends']} must be one of {', '.join(map(str, ENDS_PERCENT))} (%)")
+        if n["ends"] != 100 and copies not in ("streamed", "spike"):
+            raise TridiagError(f"ends={n['ends']} (below 100%) applies to copies streamed and spike only")
+        return check_streams(n["streams"]), n["threads"], check_m(n["m"]), stage2, copies, n["ends"]
 
     def gpu_solver(
         self, threads: int, m: int, stage2: str = "host", copies: str = "streams", ends: int = 100

@@ -193,10 +193,23 @@ class ClassScaler:
         return states
 
     async def _tick(self) -> None:
-        cluster, spec = self.cluster, self.cluster.worker_spec
-        sched = cluster.scheduler
-        connected = {ws.name: ws for ws in sched.workers.values()}
+        """One look at the cluster: workers that connected, jobs that ended (squeue, every SQUEUE_PERIOD_S),
+        then jobs retired or added to meet the demand, and the new jobs' ids."""
+        connected = {ws.name: ws for ws in self.cluster.scheduler.workers.values()}
         now = time.time()
+        self._note_connected(connected, now)
+        states, poll_started = None, 0.0
+        if time.monotonic() - self._last_poll >= SQUEUE_PERIOD_S:
+            poll_started = time.monotonic()
+            states = await self._poll_squeue()
+            self._last_poll = poll_started
+        changed = self._follow_jobs(states, poll_started, now)
+        changed |= await self._meet_demand(connected, now)
+        if changed:
+            await submit_and_retire(self.cluster)
+            self._note_submitted()
+
+    def _note_connected(self, connected: dict[str, Any], now: float) -> None:
         for name, rec in self.jobs.items():
             if rec["connected"] is None and (name in connected or name in self.usage.names_seen):
                 rec["connected"] = now
@@ -205,11 +218,12 @@ class ClassScaler:
                     f"{now - rec['submitted']:.1f} s after submission)"
                 )
 
-        states = None
-        if time.monotonic() - self._last_poll >= SQUEUE_PERIOD_S:
-            poll_started = time.monotonic()
-            states = await self._poll_squeue()
-            self._last_poll = poll_started
+    def _follow_jobs(
+        self, states: dict[str, tuple[str, str]] | None, poll_started: float, now: float
+    ) -> bool:
+        """Each job of ours: dropped by the cluster, pending (and why), or ended (before its worker connected
+        counts as a failure). True where a job left the cluster's spec."""
+        cluster, spec = self.cluster, self.cluster.worker_spec
         changed = False
         for name in [n for n in spec if self._class_of(n) in self._counter]:
             job = cluster.workers.get(name)
@@ -239,26 +253,33 @@ class ClassScaler:
             if state in ACTIVE_STATES:
                 continue
             rec["ended"], rec["state"] = now, state
-            cls = self._class_of(name)
-            if rec["connected"] is None and name not in self.usage.names_seen:
-                self._failures[cls] += 1
-                logs = self._log_files(job)
-                self.log(
-                    f"slurm: {cls}: job {job.job_id} ended ({state}) before its worker connected; log: {logs}"
-                )
-                if self._failures[cls] >= self.config.max_job_failures:
-                    raise UserError(
-                        f"{self.config.path}: classes.{cls}: {self._failures[cls]} jobs ended before their "
-                        f"Dask worker connected (check setup, python and partition); last job's log: {logs}"
-                    )
-            else:
-                self.log(
-                    f"slurm: {cls}: job {job.job_id} ended ({state}); its running batch is retried "
-                    "on another worker"
-                )
+            self._job_ended(name, job, rec, state)
             del spec[name]
             changed = True
+        return changed
 
+    def _job_ended(self, name: str, job: Any, rec: dict[str, Any], state: str) -> None:
+        cls = self._class_of(name)
+        if rec["connected"] is None and name not in self.usage.names_seen:
+            self._failures[cls] += 1
+            logs = self._log_files(job)
+            self.log(
+                f"slurm: {cls}: job {job.job_id} ended ({state}) before its worker connected; log: {logs}"
+            )
+            if self._failures[cls] >= self.config.max_job_failures:
+                raise UserError(
+                    f"{self.config.path}: classes.{cls}: {self._failures[cls]} jobs ended before their "
+                    f"Dask worker connected (check setup, python and partition); last job's log: {logs}"
+                )
+        else:
+            self.log(
+                f"slurm: {cls}: job {job.job_id} ended ({state}); its running batch is retried "
+                "on another worker"
+            )
+
+    async def _meet_demand(self, connected: dict[str, Any], now: float) -> bool:
+        """Idle classes give their jobs back, classes short of jobs get more. True where the spec changed."""
+        spec, changed = self.cluster.worker_spec, False
         demand = self._demand()
         jobs = {cls: [n for n in spec if self._class_of(n) == cls] for cls in self.classes}
         counts = {cls: len(names) for cls, names in jobs.items()}
@@ -268,7 +289,7 @@ class ClassScaler:
             for _ in range(missing):
                 name = f"{cls}-{self._counter[cls]}"
                 self._counter[cls] += 1
-                cluster.add_worker_spec(cls, name)
+                self.cluster.add_worker_spec(cls, name)
                 self.jobs[name] = {
                     "class": cls,
                     "job_id": None,
@@ -278,19 +299,20 @@ class ClassScaler:
                     "state": None,
                 }
                 changed = True
-        if changed:
-            await submit_and_retire(cluster)
-            for name, rec in self.jobs.items():
-                job = cluster.workers.get(name)
-                if rec["job_id"] is None and job is not None and job.job_id:
-                    rec["job_id"] = job.job_id
-                    self.job_ids.add(job.job_id)
-                    self._first_seen.setdefault(job.job_id, time.monotonic())
-                    partition = self.config.classes[rec["class"]].partition
-                    self.log(
-                        f"slurm: {rec['class']}: job {job.job_id} submitted to partition {partition} "
-                        f"(worker {name})"
-                    )
+        return changed
+
+    def _note_submitted(self) -> None:
+        for name, rec in self.jobs.items():
+            job = self.cluster.workers.get(name)
+            if rec["job_id"] is None and job is not None and job.job_id:
+                rec["job_id"] = job.job_id
+                self.job_ids.add(job.job_id)
+                self._first_seen.setdefault(job.job_id, time.monotonic())
+                partition = self.config.classes[rec["class"]].partition
+                self.log(
+                    f"slurm: {rec['class']}: job {job.job_id} submitted to partition {partition} "
+                    f"(worker {name})"
+                )
 
     async def _retire(self, cls: str, names: list[str], connected: dict[str, Any]) -> bool:
         """A class with nothing left to do gives its jobs back; its workers' data moves elsewhere first."""

@@ -65,7 +65,7 @@ class SlurmConfig:
     path: Path
     classes: dict[str, ClassJob]
     interface: str | None = None
-    dashboard: str = "127.0.0.1:8787"
+    dashboard: str | None = "127.0.0.1:8787"
     tls: bool = True
     max_job_failures: int = 3
     release_idle_after_s: float = 60.0

@@ -24,13 +24,14 @@ class WorkerUsage(SchedulerPlugin):
         self.names_seen: set[str] = set()  # every worker name that ever registered, however briefly
         self.computed = 0
 
-    def add_worker(self, scheduler: Any = None, worker: str | None = None) -> None:
+    # Dask's SchedulerPlugin hooks: the scheduler always passes the worker's address (a str)
+    def add_worker(self, scheduler: Any = None, worker: str = "") -> None:
         ws = scheduler.workers.get(worker) if scheduler is not None else None
         name = str(getattr(ws, "name", worker))
         self.names_seen.add(name)
         self.workers[worker] = {"name": name, "joined": time.time(), "left": None, "busy_s": 0.0, "tasks": 0}
 
-    def remove_worker(self, scheduler: Any = None, worker: str | None = None, **kwargs: Any) -> None:
+    def remove_worker(self, scheduler: Any = None, worker: str = "", **kwargs: Any) -> None:
         if worker in self.workers and self.workers[worker]["left"] is None:
             self.workers[worker]["left"] = time.time()
 
@@ -40,7 +41,7 @@ class WorkerUsage(SchedulerPlugin):
         busy = sum(
             s["stop"] - s["start"] for s in kwargs.get("startstops", ()) if s.get("action") == "compute"
         )
-        rec = self.workers.get(kwargs.get("worker"))
+        rec = self.workers.get(kwargs.get("worker", ""))
         if rec is not None:
             rec["busy_s"] += busy
             rec["tasks"] += 1

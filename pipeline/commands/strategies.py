@@ -12,6 +12,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from launchtune.kernels.workload import SEED_MAX
 from launchtune.pipeline import flags
@@ -19,6 +20,9 @@ from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.flags import integer
 from launchtune.pipeline.paths import results_root
 from launchtune.pipeline.store.spec import DEFAULT_BUDGET, LIMITS
+
+if TYPE_CHECKING:  # the datasets' module (pandas, pyarrow) is imported where a command first needs it
+    from launchtune.pipeline.store.datasets import Dataset
 
 # Bounds of the flags that size work: far above any run we make, far below what would never end.
 MAX_BUDGET = LIMITS[
@@ -211,7 +215,8 @@ def _load(paths: list[str], objective=None) -> list:
     would ``--gpu`` or transfer mean?)."""
     from launchtune.pipeline.store.datasets import align_params, load_datasets
 
-    datasets, where = [], {}
+    datasets: list[Dataset] = []
+    where: dict[str, str] = {}
     for path in paths:
         for d in load_datasets(path, objective):
             if d.name in where:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.store.folder import SweepFolder, ok_rows
+from launchtune.pipeline.store.folder import Metrics, SweepFolder, ok_rows
 from launchtune.pipeline.store.schema import cost_column, kernel_column, kernel_params
 from launchtune.pipeline.store.shards import load_merged
 from launchtune.pipeline.store.spec import SweepSpec
@@ -29,9 +29,9 @@ class Sweep:
 
     path: Path
     spec: SweepSpec
-    plan: dict[str, Any]
+    plan: dict[str, Any]  # the folder's PlanFacts, as the plain dict its readers (features, grids) take
     frame: pd.DataFrame
-    metrics: dict[str, Any] | None = None
+    metrics: Metrics | None = None
     report: dict[str, Any] | None = None
     validation: dict[str, Any] | None = None
     tuning_table: dict[str, Any] | None = None
@@ -82,12 +82,12 @@ def sweep_folders(results: str | Path, without_rows: bool = False) -> list[Path]
 
 
 def load_sweep(path: str | Path) -> Sweep:
-    folder = SweepFolder(path)
+    folder = SweepFolder(Path(path))
     spec, plan = folder.read_spec()
     return Sweep(
         path=folder.path,
         spec=spec,
-        plan=plan,
+        plan=dict(plan),
         # no merged/: an empty frame, so a notebook can still show the folder's model scores
         frame=load_merged(folder.path) if folder.merged_dir.is_dir() else pd.DataFrame(columns=NO_ROWS),
         metrics=folder.read_metrics(),

@@ -56,7 +56,8 @@ def load_tridiag(path: str | Path) -> Tridiag:
     meta = read_json(path / "meta.json") or {}
     base = path / "baselines.csv"
     baselines = pd.read_csv(base) if base.is_file() else None
-    tau = meta.get("tau_ms") if isinstance(meta.get("tau_ms"), int | float) else SEED_TAU_MS
+    tau_ms = meta.get("tau_ms")
+    tau = tau_ms if isinstance(tau_ms, int | float) else SEED_TAU_MS
     models, skipped = {}, {}
     for which in ("raw", "denoised"):
         try:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 
-def batches(configs: Sequence[tuple[str, dict[str, int]]], size: int) -> list[tuple[str, list]]:
+def batches(configs: Sequence[tuple[str, dict[str, int] | None]], size: int) -> list[tuple[str, list]]:
     """Consecutive sample ids in batches of ``size``; batch names are stable, so a rerun finds its shards."""
     rows = [(i, sampler, config) for i, (sampler, config) in enumerate(configs)]
     return [(f"{b // size:05d}", rows[b : b + size]) for b in range(0, len(rows), size)]
@@ -31,7 +31,7 @@ TAIL_PARTS = 4
 TAIL_MIN_SIZE = 16
 
 
-def measure_order(configs: Sequence[tuple[str, dict[str, int]]], size: int) -> list[tuple[str, list]]:
+def measure_order(configs: Sequence[tuple[str, dict[str, int] | None]], size: int) -> list[tuple[str, list]]:
     """The batches in the order they are measured, with stable names.
 
     Batches holding per-kernel grids first (they are few, and a time-limited sweep should not lose them), then

@@ -274,7 +274,8 @@ def _from_sweep_frame(
     objective: Objective = TIME_OBJECTIVE,
 ) -> Dataset:
     cols = list(df.columns)
-    launch = [c for c in cols if _LAUNCH_PARAM.match(c)]
+    kernel_of = {c: m["kernel"] for c in cols if (m := _LAUNCH_PARAM.match(c))}  # launch column -> its kernel
+    launch = list(kernel_of)
     extra = [c for c in ("streams", "fusion") if c in cols]  # parameters of no one kernel
     if declared:  # a file we wrote ourselves names its parameters in the schema metadata
         missing = [c for c in declared if c not in cols]
@@ -299,7 +300,7 @@ def _from_sweep_frame(
         measures = {k: f"measure.{k}" for k, _ in found}
     kernels: dict[str, list[str]] = {}
     for c in launch:
-        kernels.setdefault(_LAUNCH_PARAM.match(c)["kernel"], []).append(c)
+        kernels.setdefault(kernel_of[c], []).append(c)
     kernel_times = {}
     for k in kernels:
         col = _first(cols, [p.format(k=k) for p in _KERNEL_TIME_PATTERNS])

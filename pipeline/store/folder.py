@@ -91,6 +91,7 @@ class Plan(PlanFacts, total=False):
     configs_file: str
     planned_with: dict[str, Any]  # the spec fields that decided the configurations (PLANNED_WITH)
     checksums: dict[str, str]  # launchtune.pipeline.store.checksums.plan_checksums; absent in older folders
+    search: dict[str, Any]  # a live search's plan: the spec's search section (strategy, budget, prior)
 
 
 # The spec fields that decide a plan's configurations, recorded in it: a plan is reused only by a sweep that

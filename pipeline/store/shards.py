@@ -8,7 +8,7 @@ import os
 import shutil
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
@@ -258,7 +258,7 @@ READ_CHUNK = 16
 ROW_GROUP_ROWS = 65_536
 
 
-def _read_in_order(paths: list[Path], read: Callable[[Path], T]) -> Iterator[T]:
+def _read_in_order(paths: list[Path], read: Callable[[Path], T]) -> Generator[T, None, None]:
     with ThreadPoolExecutor(READ_THREADS) as pool:
         for start in range(0, len(paths), READ_CHUNK):
             yield from pool.map(read, paths[start : start + READ_CHUNK])
@@ -375,7 +375,7 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
 
 def _is_search(folder: SweepFolder, cls: str) -> bool:
     plan = folder.read_plan_facts(cls)
-    return bool(plan) and "search" in plan
+    return plan is not None and "search" in plan  # (an empty plan holds no "search" either)
 
 
 def _check_configs(folder: SweepFolder, cls: str, shards: list[tuple[Path, pa.Schema, np.ndarray]]) -> None:

@@ -112,12 +112,12 @@ def load_dataset(
     for name, wanted, preferred, choices in sorted(pipeline, key=lambda p: p[1] is None):
         if name in df.columns:
             df = _keep_choice(df, name, wanted, preferred, choices, path)
-    for name, wanted, preferred in (("threads", threads, 256), ("m", m, 10), ("ends", None, 100)):
-        if name in df.columns and df[name].nunique() > 1:
-            pick = wanted if wanted is not None else preferred
-            if pick not in set(df[name]):
-                pick = int(df[name].mode().iloc[0])
-            df = df[df[name] == pick]
+    for column, asked, default in (("threads", threads, 256), ("m", m, 10), ("ends", None, 100)):
+        if column in df.columns and df[column].nunique() > 1:
+            pick = asked if asked is not None else default
+            if pick not in set(df[column]):
+                pick = int(df[column].mode().iloc[0])
+            df = df[df[column] == pick]
     if df.empty:
         raise UserError(f"{path}: no usable rows (status ok, tridiag)")
     bad = sorted(set(df["streams"]) - set(STREAMS))
@@ -264,7 +264,7 @@ class SeedModel:
         s = self.predict_sum(size)
         margins = {k: (k - 1) / k * s - self.predict_overhead(size, k) for k in choices if k > 1}
         good = {k: v for k, v in margins.items() if v > 0}
-        return max(good, key=good.get) if good else 1
+        return max(good, key=lambda k: good[k]) if good else 1
 
 
 # -- our own model -------------------------------------------------------------------------------------------

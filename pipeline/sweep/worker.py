@@ -24,7 +24,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from launchtune import __version__
 from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.backend import get_backend, gpu_count
 from launchtune.kernels.device import describe_device, measure_copy_bandwidth
@@ -41,6 +40,7 @@ from launchtune.pipeline.store.schema import (
 )
 from launchtune.pipeline.store.shards import Planned, read_shard, set_aside, shard_problem
 from launchtune.pipeline.store.workloads import make_workload
+from launchtune.pipeline.version import __version__
 
 # One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a
 # batch should not pay it again. Keyed by the fields that define the workload.

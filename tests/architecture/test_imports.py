@@ -4,6 +4,7 @@ imports ``pipeline``, and every module imports on its own in a fresh interpreter
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import subprocess
 import sys
@@ -43,6 +44,28 @@ def _resolve(module: str, names: dict[str, Path]) -> str | None:
     return module or None
 
 
+def imported_from(node: ast.ImportFrom, module: str, path: Path) -> str:
+    """The absolute module a ``from ... import`` names; a relative one (``from ..kernels.space``) resolved
+    from the importing module's own package, as Python does."""
+    if not node.level:
+        return node.module or ""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    return importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+
+
+def test_relative_imports_resolve_from_the_importing_module():
+    def first(source: str, module: str, path: str) -> str:
+        node = ast.parse(source).body[0]
+        assert isinstance(node, ast.ImportFrom)
+        return imported_from(node, module, Path(path))
+
+    assert first("from ...kernels.space import Space", "launchtune.pipeline.sweep.run", "run.py") == (
+        "launchtune.kernels.space"
+    )
+    assert first("from .. import autotune", "launchtune.kernels.cfd", "__init__.py") == "launchtune.kernels"
+    assert first("from launchtune.kernels import space", "x.y", "y.py") == "launchtune.kernels"
+
+
 def project_imports() -> dict[str, set[str]]:
     """Project modules each module imports, at module level or inside a function (a cycle hidden in a
     function is still a cycle: the two modules cannot be understood or moved apart)."""
@@ -54,8 +77,8 @@ def project_imports() -> dict[str, set[str]]:
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                targets = [f"{imported_from(node, name, path)}.{a.name}" for a in node.names]
             for t in targets:
                 dep = _resolve(t, names)
                 if dep and dep != name and not name.startswith(dep + "."):  # a package's own __init__ is fine
@@ -80,8 +103,8 @@ def test_kernels_never_import_pipeline():
             mods = []
             if isinstance(node, ast.Import):
                 mods = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                mods = [node.module]
+            elif isinstance(node, ast.ImportFrom):
+                mods = [imported_from(node, name, path)]
             bad = [m for m in mods if m.startswith(("launchtune.pipeline", "launchtune.api"))]
             assert not bad, f"{path} imports {bad}"
 
