@@ -113,7 +113,10 @@ def test_a_wait_on_the_cluster_past_its_limit_is_one_line(tmp_path, write_spec):
     )  # fmt: skip
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 1 and len(lines) == 1, result.stderr[-3000:]
-    assert lines[0].startswith("error: timed out: measure: no batch finished (") and "in 3 s" in lines[0]
+    # Which wait runs out first depends on the machine's load: planning (the workers' first answer) on a busy
+    # one, measuring (no 5 s batch in 3 s) on an idle one; either way one line naming the stage and the limit.
+    stages = ("error: timed out: measure: no batch finished (", "error: timed out: the plan of class cpu: ")
+    assert lines[0].startswith(stages) and "in 3 s" in lines[0], lines[0]
     assert not (out / "merged").exists() and not (out / ".sweep.lock").exists()
 
 
