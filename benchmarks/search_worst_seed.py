@@ -60,6 +60,11 @@ VARIANTS["second"] = {"level_floor": 0.0}
 VARIANTS["final"] = {}
 # the fourth session's: the reserve uncapped at 400 (a fifth of the budget beyond 100), not kept (``fourth/``)
 VARIANTS["cap60"] = {"reserve_cap": 60}
+# issue 53: the initial design split between the fusion levels (``evolve.tune``'s ``cover_levels``),
+# screened under the live noise of ``noisy_replay/`` (data/combined/search_worst_seed/noisy_replay/README.md)
+VARIANTS["cover_levels"] = {"cover_levels": True}
+# issue 53: the last 10 measurements re-measure the three best (``evolve.tune``'s ``confirm``)
+VARIANTS["confirm10"] = {"confirm": 10}
 # the third session's screen, each a change of ``second`` (``third/``: every space at 100 and 200
 # measurements, 20 seeds; the fused CFD sweeps 40); ``level_floor`` at 0.5 is ``final``
 VARIANTS.update(
