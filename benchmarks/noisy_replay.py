@@ -109,7 +109,7 @@ def table(runs: list[dict[str, Any]], lives: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=["fit", "live", "table"])
-    p.add_argument("files", nargs="+", type=Path, help="remeasure.json files of live calls")
+    p.add_argument("files", nargs="*", type=Path, help="remeasure.json files of live calls")
     p.add_argument("--reference", required=True, help="the sweep folder the live calls re-measured")
     p.add_argument("--out", type=Path, help="fit: the JSON to write (the model and its provenance)")
     p.add_argument(
