@@ -65,6 +65,7 @@ VARIANTS["cap60"] = {"reserve_cap": 60}
 VARIANTS["cover_levels"] = {"cover_levels": True}
 # issue 53: the last 10 measurements re-measure the three best (``evolve.tune``'s ``confirm``)
 VARIANTS["confirm10"] = {"confirm": 10}
+VARIANTS["confirm10_cover"] = {"confirm": 10, "cover_levels": True}
 # the third session's screen, each a change of ``second`` (``third/``: every space at 100 and 200
 # measurements, 20 seeds; the fused CFD sweeps 40); ``level_floor`` at 0.5 is ``final``
 VARIANTS.update(
