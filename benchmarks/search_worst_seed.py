@@ -64,6 +64,12 @@ VARIANTS["cap60"] = {"reserve_cap": 60}
 # kept (``final`` is now this); ``trees40`` is the forest before
 VARIANTS["trees20"] = {"_trees": 20}
 VARIANTS["trees40"] = {"_trees": 40}
+# issue 53: the initial design split between the fusion levels (``evolve.tune``'s ``cover_levels``),
+# screened under the live noise of ``noisy_replay/`` (data/combined/search_worst_seed/noisy_replay/README.md)
+VARIANTS["cover_levels"] = {"cover_levels": True}
+# issue 53: the last 10 measurements re-measure the three best (``evolve.tune``'s ``confirm``)
+VARIANTS["confirm10"] = {"confirm": 10}
+VARIANTS["confirm10_cover"] = {"confirm": 10, "cover_levels": True}
 # the third session's screen, each a change of ``second`` (``third/``: every space at 100 and 200
 # measurements, 20 seeds; the fused CFD sweeps 40); ``level_floor`` at 0.5 is ``final``
 VARIANTS.update(
@@ -113,13 +119,16 @@ GLOBALS = {
 }
 
 
-def _one(job: tuple[str, str, str, int, int, int]) -> dict[str, Any]:
-    """One replayed search of ``evolve`` in ``variant``: the CLI's record without the configurations."""
+def _one(job: tuple[str, str, str, int, int, int, str | None]) -> dict[str, Any]:
+    """One replayed search of ``evolve`` in ``variant``: the CLI's record without the configurations (with
+    the live noise of the ``NoiseModel`` JSON file ``job[6]``, if given)."""
     from launchtune.pipeline.store.datasets import load_datasets
     from launchtune.pipeline.strategies import evolve, iterative
     from launchtune.pipeline.strategies.evaluate import run_one
+    from launchtune.pipeline.strategies.replay import NoiseModel
 
-    variant, path, gpu, budget, seed, parallel = job
+    variant, path, gpu, budget, seed, parallel, noise_path = job
+    noise = NoiseModel(**json.loads(Path(noise_path).read_text())) if noise_path else None
     if path not in _DATASETS:
         _DATASETS[path] = {d.name: d for d in load_datasets(path)}
     options = dict(VARIANTS[variant])
@@ -129,11 +138,17 @@ def _one(job: tuple[str, str, str, int, int, int]) -> dict[str, Any]:
     original = evolve.__dict__.setdefault("_original_tune", evolve.tune)
     evolve.tune = lambda session, **kw: original(session, **{**options, **kw})
     try:
-        r = run_one(_DATASETS[path][gpu], "evolve", budget, seed, parallel=parallel)
+        r = run_one(_DATASETS[path][gpu], "evolve", budget, seed, parallel=parallel, noise=noise)
     finally:
         evolve.tune = original
     r.pop("config", None), r.pop("best_measured_config", None)
-    return {"variant": variant, "dataset": path, **r, **({"parallel": parallel} if parallel > 1 else {})}
+    return {
+        "variant": variant,
+        "dataset": path,
+        **r,
+        **({"parallel": parallel} if parallel > 1 else {}),
+        **({"live_noise": noise_path} if noise_path else {}),
+    }
 
 
 _DATASETS: dict[str, dict[str, Any]] = {}  # a worker's datasets, read once
@@ -147,26 +162,36 @@ def run(
     out: Path,
     jobs: int = 1,
     parallel: int = 1,
+    live_noise: str | None = None,
 ) -> None:
     """Every (dataset, GPU, budget, seed) not yet in ``out``, on ``jobs`` processes (each search on one
     thread: its numbers do not depend on ``jobs``), appended to ``out`` as each ends. ``parallel``: each
-    search with that many measurements in flight, as a live search over that many cards (the line says so)."""
+    search with that many measurements in flight, as a live search over that many cards (the line says so).
+    ``live_noise``: a ``NoiseModel`` JSON file whose noise each replay adds (the line names it)."""
     from contextlib import nullcontext
     from multiprocessing import Pool
 
     from launchtune.pipeline.store.datasets import load_datasets
 
     def key(r: dict[str, Any]) -> tuple:
-        return r["variant"], r["dataset"], r["gpu"], r["budget"], r["seed"], r.get("parallel", 1)
+        return (
+            r["variant"],
+            r["dataset"],
+            r["gpu"],
+            r["budget"],
+            r["seed"],
+            r.get("parallel", 1),
+            r.get("live_noise"),
+        )
 
     done = {key(r) for r in _records(out)}
     todo = [
-        (variant, path, d.name, budget, seed, parallel)
+        (variant, path, d.name, budget, seed, parallel, live_noise)
         for path in datasets
         for d in load_datasets(path)
         for budget in budgets
         for seed in seeds
-        if (variant, path, d.name, budget, seed, parallel) not in done
+        if (variant, path, d.name, budget, seed, parallel, live_noise) not in done
     ]
     out.parent.mkdir(parents=True, exist_ok=True)
     with Pool(jobs) if jobs > 1 else nullcontext() as pool, out.open("a") as f:
@@ -449,6 +474,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--parallel", type=int, default=1, help="measurements in flight per search (default 1)")
     p.add_argument("--jobs", type=int, default=1, help="searches at once, one process each (default 1)")
+    p.add_argument(
+        "--live-noise",
+        metavar="FILE",
+        help="add live noise to every replay: a NoiseModel JSON (benchmarks/noisy_replay.py fits one)",
+    )
     a = p.parse_args(argv)
     if a.needles:
         print(needles(a.dataset), end="")
@@ -469,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     seeds = a.seed if a.seed else list(range(a.seeds))
-    run(a.variant, a.dataset, [int(b) for b in a.budgets.split(",")], seeds, a.out, a.jobs, a.parallel)
+    budgets = [int(b) for b in a.budgets.split(",")]
+    run(a.variant, a.dataset, budgets, seeds, a.out, a.jobs, a.parallel, a.live_noise)
     return 0
 
 

@@ -4,7 +4,13 @@ What counts is the *true* value of the pick (the mean of its recorded repeats, s
 over the best true value: the pick itself was chosen on noisy replayed measurements whose expectation is that
 true value. ``best_measured_ratio`` is the true value of the best configuration the strategy measured (what it
 would deploy if its measurements had no noise; Kernel Tuner's simulation mode reports this one) over the same
-optimum: ``ratio >= best_measured_ratio``, and the gap is what noise cost the pick."""
+optimum: ``ratio >= best_measured_ratio``, and the gap is what noise cost the pick.
+
+With live noise (``noise``, :class:`~launchtune.pipeline.strategies.replay.NoiseModel`) the true values are
+this seed's live ones (``ReplayWorkload.live_time``: each configuration's recorded value times its persistent
+offset), as a live re-measure sees them: ``ratio`` is the pick's over the optimum's (the best recorded
+configuration, as a live check re-measures the sweep's best row), and may be under 1; ``recorded_ratio`` is
+the same pick scored on the recorded values."""
 
 from __future__ import annotations
 
@@ -21,7 +27,7 @@ from launchtune.pipeline.learn.models import one_thread
 from launchtune.pipeline.store.datasets import Dataset
 from launchtune.pipeline.strategies import DEFAULT, NEEDS_PRIOR, get_strategy
 from launchtune.pipeline.strategies.base import Session, StrategyError
-from launchtune.pipeline.strategies.replay import ReplayWorkload
+from launchtune.pipeline.strategies.replay import NoiseModel, ReplayWorkload
 
 # Separate noise streams: the strategy's own choices and the replayed measurement noise never share draws.
 _NOISE_OFFSET = 1_000_003
@@ -35,13 +41,15 @@ def run_one(
     prior: Sequence[Dataset] = (),
     repeats: int = 7,
     parallel: int = 1,
+    noise: NoiseModel | None = None,
 ) -> dict[str, Any]:
     """Run ``strategy`` once on a replay of ``dataset``; the record the CLI prints as one JSON line.
     ``parallel``: measurements in flight at once, as a live search over that many workers
-    (:mod:`launchtune.pipeline.strategies.parallel`; 1: the sequential run)."""
+    (:mod:`launchtune.pipeline.strategies.parallel`; 1: the sequential run). ``noise``: live noise on top
+    of the recorded repeats (the module's docstring)."""
     from launchtune.pipeline.strategies.parallel import SimulatedAnswers
 
-    workload = ReplayWorkload(dataset, seed=seed + _NOISE_OFFSET)
+    workload = ReplayWorkload(dataset, seed=seed + _NOISE_OFFSET, noise=noise)
     session = Session(
         workload,
         budget,
@@ -60,6 +68,16 @@ def run_one(
     best_config, optimum = workload.optimum()
     _, optimum_source = workload.recorded_time(best_config)
     seen = min((workload.recorded_time(m.config)[0], i) for i, m in enumerate(session.history))
+    live = {}
+    if noise is not None:
+        live_optimum = workload.live_time(best_config)
+        live_seen = min(workload.live_time(m.config) for m in session.history)
+        live = {
+            "ratio": workload.live_time(pick.config) / live_optimum,
+            "recorded_ratio": time / optimum,
+            "best_measured_ratio": live_seen / live_optimum,
+            "noise": noise.as_dict(),
+        }
     return {
         "strategy": strategy,
         "budget": budget,
@@ -82,6 +100,7 @@ def run_one(
         **({"resolved": DEFAULT} if strategy == "default" else {}),
         # a budget over the space: the whole space was measured, and the record says how large it is
         **({"space": session.space_size} if session.capped else {}),
+        **live,
     }
 
 

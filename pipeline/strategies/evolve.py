@@ -171,17 +171,21 @@ def _parent(rng: np.random.Generator, n: int) -> int:
     return min(n - 1, int(rng.beta(1.0, 2.5) * n))
 
 
-def maximin(session: Session, features: np.ndarray, n: int) -> None:
+def maximin(session: Session, features: np.ndarray, n: int, pool: np.ndarray | None = None) -> None:
     """Measure ``n`` candidates spread over the feature space: a random first one, then each time the one
     farthest from all chosen (standardised features), so the first few measurements already cover both sides
-    of every step a launch feature can show (a power of two or not, the smallest and largest sizes)."""
+    of every step a launch feature can show (a power of two or not, the smallest and largest sizes).
+    ``pool``: only these candidates (default: every unmeasured one)."""
     z = (features - features.mean(axis=0)) / np.maximum(features.std(axis=0), 1e-12)
-    pool = session.unmeasured()
+    outside = None if pool is None else np.setdiff1d(np.arange(len(features)), pool)
+    pool = session.unmeasured() if pool is None else pool
     first = int(session.rng.choice(pool))
     chosen = [first]
     dist = np.linalg.norm(z - z[first], axis=1)
     while len(chosen) < min(n, session.remaining, len(pool)):
         dist[chosen] = -1.0
+        if outside is not None:
+            dist[outside] = -1.0
         nxt = int(np.argmax(dist + 1e-9 * session.rng.random(len(dist))))
         chosen.append(nxt)
         dist = np.minimum(dist, np.linalg.norm(z - z[nxt], axis=1))
@@ -195,13 +199,45 @@ def tune(
     initial_fraction: float = 0.25,
     generations: int = GENERATIONS,
     islands: int = ISLANDS,
+    cover_levels: bool = False,
+    confirm: int = 0,
     **options,
 ) -> None:
+    """Options against a live search's noise (issue 53; what each gave under the live noise of a replay:
+    data/combined/search_worst_seed/noisy_replay/README.md). ``cover_levels``: on a space with levels (the
+    fused CFD space's fusion levels), the initial design is split evenly between the levels, each part spread
+    over its own level. ``confirm``: the last this many measurements re-measure the contenders
+    (:func:`_confirm`) instead of searching, so the pick is not one lucky measurement."""
+    session.budget -= min(confirm, session.budget - 1)
     n0 = max(2, min(session.budget, max(8, round(initial_fraction * session.budget))))
     features = product_features(session.X, session.unused)
-    maximin(session, features, n0)
+    if cover_levels and session.levels is not None:
+        pool = session.unmeasured()
+        levels = np.unique(session.levels[pool])
+        for k, level in enumerate(levels):
+            share = n0 // len(levels) + (k < n0 % len(levels))
+            maximin(session, features, share, pool[session.levels[pool] == level])
+    else:
+        maximin(session, features, n0)
     options = {**OPTIONS, **WORST_CASE, **options}
     search(session, features, generations=generations, islands=islands, **options)
+    if confirm:
+        session.budget = min(session.asked, session.space_size)
+        _confirm(session)
+
+
+def _confirm(session: Session, top: int = 3) -> None:
+    """Spend what is left re-measuring: each time, of the ``top`` best by their mean, the one measured
+    fewest times (the better mean on a tie)."""
+    while session.remaining:
+        session.settle()
+        counts: dict[int, int] = {}
+        for m in session.history:
+            i = session.index_of(m.config)
+            if i is not None:
+                counts[i] = counts.get(i, 0) + 1
+        contenders = sorted(session.measured, key=lambda i: session.measured[i])[:top]
+        session.measure_index(min(contenders, key=lambda i: (counts.get(i, 0), session.measured[i])))
 
 
 def _breed(session, breeder, parents, n_children, seen) -> set[int]:

@@ -18,11 +18,19 @@ outliers, measuring every configuration scored 1.02.)
 A separable dataset (the CFD step: per-kernel times, each kernel launched by its own parameters) can also
 answer configurations nobody recorded: the step time is estimated as the sum of each kernel's recorded time
 under its own parameters plus the recorded overhead (total minus the kernels' sum). Such answers say so
-(``Timing.extra["source"] == "additive"``)."""
+(``Timing.extra["source"] == "additive"``).
+
+A recorded sweep holds one day's times; live, a search also meets what changes between that day and its own
+(issue 53). :class:`NoiseModel`, fitted from live records (``benchmarks/noisy_replay.py``), adds it to a
+replay: each recorded configuration's **persistent** offset, drawn once per seed (the configuration's live
+time against its recorded one), and per **measurement** noise beyond the recorded repeats' (with a share of
+outliers), drawn per visit. ``ReplayWorkload(..., noise=model)`` answers with both; ``live_time`` is then a
+configuration's true value under that seed (recorded time times its offset), what a live re-measure sees."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -50,13 +58,96 @@ def true_values(frame) -> np.ndarray:
     return time
 
 
+# streams of a noisy replay's draws, apart from the recorded repeats' (seeded by (seed, row, visit))
+_PERSISTENT, _MEASUREMENT = 1, 2
+
+
+@dataclass(frozen=True)
+class NoiseModel:
+    """Live noise on top of a replay, multiplicative, in log units: ``persistent`` is the standard deviation
+    of a configuration's offset (drawn once per seed and row), ``measurement`` that of each measurement's
+    extra noise (drawn per visit); ``outlier_share`` of measurements are further off by a factor
+    ``1 + outlier_scale``, half of them slower and half faster (a fast one is what misleads a search). A
+    common drift of the whole card scales every answer alike and cancels in a pick's ratio: not drawn."""
+
+    persistent: float = 0.0
+    measurement: float = 0.0
+    outlier_share: float = 0.0
+    outlier_scale: float = 0.0
+
+    def offset(self, seed: int, row: int) -> float:
+        """Row ``row``'s persistent factor under ``seed`` (the same at every visit)."""
+        if not self.persistent:
+            return 1.0
+        z = np.random.default_rng([seed, row, _PERSISTENT]).standard_normal()
+        return float(np.exp(self.persistent * z))
+
+    def draw(self, seed: int, row: int, visit: int) -> float:
+        """The ``visit``-th measurement's own factor for row ``row`` under ``seed``."""
+        rng = np.random.default_rng([seed, row, visit, _MEASUREMENT])
+        z, u, side = rng.standard_normal(), rng.random(), rng.choice((-1.0, 1.0))
+        far = (1.0 + self.outlier_scale) ** side if u < self.outlier_share else 1.0
+        return float(np.exp(self.measurement * z)) * far
+
+    @classmethod
+    def fit(
+        cls,
+        offsets: Sequence[Sequence[float]],
+        measurements: Sequence[Sequence[float]],
+        recorded: float = 0.0,
+    ) -> NoiseModel:
+        """Fit from live records, ratios grouped by live call (each call has its own drift, removed as the
+        group's mean log): ``offsets``, per call, recorded configurations' live re-measured time over their
+        recorded time (each re-measure a mean of many rounds); ``measurements``, per call, one live
+        measurement over the same configuration's re-measured time. ``recorded``: the log sd a replayed
+        measurement already has from its recorded repeats, taken out of ``measurement``. Outliers: the share
+        of measurement residuals beyond 3 robust standard deviations (either way), and their mean size."""
+
+        def logs(groups: Sequence[Sequence[float]]) -> list[np.ndarray]:
+            return [np.log(np.asarray(g, dtype=float)) for g in groups if len(g) > 1]
+
+        def residuals(groups: list[np.ndarray], keep: list[np.ndarray]) -> tuple[np.ndarray, int]:
+            """Each call's kept values less their mean, and the degrees of freedom left."""
+            res = [g[k] - g[k].mean() for g, k in zip(groups, keep, strict=True) if k.sum() > 1]
+            return (np.concatenate(res) if res else np.zeros(0)), sum(len(r) - 1 for r in res)
+
+        # outliers: beyond 3 robust standard deviations (the MAD's) of each call's median
+        measured = logs(measurements)
+        spread = np.concatenate([g - np.median(g) for g in measured]) if measured else np.zeros(0)
+        robust = 1.4826 * float(np.median(np.abs(spread))) if len(spread) else 0.0
+        far = [np.abs(g - np.median(g)) > 3 * robust if robust else np.zeros(len(g), bool) for g in measured]
+        res, dof = residuals(measured, [~f for f in far])
+        sd = float(np.sqrt((res**2).sum() / max(1, dof))) if dof else 0.0
+        measurement = float(np.sqrt(max(0.0, sd**2 - recorded**2)))
+        outliers = np.concatenate(
+            [np.zeros(0)] + [np.abs(g - np.median(g))[f] for g, f in zip(measured, far, strict=True)]
+        )
+        share = len(outliers) / len(spread) if len(spread) else 0.0
+        scale = float(np.mean(np.expm1(outliers))) if len(outliers) else 0.0
+        # a re-measure's offset also holds its own rounds' noise; what is left over is the persistent part
+        off, dof = residuals(logs(offsets), [np.ones(len(g), bool) for g in logs(offsets)])
+        persistent = float(np.sqrt((off**2).sum() / max(1, dof))) if len(off) else 0.0
+        return cls(persistent, measurement, share, scale)
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
 class ReplayWorkload(Workload):
-    """Answers ``run(config)`` from ``dataset``; ``seed`` fixes the noise drawn from the recorded repeats."""
+    """Answers ``run(config)`` from ``dataset``; ``seed`` fixes the noise drawn from the recorded repeats (and
+    ``noise``'s draws, if given: live noise on recorded rows; additive estimates answer without it)."""
 
     name = "replay"
 
-    def __init__(self, dataset: Dataset, seed: int = 0, estimate_unrecorded: bool = True) -> None:
+    def __init__(
+        self,
+        dataset: Dataset,
+        seed: int = 0,
+        estimate_unrecorded: bool = True,
+        noise: NoiseModel | None = None,
+    ) -> None:
         self.dataset = dataset
+        self.noise = noise
         self.case = dataset.name
         self.size: tuple[int, ...] = ()
         self.params = list(dataset.params)
@@ -165,10 +256,14 @@ class ReplayWorkload(Workload):
         times = self._times[row]
         if not self._ok[row]:
             return float("inf")
-        if not len(times):
-            return float(self._time[row])
-        rng = np.random.default_rng([self._seed, row, visit])
-        return float(np.mean(rng.choice(times, size=max(1, repeats))))
+        if len(times):
+            rng = np.random.default_rng([self._seed, row, visit])
+            drawn = float(np.mean(rng.choice(times, size=max(1, repeats))))
+        else:
+            drawn = float(self._time[row])
+        if self.noise is None:
+            return drawn
+        return drawn * self.noise.offset(self._seed, row) * self.noise.draw(self._seed, row, visit)
 
     def run(self, config: Mapping[str, int], repeats: int = 7) -> Timing:
         key = self._key(config)
@@ -218,6 +313,15 @@ class ReplayWorkload(Workload):
         if est is None:
             raise ReplayError(f"{self.dataset.name}: no record of {dict(config)}")
         return est[0], "additive"
+
+    def live_time(self, config: Mapping[str, int]) -> float:
+        """``config``'s true value under this seed's live noise: its recorded true value times its
+        persistent offset (the recorded true value itself without ``noise``, or for an additive estimate)."""
+        time, _ = self.recorded_time(config)
+        row = self._row.get(self._key(config))
+        if self.noise is None or row is None:
+            return time
+        return time * self.noise.offset(self._seed, row)
 
     def optimum(self) -> tuple[Config, float]:
         """The best answerable configuration and its time: the best recorded one, or for a separable dataset

@@ -263,3 +263,39 @@ def test_worst_seed_tables_by_budget_and_by_strategy(tmp_path):
     header, _, row = by_strategy([csv]).splitlines()
     assert "| our h100 sweep: mean / worst | Hub: mean |" in header
     assert row == "| evolve | 400 | 2 | 1.100 / 1.200 | 1.000 / 1.000 | 1.500 / 1.500 | 1.050 |"
+
+
+def test_noisy_replay_fits_live_records_and_replays_with_them(tmp_path):
+    from benchmarks.noisy_replay import fit, table, worst_of
+
+    def call(drift: float, measured: list[float]) -> dict:
+        rows = [{"recorded_ms": 1.0, "remeasured_ms": drift * f} for f in (1.01, 0.99)]
+        picks = [
+            {"strategy": "evolve", "budget": 20, "seed": s, "pick_search_ms": m, "remeasured_ms": 1.0}
+            | {"against_best_row": {"ratio": 1.0 + 0.01 * s}}
+            for s, m in enumerate(measured)
+        ]
+        return {"reference": "data/sweep", "reference_rows": rows, "searches": picks}
+
+    files = []
+    for k, c in enumerate([call(1.1, [1.02, 0.98]), call(0.9, [1.0, 1.0]), {"reference": "other"}]):
+        files.append(tmp_path / f"{k}.json")
+        files[-1].write_text(json.dumps(c))
+    found = fit(files, "data/sweep/")
+    assert found["calls"] == [str(f) for f in files[:2]] and found["measurements"] == 4
+    # +-0.01 about each call's drift, one degree of freedom a call: sqrt(4 * 0.01^2 / 2)
+    assert found["model"]["persistent"] == pytest.approx(0.01 * 2**0.5, rel=1e-3)
+    model = tmp_path / "noise.json"
+    model.write_text(json.dumps(found["model"]))
+    out = tmp_path / "runs.jsonl"
+    cache = "data/benchmark_hub/convolution/W7800.json.gz"
+    args = ("--variant", "final", "--dataset", cache, "--budgets", "20", "--seeds", "1", "--out", str(out))
+    assert run("benchmarks.search_worst_seed", *args, "--live-noise", str(model)).returncode == 0
+    (rec,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rec["live_noise"] == str(model) and rec["noise"] == found["model"] and "recorded_ratio" in rec
+    lines = table(
+        [rec | {"dataset": "data/sweep"}], [{"strategy": "evolve", "budget": 20, "seed": 0, "ratio": 1.0}]
+    )
+    assert lines.splitlines()[2].startswith("| live evolve | 20 | 1 | 1.000 | 1.000 | 0 | 1.000 | nan |")
+    assert lines.splitlines()[3].startswith("| noisy replay final, sweep | 20 | 1 |")
+    assert worst_of([1.0, 1.1, 1.2], k=2) == pytest.approx((1.1 + 1.2 + 1.2) / 3)

@@ -199,3 +199,31 @@ def test_the_default_floor_acts_only_on_a_space_with_levels():
     assert evolve.WORST_CASE["level_floor"] == evolve.LEVEL_FLOOR > 0
     assert history(False) == history(False, level_floor=0.0)
     assert history(True) != history(True, level_floor=0.0)
+
+
+def test_covering_the_levels_splits_the_initial_design_between_them():
+    """Issue 53: ``cover_levels`` gives each level its even part of the initial design (20 of 80 here), where
+    the plain design follows the features alone; without levels the option changes nothing."""
+
+    def first(levels: bool, **options) -> list[tuple]:
+        session = _wide_session(levels, budget=80)
+        evolve.tune(session, **options)
+        return [tuple(m.config.values()) for m in session.history[:20]]
+
+    plain, covered = first(True), first(True, cover_levels=True)
+    assert sorted(np.bincount([c[0] for c in covered])) == [10, 10]
+    assert plain != covered
+    assert first(False) == first(False, cover_levels=True)
+
+
+def test_confirming_re_measures_the_contenders_with_the_last_measurements():
+    """Issue 53: with ``confirm`` the budget is spent exactly, its last measurements re-measure configurations
+    already measured (the best by their mean), and the pick is on their means; without it, as before."""
+    plain, confirmed = _wide_session(True, budget=60), _wide_session(True, budget=60)
+    evolve.tune(plain)
+    evolve.tune(confirmed, confirm=6)
+    assert confirmed.used == plain.used == 60 and confirmed.budget == 60
+    first = [tuple(m.config.values()) for m in confirmed.history[:54]]
+    last = [tuple(m.config.values()) for m in confirmed.history[54:]]
+    assert set(last) <= set(first) and len(set(first)) == 54
+    assert len(set(tuple(m.config.values()) for m in plain.history)) == 60
