@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.backend import Backend, _import_cupy, gpu_count
+from .backend import Backend, _import_cupy, gpu_count
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypedDict, overload
 
-from launchtune.kernels import files
-from launchtune.kernels.atomic import write_text
-from launchtune.kernels.files import DuplicateKey, loads_json
+from . import files
+from .atomic import write_text
+from .files import DuplicateKey, loads_json
 
 FILE_NAME = "tuning_table.json"  # in a sweep folder, and beside a tuned run's launches.csv
 FORMAT = "launchtune-tuning-table"

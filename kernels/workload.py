@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from launchtune.kernels.space import Space
+from .space import Space
 
 
 @dataclass(frozen=True)

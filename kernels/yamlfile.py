@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from launchtune.kernels import files
+from . import files
 
 MAX_BYTES = 1 << 20  # a spec or a cluster config is a page; a kernel spec's reader asks for less
 MAX_NODES = 100_000  # parser events (scalars, collection starts and ends)

@@ -13,10 +13,11 @@ import signal
 import sys
 
 from launchtune.kernels.usage import Parser
-from launchtune.pipeline.errors import UserError, path_error_line
-from launchtune.pipeline.interrupts import Interrupted, exit_on_signal, received, signals_interrupt
-from launchtune.pipeline.logs import LEVEL_ENV, level_from
-from launchtune.pipeline.logs import configure as configure_logging
+
+from .errors import UserError, path_error_line
+from .interrupts import Interrupted, exit_on_signal, received, signals_interrupt
+from .logs import LEVEL_ENV, level_from
+from .logs import configure as configure_logging
 
 COMMANDS = [
     # module names under launchtune.pipeline.commands; add yours on its own line
@@ -35,7 +36,7 @@ COMMANDS = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from launchtune.pipeline.version import __version__
+    from .version import __version__
 
     parser = Parser(
         prog="launchtune",

@@ -16,7 +16,8 @@ from typing import Any, BinaryIO
 
 from launchtune.kernels import files
 from launchtune.kernels.atomic import write_text
-from launchtune.pipeline.errors import UserError
+
+from .errors import UserError
 
 
 def check_regular(path: Path, what: str = "data") -> None:

@@ -17,7 +17,7 @@ from contextvars import ContextVar
 
 from tqdm import tqdm
 
-from launchtune.pipeline.errors import UserError
+from .errors import UserError
 
 ROOT = "launchtune"
 LEVEL_ENV = "LAUNCHTUNE_LOG_LEVEL"

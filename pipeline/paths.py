@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from launchtune.pipeline.errors import UserError
+from .errors import UserError
 
 RESULTS_ENV = "LAUNCHTUNE_RESULTS"
 _SLUG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

@@ -20,7 +20,7 @@ import jsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from launchtune.pipeline.errors import UserError
+from .errors import UserError
 
 
 def _is_number(_: Any, value: Any) -> bool:

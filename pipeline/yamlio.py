@@ -9,7 +9,8 @@ from typing import Any
 
 from launchtune.kernels.yamlfile import MAX_BYTES, YamlError
 from launchtune.kernels.yamlfile import load_yaml as _load
-from launchtune.pipeline.errors import UserError
+
+from .errors import UserError
 
 __all__ = ["MAX_BYTES", "check_keys", "load_yaml"]
 

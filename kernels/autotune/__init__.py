@@ -11,19 +11,19 @@ The CFD solver is one more user of :class:`Tuning`: its CLI calls :func:`attach_
 log and the tuned table.
 """
 
-from launchtune.kernels.autotune.attach import (
+from ..tuning_table import Entry, TableError, TuningTable
+from .attach import (
     MODES,
     attach_tuners,
     save_tuning,
     tuning_files,
     tuning_summary,
 )
-from launchtune.kernels.autotune.cache import cache_dir, clear_cache
-from launchtune.kernels.autotune.log import LaunchLog
-from launchtune.kernels.autotune.tuner import IDLE, SCANNING, STARTUP, Autotuner, TunerError
-from launchtune.kernels.autotune.tuning import Tuning
-from launchtune.kernels.autotune.user import AutotuneError, TunedKernel, autotune
-from launchtune.kernels.tuning_table import Entry, TableError, TuningTable
+from .cache import cache_dir, clear_cache
+from .log import LaunchLog
+from .tuner import IDLE, SCANNING, STARTUP, Autotuner, TunerError
+from .tuning import Tuning
+from .user import AutotuneError, TunedKernel, autotune
 
 __all__ = [
     "IDLE",

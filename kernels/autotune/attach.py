@@ -14,12 +14,12 @@ from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from typing import Any
 
-from launchtune.kernels.autotune.log import LaunchLog
-from launchtune.kernels.autotune.tuner import TunerError
-from launchtune.kernels.autotune.tuning import Tuning
-from launchtune.kernels.backend import Backend, get_backend
-from launchtune.kernels.device import describe_device
-from launchtune.kernels.tuning_table import FILE_NAME, TuningTable, write_entries
+from ..backend import Backend, get_backend
+from ..device import describe_device
+from ..tuning_table import FILE_NAME, TuningTable, write_entries
+from .log import LaunchLog
+from .tuner import TunerError
+from .tuning import Tuning
 
 MODES = ("off", "scan", "seeded")
 

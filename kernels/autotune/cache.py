@@ -25,8 +25,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from launchtune.kernels.atomic import write_text
-from launchtune.kernels.files import FileRefused, loads_json, project_folder_above, read_regular
+from ..atomic import write_text
+from ..files import FileRefused, loads_json, project_folder_above, read_regular
 
 FORMAT = "launchtune-autotune-cache"
 FILE_NAME = "autotune.json"

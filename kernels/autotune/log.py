@@ -14,7 +14,7 @@ import csv
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 
-from launchtune.kernels.atomic import atomic_path
+from ..atomic import atomic_path
 
 
 class LaunchLog:

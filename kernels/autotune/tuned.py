@@ -16,20 +16,20 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.autotune.cache import PickCache
-from launchtune.kernels.autotune.log import LaunchLog
-from launchtune.kernels.autotune.tuner import IDLE, TunerError
-from launchtune.kernels.autotune.tuning import Tuning
-from launchtune.kernels.kernel.compile import (
+from ..kernel.compile import (
     Compiler,
     build_function,
     cache_key,
     default_workers,
     source_with_defines,
 )
-from launchtune.kernels.kernel.errors import SpecError
-from launchtune.kernels.kernel.expressions import ExpressionError
-from launchtune.kernels.kernel.spec import PROBLEM_NAMES, KernelSpec
+from ..kernel.errors import SpecError
+from ..kernel.expressions import ExpressionError
+from ..kernel.spec import PROBLEM_NAMES, KernelSpec
+from .cache import PickCache
+from .log import LaunchLog
+from .tuner import IDLE, TunerError
+from .tuning import Tuning
 
 WHERE = "autotune"
 Config = dict[str, int]
@@ -107,8 +107,8 @@ class TunedKernel:
         self._views: dict[tuple[int, str], Any] = {}
         self._cp: Any = None
         if build is None and kernel is None or clock is None or gpu_class is None:
-            from launchtune.kernels.backend import get_backend
-            from launchtune.kernels.device import describe_device
+            from ..backend import get_backend
+            from ..device import describe_device
 
             backend = get_backend("auto")
             if build is None and kernel is None and not backend.is_gpu:

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.backend import HostStopwatch, Stopwatch
+from ..backend import HostStopwatch, Stopwatch
 
 STARTUP, SCANNING, IDLE = "startup", "scanning", "idle"
 REDUCERS: dict[str, Callable[[np.ndarray], float]] = {

@@ -23,10 +23,10 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from launchtune.kernels.autotune.cache import PickCache
-from launchtune.kernels.autotune.tuner import IDLE, Autotuner, TunerError
-from launchtune.kernels.space import Space
-from launchtune.kernels.tuning_table import RUNTIME, size_text, table_seeds
+from ..space import Space
+from ..tuning_table import RUNTIME, size_text, table_seeds
+from .cache import PickCache
+from .tuner import IDLE, Autotuner, TunerError
 
 Param = tuple[int, ...]
 

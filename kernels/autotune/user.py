@@ -39,13 +39,13 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.autotune.cache import PickCache
-from launchtune.kernels.autotune.tuned import WHERE, AutotuneError, KeyState, TunedKernel
-from launchtune.kernels.autotune.tuner import REDUCERS
-from launchtune.kernels.files import FileRefused, read_regular
-from launchtune.kernels.kernel.fields import MAX_SOURCE_BYTES
-from launchtune.kernels.kernel.spec import KernelSpec, read_yaml, spec_from_mapping
-from launchtune.kernels.tuning_table import read, table_file
+from ..files import FileRefused, read_regular
+from ..kernel.fields import MAX_SOURCE_BYTES
+from ..kernel.spec import KernelSpec, read_yaml, spec_from_mapping
+from ..tuning_table import read, table_file
+from .cache import PickCache
+from .tuned import WHERE, AutotuneError, KeyState, TunedKernel
+from .tuner import REDUCERS
 
 __all__ = ["AutotuneError", "KeyState", "TunedKernel", "autotune"]
 

@@ -21,11 +21,11 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from launchtune.kernels.autotune.attach import step_counter
-from launchtune.kernels.autotune.tuner import TunerError
-from launchtune.kernels.autotune.tuning import Tuning
-from launchtune.kernels.device import describe_device
-from launchtune.kernels.tuning_table import write_entries
+from ..device import describe_device
+from ..tuning_table import write_entries
+from .attach import step_counter
+from .tuner import TunerError
+from .tuning import Tuning
 
 NAME = "step"  # the tuning's name in logs and summaries
 

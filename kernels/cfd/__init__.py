@@ -1,6 +1,6 @@
 """2D finite-volume Euler solver (the SENSEI supersonic-inlet case) with seven tunable CUDA kernels."""
 
-from launchtune.kernels.cfd.physics import KERNEL_NAMES
-from launchtune.kernels.cfd.solver import Scheme, Solver
+from .physics import KERNEL_NAMES
+from .solver import Scheme, Solver
 
 __all__ = ["KERNEL_NAMES", "Scheme", "Solver"]

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from launchtune.kernels.cfd import grid as gridmod
-from launchtune.kernels.cfd.physics import MMS, MMS_L, freestream, mms_exact
-from launchtune.kernels.cfd.reference import EXTRAP, FIXED, WALL
+from . import grid as gridmod
+from .physics import MMS, MMS_L, freestream, mms_exact
+from .reference import EXTRAP, FIXED, WALL
 
 CASES = ("inlet", "mms", "freestream")
 

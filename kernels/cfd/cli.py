@@ -21,19 +21,19 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels import tuning_table
-from launchtune.kernels.autotune import TableError, TunerError, attach_tuners, tuning_files, tuning_summary
-from launchtune.kernels.autotune.whole import attach_whole_tuner
-from launchtune.kernels.backend import BACKEND_NAMES, gpu_count
-from launchtune.kernels.cfd.cases import CASES
-from launchtune.kernels.cfd.mms import run_mms
-from launchtune.kernels.cfd.physics import LIMITERS, mach
-from launchtune.kernels.cfd.solver import Scheme, Solver, parse_size
-from launchtune.kernels.cfd.workload import MAX_SMOOTHING
-from launchtune.kernels.device import describe_device
-from launchtune.kernels.files import FileRefused, check_input
-from launchtune.kernels.progress import Progress
-from launchtune.kernels.usage import Parser
+from .. import tuning_table
+from ..autotune import TableError, TunerError, attach_tuners, tuning_files, tuning_summary
+from ..autotune.whole import attach_whole_tuner
+from ..backend import BACKEND_NAMES, gpu_count
+from ..device import describe_device
+from ..files import FileRefused, check_input
+from ..progress import Progress
+from ..usage import Parser
+from .cases import CASES
+from .mms import run_mms
+from .physics import LIMITERS, mach
+from .solver import Scheme, Solver, parse_size
+from .workload import MAX_SMOOTHING
 
 AUTOTUNE_MODES = ("off", "scan", "seeded")
 EQUATIONS = ("rho", "rhou", "rhov", "rhoE")
@@ -322,7 +322,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     if whole is not None and whole.table_entry() is not None:
         files[tuning_table.FILE_NAME] = whole.write_table
     if not ns.no_plot:
-        from launchtune.kernels.cfd.plot import mach_figure
+        from .plot import mach_figure
 
         title = f"{ns.case} {size[0]}x{size[1]}, {ns.steps} steps"
         files["mach.png"] = lambda p: mach_figure(x, y, mach(w), w[1], w[2], p, title)

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.cfd.physics import KERNEL_NAMES
+from .physics import KERNEL_NAMES
 
 SOURCE_FILE = Path(__file__).with_name("solver.cu")
 COMPILE_OPTIONS = ("--fmad=false", "--std=c++14")

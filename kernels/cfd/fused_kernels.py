@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
-from launchtune.kernels.cfd.cuda_kernels import COMPILE_OPTIONS, SOURCE_FILE, _arg
+from .cuda_kernels import COMPILE_OPTIONS, SOURCE_FILE, _arg
 
 FUSED_FILE = Path(__file__).with_name("fused.cu")
 DIRECTIONAL_KERNELS = ("xi_face", "eta_face", "cell_update")

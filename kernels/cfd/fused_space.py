@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from launchtune.kernels.cfd.launch_space import PAPER_BLOCKS, PAPER_THREADS, default_config
-from launchtune.kernels.cfd.physics import KERNEL_NAMES
-from launchtune.kernels.space import Config, Constraint, Inactive, Param, Space
+from ..space import Config, Constraint, Inactive, Param, Space
+from .launch_space import PAPER_BLOCKS, PAPER_THREADS, default_config
+from .physics import KERNEL_NAMES
 
 FUSION_LEVELS = ("none", "directional", "stage")
 TILE_VALUES: dict[str, tuple[int, ...]] = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from launchtune.kernels.cfd.physics import KERNEL_NAMES
-from launchtune.kernels.space import Config, Constraint, Param, Space
+from ..space import Config, Constraint, Param, Space
+from .physics import KERNEL_NAMES
 
 PAPER_BLOCKS = tuple(range(100, 1001, 100))
 PAPER_THREADS = tuple(range(32, 385, 32))

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.cfd.physics import mms_exact
-from launchtune.kernels.cfd.solver import Scheme, Solver
-from launchtune.kernels.progress import Progress
+from ..progress import Progress
+from .physics import mms_exact
+from .solver import Scheme, Solver
 
 
 def converge(

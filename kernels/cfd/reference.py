@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from launchtune.kernels.cfd.physics import GAMMA
+from .physics import GAMMA
 
 TINY = 1e-30
 WALL, FIXED, EXTRAP = 1, 0, 2

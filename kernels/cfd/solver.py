@@ -17,17 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.backend import get_backend
-from launchtune.kernels.cfd import reference as ref
-from launchtune.kernels.cfd.cases import build_case
-from launchtune.kernels.cfd.cuda_kernels import CudaKernels
-from launchtune.kernels.cfd.fused_kernels import (
+from ..backend import get_backend
+from ..space import Config, Space
+from . import reference as ref
+from .cases import build_case
+from .cuda_kernels import CudaKernels
+from .fused_kernels import (
     DIRECTIONAL_KERNELS,
     FUSED_KERNELS,
     STAGE_KERNELS,
     FusedKernels,
 )
-from launchtune.kernels.cfd.fused_space import (
+from .fused_space import (
     TILE_VALUES,
     DeviceLimits,
     build_fused_space,
@@ -36,9 +37,8 @@ from launchtune.kernels.cfd.fused_space import (
     stage_shared_bytes,
     tile_of,
 )
-from launchtune.kernels.cfd.launch_space import build_space, default_config
-from launchtune.kernels.cfd.physics import KERNEL_NAMES, LIMITERS, conserved
-from launchtune.kernels.space import Config, Space
+from .launch_space import build_space, default_config
+from .physics import KERNEL_NAMES, LIMITERS, conserved
 
 NUMPY_MAX_THREADS = 1024  # the CPU backend ignores launch shapes; this keeps its space the same as a GPU's
 ALL_TIMED = KERNEL_NAMES + FUSED_KERNELS
@@ -287,7 +287,7 @@ class Solver:
     @staticmethod
     def compile_ms_total() -> float:
         """Milliseconds this process has spent compiling (or loading) fused variants."""
-        from launchtune.kernels.cfd.fused_kernels import FusedKernels
+        from .fused_kernels import FusedKernels
 
         return FusedKernels.compile_ms_total
 

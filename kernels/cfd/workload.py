@@ -11,14 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.cfd.cases import CASES
-from launchtune.kernels.cfd.fused_kernels import FUSED_KERNELS
-from launchtune.kernels.cfd.fused_space import fused_violations
-from launchtune.kernels.cfd.launch_space import PRESETS
-from launchtune.kernels.cfd.physics import KERNEL_NAMES, LIMITERS
-from launchtune.kernels.cfd.solver import Scheme, Solver, parse_size
-from launchtune.kernels.space import Space, SpaceError
-from launchtune.kernels.workload import (
+from ..space import Space, SpaceError
+from ..workload import (
     SEED_MAX,
     Check,
     Timing,
@@ -27,6 +21,12 @@ from launchtune.kernels.workload import (
     integer_option,
     number_option,
 )
+from .cases import CASES
+from .fused_kernels import FUSED_KERNELS
+from .fused_space import fused_violations
+from .launch_space import PRESETS
+from .physics import KERNEL_NAMES, LIMITERS
+from .solver import Scheme, Solver, parse_size
 
 WORKLOAD_PRESETS = (*PRESETS, "fused")
 

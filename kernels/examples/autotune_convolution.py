@@ -34,7 +34,7 @@ FILTER = 15
 
 def tuned_convolution(**options: Any) -> Any:
     """The example's kernel wrapped by ``autotune``: the kernel spec as it is, one tuning per image shape."""
-    from launchtune.kernels.autotune import autotune
+    from ..autotune import autotune
 
     return autotune(
         spec=SPEC, key=lambda out, image, filter_, width, height: (out.shape, str(out.dtype)), **options
@@ -45,8 +45,8 @@ def untuned_convolution() -> Any:
     """The same kernel without a tuner: compiled once per size in the spec's default configuration."""
     import cupy as cp
 
-    from launchtune.kernels.kernel.compile import build_function, source_with_defines
-    from launchtune.kernels.kernel.spec import load_kernel_spec
+    from ..kernel.compile import build_function, source_with_defines
+    from ..kernel.spec import load_kernel_spec
 
     spec = load_kernel_spec(SPEC)
     modules: dict[tuple[int, int, int], Any] = {}
@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.table and not Path(args.table).exists():
         print(f"error: --table: no such sweep folder or tuning table {args.table}", file=sys.stderr)
         return 2
-    from launchtune.kernels.backend import gpu_count
+    from ..backend import gpu_count
 
     if gpu_count() == 0:
         print("error: this example runs CUDA: no GPU is visible", file=sys.stderr)

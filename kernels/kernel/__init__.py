@@ -2,7 +2,7 @@
 Tuner's vocabulary (``docs/kernel.md``). ``pick_for_device`` gives a sweep's tuned configuration for the GPU
 this process runs on."""
 
-from launchtune.kernels.kernel.pick import DevicePick, pick_for_device
-from launchtune.kernels.kernel.spec import KernelSpec, load_kernel_spec
+from .pick import DevicePick, pick_for_device
+from .spec import KernelSpec, load_kernel_spec
 
 __all__ = ["DevicePick", "KernelSpec", "load_kernel_spec", "pick_for_device"]

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels import files
-from launchtune.kernels.kernel.errors import SpecError
-from launchtune.kernels.kernel.expressions import Expression, ExpressionError, parse
+from .. import files
+from .errors import SpecError
+from .expressions import Expression, ExpressionError, parse
 
 FILLS = ("zeros", "uniform", "normal", "constant", "arange", "npy", "caller")
 DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launchtune.kernels.workload import WorkloadError
+from ..workload import WorkloadError
 
 
 class SpecError(WorkloadError):

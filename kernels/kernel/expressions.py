@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from launchtune.kernels.kernel import arrays
+from . import arrays
 
 MAX_CHARS = 1000
 MAX_NODES = 300

@@ -11,13 +11,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from launchtune.kernels import files
-from launchtune.kernels.kernel.errors import SpecError
-from launchtune.kernels.kernel.expressions import Expression, ExpressionError, parse
-from launchtune.kernels.objective import Objective, ObjectiveError
-from launchtune.kernels.objective import from_dict as objective_from_dict
-from launchtune.kernels.space import Param
-from launchtune.kernels.yamlfile import YamlError, parse_yaml
+from .. import files
+from ..objective import Objective, ObjectiveError
+from ..objective import from_dict as objective_from_dict
+from ..space import Param
+from ..yamlfile import YamlError, parse_yaml
+from .errors import SpecError
+from .expressions import Expression, ExpressionError, parse
 
 PROBLEM_NAMES = ("problem_size_x", "problem_size_y", "problem_size_z")
 DEFAULT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from launchtune.kernels.kernel.expressions import ExpressionError
-from launchtune.kernels.kernel.spec import KernelSpec
+from .expressions import ExpressionError
+from .spec import KernelSpec
 
 # What a GPU class may be to become a macro and a comment: the results folder's own rule for a class name
 # (``pipeline.paths.check_slug``). Anything else (``*/``, a newline, ``#include``) is refused, never pasted.

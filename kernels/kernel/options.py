@@ -11,13 +11,13 @@ from functools import reduce
 from pathlib import Path
 from typing import Any
 
-from launchtune.kernels.device import CLASS_SPECS
-from launchtune.kernels.kernel.compile import (
+from ..device import CLASS_SPECS
+from ..workload import WorkloadError
+from .compile import (
     default_workers,
 )
-from launchtune.kernels.kernel.errors import SpecError
-from launchtune.kernels.kernel.spec import KernelSpec, check_for_problem, load_kernel_spec
-from launchtune.kernels.workload import WorkloadError
+from .errors import SpecError
+from .spec import KernelSpec, check_for_problem, load_kernel_spec
 
 OPTIONS = ("spec", "seed", "compile_workers", "spec_sha256", "energy")
 WORKERS_ENV = "LAUNCHTUNE_COMPILE_WORKERS"

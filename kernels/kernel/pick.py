@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from launchtune.kernels.kernel.spec import load_kernel_spec
-from launchtune.kernels.tuning_table import best_for
+from ..tuning_table import best_for
+from .spec import load_kernel_spec
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,8 @@ class DevicePick:
 
 
 def current_gpu_class() -> str:
-    from launchtune.kernels.backend import get_backend
-    from launchtune.kernels.device import describe_device
+    from ..backend import get_backend
+    from ..device import describe_device
 
     return str(describe_device(get_backend("auto"))["gpu_class"])
 

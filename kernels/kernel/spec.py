@@ -24,10 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.kernel.arguments import ArgumentSpec, check_host, nbytes, npy_file, parse_arguments
-from launchtune.kernels.kernel.errors import SpecError
-from launchtune.kernels.kernel.expressions import Expression, ExpressionError, parse
-from launchtune.kernels.kernel.fields import (  # noqa: F401  (the spec's vocabulary, imported from here too)
+from ..objective import DEFAULT as DEFAULT_OBJECTIVE
+from ..objective import Objective
+from ..space import Constraint, Param, Space, SpaceError, listed_rows
+from .arguments import ArgumentSpec, check_host, nbytes, npy_file, parse_arguments
+from .errors import SpecError
+from .expressions import Expression, ExpressionError, parse
+from .fields import (  # noqa: F401  (the spec's vocabulary, imported from here too)
     _OPTIONAL,
     _REQUIRED,
     DEFAULT_BLOCK_NAMES,
@@ -58,9 +61,6 @@ from launchtune.kernels.kernel.fields import (  # noqa: F401  (the spec's vocabu
     read_yaml,
     resolve_includes,
 )
-from launchtune.kernels.objective import DEFAULT as DEFAULT_OBJECTIVE
-from launchtune.kernels.objective import Objective
-from launchtune.kernels.space import Constraint, Param, Space, SpaceError, listed_rows
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.backend import get_backend
-from launchtune.kernels.kernel import live
-from launchtune.kernels.kernel.arguments import make_host
-from launchtune.kernels.kernel.compile import (
+from ..backend import get_backend
+from ..space import Space
+from ..workload import Capabilities, Check, Timing, Workload, WorkloadError
+from . import live
+from .arguments import make_host
+from .compile import (
     Compiled,
     Compiler,
     build_function,
@@ -39,10 +41,10 @@ from launchtune.kernels.kernel.compile import (
     header_digest,
     source_with_defines,
 )
-from launchtune.kernels.kernel.errors import SpecError
-from launchtune.kernels.kernel.expressions import ExpressionError
-from launchtune.kernels.kernel.fields import GRID_NAMES, MAX_BLOCK
-from launchtune.kernels.kernel.options import (
+from .errors import SpecError
+from .expressions import ExpressionError
+from .fields import GRID_NAMES, MAX_BLOCK
+from .options import (
     check_arguments,
     check_options,
     checked_spec,
@@ -50,9 +52,7 @@ from launchtune.kernels.kernel.options import (
     import_target,
     workers_option,
 )
-from launchtune.kernels.kernel.spec import KernelSpec, check_for_problem
-from launchtune.kernels.space import Space
-from launchtune.kernels.workload import Capabilities, Check, Timing, Workload, WorkloadError
+from .spec import KernelSpec, check_for_problem
 
 WARMUP_LAUNCHES = 1
 REFERENCES_KEPT = 4  # answers of a reference that takes the configuration, kept on the device
@@ -120,7 +120,7 @@ class KernelWorkload(Workload):
         self._meter: Any = None
         wanted = energy_option(energy)
         if wanted == "true" or (wanted == "auto" and self.spec.needs_energy):
-            from launchtune.kernels.energy import EnergyMeter
+            from ..energy import EnergyMeter
 
             meter = EnergyMeter(pci_bus_id=getattr(device, "pci_bus_id", None))
             if meter.available:

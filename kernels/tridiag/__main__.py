@@ -8,16 +8,16 @@ import sys
 
 import numpy as np
 
-from launchtune.kernels.backend import BACKEND_NAMES, BackendError, gpu_count
-from launchtune.kernels.tridiag.system import (
+from ..backend import BACKEND_NAMES, BackendError, gpu_count
+from ..usage import Parser
+from .system import (
     COPY_CHOICES,
     STREAM_CHOICES,
     TridiagError,
     ZeroPivotError,
     residual,
 )
-from launchtune.kernels.tridiag.workload import CASES, DEFAULT, ENDS_PERCENT, STAGES
-from launchtune.kernels.usage import Parser
+from .workload import CASES, DEFAULT, ENDS_PERCENT, STAGES
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def solve_command(args: argparse.Namespace) -> int:
-    from launchtune.kernels.tridiag.workload import make_workload
+    from .workload import make_workload
 
     if args.repeats < 1:
         raise TridiagError(f"--repeats {args.repeats} must be at least 1")

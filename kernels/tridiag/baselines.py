@@ -7,7 +7,7 @@ import time
 import numpy as np
 from scipy.linalg import solve_banded
 
-from launchtune.kernels.tridiag.system import to_banded
+from .system import to_banded
 
 
 def cpu_banded(abcd: np.ndarray, repeats: int = 3) -> tuple[float, np.ndarray]:

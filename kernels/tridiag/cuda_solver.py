@@ -47,11 +47,11 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.tridiag import reduced
-from launchtune.kernels.tridiag.device_solver import DevicePartition, free_device_bytes
-from launchtune.kernels.tridiag.device_solver import max_threads as limit
-from launchtune.kernels.tridiag.host_solver import HostSolver
-from launchtune.kernels.tridiag.system import (
+from . import reduced
+from .device_solver import DevicePartition, free_device_bytes
+from .device_solver import max_threads as limit
+from .host_solver import HostSolver
+from .system import (
     check_copies,
     check_ends,
     check_m,

@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.tridiag import reduced
-from launchtune.kernels.tridiag.graph_cache import GraphCache
-from launchtune.kernels.tridiag.system import TridiagError, ZeroPivotError, check_m, check_rows, num_blocks
+from . import reduced
+from .graph_cache import GraphCache
+from .system import TridiagError, ZeroPivotError, check_m, check_rows, num_blocks
 
 SOURCE = Path(__file__).with_name("partition.cu")
 FLAG_ZERO_PIVOT, FLAG_NONFINITE = 1, 2

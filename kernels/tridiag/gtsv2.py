@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.tridiag import cuda_solver
+from . import cuda_solver
 
 F8 = 8
 INT_MAX = 2**31 - 1  # cuSPARSE's m, n and ldb are C ints

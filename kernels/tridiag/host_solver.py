@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from launchtune.kernels.tridiag.partition import stage2
-from launchtune.kernels.tridiag.system import ZeroPivotError
+from .partition import stage2
+from .system import ZeroPivotError
 
 # Package data: a plain file in a wheel or a checkout; as_file makes one where a package lives in a zip.
 SOURCE = files("launchtune.kernels.tridiag").joinpath("host_thomas.c")

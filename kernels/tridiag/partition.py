@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import lapack
 
-from launchtune.kernels.tridiag.system import ZeroPivotError, num_blocks
+from .system import ZeroPivotError, num_blocks
 
 
 def padded_blocks(abcd: np.ndarray, m: int) -> np.ndarray:

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from launchtune.kernels.tridiag import partition
-from launchtune.kernels.tridiag.system import TridiagError, ZeroPivotError, num_blocks
+from . import partition
+from .system import TridiagError, ZeroPivotError, num_blocks
 
 MR = 32  # rows per sub-system on the reduced levels (a compile-time constant of the kernels)
 PCR_MAX = 1024  # the last level is solved by one block of at most this many threads (shared memory: 32 KiB)

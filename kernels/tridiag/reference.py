@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from launchtune.kernels.tridiag import reduced
-from launchtune.kernels.tridiag.partition import padded_blocks, stage1, stage3
-from launchtune.kernels.tridiag.partition import (
+from . import reduced
+from .partition import padded_blocks, stage1, stage3
+from .partition import (
     stage2 as stage2_host,
 )  # the parameter `stage2` names the tunable
-from launchtune.kernels.tridiag.system import check_stage2, chunk_bounds
+from .system import check_stage2, chunk_bounds
 
 
 def solve(abcd: np.ndarray, m: int = 10, streams: int = 1, stage2: str = "host") -> np.ndarray:

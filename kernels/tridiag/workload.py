@@ -22,12 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.kernels.backend import get_backend
-from launchtune.kernels.space import Constraint, Param, Space
-from launchtune.kernels.tridiag import partition, reference
-from launchtune.kernels.tridiag.cuda_solver import CudaPartitionSolver, empty_pinned, max_threads
-from launchtune.kernels.tridiag.reduced import solve_reduced
-from launchtune.kernels.tridiag.system import (
+from ..backend import get_backend
+from ..space import Constraint, Param, Space
+from ..workload import SEED_MAX, Check, Timing, Workload, WorkloadError, integer_option
+from . import partition, reference
+from .cuda_solver import CudaPartitionSolver, empty_pinned, max_threads
+from .reduced import solve_reduced
+from .system import (
     COPY_CHOICES,
     STAGE2_CHOICES,
     STREAM_CHOICES,
@@ -40,7 +41,6 @@ from launchtune.kernels.tridiag.system import (
     random_system,
     residual,
 )
-from launchtune.kernels.workload import SEED_MAX, Check, Timing, Workload, WorkloadError, integer_option
 
 CASES = ("random", "heat")
 THREADS = (32, 64, 128, 256, 512, 1024)

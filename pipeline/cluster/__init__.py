@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.device import GPU_CLASSES
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.interrupts import deferred_signals, spawned_ignore_sigint
-from launchtune.pipeline.jsonio import check_input
+
+from ..errors import UserError
+from ..interrupts import deferred_signals, spawned_ignore_sigint
+from ..jsonio import check_input
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def known_gpu_classes(cluster: str) -> tuple[str, ...]:
     path = resolve_cluster_config(cluster)
     if path is None:
         return GPU_CLASSES
-    from launchtune.pipeline.cluster.slurm_config import load_slurm_config  # SLURM's config only for SLURM
+    from .slurm_config import load_slurm_config  # SLURM's config only for SLURM
 
     return GPU_CLASSES + tuple(c for c in load_slurm_config(path).classes if c not in GPU_CLASSES)
 
@@ -70,8 +71,8 @@ def check_cluster(cluster: str, gpu_classes: Sequence[str] | None, where: str = 
     path = resolve_cluster_config(cluster)
     if path is None:
         return
-    from launchtune.pipeline.cluster.slurm import _check_slurm
-    from launchtune.pipeline.cluster.slurm_config import load_slurm_config
+    from .slurm import _check_slurm
+    from .slurm_config import load_slurm_config
 
     config = load_slurm_config(path)
     _check_slurm(config, config.select(list(gpu_classes) if gpu_classes else None, where))
@@ -107,7 +108,7 @@ def open_cluster(
     ``workdir`` is a folder private to this sweep (logs, credentials).
     """
     if not isinstance(cluster, str):
-        from launchtune.pipeline.cluster.attached import attached_cluster
+        from .attached import attached_cluster
 
         with attached_cluster(cluster, log) as attached:
             yield attached
@@ -116,10 +117,10 @@ def open_cluster(
     stack = ExitStack()
     try:
         if path is None:
-            from launchtune.pipeline.cluster.local import (
+            from .local import (
                 open_local_cluster,  # each kind loads its machinery when asked
             )
-            from launchtune.pipeline.cluster.worker_signals import preloaded
+            from .worker_signals import preloaded
 
             stack.enter_context(
                 preloaded()
@@ -129,7 +130,7 @@ def open_cluster(
                 gpu_classes=gpu_classes, workdir=workdir, log=log, workers_per_class=workers_per_class
             )
         else:
-            from launchtune.pipeline.cluster.slurm import open_slurm_cluster  # dask-jobqueue only for SLURM
+            from .slurm import open_slurm_cluster  # dask-jobqueue only for SLURM
 
             opened = open_slurm_cluster(
                 path, gpu_classes=gpu_classes, workers_per_class=workers_per_class, workdir=workdir, log=log

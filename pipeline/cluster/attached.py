@@ -17,9 +17,10 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from launchtune.kernels.device import GPU_CLASSES
-from launchtune.pipeline.cluster import ClusterHandle
-from launchtune.pipeline.cluster.waits import wait_limit
-from launchtune.pipeline.errors import UserError
+
+from ..errors import UserError
+from . import ClusterHandle
+from .waits import wait_limit
 
 logger = logging.getLogger(__name__)
 

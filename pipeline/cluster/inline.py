@@ -24,8 +24,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from launchtune.kernels.device import visible_gpu_names
-from launchtune.pipeline.cluster import ClusterHandle
-from launchtune.pipeline.errors import UserError
+
+from ..errors import UserError
+from . import ClusterHandle
 
 KIND = "inline"
 
@@ -80,7 +81,7 @@ class InlineClient:
 def one_local_worker(workers_per_class: int) -> dict[str, Any] | None:
     """The local cluster's only worker (name, class), where it would have one: one visible GPU, or none and
     one CPU worker; None where it would have several."""
-    from launchtune.pipeline.cluster.local import plan_local_workers
+    from .local import plan_local_workers
 
     workers = plan_local_workers(
         visible_gpu_names(), os.environ.get("CUDA_VISIBLE_DEVICES"), cpu_workers=workers_per_class

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.device import gpu_class_of, visible_gpu_names
-from launchtune.pipeline.cluster import ClusterHandle
-from launchtune.pipeline.cluster.security import local_security
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.interrupts import deferred_signals
+
+from ..errors import UserError
+from ..interrupts import deferred_signals
+from . import ClusterHandle
+from .security import local_security
 
 logger = logging.getLogger(__name__)
 

@@ -41,13 +41,13 @@ from typing import Any
 import dask
 from distributed import Client
 
-from launchtune.pipeline.cluster import ClusterHandle
-from launchtune.pipeline.cluster.jobqueue_compat import SLURMCluster, job_kwargs, submit_and_retire
-from launchtune.pipeline.cluster.scaling import jobs_to_add, release_idle
-from launchtune.pipeline.cluster.security import Credentials, security_from_files, sweep_credentials
-from launchtune.pipeline.cluster.slurm_config import ClassJob, SlurmConfig, job_options, load_slurm_config
-from launchtune.pipeline.cluster.usage import WorkerUsage
-from launchtune.pipeline.errors import UserError
+from ..errors import UserError
+from . import ClusterHandle
+from .jobqueue_compat import SLURMCluster, job_kwargs, submit_and_retire
+from .scaling import jobs_to_add, release_idle
+from .security import Credentials, security_from_files, sweep_credentials
+from .slurm_config import ClassJob, SlurmConfig, job_options, load_slurm_config
+from .usage import WorkerUsage
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,9 @@ from typing import Any
 from dask.utils import parse_bytes
 
 from launchtune.kernels.device import CLASS_SPEC_ENV, CLASS_SPECS, spec_dict
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.yamlio import check_keys, load_yaml
+
+from ..errors import UserError
+from ..yamlio import check_keys, load_yaml
 
 JOB_KEYS = (
     "gres",

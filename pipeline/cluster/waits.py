@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from launchtune.pipeline.errors import UserError
+from ..errors import UserError
 
 WAIT_ENV = "LAUNCHTUNE_WAIT_S"
 GONE_ENV = "LAUNCHTUNE_GONE_S"

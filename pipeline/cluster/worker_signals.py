@@ -15,7 +15,7 @@ from typing import Any
 
 import dask
 
-from launchtune.pipeline.interrupts import ignore_sigint
+from ..interrupts import ignore_sigint
 
 
 def dask_setup(worker: Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from launchtune.pipeline.flags import names
+from ..flags import names
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -39,10 +39,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.cluster import resolve_cluster_config
-    from launchtune.pipeline.cluster.slurm import dry_run_scripts
-    from launchtune.pipeline.cluster.slurm_config import load_slurm_config
-    from launchtune.pipeline.errors import UserError
+    from ..cluster import resolve_cluster_config
+    from ..cluster.slurm import dry_run_scripts
+    from ..cluster.slurm_config import load_slurm_config
+    from ..errors import UserError
 
     path = resolve_cluster_config(args.config)
     if path is None:

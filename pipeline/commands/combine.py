@@ -50,8 +50,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.learn.combine import combine
-    from launchtune.pipeline.results.report import build_report
+    from ..learn.combine import combine
+    from ..results.report import build_report
 
     combine(args.out, args.sources, report=build_report)
     return 0

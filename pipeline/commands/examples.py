@@ -33,8 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.errors import UserError
-    from launchtune.pipeline.store.shipped import catalogue, copy_example
+    from ..errors import UserError
+    from ..store.shipped import catalogue, copy_example
 
     if args.name is None:
         specs, examples = catalogue()

@@ -9,8 +9,8 @@ import argparse
 import json
 from pathlib import Path
 
-from launchtune.pipeline import flags
-from launchtune.pipeline.errors import UserError
+from .. import flags
+from ..errors import UserError
 
 FORMATS = ("kernel-tuner", "c-header")
 
@@ -46,13 +46,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.store.ownership import refuse_inside_project_folder
+    from ..store.ownership import refuse_inside_project_folder
 
     refuse_inside_project_folder(args.out, "export")  # before anything is read or written
     if args.format == "c-header":
         return write_c_header(Path(args.source), Path(args.out))
-    from launchtune.pipeline.store.datasets import load_datasets
-    from launchtune.pipeline.strategies.kt_cache import write_cache
+    from ..store.datasets import load_datasets
+    from ..strategies.kt_cache import write_cache
 
     datasets = load_datasets(args.source, args.objective)
     out = Path(args.out)
@@ -77,8 +77,9 @@ def write_c_header(sweep_dir: Path, out: Path) -> int:
     from launchtune.kernels.kernel.header import HeaderError, Pick, render_header
     from launchtune.kernels.kernel.spec import load_kernel_spec
     from launchtune.kernels.workload import WorkloadError
-    from launchtune.pipeline.store.folder import SweepFolder
-    from launchtune.pipeline.store.workloads import declared
+
+    from ..store.folder import SweepFolder
+    from ..store.workloads import declared
 
     if out.suffix not in (".h", ".hpp", ".cuh"):
         raise UserError(f"{out}: a C header's name ends in .h, .hpp or .cuh")

@@ -23,9 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.jsonio import check_input
-    from launchtune.pipeline.store.folder import SweepFolder
-    from launchtune.pipeline.store.shards import merge
+    from ..jsonio import check_input
+    from ..store.folder import SweepFolder
+    from ..store.shards import merge
 
     check_input(args.dir, "sweep folder", file_ok=False)  # missing, a file, a loop: each its own line
     table = merge(args.dir, allow_missing=args.allow_missing)

@@ -17,7 +17,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from launchtune.pipeline.errors import UserError
+from ..errors import UserError
 
 # Package data: a wheel installs it as plain files, so the folder is a real path.
 NOTEBOOK_DIR = Path(str(files("launchtune.notebooks")))
@@ -108,7 +108,7 @@ def execute_notebook(
             f"running notebooks needs nbclient, nbformat, nbconvert and ipykernel ({exc.name} is missing): "
             f"{install_hint('notebooks')}"
         ) from None
-    from launchtune.pipeline.results import RESULTS_ENV, results_folder
+    from ..results import RESULTS_ENV, results_folder
 
     results = results_folder(results)
     nb = nbformat.read(path, as_version=4)
@@ -164,7 +164,7 @@ def execute_notebook(
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.results import results_folder
+    from ..results import results_folder
 
     paths = notebook_paths(args.names)
     results = results_folder(args.results)  # a wrong folder is the user's mistake: one line, exit 2

@@ -22,8 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.jsonio import check_input
-    from launchtune.pipeline.results.report import build_report
+    from ..jsonio import check_input
+    from ..results.report import build_report
 
     check_input(args.dir, "sweep folder", file_ok=False)  # missing, a file, a loop: each its own line
     build_report(args.dir)

@@ -15,14 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from launchtune.kernels.workload import SEED_MAX
-from launchtune.pipeline import flags
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.flags import integer
-from launchtune.pipeline.paths import results_root
-from launchtune.pipeline.store.spec import DEFAULT_BUDGET, LIMITS
+
+from .. import flags
+from ..errors import UserError
+from ..flags import integer
+from ..paths import results_root
+from ..store.spec import DEFAULT_BUDGET, LIMITS
 
 if TYPE_CHECKING:  # the datasets' module (pandas, pyarrow) is imported where a command first needs it
-    from launchtune.pipeline.store.datasets import Dataset
+    from ..store.datasets import Dataset
 
 # Bounds of the flags that size work: far above any run we make, far below what would never end.
 MAX_BUDGET = LIMITS[
@@ -55,8 +56,8 @@ def _strategy_groups() -> str:
     """The strategy names, grouped (ours; Kernel Tuner's where installed), wrapped to the help's width."""
     import textwrap
 
-    from launchtune.pipeline.strategies import DEFAULT, strategy_names
-    from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX
+    from ..strategies import DEFAULT, strategy_names
+    from ..strategies.kernel_tuner_baseline import PREFIX
 
     names = strategy_names()
     ours = [f"default (= {DEFAULT})" if n == "default" else n for n in names if not n.startswith(PREFIX)]
@@ -80,7 +81,7 @@ class _ListStrategies(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from launchtune.pipeline.strategies import strategy_names
+        from ..strategies import strategy_names
 
         print("\n".join(strategy_names()))
         parser.exit(0)
@@ -95,7 +96,7 @@ def _budgets(text: str) -> list[int]:
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    from launchtune.pipeline.strategies import DEFAULT, strategy_names
+    from ..strategies import DEFAULT, strategy_names
 
     p = subparsers.add_parser(
         "strategies",
@@ -213,7 +214,7 @@ def json_line(record: dict) -> str:
 def _load(paths: list[str], objective=None) -> list:
     """Every dataset of every ``--dataset`` path, in order; two datasets of one name are refused (which one
     would ``--gpu`` or transfer mean?)."""
-    from launchtune.pipeline.store.datasets import align_params, load_datasets
+    from ..store.datasets import align_params, load_datasets
 
     datasets: list[Dataset] = []
     where: dict[str, str] = {}
@@ -238,14 +239,14 @@ def _select(datasets: list, gpu: str | None, path: str) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.store.datasets import write_parquet
-    from launchtune.pipeline.strategies import NEEDS_PRIOR
+    from ..store.datasets import write_parquet
+    from ..strategies import NEEDS_PRIOR
 
     if args.parallel < 1:
         raise UserError("--parallel: must be at least 1")
     if args.parallel > 1 and args.compare:
         raise UserError("--parallel: runs one strategy (--strategy), not --compare")
-    from launchtune.pipeline.store.ownership import refuse_inside_project_folder
+    from ..store.ownership import refuse_inside_project_folder
 
     for named, what in ((args.export, "dataset (--export)"), (args.out, "comparison (--out)")):
         if named:
@@ -261,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
     if args.compare:
         return _compare(args, datasets)
     targets = _select(datasets, args.gpu, where)
-    from launchtune.pipeline.strategies.evaluate import run_one
+    from ..strategies.evaluate import run_one
 
     seeds = [args.seed] if args.seed is not None else list(range(args.seeds))
     resolved = args.strategy
@@ -283,8 +284,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace, datasets: list) -> int:
     from launchtune.kernels.progress import Progress
-    from launchtune.pipeline.strategies import STRATEGIES, strategy_names
-    from launchtune.pipeline.strategies.evaluate import compare, markdown, write_outputs
+
+    from ..strategies import STRATEGIES, strategy_names
+    from ..strategies.evaluate import compare, markdown, write_outputs
 
     names = args.strategies or list(STRATEGIES)
     known = strategy_names()

@@ -52,8 +52,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _tau(args: argparse.Namespace) -> float:
-    from launchtune.pipeline.errors import UserError
-    from launchtune.pipeline.streams.model import SEED_TAU_MS
+    from ..errors import UserError
+    from ..streams.model import SEED_TAU_MS
 
     if args.tau is not None:
         if not args.tau > 0:
@@ -61,7 +61,7 @@ def _tau(args: argparse.Namespace) -> float:
         return args.tau
     meta = (args.dataset if args.dataset.is_dir() else args.dataset.parent) / "meta.json"
     if meta.is_file():
-        from launchtune.pipeline.jsonio import read_json
+        from ..jsonio import read_json
 
         doc = read_json(meta, "streams dataset description")
         tau = doc.get("tau_ms") if isinstance(doc, dict) else None
@@ -71,8 +71,8 @@ def _tau(args: argparse.Namespace) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.store.ownership import refuse_inside_project_folder
-    from launchtune.pipeline.streams.model import (
+    from ..store.ownership import refuse_inside_project_folder
+    from ..streams.model import (
         denoise_host,
         evaluate,
         format_table,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from launchtune.pipeline.flags import integer, names, number, whole
-from launchtune.pipeline.store.spec import DEFAULT_BUDGET, LIMITS
+from ..flags import integer, names, number, whole
+from ..store.spec import DEFAULT_BUDGET, LIMITS
 
 EPILOG = """\
 examples:
@@ -117,9 +117,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.paths import results_root
-    from launchtune.pipeline.sweep.plan import plan_sweep
-    from launchtune.pipeline.sweep.run import run_plan
+    from ..paths import results_root
+    from ..sweep.plan import plan_sweep
+    from ..sweep.run import run_plan
 
     plan = plan_sweep(
         args.spec,

@@ -23,8 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from launchtune.pipeline.jsonio import check_input
-    from launchtune.pipeline.learn.train import train_sweep
+    from ..jsonio import check_input
+    from ..learn.train import train_sweep
 
     check_input(args.dir, "sweep folder", file_ok=False)  # missing, a file, a loop: each its own line
     train_sweep(args.dir)

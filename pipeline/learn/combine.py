@@ -39,15 +39,16 @@ import pandas as pd
 import pyarrow as pa
 
 from launchtune.kernels.files import FileRefused, check_input
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.learn.train import train_sweep
-from launchtune.pipeline.paths import check_slug
-from launchtune.pipeline.store.caches import SAMPLER, CacheClass, is_cache_path, read_caches
-from launchtune.pipeline.store.folder import PLAN_FACTS, SweepFolder, data_hash
-from launchtune.pipeline.store.ownership import claim
-from launchtune.pipeline.store.schema import objective_of, plan_schema
-from launchtune.pipeline.store.shards import load_merged, write_merged
-from launchtune.pipeline.store.spec import SweepSpec, TrainSpec
+
+from ..errors import UserError
+from ..paths import check_slug
+from ..store.caches import SAMPLER, CacheClass, is_cache_path, read_caches
+from ..store.folder import PLAN_FACTS, SweepFolder, data_hash
+from ..store.ownership import claim
+from ..store.schema import objective_of, plan_schema
+from ..store.shards import load_merged, write_merged
+from ..store.spec import SweepSpec, TrainSpec
+from .train import train_sweep
 
 logger = logging.getLogger(__name__)
 

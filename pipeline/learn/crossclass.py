@@ -34,11 +34,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import mean_squared_error, r2_score
 
 from launchtune.kernels.device import CLASS_FEATURES, DEVICE_FEATURES
-from launchtune.pipeline.learn.design import MIN_ROWS, capped, design, model_makers, split
-from launchtune.pipeline.learn.parallel import run_fits
-from launchtune.pipeline.store.folder import ok_rows
-from launchtune.pipeline.store.schema import cost_column
-from launchtune.pipeline.store.spec import SweepSpec
+
+from ..store.folder import ok_rows
+from ..store.schema import cost_column
+from ..store.spec import SweepSpec
+from .design import MIN_ROWS, capped, design, model_makers, split
+from .parallel import run_fits
 
 Log = Callable[[str], None]
 
@@ -105,7 +106,7 @@ def _fit_and_score(
     spec: SweepSpec, name: str, X: np.ndarray, y: np.ndarray, Xh: np.ndarray, yh: np.ndarray
 ) -> dict[str, Any]:
     """One leave-one-class-out fit (run in a worker process): the model fitted on X, y, scored on Xh, yh."""
-    from launchtune.pipeline.learn.models import one_thread
+    from .models import one_thread
 
     t0 = time.perf_counter()
     with one_thread(), warnings.catch_warnings():

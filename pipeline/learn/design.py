@@ -17,9 +17,10 @@ import pandas as pd
 from sklearn.model_selection import train_test_split
 
 from launchtune.kernels.device import CLASS_FEATURES, DEVICE_FEATURES, SPEC_SHEET_FEATURES, class_features
-from launchtune.pipeline.learn.models import make_gbr, make_mlp, with_inactive_zeroed
-from launchtune.pipeline.store.schema import cost_column
-from launchtune.pipeline.store.spec import SweepSpec
+
+from ..store.schema import cost_column
+from ..store.spec import SweepSpec
+from .models import make_gbr, make_mlp, with_inactive_zeroed
 
 # A spec-sheet feature (kernels.device.SPEC_SHEET_FEATURES) is null where a class has no sheet (the CPU); it
 # reads 0, a level of its own. Anything else null means "not measured" (rows older than the column): 0 would

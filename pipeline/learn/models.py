@@ -29,8 +29,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from launchtune.kernels.atomic import atomic_path
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.jsonio import read_regular_bytes
+
+from ..errors import UserError
+from ..jsonio import read_regular_bytes
 
 
 def one_thread() -> Any:

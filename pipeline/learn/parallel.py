@@ -16,7 +16,7 @@ from typing import Any
 from joblib import Parallel, cpu_count, delayed, parallel_config
 from tqdm.auto import tqdm
 
-from launchtune.pipeline.interrupts import check, children_ignore_sigint, ignore_sigint
+from ..interrupts import check, children_ignore_sigint, ignore_sigint
 
 
 def _indexed(i: int, func: Callable[..., Any], args: tuple) -> tuple[int, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from launchtune.pipeline.store.schema import cost_column
+from ..store.schema import cost_column
 
 FAILED_STATUSES = ("invalid", "failed")
 # How many candidates the re-measure may find unrunnable before it stops looking (per wanted pick): the

@@ -23,8 +23,12 @@ import sklearn
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import mean_squared_error, r2_score
 
-from launchtune.pipeline.learn.crossclass import cross_class
-from launchtune.pipeline.learn.design import (
+from ..store.folder import SweepFolder, data_hash, ok_rows, rows_by_class
+from ..store.schema import cost_column, kernel_column, kernel_params
+from ..store.shards import load_merged
+from ..store.spec import SweepSpec
+from .crossclass import cross_class
+from .design import (
     MIN_ROWS,
     design,
     device_features,
@@ -34,18 +38,14 @@ from launchtune.pipeline.learn.design import (
     training_rows,
     with_class_facts,
 )
-from launchtune.pipeline.learn.models import (
+from .models import (
     AdditiveKernelModel,
     held_out_curve,
     loss_curve,
     one_thread,
     save_model,
 )
-from launchtune.pipeline.learn.parallel import run_fits
-from launchtune.pipeline.store.folder import SweepFolder, data_hash, ok_rows, rows_by_class
-from launchtune.pipeline.store.schema import cost_column, kernel_column, kernel_params
-from launchtune.pipeline.store.shards import load_merged
-from launchtune.pipeline.store.spec import SweepSpec
+from .parallel import run_fits
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from launchtune.pipeline.results.autotune import (  # noqa: F401
+from .autotune import (  # noqa: F401
     LAUNCH_COLUMNS,
     autotune_picks,
     autotune_results,
@@ -25,14 +25,14 @@ from launchtune.pipeline.results.autotune import (  # noqa: F401
     run_summary,
     tuning_steps,
 )
-from launchtune.pipeline.results.folders import (  # noqa: F401
+from .folders import (  # noqa: F401
     DEFAULT_RESULTS,
     REPO,
     RESULTS_ENV,
     results_folder,
 )
-from launchtune.pipeline.results.search import answer_order, search_traces  # noqa: F401
-from launchtune.pipeline.results.sweeps import (  # noqa: F401
+from .search import answer_order, search_traces  # noqa: F401
+from .sweeps import (  # noqa: F401
     Sweep,
     best_config_table,
     best_configurations,
@@ -54,7 +54,7 @@ from launchtune.pipeline.results.sweeps import (  # noqa: F401
 )
 
 if TYPE_CHECKING:
-    from launchtune.pipeline.results.learning import (  # noqa: F401
+    from .learning import (  # noqa: F401
         comparison_table,
         group_model,
         loco_table,
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
         r2_table,
         surrogate_sweeps,
     )
-    from launchtune.pipeline.results.tridiag import (  # noqa: F401
+    from .tridiag import (  # noqa: F401
         Tridiag,
         load_tridiag,
         load_tridiags,
@@ -106,11 +106,11 @@ _TRIDIAG = (
 
 def __getattr__(name: str) -> Any:
     if name in _LEARNING:
-        from launchtune.pipeline.results import learning
+        from . import learning
 
         return getattr(learning, name)
     if name in _TRIDIAG:
-        from launchtune.pipeline.results import tridiag
+        from . import tridiag
 
         return getattr(tridiag, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.jsonio import read_json
+from ..errors import UserError
+from ..jsonio import read_json
 
 LAUNCH_COLUMNS = ("seq", "kernel", "step", "state", "blocks", "threads", "time_ms", "nonoptimal")
 

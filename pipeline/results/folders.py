@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from launchtune.pipeline.errors import UserError
+from ..errors import UserError
 
 RESULTS_ENV = "LAUNCHTUNE_NOTEBOOK_RESULTS"  # set by `launchtune notebooks --results DIR`
 REPO = Path(__file__).resolve().parents[2]

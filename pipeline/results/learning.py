@@ -14,12 +14,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import r2_score
 from threadpoolctl import threadpool_limits
 
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.learn.design import design, features_for, group_split, model_makers, with_class_facts
-from launchtune.pipeline.learn.models import load_model
-from launchtune.pipeline.results.sweeps import Sweep
-from launchtune.pipeline.store.folder import SweepFolder
-from launchtune.pipeline.store.schema import cost_column
+from ..errors import UserError
+from ..learn.design import design, features_for, group_split, model_makers, with_class_facts
+from ..learn.models import load_model
+from ..store.folder import SweepFolder
+from ..store.schema import cost_column
+from .sweeps import Sweep
 
 
 def r2_table(metrics: dict[str, Any]) -> pd.DataFrame:

@@ -19,13 +19,14 @@ import pandas as pd
 from launchtune.kernels import tuning_table
 from launchtune.kernels.compare import Comparison
 from launchtune.kernels.objective import from_dict
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.results import Sweep, search_traces, time_label
-from launchtune.pipeline.results.energy import energy_rows, energy_summary, pareto_front
-from launchtune.pipeline.results.markdown import render
-from launchtune.pipeline.store.folder import SweepFolder, data_hash, ok_rows, rows_by_class
-from launchtune.pipeline.store.schema import cost_column, kernel_column, kernel_params
-from launchtune.pipeline.store.shards import load_merged
+
+from ..errors import UserError
+from ..store.folder import SweepFolder, data_hash, ok_rows, rows_by_class
+from ..store.schema import cost_column, kernel_column, kernel_params
+from ..store.shards import load_merged
+from . import Sweep, search_traces, time_label
+from .energy import energy_rows, energy_summary, pareto_front
+from .markdown import render
 
 logger = logging.getLogger(__name__)
 
@@ -351,7 +352,7 @@ def _figures(
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
 
-        from launchtune.pipeline.results import figures, predictions
+        from . import figures, predictions
     except ImportError:
         log("matplotlib is not installed: figures skipped")
         return []
@@ -461,7 +462,7 @@ def build_report(
     )
     cross_class: list[str] = []
     if any(metrics.get(k) for k in ("comparison", "loco", "pairs")):  # what markdown() reads (scipy, sklearn)
-        from launchtune.pipeline.learn.crossclass import markdown as cross_class_markdown
+        from ..learn.crossclass import markdown as cross_class_markdown
 
         cross_class = cross_class_markdown(metrics)
     markdown = render({**report, "cross_class_md": cross_class})

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from launchtune.pipeline.store.folder import SweepFolder
-from launchtune.pipeline.store.journal import Journal
-from launchtune.pipeline.store.schema import cost_column
+from ..store.folder import SweepFolder
+from ..store.journal import Journal
+from ..store.schema import cost_column
 
 
 def answer_order(sweep_dir: Path, gpu_class: str) -> list[int]:

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.store.folder import Metrics, SweepFolder, ok_rows
-from launchtune.pipeline.store.schema import cost_column, kernel_column, kernel_params
-from launchtune.pipeline.store.shards import load_merged
-from launchtune.pipeline.store.spec import SweepSpec
-from launchtune.pipeline.store.workloads import declared
+from ..errors import UserError
+from ..store.folder import Metrics, SweepFolder, ok_rows
+from ..store.schema import cost_column, kernel_column, kernel_params
+from ..store.shards import load_merged
+from ..store.spec import SweepSpec
+from ..store.workloads import declared
 
 NO_ROWS = ["sample_id", "gpu_class", "status", "total_ms"]  # the columns of a folder without merged/
 

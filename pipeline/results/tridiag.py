@@ -10,9 +10,9 @@ from typing import Any
 
 import pandas as pd
 
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.jsonio import read_json
-from launchtune.pipeline.streams.model import SEED_TAU_MS, denoise_host, evaluate, load_dataset, tables
+from ..errors import UserError
+from ..jsonio import read_json
+from ..streams.model import SEED_TAU_MS, denoise_host, evaluate, load_dataset, tables
 
 
 @dataclass

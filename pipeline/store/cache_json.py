@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from launchtune.kernels.files import loads_json
-from launchtune.pipeline.errors import UserError
+
+from ..errors import UserError
 
 
 def parse(text: str) -> Any:

@@ -24,8 +24,9 @@ import pandas as pd
 from launchtune.kernels.device import CLASS_SPECS, gpu_class_of
 from launchtune.kernels.objective import DEFAULT as TIME_OBJECTIVE
 from launchtune.kernels.objective import Objective
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.store.datasets import STATUS, TIME, load_kernel_tuner_cache
+
+from ..errors import UserError
+from .datasets import STATUS, TIME, load_kernel_tuner_cache
 
 SAMPLER = "kernel_tuner_cache"
 FAILED_REASON = "Kernel Tuner recorded no time (the configuration failed to compile or run on this GPU)"

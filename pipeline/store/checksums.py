@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.pipeline.errors import UserError
+from ..errors import UserError
 
 SHARD_CONFIGS = b"launchtune.configs"  # Parquet metadata key: configs_digest of the shard's rows
 SHARD_SEED = b"launchtune.seed"

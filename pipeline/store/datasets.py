@@ -34,11 +34,12 @@ from launchtune.kernels.device import CLASS_SPECS, gpu_class_of
 from launchtune.kernels.files import DuplicateKey, FileRefused, check_input
 from launchtune.kernels.objective import DEFAULT as TIME_OBJECTIVE
 from launchtune.kernels.objective import Objective, ObjectiveError, known, normal_name
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.jsonio import check_regular, read_json, read_regular_bytes
-from launchtune.pipeline.records import check_record
-from launchtune.pipeline.store import cache_json
-from launchtune.pipeline.store.schema import OBJECTIVE_COLUMN, OBJECTIVE_META, objective_of
+
+from ..errors import UserError
+from ..jsonio import check_regular, read_json, read_regular_bytes
+from ..records import check_record
+from . import cache_json
+from .schema import OBJECTIVE_COLUMN, OBJECTIVE_META, objective_of
 
 TIME = "time"  # the objective's cost column of every Dataset frame (lower is better; NaN where it failed)
 STATUS = "status"  # "ok", "invalid" or "failed"
@@ -572,7 +573,7 @@ def _load_datasets(path: str | Path, objective: Objective | None = None) -> list
 def write_parquet(dataset: Dataset, path: str | Path) -> Path:
     """Save a dataset (an imported cache, say) as Parquet our loader reads back; written to a temporary name
     and renamed so a crash never leaves half a file; never inside a sweep folder (its rows are its own)."""
-    from launchtune.pipeline.store.ownership import refuse_inside_project_folder
+    from .ownership import refuse_inside_project_folder
 
     path = Path(path)
     refuse_inside_project_folder(path, "dataset")

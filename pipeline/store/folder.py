@@ -33,13 +33,14 @@ import pandas as pd
 
 from launchtune.kernels import tuning_table
 from launchtune.kernels.atomic import write_text
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.jsonio import read_json, read_regular_bytes, write_json
-from launchtune.pipeline.paths import within
-from launchtune.pipeline.records import checked
-from launchtune.pipeline.store.checksums import check_meta, check_plan, meta_checksums, plan_checksums
-from launchtune.pipeline.store.ownership import Kind, require_owned
-from launchtune.pipeline.store.spec import SweepSpec
+
+from ..errors import UserError
+from ..jsonio import read_json, read_regular_bytes, write_json
+from ..paths import within
+from ..records import checked
+from .checksums import check_meta, check_plan, meta_checksums, plan_checksums
+from .ownership import Kind, require_owned
+from .spec import SweepSpec
 
 # What a fresh start (``--force`` with another plan, or ``combine`` into an old folder) removes, in a folder
 # the project made (:mod:`pipeline.store.ownership`); anything else in it (PROVENANCE.md, logs) is kept.

@@ -13,8 +13,9 @@ from typing import Any
 
 from launchtune.kernels.atomic import write_text
 from launchtune.kernels.files import loads_json
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.jsonio import read_regular_bytes
+
+from ..errors import UserError
+from ..jsonio import read_regular_bytes
 
 
 class Journal:

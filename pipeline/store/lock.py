@@ -26,9 +26,9 @@ from typing import Any
 
 import psutil
 
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.jsonio import read_regular_bytes
-from launchtune.pipeline.paths import make_folder
+from ..errors import UserError
+from ..jsonio import read_regular_bytes
+from ..paths import make_folder
 
 logger = logging.getLogger(__name__)
 

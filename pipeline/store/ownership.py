@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Literal
 
 from launchtune.kernels.files import MARKER, project_folder_above
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.jsonio import read_json, write_json
-from launchtune.pipeline.records import checked
+
+from ..errors import UserError
+from ..jsonio import read_json, write_json
+from ..records import checked
 
 Kind = Literal["sweep", "combined"]
 KINDS = ("sweep", "combined")

@@ -20,13 +20,13 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.jsonio import check_regular, open_regular, read_regular_bytes
-from launchtune.pipeline.store.batching import measure_order
-from launchtune.pipeline.store.checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest, rows_digest
-from launchtune.pipeline.store.folder import SweepFolder
-from launchtune.pipeline.store.journal import Journal
-from launchtune.pipeline.store.schema import OBJECTIVE_META, plan_schema, shard_schema
+from ..errors import UserError
+from ..jsonio import check_regular, open_regular, read_regular_bytes
+from .batching import measure_order
+from .checksums import SHARD_CONFIGS, SHARD_SEED, configs_digest, rows_digest
+from .folder import SweepFolder
+from .journal import Journal
+from .schema import OBJECTIVE_META, plan_schema, shard_schema
 
 logger = logging.getLogger(__name__)
 

@@ -13,9 +13,10 @@ from importlib.resources import files
 from pathlib import Path
 
 from launchtune.kernels.atomic import atomic_path
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.paths import make_folder
-from launchtune.pipeline.yamlio import load_yaml
+
+from ..errors import UserError
+from ..paths import make_folder
+from ..yamlio import load_yaml
 
 # Package data: a wheel installs it as plain files, so the folders are real paths.
 SPEC_DIR = Path(str(files("launchtune.cluster_configs"))) / "sweeps"

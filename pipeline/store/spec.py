@@ -16,10 +16,11 @@ from typing import Any
 from launchtune.kernels.backend import BACKEND_NAMES
 from launchtune.kernels.device import GPU_CLASSES
 from launchtune.kernels.workload import SEED_MAX, Capabilities, Workload, WorkloadError
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.paths import check_slug, inside, results_root
-from launchtune.pipeline.store.workloads import checked_options, workload_class
-from launchtune.pipeline.yamlio import check_keys, load_yaml
+
+from ..errors import UserError
+from ..paths import check_slug, inside, results_root
+from ..yamlio import check_keys, load_yaml
+from .workloads import checked_options, workload_class
 
 # random: `samples` seeded draws; per_kernel_exhaustive: each kernel's parameter grid, the others at default;
 # exhaustive: every configuration of the space (a brute force, as the Benchmark Hub's caches)

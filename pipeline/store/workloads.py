@@ -34,7 +34,8 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from launchtune.kernels.workload import Capabilities, Workload, WorkloadError
-from launchtune.pipeline.errors import UserError
+
+from ..errors import UserError
 
 ENTRY_POINT_GROUP = "launchtune.workloads"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from launchtune.pipeline.strategies.base import Session, StrategyError
+from .base import Session, StrategyError
 
 STRATEGIES = {
     "random": "random_search",
@@ -31,13 +31,13 @@ NEEDS_PRIOR = {"transfer"}
 
 def strategy_names() -> list[str]:
     """Ours, then Kernel Tuner's (``kt:<name>``) where it is installed."""
-    from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX, kt_strategy_names
+    from .kernel_tuner_baseline import PREFIX, kt_strategy_names
 
     return ["default", *STRATEGIES, *(PREFIX + n for n in kt_strategy_names())]
 
 
 def get_strategy(name: str) -> Callable[[Session], None]:
-    from launchtune.pipeline.strategies import kernel_tuner_baseline as kt
+    from . import kernel_tuner_baseline as kt
 
     if name.startswith(kt.PREFIX):
         return kt.strategy(name[len(kt.PREFIX) :])

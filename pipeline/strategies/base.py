@@ -16,7 +16,8 @@ import numpy as np
 
 from launchtune.kernels.space import Config
 from launchtune.kernels.workload import Workload
-from launchtune.pipeline.errors import UserError
+
+from ..errors import UserError
 
 POOL_LIMIT = 50_000  # a larger space is searched over a seeded random pool of this many configurations
 

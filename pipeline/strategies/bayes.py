@@ -19,8 +19,8 @@ from scipy.optimize import minimize
 from scipy.stats import norm
 from sklearn.exceptions import ConvergenceWarning
 
-from launchtune.pipeline.strategies.base import Session
-from launchtune.pipeline.strategies.estimators import gaussian_process, log_features
+from .base import Session
+from .estimators import gaussian_process, log_features
 
 CLIP = 3.0
 

@@ -15,7 +15,8 @@ from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures, StandardSca
 from sklearn.utils import check_array
 
 from launchtune.kernels.workload import SEED_MAX
-from launchtune.pipeline.learn.models import seed_mlp_regressor
+
+from ..learn.models import seed_mlp_regressor
 
 # Hidden layers of the seed's MLP: the paper (Xue & Roy, Table 2) gives every other hyperparameter but not the
 # layer sizes ("multiple hidden layers"); we chose three layers of 64, a common size for 14 inputs that trains

@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from launchtune.pipeline.learn.models import one_thread
-from launchtune.pipeline.store.datasets import Dataset
-from launchtune.pipeline.strategies import DEFAULT, NEEDS_PRIOR, get_strategy
-from launchtune.pipeline.strategies.base import Session, StrategyError
-from launchtune.pipeline.strategies.replay import NoiseModel, ReplayWorkload
+from ..learn.models import one_thread
+from ..store.datasets import Dataset
+from . import DEFAULT, NEEDS_PRIOR, get_strategy
+from .base import Session, StrategyError
+from .replay import NoiseModel, ReplayWorkload
 
 # Separate noise streams: the strategy's own choices and the replayed measurement noise never share draws.
 _NOISE_OFFSET = 1_000_003
@@ -47,7 +47,7 @@ def run_one(
     ``parallel``: measurements in flight at once, as a live search over that many workers
     (:mod:`launchtune.pipeline.strategies.parallel`; 1: the sequential run). ``noise``: live noise on top
     of the recorded repeats (the module's docstring)."""
-    from launchtune.pipeline.strategies.parallel import SimulatedAnswers
+    from .parallel import SimulatedAnswers
 
     workload = ReplayWorkload(dataset, seed=seed + _NOISE_OFFSET, noise=noise)
     session = Session(

@@ -87,9 +87,9 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.pipeline.strategies.base import Session
-from launchtune.pipeline.strategies.estimators import forest, forest_predictions, product_features
-from launchtune.pipeline.strategies.iterative import live_levels, measure_thompson
+from .base import Session
+from .estimators import forest, forest_predictions, product_features
+from .iterative import live_levels, measure_thompson
 
 CLIP = 10.0
 KAPPA = 0.5

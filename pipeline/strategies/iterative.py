@@ -62,8 +62,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from launchtune.pipeline.strategies.base import Session
-from launchtune.pipeline.strategies.estimators import forest, forest_predictions, product_features
+from .base import Session
+from .estimators import forest, forest_predictions, product_features
 
 CLIP = 1.3
 LIVE = 1.2  # a level whose best measurement is within this of the best of all is still searched

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from launchtune.pipeline.strategies.base import Session, StrategyError
-from launchtune.pipeline.strategies.kt_cache import to_cache
-from launchtune.pipeline.strategies.replay import ReplayWorkload
+from .base import Session, StrategyError
+from .kt_cache import to_cache
+from .replay import ReplayWorkload
 
 PREFIX = "kt:"
 

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from launchtune.kernels.atomic import atomic_path
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.store.datasets import Dataset
-from launchtune.pipeline.strategies.replay import true_values
+
+from ..errors import UserError
+from ..store.datasets import Dataset
+from .replay import true_values
 
 FAILED = "RuntimeFailedConfig"
 
@@ -89,7 +90,7 @@ def write_cache(dataset: Dataset, path: str | Path) -> Path:
     """Write ``dataset`` as a Kernel Tuner cache (``.json``, or gzip-compressed ``.json.gz``), atomically
     (``kernels.atomic``: a killed export leaves the old file or none, never half of one). The gzip header
     carries no time stamp, so the same dataset gives the same bytes."""
-    from launchtune.pipeline.store.ownership import refuse_inside_project_folder
+    from ..store.ownership import refuse_inside_project_folder
 
     path = Path(path)
     if not path.name.endswith((".json", ".json.gz")):

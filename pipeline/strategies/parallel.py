@@ -16,8 +16,9 @@ import heapq
 import numpy as np
 
 from launchtune.kernels.space import Config
-from launchtune.pipeline.strategies.base import Answer
-from launchtune.pipeline.strategies.replay import ReplayWorkload
+
+from .base import Answer
+from .replay import ReplayWorkload
 
 
 class SimulatedAnswers:

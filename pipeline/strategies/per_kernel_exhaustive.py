@@ -20,7 +20,7 @@ import itertools
 
 import numpy as np
 
-from launchtune.pipeline.strategies.base import Session, StrategyError
+from .base import Session, StrategyError
 
 
 def plan(session: Session) -> list[dict[str, int]]:

@@ -14,8 +14,8 @@ import itertools
 
 import numpy as np
 
-from launchtune.pipeline.strategies.base import Session
-from launchtune.pipeline.strategies.estimators import additive
+from .base import Session
+from .estimators import additive
 
 
 def _per_kernel(session: Session) -> tuple[np.ndarray, list[dict[str, int]]] | None:

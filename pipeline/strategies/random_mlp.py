@@ -14,9 +14,9 @@ import warnings
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from launchtune.pipeline.interrupts import check
-from launchtune.pipeline.strategies.base import Session
-from launchtune.pipeline.strategies.estimators import seed_mlp
+from ..interrupts import check
+from .base import Session
+from .estimators import seed_mlp
 
 
 def tune(session: Session) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launchtune.pipeline.strategies.base import Session
+from .base import Session
 
 
 def tune(session: Session) -> None:

@@ -37,7 +37,8 @@ import numpy as np
 
 from launchtune.kernels.space import Config, Constraint, Inactive, Param, Space
 from launchtune.kernels.workload import Check, Timing, Workload
-from launchtune.pipeline.store.datasets import STATUS, TIME, Dataset
+
+from ..store.datasets import STATUS, TIME, Dataset
 
 
 class ReplayError(KeyError):

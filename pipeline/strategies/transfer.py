@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from launchtune.pipeline.store.datasets import HUB_DEVICE_FEATURES
-from launchtune.pipeline.strategies.base import Session, StrategyError
-from launchtune.pipeline.strategies.estimators import forest, launch_features, product_features
+from ..store.datasets import HUB_DEVICE_FEATURES
+from .base import Session, StrategyError
+from .estimators import forest, launch_features, product_features
 
 _CACHE: dict[tuple, object] = {}
 CLIP = 3.0  # the combined model learns log(t / best) capped at 3x: only the good region needs ranking
@@ -79,7 +79,7 @@ def tune(session: Session, trust: int = 20, share: float = 0.25) -> None:
     neighbour 1.2x slower or worse), transfer stayed at 1.12-1.13 up to 100 measurements and 1.05-1.07 at 200;
     without the feature and with ``evolve``'s options (whole-pool share, Thompson sampling, flag flips) it
     reached 1.034 at 200 over 20 seeds (1.055 before), the other five GPUs unchanged."""
-    from launchtune.pipeline.strategies.evolve import OPTIONS, search
+    from .evolve import OPTIONS, search
 
     prior = prior_scores(session, target_vector(session))
     session.measure_ranked(prior, max(min(trust, session.budget), round(share * session.budget)))

@@ -18,7 +18,8 @@ import pandas as pd
 from scipy.stats import bootstrap
 
 from launchtune.kernels.compare import FASTER, SLOWER, verdict
-from launchtune.pipeline.strategies.evaluate import head_to_head, summarize
+
+from .evaluate import head_to_head, summarize
 
 
 def _gpu_samples(runs: pd.DataFrame) -> tuple[list[np.ndarray], float]:

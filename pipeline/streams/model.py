@@ -45,7 +45,8 @@ from sklearn.model_selection import train_test_split
 
 from launchtune.kernels.atomic import write_text
 from launchtune.kernels.tridiag.system import COPY_CHOICES, STAGE2_CHOICES
-from launchtune.pipeline.errors import UserError
+
+from ..errors import UserError
 
 STAGES = ("t1_h2d", "t1_comp", "t1_d2h", "t2_host", "t3_h2d", "t3_comp", "t3_d2h")
 SUM_STAGES = ("t1_comp", "t1_d2h", "t3_h2d", "t3_comp")

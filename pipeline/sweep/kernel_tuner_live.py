@@ -31,14 +31,15 @@ import pyarrow.parquet as pq
 
 from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.workload import WorkloadError
-from launchtune.pipeline.paths import assert_inside
-from launchtune.pipeline.store.checksums import shard_metadata
-from launchtune.pipeline.store.folder import SweepFolder
-from launchtune.pipeline.store.journal import Journal
-from launchtune.pipeline.store.schema import OBJECTIVE_COLUMN, kernel_column, plan_schema
-from launchtune.pipeline.strategies.base import Answer, Session
-from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX
-from launchtune.pipeline.sweep.worker import fixed_columns, get_workload
+
+from ..paths import assert_inside
+from ..store.checksums import shard_metadata
+from ..store.folder import SweepFolder
+from ..store.journal import Journal
+from ..store.schema import OBJECTIVE_COLUMN, kernel_column, plan_schema
+from ..strategies.base import Answer, Session
+from ..strategies.kernel_tuner_baseline import PREFIX
+from .worker import fixed_columns, get_workload
 
 SHARD = "search-kt"  # the one shard of a Kernel Tuner search
 
@@ -223,7 +224,7 @@ def kernel_tuner_search(
 ) -> tuple[Session, int, int, float]:
     """Kernel Tuner's search of class ``cls`` on one of its workers; the session its evaluations make (for
     the pick and its re-measure), how many its cache answered, how many it measured, and its seconds."""
-    from launchtune.pipeline.cluster.waits import result
+    from ..cluster.waits import result
 
     folder = SweepFolder(out)
     name = spec.search.strategy[len(PREFIX) :]

@@ -14,15 +14,16 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from launchtune.kernels.progress import Progress
-from launchtune.pipeline.cluster.waits import POLL_S, ClusterFailure, gone_limit, timed_out, wait_limit
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.logs import show_bars
-from launchtune.pipeline.store.batching import measure_order
-from launchtune.pipeline.store.folder import SweepFolder
-from launchtune.pipeline.store.schema import plan_schema
-from launchtune.pipeline.store.shards import Planned, pending_batches
-from launchtune.pipeline.store.spec import SweepSpec
-from launchtune.pipeline.sweep.worker import compile_task, measure_batch, warm_task
+
+from ..cluster.waits import POLL_S, ClusterFailure, gone_limit, timed_out, wait_limit
+from ..errors import UserError
+from ..logs import show_bars
+from ..store.batching import measure_order
+from ..store.folder import SweepFolder
+from ..store.schema import plan_schema
+from ..store.shards import Planned, pending_batches
+from ..store.spec import SweepSpec
+from .worker import compile_task, measure_batch, warm_task
 
 Log = Callable[[str], None]
 

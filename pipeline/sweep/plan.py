@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from launchtune.kernels.device import visible_gpu_names
-from launchtune.pipeline.cluster import check_cluster, known_gpu_classes
-from launchtune.pipeline.cluster.local import plan_local_workers
-from launchtune.pipeline.cluster.waits import gone_limit, wait_limit
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.paths import out_folder
-from launchtune.pipeline.store.shipped import spec_path
-from launchtune.pipeline.store.spec import (
+
+from ..cluster import check_cluster, known_gpu_classes
+from ..cluster.local import plan_local_workers
+from ..cluster.waits import gone_limit, wait_limit
+from ..errors import UserError
+from ..paths import out_folder
+from ..store.shipped import spec_path
+from ..store.spec import (
     DEFAULT_BUDGET,
     SearchSpec,
     SweepSpec,
@@ -30,10 +31,10 @@ from launchtune.pipeline.store.spec import (
     limited,
     load_spec,
 )
-from launchtune.pipeline.store.workloads import check_allow_flag, check_workload, declared, workload_code
-from launchtune.pipeline.strategies import NEEDS_PRIOR, STRATEGIES
-from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX, kt_strategy_names
-from launchtune.pipeline.sweep.priors import load_priors
+from ..store.workloads import check_allow_flag, check_workload, declared, workload_code
+from ..strategies import NEEDS_PRIOR, STRATEGIES
+from ..strategies.kernel_tuner_baseline import PREFIX, kt_strategy_names
+from .priors import load_priors
 
 MAX_MINUTES = 10**7  # the --max-minutes flag's own bound (pipeline/commands/sweep.py)
 

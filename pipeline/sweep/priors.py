@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.jsonio import check_input
-from launchtune.pipeline.store.datasets import Dataset, load_datasets
-from launchtune.pipeline.store.folder import SweepFolder
-from launchtune.pipeline.store.spec import SweepSpec
+from ..errors import UserError
+from ..jsonio import check_input
+from ..store.datasets import Dataset, load_datasets
+from ..store.folder import SweepFolder
+from ..store.spec import SweepSpec
 
 # What makes a sweep's launch space: a prior sweep must agree with this one on all of them.
 SPACE_KEYS = ("workload", "case", "options")

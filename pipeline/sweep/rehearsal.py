@@ -139,8 +139,8 @@ class RehearsalWorkload(Workload):
         straggler_factor: float = 10.0,
         seed: int = 0,
     ) -> None:
-        from launchtune.pipeline.store.datasets import load_datasets
-        from launchtune.pipeline.strategies.replay import ReplayWorkload
+        from ..store.datasets import load_datasets
+        from ..strategies.replay import ReplayWorkload
 
         for name, value in (
             ("time_scale", time_scale),

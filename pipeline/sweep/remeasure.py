@@ -13,8 +13,9 @@ import numpy as np
 
 from launchtune.kernels.compare import compare, interleaved
 from launchtune.kernels.objective import cost_of
-from launchtune.pipeline.learn.pick import MAX_REJECTED_PER_PICK, branch_leaders, ranked
-from launchtune.pipeline.sweep.worker import get_workload, measure_one, worker_name
+
+from ..learn.pick import MAX_REJECTED_PER_PICK, branch_leaders, ranked
+from .worker import get_workload, measure_one, worker_name
 
 
 def pick_task(

@@ -24,28 +24,29 @@ from typing import Any
 
 from launchtune.kernels.atomic import atomic_path
 from launchtune.kernels.workload import SEED_MAX
-from launchtune.pipeline.cluster import ClusterHandle, open_cluster
-from launchtune.pipeline.cluster.waits import result, wait_limit
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.learn.parallel import pool_ends_with_block
-from launchtune.pipeline.learn.pick import incumbents, known_failures
-from launchtune.pipeline.results.report import build_report, remeasure_line
-from launchtune.pipeline.store.batching import auto_batch_size
-from launchtune.pipeline.store.checksums import EditedFile
-from launchtune.pipeline.store.folder import PLAN_FACTS, PLANNED_WITH, SweepFolder, data_hash
-from launchtune.pipeline.store.lock import sweep_lock
-from launchtune.pipeline.store.ownership import claim
-from launchtune.pipeline.store.shards import load_merged, merge
-from launchtune.pipeline.store.spec import SweepSpec
-from launchtune.pipeline.sweep.measure import (
+
+from ..cluster import ClusterHandle, open_cluster
+from ..cluster.waits import result, wait_limit
+from ..errors import UserError
+from ..learn.parallel import pool_ends_with_block
+from ..learn.pick import incumbents, known_failures
+from ..results.report import build_report, remeasure_line
+from ..store.batching import auto_batch_size
+from ..store.checksums import EditedFile
+from ..store.folder import PLAN_FACTS, PLANNED_WITH, SweepFolder, data_hash
+from ..store.lock import sweep_lock
+from ..store.ownership import claim
+from ..store.shards import load_merged, merge
+from ..store.spec import SweepSpec
+from .measure import (
     measure_batches,
     measure_in_process,
     warm_workers,
     workers_by_class,
 )
-from launchtune.pipeline.sweep.plan import SweepPlan
-from launchtune.pipeline.sweep.remeasure import remeasure_task
-from launchtune.pipeline.sweep.worker import plan_task
+from .plan import SweepPlan
+from .remeasure import remeasure_task
+from .worker import plan_task
 
 logger = logging.getLogger(__name__)
 
@@ -368,8 +369,8 @@ class _Searched:
         self.found: dict[str, Any] = {}
 
     def plans(self, run: _Run) -> dict[str, dict]:
-        from launchtune.pipeline.sweep.priors import check_params, constants_of
-        from launchtune.pipeline.sweep.search import search_pool_plan
+        from .priors import check_params, constants_of
+        from .search import search_pool_plan
 
         spec, folder = run.spec, run.folder
         assert spec.search is not None
@@ -392,7 +393,7 @@ class _Searched:
         return plans
 
     def measure(self, run: _Run, plans: dict[str, dict]) -> dict[str, Any] | None:
-        from launchtune.pipeline.sweep.search import run_searches
+        from .search import run_searches
 
         client = run.handle.client
         widths = workers_by_class(client, run.chosen)
@@ -424,7 +425,7 @@ class _Searched:
         }
 
     def remeasure(self, run: _Run, plans: dict[str, dict], trained: dict | None) -> dict[str, Any]:
-        from launchtune.pipeline.sweep.search import remeasure_search_pick
+        from .search import remeasure_search_pick
 
         answers = {}
         for cls, f in self.found.items():
@@ -450,7 +451,7 @@ class _Searched:
 def _remeasure_rows(run: _Run, plans: dict[str, dict]) -> dict[str, Any]:
     """A sweep without models: each class's ``validate.top_k`` fastest rows against the default, as a
     search's pick is (``remeasure.pick_task``)."""
-    from launchtune.pipeline.sweep.remeasure import pick_task
+    from .remeasure import pick_task
 
     spec, merged, answers = run.spec, load_merged(run.plan.out), {}
     for cls, plan in plans.items():
@@ -489,7 +490,7 @@ def _models_and_picks(run: _Run, proposer: _Sampled | _Searched, plans: dict[str
         log("nothing new since the last training: models and re-measurements kept")
         return
     if train:  # scikit-learn's import (about a second) only where models are trained
-        from launchtune.pipeline.learn.train import train_sweep
+        from ..learn.train import train_sweep
 
         trained = train_sweep(out, log)
     else:
@@ -507,8 +508,8 @@ def _cluster(plan: SweepPlan, wanted: list[str] | None, log: Log) -> Iterator[Cl
     """Where the plan is measured. One device on this machine (one GPU, or the CPU with one worker): in this
     process (``cluster.inline``), since a local Dask cluster with TLS took seconds to start and gives one
     worker nothing. Several GPUs, SLURM and a caller's own Dask cluster: Dask (``cluster.open_cluster``)."""
-    from launchtune.pipeline.cluster.inline import one_local_worker, open_inline
-    from launchtune.pipeline.sweep.worker import name_this_worker
+    from ..cluster.inline import one_local_worker, open_inline
+    from .worker import name_this_worker
 
     worker = one_local_worker(plan.workers_per_class) if plan.cluster == "local" else None
     if worker is None:

@@ -30,21 +30,22 @@ from distributed import as_completed
 
 from launchtune.kernels.space import Config, Inactive, Param, Space
 from launchtune.kernels.workload import Check, Timing, Workload
-from launchtune.pipeline.cluster.waits import timed_out
-from launchtune.pipeline.errors import UserError
-from launchtune.pipeline.learn.models import one_thread
-from launchtune.pipeline.store.datasets import Dataset, device_features
-from launchtune.pipeline.store.folder import SweepFolder
-from launchtune.pipeline.store.journal import Journal
-from launchtune.pipeline.store.schema import OBJECTIVE_COLUMN, kernel_column, kernel_params, objective_of
-from launchtune.pipeline.store.spec import SweepSpec
-from launchtune.pipeline.store.workloads import workload_class
-from launchtune.pipeline.strategies import get_strategy
-from launchtune.pipeline.strategies.base import POOL_LIMIT, Answer, Session, StrategyError
-from launchtune.pipeline.strategies.kernel_tuner_baseline import PREFIX as KT_PREFIX
-from launchtune.pipeline.sweep.priors import aligned, constants_of
-from launchtune.pipeline.sweep.remeasure import pick_task
-from launchtune.pipeline.sweep.worker import compile_task, measure_batch, search_plan_task
+
+from ..cluster.waits import timed_out
+from ..errors import UserError
+from ..learn.models import one_thread
+from ..store.datasets import Dataset, device_features
+from ..store.folder import SweepFolder
+from ..store.journal import Journal
+from ..store.schema import OBJECTIVE_COLUMN, kernel_column, kernel_params, objective_of
+from ..store.spec import SweepSpec
+from ..store.workloads import workload_class
+from ..strategies import get_strategy
+from ..strategies.base import POOL_LIMIT, Answer, Session, StrategyError
+from ..strategies.kernel_tuner_baseline import PREFIX as KT_PREFIX
+from .priors import aligned, constants_of
+from .remeasure import pick_task
+from .worker import compile_task, measure_batch, search_plan_task
 
 Log = Callable[[str], None]
 SAMPLER = "search"  # the ``sampler`` of a search's rows
@@ -383,7 +384,7 @@ def search_class(
         )
 
     if spec.search.strategy.startswith(KT_PREFIX):  # Kernel Tuner's own loop, on one worker of the class
-        from launchtune.pipeline.sweep.kernel_tuner_live import kernel_tuner_search
+        from .kernel_tuner_live import kernel_tuner_search
 
         kt_session, cached, measured, took = kernel_tuner_search(
             client, spec, cls, plan, out, session_of, log, limit
@@ -445,7 +446,7 @@ def top_picks(session: Session, k: int) -> list[tuple[Config, float]]:
 def remeasure_search_pick(client: Any, spec: SweepSpec, found: ClassSearch, limit: float) -> dict[str, Any]:
     """The search's pick (and its runners-up, ``validate.top_k``) against the default on a worker of the
     class, in ``validation.json``'s shape, with the search's facts under ``search``."""
-    from launchtune.pipeline.cluster.waits import result
+    from ..cluster.waits import result
 
     assert spec.search is not None
     picks = top_picks(found.session, spec.validate.top_k)
@@ -541,7 +542,7 @@ def search_pool_plan(
 ) -> dict[str, Any]:
     """A class's search plan, on one of its workers (``worker.search_plan_task``; a pool of at most
     ``pool_limit`` candidates, default ``strategies.base.POOL_LIMIT``)."""
-    from launchtune.pipeline.cluster.waits import result
+    from ..cluster.waits import result
 
     future = client.submit(
         search_plan_task,

@@ -29,18 +29,19 @@ from launchtune.kernels.backend import get_backend, gpu_count
 from launchtune.kernels.device import describe_device, measure_copy_bandwidth
 from launchtune.kernels.objective import cost_of
 from launchtune.kernels.workload import Workload, WorkloadError
-from launchtune.pipeline.errors import PERMANENT_ERRNOS
-from launchtune.pipeline.paths import assert_inside
-from launchtune.pipeline.store.checksums import rows_digest, shard_metadata
-from launchtune.pipeline.store.schema import (
+
+from ..errors import PERMANENT_ERRNOS
+from ..paths import assert_inside
+from ..store.checksums import rows_digest, shard_metadata
+from ..store.schema import (
     OBJECTIVE_COLUMN,
     kernel_column,
     kernel_params,
     plan_schema,
 )
-from launchtune.pipeline.store.shards import Planned, read_shard, set_aside, shard_problem
-from launchtune.pipeline.store.workloads import make_workload
-from launchtune.pipeline.version import __version__
+from ..store.shards import Planned, read_shard, set_aside, shard_problem
+from ..store.workloads import make_workload
+from ..version import __version__
 
 # One workload per worker process and spec: preparing a CFD grid and compiling its kernels costs seconds, a
 # batch should not pay it again. Keyed by the fields that define the workload.
