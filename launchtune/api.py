@@ -330,9 +330,11 @@ def _ended_at_exit() -> Iterator[None]:
     try:
         yield
     except BaseException:
-        # CallerExited, or what the unwinding broke on its way (Dask's own exit closed the client first): a
-        # plain SystemExit, the one exception a thread ends with in silence (threading.excepthook)
-        if _exiting:
+        # CallerExited, or what the unwinding broke on its way: a plain SystemExit, the one exception a thread
+        # ends with in silence (threading.excepthook). Dask's own exit handlers, registered when the sweep
+        # started its client (after ours, so run before ours), can close the client before ``_exiting`` is
+        # set: a main thread that has ended says the program is exiting as well.
+        if _exiting or not threading.main_thread().is_alive():
             raise SystemExit() from None
         raise
     finally:
