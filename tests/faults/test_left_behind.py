@@ -44,20 +44,9 @@ def test_the_training_pool_and_its_trackers_end_with_the_sweep(tmp_path, write_s
     for more work, holding the trackers' pipe, and outlived a caller that ended meanwhile, re-parented to pid
     1), and once the caller ends, nothing of it runs, trackers included; nothing printed after its end."""
     spec = write_spec(samples=20, batch_size=10)
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _SWEEP_THEN_LOOK, str(spec), str(tmp_path / "out"), ending, FAKE],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONWARNINGS": "ignore"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    proc, stdout, stderr = _run_program(
+        tmp_path, _SWEEP_THEN_LOOK, spec, tmp_path / "out", ending, FAKE, hang="after"
     )
-    try:
-        stdout, stderr = proc.communicate(timeout=HANG)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        raise AssertionError(f"still running after {HANG} s") from None
     assert proc.returncode == 0 and stderr == "", stderr[-3000:]
     if ending == "fail":
         assert "failed: the re-measure failed" in stdout, stdout[-2000:]
@@ -85,9 +74,21 @@ def test_a_program_whose_main_thread_ends_during_a_sweep_in_a_thread_leaves_noth
     interrupted one: its cluster closed, its lock released, no process of the program left."""
     spec = write_spec(samples=40, batch_size=4, options={"delay": 0.1})  # 0.4 s a batch, 10 batches
     out = tmp_path / "out"
+    proc, stdout, stderr = _run_program(
+        tmp_path, _SWEEP_IN_A_THREAD, spec, out, FAKE, hang="after its main thread ended"
+    )
+    assert proc.returncode == 0 and "the main thread ends" in stdout, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert not (out / ".sweep.lock").exists()
+    assert _left_in_group(proc.pid) == []
+
+
+def _run_program(cwd, script: str, *args, hang: str) -> tuple[subprocess.Popen, str, str]:
+    """``script`` run by a Python of its own process group with ``args``; (the process, its stdout, its
+    stderr), or an AssertionError, the group killed, where it still runs ``HANG`` s on."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _SWEEP_IN_A_THREAD, str(spec), str(out), FAKE],
-        cwd=tmp_path,
+        [sys.executable, "-c", script, *map(str, args)],
+        cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONWARNINGS": "ignore"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -98,11 +99,8 @@ def test_a_program_whose_main_thread_ends_during_a_sweep_in_a_thread_leaves_noth
         stdout, stderr = proc.communicate(timeout=HANG)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        raise AssertionError(f"still running {HANG} s after its main thread ended") from None
-    assert proc.returncode == 0 and "the main thread ends" in stdout, stderr[-3000:]
-    assert "Traceback" not in stderr, stderr[-3000:]
-    assert not (out / ".sweep.lock").exists()
-    assert _left_in_group(proc.pid) == []
+        raise AssertionError(f"still running {HANG} s {hang}") from None
+    return proc, stdout, stderr
 
 
 def _left_in_group(pgid: int) -> list[str]:
