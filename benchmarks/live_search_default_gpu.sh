@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The default search (`evolve`) live at 200 measurements on one lent GPU, five seeds on each of two spaces
-# (issue 45: its worst seed within 5% of the optimum): the fused CFD space against the committed H100 sweep
-# (as benchmarks/live_search_gpu.sh) and the example convolution against its H100 brute force (as
+# (issue 45: its worst seed within 5% of the optimum): the fused CFD space against the card's committed sweep
+# (data/cfd/h200/sweep_fused_arith on an H200, else data/cfd/h100/sweep_fused_arith; REFERENCE overrides) and the example convolution against its H100 brute force (as
 # benchmarks/live_search_convolution_gpu.sh). Each part re-measures every pick and the reference sweep's fastest
 # rows in interleaved rounds (benchmarks/live_search.py); `--max-seconds` starts no search past its share, so a
 # slow card drops whole seeds and still re-measures what it has. Run from the repository root with the wheels
@@ -20,12 +20,15 @@ source benchmarks/gpu_setup.sh  # wheels, PYTHONPATH, nvidia-smi.txt, device.jso
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1  # the strategies' model fits on one BLAS thread
 export CUPY_CACHE_DIR=${CUPY_CACHE_DIR:-/tmp/cupy-kernel-convolution}
 COMMON=(--strategies evolve --budgets "${BUDGETS:-200}" --seeds "${SEEDS:-0,1,2,3,4}" --rounds "${ROUNDS:-7}")
+CARD=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+case "$CARD" in *H200*) CFD_REFERENCE=data/cfd/h200/sweep_fused_arith ;; *) CFD_REFERENCE=data/cfd/h100/sweep_fused_arith ;; esac
+CFD_REFERENCE=${REFERENCE:-$CFD_REFERENCE}
 status=0
 for part in ${PARTS:-cfd convolution}; do
   DIR=$SCRATCH/live_search_default/$part
   rm -rf "$DIR"; mkdir -p "$OUT/$part"
   if [ "$part" = cfd ]; then
-    WHAT=(--reference data/cfd/h100/sweep_fused_arith --max-seconds "${CFD_S:-240}")
+    WHAT=(--reference "$CFD_REFERENCE" --max-seconds "${CFD_S:-240}")
   else
     WHAT=(--spec cluster_configs/sweeps/kernel_convolution.yaml --reference data/convolution/h100/sweep
       --max-seconds "${CONVOLUTION_S:-100}")
