@@ -115,9 +115,14 @@ class Metrics(TypedDict, total=False):
     """``models/metrics.json``: per group (class or ``combined``) its features, rows and model scores."""
 
     data_hash: str
+    training_rows: dict[str, Any]  # how many ok rows each class had and how many training used
+    seed: int
+    test_fraction: float
+    versions: dict[str, str]  # scikit-learn's, skops' and numpy's that fitted the models
     groups: dict[str, dict[str, Any]]
     comparison: dict[str, Any]
     loco: dict[str, Any]
+    pairs: dict[str, Any]
 
 
 # validation.json: per class, the re-measured candidates (``candidates``, best predicted first), the default,

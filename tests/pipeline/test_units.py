@@ -124,6 +124,12 @@ def test_additive_model_is_exact_on_additive_data_and_finds_each_kernels_best():
     assert best == {"p": 4, "q": 1, "r": 2, "s": 1}
 
 
+def test_additive_model_without_groups_says_what_it_needs():
+    X = np.ones((4, 2))
+    with pytest.raises(ValueError, match="needs groups"):
+        AdditiveKernelModel().fit(X, X.sum(1), kernel_times=X)
+
+
 def test_models_round_trip_through_skops(tmp_path):
     X = np.arange(40, dtype=float).reshape(20, 2)
     model = AdditiveKernelModel(groups={"a": [0], "b": [1]}).fit(X, X.sum(1), kernel_times=X)
