@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -77,7 +77,7 @@ def warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeout
 
 
 def _queues(
-    spec: SweepSpec, batch_size: int, plans: dict[str, dict], out: Path, log: Log
+    spec: SweepSpec, batch_size: int, plans: Mapping[str, Mapping[str, Any]], out: Path, log: Log
 ) -> tuple[dict[str, deque], int]:
     """Each class's unfinished batches in measuring order, each with its priority; and how many are done."""
     queues: dict[str, deque] = {}
@@ -130,7 +130,7 @@ class _Feeder:
         self,
         client: Any,
         spec_d: dict,
-        plans: dict[str, dict],
+        plans: Mapping[str, Mapping[str, Any]],
         out: Path,
         queues: dict[str, deque],
         n_workers: dict[str, int] | None,
@@ -269,7 +269,7 @@ def workers_by_class(client, classes: Sequence[str]) -> dict[str, int]:
 def measure_batches(
     client,
     spec: SweepSpec,
-    plans: dict[str, dict],
+    plans: Mapping[str, Mapping[str, Any]],
     out: Path,
     log: Log,
     max_minutes: float | None = None,
@@ -414,7 +414,11 @@ def _compile_ahead(spec_d: dict[str, Any], upcoming: list[Any], queued: int) -> 
 
 
 def measure_in_process(
-    spec: SweepSpec, plans: dict[str, dict], out: Path, log: Log, max_minutes: float | None = None
+    spec: SweepSpec,
+    plans: Mapping[str, Mapping[str, Any]],
+    out: Path,
+    log: Log,
+    max_minutes: float | None = None,
 ) -> dict[str, Any]:
     """The unfinished batches measured one after the other in this process (one local device,
     ``cluster.inline``), in measuring order; returns ``timing.json``'s record as :func:`measure_batches` does.
