@@ -963,22 +963,13 @@ def tune_kernel(
         ),
         "atol": float(atol),
     }
-    if verify is not None:  # the caller's function judges the outputs: another function, another folder
-        files.text("verify.py", _function_text(verify))
-    for key, function in define_functions.items():  # likewise the caller's #define functions
-        files.text(f"define_{check_slug(key, 'defines')}.py", _function_text(function))
+    _write_functions(files, verify, define_functions, geometry_functions)
     if texts:
         kernel["restrictions"] = texts
     if allowed:
         kernel["allowed"] = allowed
-    for name, function in geometry_functions.items():  # the caller's functions: another, another folder
-        files.text(f"{name}.py", _function_text(function))
-    for dim, value in zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True):
-        if geometry_functions:  # the grid of each launch is the caller's (Attached.grid), not the spec's
-            continue
-        divisors = _divisors(value, f"grid_div_{dim}")
-        if divisors is not None:
-            kernel[f"grid_div_{dim}"] = divisors or ["1"]  # Kernel Tuner's []: nothing divides it
+    if not geometry_functions:  # else the grid of each launch is the caller's (Attached.grid), not the spec's
+        kernel.update(_grid_divisors((grid_div_x, grid_div_y, grid_div_z)))
     if block_size_names is not None:
         kernel["block_size_names"] = list(block_size_names)
     if options:
@@ -1037,6 +1028,35 @@ def tune_kernel(
             forget_workloads_of(inputs / "kernel.yaml")
     return _kernel_tuner_pair(result, params, texts_metrics, functions, dims, iterations, goal, maximize,
                               cache_path, kernel_name, quiet, cached)  # fmt: skip
+
+
+def _write_functions(
+    files: _Writer,
+    verify: Callable[..., bool] | None,
+    defines: Mapping[str, Callable[[dict[str, Any]], Any]],
+    geometry: Mapping[str, Callable[..., Any]],
+) -> None:
+    """The caller's functions (``verify``, #define functions, grid divisors or problem size) written among
+    the call's inputs as their source text: another function, another folder."""
+    from launchtune.pipeline.paths import check_slug
+
+    if verify is not None:
+        files.text("verify.py", _function_text(verify))
+    for key, function in defines.items():
+        files.text(f"define_{check_slug(key, 'defines')}.py", _function_text(function))
+    for name, function in geometry.items():
+        files.text(f"{name}.py", _function_text(function))
+
+
+def _grid_divisors(values: Sequence[Any]) -> dict[str, list[str]]:
+    """``grid_div_x/y/z`` as the kernel spec's keys (those given; Kernel Tuner's ``[]``, nothing divides it:
+    ``["1"]``)."""
+    keys = {}
+    for dim, value in zip("xyz", values, strict=True):
+        divisors = _divisors(value, f"grid_div_{dim}")
+        if divisors is not None:
+            keys[f"grid_div_{dim}"] = divisors or ["1"]
+    return keys
 
 
 def _refuse_keywords_without_meaning(given: Mapping[str, Any]) -> None:
