@@ -329,20 +329,7 @@ def _from_sweep_frame(
     else:
         work["_times"] = [np.empty(0)] * len(df)
     frame = _one_row_per_config(work, params, [*kernel_times.values(), *measures.values()])
-    default = None
-    if "sampler" in df and (df["sampler"] == "default").any():
-        default = {p: int(df.loc[df["sampler"] == "default", p].iloc[0]) for p in params}
-    elif "sampler" in df and (df["sampler"] == "per_kernel_exhaustive").any():
-        # per-kernel sweeps hold every other kernel at the default, so a parameter's default is the value
-        # most of those rows share; where no value holds half of them (only that kernel was swept), the
-        # first working row's value stands in
-        sweep = df.loc[df["sampler"] == "per_kernel_exhaustive", params]
-        ok_rows = df[status == "ok"]
-        first = ok_rows.iloc[0] if len(ok_rows) else df.iloc[0]
-        default = {}
-        for p in params:
-            counts = sweep[p].value_counts()
-            default[p] = int(counts.index[0]) if counts.iloc[0] >= len(sweep) / 2 else int(first[p])
+    default = _default_of(df, params, status)
     device_name = str(df["device_name"].iloc[0]) if "device_name" in df else name
     feats = device_features(device_name) or device_features(name)
     return Dataset(
@@ -357,6 +344,26 @@ def _from_sweep_frame(
         objective=objective,
         measures=measures,
     )
+
+
+def _default_of(df: pd.DataFrame, params: list[str], status: pd.Series) -> dict[str, int] | None:
+    """The sweep's default configuration: its ``default`` row's, else read off its per-kernel sweeps; None
+    where it has neither."""
+    if "sampler" in df and (df["sampler"] == "default").any():
+        return {p: int(df.loc[df["sampler"] == "default", p].iloc[0]) for p in params}
+    if "sampler" in df and (df["sampler"] == "per_kernel_exhaustive").any():
+        # per-kernel sweeps hold every other kernel at the default, so a parameter's default is the value
+        # most of those rows share; where no value holds half of them (only that kernel was swept), the
+        # first working row's value stands in
+        sweep = df.loc[df["sampler"] == "per_kernel_exhaustive", params]
+        ok_rows = df[status == "ok"]
+        first = ok_rows.iloc[0] if len(ok_rows) else df.iloc[0]
+        default = {}
+        for p in params:
+            counts = sweep[p].value_counts()
+            default[p] = int(counts.index[0]) if counts.iloc[0] >= len(sweep) / 2 else int(first[p])
+        return default
+    return None
 
 
 def _one_row_per_config(work: pd.DataFrame, params: list[str], kernel_cols: list[str]) -> pd.DataFrame:
