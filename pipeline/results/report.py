@@ -216,31 +216,7 @@ def class_summary(
     v = (validation or {}).get(cls)
     top = first_runnable(v)
     if v and top is not None:
-        default = v["default"]
-        out["predicted_best_config"] = top["config"]
-        out["predicted_best_predicted_ms"] = top["predicted_ms"]
-        out["predicted_best_measured_ms"] = _cost(top) if top["status"] == "ok" else None
-        out["predicted_best_status"] = top["status"]
-        out["predicted_best_skipped"] = _skipped(v)
-        out["default_config"] = default["config"]
-        out["default_measured_ms"] = _cost(default) if default["status"] == "ok" else None
-        # each one's time beside its objective's cost (the same number where the objective is time)
-        out["predicted_best_time_ms"] = top.get("total_ms") if top["status"] == "ok" else None
-        out["default_time_ms"] = default.get("total_ms") if default["status"] == "ok" else None
-        measured = [c for c in v["candidates"] if c["status"] == "ok"]
-        out["best_remeasured_ms"] = min((x for x in map(_cost, measured) if x is not None), default=None)
-        out.update(_agreement(ok, params, measured, default))
-        a, b = out["default_measured_ms"], out["predicted_best_measured_ms"]
-        out["speedup_over_default"] = a / b if a and b else None
-        out["remeasure_repeats"] = v.get("repeats")
-        out["backend"] = v.get("backend") or (v.get("device") or {}).get("backend") or out["backend"]
-        out["comparison"] = v.get("comparison")
-        out["pick_is_default"] = top["config"] == default["config"]
-        out["speedup_text"] = speedup_text(
-            out["comparison"], out["backend"], out["pick_is_default"], objective
-        )
-        if v.get("search"):
-            out["search"] = v["search"]
+        out.update(_remeasured(v, top, ok, params, out["backend"], objective))
     else:
         out.update(
             predicted_best_config=None,
@@ -254,6 +230,44 @@ def class_summary(
             if not v
             else "no re-measured candidate ran: " + "; ".join(c["reason"] for c in _skipped(v)),
         )
+    return out
+
+
+def _remeasured(
+    v: dict[str, Any],
+    top: dict[str, Any],
+    ok: pd.DataFrame,
+    params: list[str],
+    backend: str | None,
+    objective: dict[str, str],
+) -> dict[str, Any]:
+    """A class's report lines on its re-measurement ``v`` (``validation.json``'s entry): the pick ``top``
+    against the default, each one's cost and time, whether the recorded and re-measured times agree, and
+    the comparison in words."""
+    out: dict[str, Any] = {}
+    default = v["default"]
+    out["predicted_best_config"] = top["config"]
+    out["predicted_best_predicted_ms"] = top["predicted_ms"]
+    out["predicted_best_measured_ms"] = _cost(top) if top["status"] == "ok" else None
+    out["predicted_best_status"] = top["status"]
+    out["predicted_best_skipped"] = _skipped(v)
+    out["default_config"] = default["config"]
+    out["default_measured_ms"] = _cost(default) if default["status"] == "ok" else None
+    # each one's time beside its objective's cost (the same number where the objective is time)
+    out["predicted_best_time_ms"] = top.get("total_ms") if top["status"] == "ok" else None
+    out["default_time_ms"] = default.get("total_ms") if default["status"] == "ok" else None
+    measured = [c for c in v["candidates"] if c["status"] == "ok"]
+    out["best_remeasured_ms"] = min((x for x in map(_cost, measured) if x is not None), default=None)
+    out.update(_agreement(ok, params, measured, default))
+    a, b = out["default_measured_ms"], out["predicted_best_measured_ms"]
+    out["speedup_over_default"] = a / b if a and b else None
+    out["remeasure_repeats"] = v.get("repeats")
+    out["backend"] = v.get("backend") or (v.get("device") or {}).get("backend") or backend
+    out["comparison"] = v.get("comparison")
+    out["pick_is_default"] = top["config"] == default["config"]
+    out["speedup_text"] = speedup_text(out["comparison"], out["backend"], out["pick_is_default"], objective)
+    if v.get("search"):
+        out["search"] = v["search"]
     return out
 
 
