@@ -886,48 +886,14 @@ def tune_kernel(
 
     given = dict(locals())
     check_arguments({k: v for k, v in given.items() if k not in ("kt",)})
-    for name, why in kt.REFUSED.items():
-        if given[name] not in (None, False):
-            _refuse(name, why)
-    if lang is not None and lang.upper() not in ("CUDA", "CUPY", "NVCUDA"):
-        _refuse("lang", kt.OTHER_LANGS.format(lang=lang))
-    if device != 0:
-        _refuse(
-            "device", "launchtune measures on each GPU of the cluster; choose one with CUDA_VISIBLE_DEVICES"
-        )
-    if platform != 0:
-        _refuse("platform", "platforms are OpenCL's; launchtune runs CUDA")
-    observed: dict[str, Callable[[dict[str, Any]], Any]] = {}  # Kernel Tuner's names of ours, in its units
-    for observer in observers or ():
-        wanted = set(getattr(observer, "observables", None) or ()) | set(
-            getattr(getattr(observer, "continuous_observer", None), "observables", None) or ()
-        )
-        other = sorted(wanted - set(NVML_OBSERVABLES)) or (
-            [] if "NVML" in type(observer).__name__ else ["all"]
-        )
-        if other:
-            _refuse(
-                "observers",
-                f"{type(observer).__name__} ({', '.join(other)}): only NVML's nvml_energy and nvml_power "
-                "have a counterpart (recorded as energy_mJ and power_W wherever the GPU has the counter)",
-            )
-        observed.update({k: NVML_OBSERVABLES[k] for k in sorted(wanted)})
+    _refuse_keywords_without_meaning(given)
+    observed = _observed(observers)  # Kernel Tuner's names of ours, in its units
     if smem_args is not None and (set(smem_args) != {"size"} or not isinstance(smem_args["size"], int | str)):
         _refuse("smem_args", "give {'size': bytes} as a number or an expression of the parameters")
     options = [compiler_options] if isinstance(compiler_options, str) else list(compiler_options or [])
     here = not simulation_mode and _measures_here(cluster)
-    define_functions: dict[str, Callable[[dict[str, Any]], Any]] = {}
-    for key, value in (defines or {}).items():
-        if callable(value) and not here:
-            _refuse(
-                "defines",
-                f"{key!r}: a function runs only where one local GPU measures in this process (cluster=None, "
-                "one GPU visible); give a value or an expression in the source",
-            )
-        if callable(value):
-            define_functions[str(key)] = value
-        else:
-            options.append(f"-D{key}={value}")
+    define_functions, define_flags = _defines(defines, here)
+    options += define_flags
     geometry_functions = {
         name: value
         for name, value in zip(("grid_div_x", "grid_div_y", "grid_div_z", "problem_size"),
@@ -936,20 +902,7 @@ def tune_kernel(
     }  # fmt: skip
     if geometry_functions and not simulation_mode and not here:
         _refuse(next(iter(geometry_functions)), kt.GEOMETRY_ELSEWHERE)
-    max_minutes = None
-    for key, value in (strategy_options or {}).items():
-        if key == "max_fevals" and budget is None:
-            check_arguments({"budget": value})
-            budget = int(value)
-        elif key == "time_limit":
-            check_arguments({"max_minutes": value})
-            max_minutes = float(value) / 60
-        elif key != "max_fevals":
-            _refuse(
-                "strategy_options",
-                f"{key!r}: launchtune's strategies take max_fevals and time_limit; "
-                "each has its own defaults (launchtune strategies --list)",
-            )
+    budget, max_minutes = _strategy_options(strategy_options, budget)
     strategy = _kt_strategy(strategy)
     if simulation_mode and cache is None:
         _refuse("simulation_mode", "replays a Kernel Tuner cache: give cache=FILE")
@@ -964,23 +917,10 @@ def tune_kernel(
         code = _source(kernel_source)
         if not kernel_defined(code, kernel_name):
             raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the kernel source")
-    dims: list[Any]
-    if callable(problem_size):  # the grid is the caller's function's (below); the spec's size a placeholder
-        dims = [1]
-    elif isinstance(problem_size, str):
-        dims = [problem_size]
-    elif isinstance(problem_size, Sequence) and any(isinstance(d, str) for d in problem_size):
-        dims = [d if isinstance(d, str) else int(d) for d in problem_size]
-    else:
-        dims = _problem_size(problem_size)
+    dims = _dims(problem_size)
     blocks = list(block_size_names or ("block_size_x", "block_size_y", "block_size_z"))
     params = _tune_params(tune_params, blocks)
-    functions = {**observed, **{k: v for k, v in (metrics or {}).items() if callable(v)}}
-    texts_metrics = {k: v for k, v in (metrics or {}).items() if not callable(v)}
-    if not all(isinstance(v, str) for v in texts_metrics.values()):
-        raise TypeError("metrics: expected a dict of name to an expression string or a function of a result")
-    for key in [k for k in texts_metrics if not k.isidentifier()]:  # "GB/s": no name the spec can hold
-        functions[key] = _metric_here(key, texts_metrics.pop(key), [*params, "time", *metrics_names(metrics)])
+    functions, texts_metrics = _metrics(metrics, observed, params)
     goal = objective or "time"
     maximize = bool(objective_higher_is_better)
     if goal in functions and not (strategy is None or strategy in EXHAUSTIVE) and budget is None:
@@ -991,11 +931,7 @@ def tune_kernel(
         )
     files = _Writer()
     texts, allowed, allowed_rows = _restrictions(restrictions, params, files)
-    cache_path = None
-    if cache is not None:
-        cache_path = Path(cache).expanduser()
-        if not cache_path.name.endswith(".json"):
-            cache_path = cache_path.with_name(cache_path.name + ".json")  # as Kernel Tuner names it
+    cache_path = _cache_file(cache)
     ok = _allows(params, texts, dims, blocks)
     if callable(kernel_source):
         code = _generated_source(kernel_source, params, ok, allowed_rows)
@@ -1003,29 +939,12 @@ def tune_kernel(
             raise ValueError(f"kernel_name: no '__global__ ... {kernel_name}(' in the generated source")
     if simulation_mode:
         assert cache_path is not None
-        allowed_set = {tuple(r) for r in allowed_rows} if allowed_rows is not None else None
-        results, env = kt.replay(
-            cache_path, params,
-            lambda c: ok(c) and (allowed_set is None or tuple(c[n] for n in params) in allowed_set),
-        )  # fmt: skip
-        kt.apply_metrics(results, functions)
-        env["best_config"] = kt.best_of(results, goal, maximize)
-        return kt.TuneResult(results, env, None)
+        return _replayed(cache_path, params, ok, allowed_rows, functions, goal, maximize)
 
     baseline = dict(default) if default is not None else _first_allowed(params, ok, allowed_rows)
     cached = _cached(cache_path, params, ok, allowed_rows, baseline)
     if cached:  # Kernel Tuner's resume: what the cache holds is not measured again (the baseline is)
-        done = {tuple(e[n] for n in params) for e in cached}
-        names = list(params)
-        candidates = allowed_rows if allowed_rows is not None else itertools.product(*params.values())
-        remaining = [
-            c for c in candidates
-            if ok(dict(zip(names, c, strict=True)))
-            and (tuple(c) not in done or dict(zip(names, c, strict=True)) == baseline)
-        ]  # fmt: skip
-        files.files.pop("allowed.npy", None)
-        allowed = _allowed_file(files, params, remaining)
-        logger.info(f"cache: {len(cached)} configurations from {cache_path}, {len(remaining)} to measure")
+        allowed = _resumed(cached, cache_path, params, ok, allowed_rows, baseline, files)
     device_arrays: dict[int, Any] | None = {} if here else None  # device arrays used in place, by position
     host_answer = [_host_array(a) for a in answer] if answer is not None else None
     kernel: dict[str, Any] = {
@@ -1044,22 +963,13 @@ def tune_kernel(
         ),
         "atol": float(atol),
     }
-    if verify is not None:  # the caller's function judges the outputs: another function, another folder
-        files.text("verify.py", _function_text(verify))
-    for key, function in define_functions.items():  # likewise the caller's #define functions
-        files.text(f"define_{check_slug(key, 'defines')}.py", _function_text(function))
+    _write_functions(files, verify, define_functions, geometry_functions)
     if texts:
         kernel["restrictions"] = texts
     if allowed:
         kernel["allowed"] = allowed
-    for name, function in geometry_functions.items():  # the caller's functions: another, another folder
-        files.text(f"{name}.py", _function_text(function))
-    for dim, value in zip("xyz", (grid_div_x, grid_div_y, grid_div_z), strict=True):
-        if geometry_functions:  # the grid of each launch is the caller's (Attached.grid), not the spec's
-            continue
-        divisors = _divisors(value, f"grid_div_{dim}")
-        if divisors is not None:
-            kernel[f"grid_div_{dim}"] = divisors or ["1"]  # Kernel Tuner's []: nothing divides it
+    if not geometry_functions:  # else the grid of each launch is the caller's (Attached.grid), not the spec's
+        kernel.update(_grid_divisors((grid_div_x, grid_div_y, grid_div_z)))
     if block_size_names is not None:
         kernel["block_size_names"] = list(block_size_names)
     if options:
@@ -1076,25 +986,10 @@ def tune_kernel(
     digest = files.digest()
     folder = out_folder(Path(out), "out") if out is not None else results_root() / f"{name}-{digest[:8]}"
     inputs = folder / "inputs" / digest  # other kernel files, another folder and planning key
-    exhaustive = strategy is None or strategy in EXHAUSTIVE
-    sweep_spec: dict[str, Any] = {
-        "name": name,
-        "description": f"tune_kernel({kernel_name!r}) from Python",
-        "workload": KERNEL_WORKLOAD,
-        "case": name,
-        "size": "x".join(str(d) if isinstance(d, int) else "1" for d in dims),  # an expression: per launch
-        "backend": "auto",
-        "options": {"spec": str(inputs / "kernel.yaml")},
-        "samplers": ["exhaustive"] if exhaustive and budget is None else ["random"],
-        "samples": budget if exhaustive and budget is not None else 0,
-        "repeats": iterations,
-        "batch_size": "auto",
-        "seed": seed or 0,
-        "train_models": bool(train_models),
-        "remeasure": bool(remeasure),
-    }
-    if not exhaustive:  # without a budget, the spec's default (store.spec.DEFAULT_BUDGET)
-        sweep_spec["search"] = {"strategy": strategy, **({"budget": budget} if budget is not None else {})}
+    sweep_spec = _sweep_spec(
+        name, kernel_name, dims, inputs / "kernel.yaml", strategy=strategy, budget=budget,
+        iterations=iterations, seed=seed, train_models=train_models, remeasure=remeasure,
+    )  # fmt: skip
     files.text("sweep.yaml", yaml.safe_dump(sweep_spec, sort_keys=False, default_flow_style=None))
     if cache_path is not None:
         kt.read_cache(cache_path)  # a file that is not a cache: one line now, not after the sweep
@@ -1133,6 +1028,243 @@ def tune_kernel(
             forget_workloads_of(inputs / "kernel.yaml")
     return _kernel_tuner_pair(result, params, texts_metrics, functions, dims, iterations, goal, maximize,
                               cache_path, kernel_name, quiet, cached)  # fmt: skip
+
+
+def _write_functions(
+    files: _Writer,
+    verify: Callable[..., bool] | None,
+    defines: Mapping[str, Callable[[dict[str, Any]], Any]],
+    geometry: Mapping[str, Callable[..., Any]],
+) -> None:
+    """The caller's functions (``verify``, #define functions, grid divisors or problem size) written among
+    the call's inputs as their source text: another function, another folder."""
+    from launchtune.pipeline.paths import check_slug
+
+    if verify is not None:
+        files.text("verify.py", _function_text(verify))
+    for key, function in defines.items():
+        files.text(f"define_{check_slug(key, 'defines')}.py", _function_text(function))
+    for name, function in geometry.items():
+        files.text(f"{name}.py", _function_text(function))
+
+
+def _grid_divisors(values: Sequence[Any]) -> dict[str, list[str]]:
+    """``grid_div_x/y/z`` as the kernel spec's keys (those given; Kernel Tuner's ``[]``, nothing divides it:
+    ``["1"]``)."""
+    keys = {}
+    for dim, value in zip("xyz", values, strict=True):
+        divisors = _divisors(value, f"grid_div_{dim}")
+        if divisors is not None:
+            keys[f"grid_div_{dim}"] = divisors or ["1"]
+    return keys
+
+
+def _refuse_keywords_without_meaning(given: Mapping[str, Any]) -> None:
+    """Kernel Tuner's keywords that have no meaning here (``kernel_tuner_compat.REFUSED``), another language
+    than CUDA, a device or platform chosen by number: refused, one line each."""
+    from launchtune import kernel_tuner_compat as kt
+
+    for name, why in kt.REFUSED.items():
+        if given[name] not in (None, False):
+            _refuse(name, why)
+    lang = given["lang"]
+    if lang is not None and lang.upper() not in ("CUDA", "CUPY", "NVCUDA"):
+        _refuse("lang", kt.OTHER_LANGS.format(lang=lang))
+    if given["device"] != 0:
+        _refuse(
+            "device", "launchtune measures on each GPU of the cluster; choose one with CUDA_VISIBLE_DEVICES"
+        )
+    if given["platform"] != 0:
+        _refuse("platform", "platforms are OpenCL's; launchtune runs CUDA")
+
+
+def _observed(observers: Sequence[Any] | None) -> dict[str, Callable[[dict[str, Any]], Any]]:
+    """What Kernel Tuner's observers ask for, as our records' counterparts under Kernel Tuner's names and in
+    its units: NVML's energy and power only; any other observable refused."""
+    observed: dict[str, Callable[[dict[str, Any]], Any]] = {}
+    for observer in observers or ():
+        wanted = set(getattr(observer, "observables", None) or ()) | set(
+            getattr(getattr(observer, "continuous_observer", None), "observables", None) or ()
+        )
+        other = sorted(wanted - set(NVML_OBSERVABLES)) or (
+            [] if "NVML" in type(observer).__name__ else ["all"]
+        )
+        if other:
+            _refuse(
+                "observers",
+                f"{type(observer).__name__} ({', '.join(other)}): only NVML's nvml_energy and nvml_power "
+                "have a counterpart (recorded as energy_mJ and power_W wherever the GPU has the counter)",
+            )
+        observed.update({k: NVML_OBSERVABLES[k] for k in sorted(wanted)})
+    return observed
+
+
+def _defines(
+    defines: Mapping[str, Any] | None, here: bool
+) -> tuple[dict[str, Callable[[dict[str, Any]], Any]], list[str]]:
+    """``defines`` as the caller's functions of a configuration (only where this process measures: ``here``)
+    and ``-Dkey=value`` compiler flags for the rest."""
+    functions: dict[str, Callable[[dict[str, Any]], Any]] = {}
+    flags: list[str] = []
+    for key, value in (defines or {}).items():
+        if callable(value) and not here:
+            _refuse(
+                "defines",
+                f"{key!r}: a function runs only where one local GPU measures in this process (cluster=None, "
+                "one GPU visible); give a value or an expression in the source",
+            )
+        if callable(value):
+            functions[str(key)] = value
+        else:
+            flags.append(f"-D{key}={value}")
+    return functions, flags
+
+
+def _strategy_options(
+    options: Mapping[str, Any] | None, budget: int | None
+) -> tuple[int | None, float | None]:
+    """Kernel Tuner's ``strategy_options`` as the budget (``max_fevals``, where ``budget`` is not given) and
+    the minutes allowed (``time_limit``, seconds); any other option refused."""
+    from launchtune.checks import check_arguments
+
+    max_minutes = None
+    for key, value in (options or {}).items():
+        if key == "max_fevals" and budget is None:
+            check_arguments({"budget": value})
+            budget = int(value)
+        elif key == "time_limit":
+            check_arguments({"max_minutes": value})
+            max_minutes = float(value) / 60
+        elif key != "max_fevals":
+            _refuse(
+                "strategy_options",
+                f"{key!r}: launchtune's strategies take max_fevals and time_limit; "
+                "each has its own defaults (launchtune strategies --list)",
+            )
+    return budget, max_minutes
+
+
+def _dims(problem_size: Any) -> list[Any]:
+    """The problem size as the kernel spec's dimensions: numbers, expressions of the parameters (strings), or
+    a placeholder where the grid is the caller's function's."""
+    if callable(
+        problem_size
+    ):  # the grid is the caller's function's (Attached.grid); the spec's size a placeholder
+        return [1]
+    if isinstance(problem_size, str):
+        return [problem_size]
+    if isinstance(problem_size, Sequence) and any(isinstance(d, str) for d in problem_size):
+        return [d if isinstance(d, str) else int(d) for d in problem_size]
+    return _problem_size(problem_size)
+
+
+def _metrics(
+    metrics: Mapping[str, Any] | None,
+    observed: Mapping[str, Callable[[dict[str, Any]], Any]],
+    params: Mapping[str, list[Any]],
+) -> tuple[dict[str, Callable[[dict[str, Any]], Any]], dict[str, str]]:
+    """The metrics computed here after measuring (functions, the observers', strings whose names the spec
+    cannot hold) and those the spec states (expression strings named by identifiers, run on the workers)."""
+    functions = {**observed, **{k: v for k, v in (metrics or {}).items() if callable(v)}}
+    texts = {k: v for k, v in (metrics or {}).items() if not callable(v)}
+    if not all(isinstance(v, str) for v in texts.values()):
+        raise TypeError("metrics: expected a dict of name to an expression string or a function of a result")
+    for key in [k for k in texts if not k.isidentifier()]:  # "GB/s": no name the spec can hold
+        functions[key] = _metric_here(key, texts.pop(key), [*params, "time", *metrics_names(metrics)])
+    return functions, texts
+
+
+def _cache_file(cache: str | Path | None) -> Path | None:
+    """The Kernel Tuner cache file, ``.json`` added as Kernel Tuner adds it."""
+    if cache is None:
+        return None
+    path = Path(cache).expanduser()
+    return path if path.name.endswith(".json") else path.with_name(path.name + ".json")
+
+
+def _replayed(
+    cache_path: Path,
+    params: dict[str, list[Any]],
+    ok: Callable[[dict[str, Any]], bool],
+    allowed_rows: list[Any] | None,
+    functions: Mapping[str, Callable[[dict[str, Any]], Any]],
+    goal: str,
+    maximize: bool,
+) -> Any:
+    """``simulation_mode``: the cache's results for the configurations this call allows, as Kernel Tuner
+    returns them, measuring nothing."""
+    from launchtune import kernel_tuner_compat as kt
+
+    allowed_set = {tuple(r) for r in allowed_rows} if allowed_rows is not None else None
+    results, env = kt.replay(
+        cache_path, params,
+        lambda c: ok(c) and (allowed_set is None or tuple(c[n] for n in params) in allowed_set),
+    )  # fmt: skip
+    kt.apply_metrics(results, functions)
+    env["best_config"] = kt.best_of(results, goal, maximize)
+    return kt.TuneResult(results, env, None)
+
+
+def _resumed(
+    cached: list[dict[str, Any]],
+    cache_path: Path | None,
+    params: dict[str, list[Any]],
+    ok: Callable[[dict[str, Any]], bool],
+    allowed_rows: list[Any] | None,
+    baseline: dict[str, Any],
+    files: _Writer,
+) -> str:
+    """Kernel Tuner's resume: the allowed configurations the cache does not hold (and the baseline, measured
+    again), written as the spec's ``allowed`` file in place of the restrictions' one; its name."""
+    done = {tuple(e[n] for n in params) for e in cached}
+    names = list(params)
+    candidates = allowed_rows if allowed_rows is not None else itertools.product(*params.values())
+    remaining = [
+        c for c in candidates
+        if ok(dict(zip(names, c, strict=True)))
+        and (tuple(c) not in done or dict(zip(names, c, strict=True)) == baseline)
+    ]  # fmt: skip
+    files.files.pop("allowed.npy", None)
+    allowed = _allowed_file(files, params, remaining)
+    logger.info(f"cache: {len(cached)} configurations from {cache_path}, {len(remaining)} to measure")
+    return allowed
+
+
+def _sweep_spec(
+    name: str,
+    kernel_name: str,
+    dims: list[Any],
+    kernel_yaml: Path,
+    *,
+    strategy: str | None,
+    budget: int | None,
+    iterations: int,
+    seed: int | None,
+    train_models: bool,
+    remeasure: bool,
+) -> dict[str, Any]:
+    """The sweep spec the call amounts to: every allowed configuration (or ``budget`` of them at random),
+    or a search by ``strategy``, of the kernel spec at ``kernel_yaml``."""
+    exhaustive = strategy is None or strategy in EXHAUSTIVE
+    spec: dict[str, Any] = {
+        "name": name,
+        "description": f"tune_kernel({kernel_name!r}) from Python",
+        "workload": KERNEL_WORKLOAD,
+        "case": name,
+        "size": "x".join(str(d) if isinstance(d, int) else "1" for d in dims),  # an expression: per launch
+        "backend": "auto",
+        "options": {"spec": str(kernel_yaml)},
+        "samplers": ["exhaustive"] if exhaustive and budget is None else ["random"],
+        "samples": budget if exhaustive and budget is not None else 0,
+        "repeats": iterations,
+        "batch_size": "auto",
+        "seed": seed or 0,
+        "train_models": bool(train_models),
+        "remeasure": bool(remeasure),
+    }
+    if not exhaustive:  # without a budget, the spec's default (store.spec.DEFAULT_BUDGET)
+        spec["search"] = {"strategy": strategy, **({"budget": budget} if budget is not None else {})}
+    return spec
 
 
 def _cache_appender(

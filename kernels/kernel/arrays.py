@@ -124,18 +124,7 @@ def build(node: ast.AST) -> ArrayEvaluator:
     """The array evaluator of a checked expression tree (``expressions.parse`` has refused what the language
     does not allow); ``NotVectorised`` for a node this form does not compute."""
     if isinstance(node, ast.Constant):
-        value = node.value
-        if isinstance(value, bool):
-            constant = np.asarray(value)
-        elif isinstance(value, int):
-            if abs(value) > EXACT:
-                raise NotVectorised("an integer constant beyond 2**53")
-            constant = np.asarray(value, dtype=np.int64)
-        elif isinstance(value, float):
-            constant = np.asarray(value, dtype=np.float64)
-        else:
-            raise NotVectorised("a text constant")
-        return lambda _: (constant, np.zeros((), dtype=bool))
+        return _constant(node.value)
     if isinstance(node, ast.Name):
         name = node.id
         return lambda v: (v[name], np.zeros((), dtype=bool))
@@ -163,53 +152,9 @@ def build(node: ast.AST) -> ArrayEvaluator:
 
         return unary
     if isinstance(node, ast.BoolOp):
-        parts = [build(p) for p in node.values]
-        conjunction = isinstance(node.op, ast.And)
-
-        def boolean(v: Mapping[str, np.ndarray]) -> Result:
-            # Python returns the first operand that decides (false for and, true for or), else the last;
-            # an operand after the deciding one is never evaluated, so its errors do not count
-            value, error = parts[0](v)
-            going = _truth(value) if conjunction else ~_truth(value)
-            for part in parts[1:]:
-                x, e = part(v)
-                value = np.where(going, x, value)
-                error = error | (going & e)
-                going = going & (_truth(x) if conjunction else ~_truth(x))
-            return value, error
-
-        return boolean
+        return _boolean(node, [build(p) for p in node.values])
     if isinstance(node, ast.Compare):
-        first = build(node.left)
-        steps: list[tuple[str, Any, Any]] = []
-        for op_node, right_node in zip(node.ops, node.comparators, strict=True):
-            if isinstance(op_node, ast.In | ast.NotIn):
-                assert isinstance(right_node, ast.List | ast.Tuple)  # parse allows nothing else right of in
-                items = [build(e) for e in right_node.elts]
-                steps.append(("in", isinstance(op_node, ast.NotIn), items))
-            else:
-                steps.append(("cmp", _COMPARE[type(op_node)], build(right_node)))
-
-        def chained(v: Mapping[str, np.ndarray]) -> Result:
-            left, error = first(v)
-            going = np.ones(np.shape(left), dtype=bool)  # rows whose comparisons so far all held
-            for kind, how, right in steps:
-                if kind == "in":
-                    found = np.zeros((), dtype=bool)
-                    for item in right:  # the list is built whole: every item is evaluated
-                        x, e = item(v)
-                        _no_nan(left, x)
-                        found = found | (left == x)
-                        error = error | (going & e)
-                    going = going & (found != how)
-                    continue  # Python keeps the left operand after an ``in`` (expressions.chained)
-                x, e = right(v)
-                error = error | (going & e)
-                going = going & how(left, x)
-                left = x
-            return going, error
-
-        return chained
+        return _comparison(node)
     if isinstance(node, ast.IfExp):
         test, body, orelse = build(node.test), build(node.body), build(node.orelse)
 
@@ -233,6 +178,74 @@ def build(node: ast.AST) -> ArrayEvaluator:
 
         return extreme
     raise NotVectorised(type(node).__name__)
+
+
+def _constant(value: Any) -> ArrayEvaluator:
+    """A number or truth value the arrays hold exactly (an integer within 2**53); ``NotVectorised`` else."""
+    if isinstance(value, bool):
+        constant = np.asarray(value)
+    elif isinstance(value, int):
+        if abs(value) > EXACT:
+            raise NotVectorised("an integer constant beyond 2**53")
+        constant = np.asarray(value, dtype=np.int64)
+    elif isinstance(value, float):
+        constant = np.asarray(value, dtype=np.float64)
+    else:
+        raise NotVectorised("a text constant")
+    return lambda _: (constant, np.zeros((), dtype=bool))
+
+
+def _boolean(node: ast.BoolOp, parts: list[ArrayEvaluator]) -> ArrayEvaluator:
+    """``and``/``or`` row by row as Python evaluates them one at a time."""
+    conjunction = isinstance(node.op, ast.And)
+
+    def boolean(v: Mapping[str, np.ndarray]) -> Result:
+        # Python returns the first operand that decides (false for and, true for or), else the last;
+        # an operand after the deciding one is never evaluated, so its errors do not count
+        value, error = parts[0](v)
+        going = _truth(value) if conjunction else ~_truth(value)
+        for part in parts[1:]:
+            x, e = part(v)
+            value = np.where(going, x, value)
+            error = error | (going & e)
+            going = going & (_truth(x) if conjunction else ~_truth(x))
+        return value, error
+
+    return boolean
+
+
+def _comparison(node: ast.Compare) -> ArrayEvaluator:
+    """A chained comparison row by row (``in``/``not in`` over a list written out), as Python chains it."""
+    first = build(node.left)
+    steps: list[tuple[str, Any, Any]] = []
+    for op_node, right_node in zip(node.ops, node.comparators, strict=True):
+        if isinstance(op_node, ast.In | ast.NotIn):
+            assert isinstance(right_node, ast.List | ast.Tuple)  # parse allows nothing else right of in
+            items = [build(e) for e in right_node.elts]
+            steps.append(("in", isinstance(op_node, ast.NotIn), items))
+        else:
+            steps.append(("cmp", _COMPARE[type(op_node)], build(right_node)))
+
+    def chained(v: Mapping[str, np.ndarray]) -> Result:
+        left, error = first(v)
+        going = np.ones(np.shape(left), dtype=bool)  # rows whose comparisons so far all held
+        for kind, how, right in steps:
+            if kind == "in":
+                found = np.zeros((), dtype=bool)
+                for item in right:  # the list is built whole: every item is evaluated
+                    x, e = item(v)
+                    _no_nan(left, x)
+                    found = found | (left == x)
+                    error = error | (going & e)
+                going = going & (found != how)
+                continue  # Python keeps the left operand after an ``in`` (expressions.chained)
+            x, e = right(v)
+            error = error | (going & e)
+            going = going & how(left, x)
+            left = x
+        return going, error
+
+    return chained
 
 
 def truth(evaluate: ArrayEvaluator, columns: Mapping[str, np.ndarray], rows: int) -> np.ndarray:

@@ -268,64 +268,9 @@ def _build(node: ast.AST, known: frozenset[str], used: set[str], text: str, wher
             return lambda v: not operand(v)
         raise refuse(f"operator {type(node.op).__name__}")
     if isinstance(node, ast.BoolOp):
-        parts = [sub(p) for p in node.values]
-        if isinstance(node.op, ast.And):
-
-            def all_of(v: Mapping[str, Number]) -> Any:
-                result: Any = True
-                for p in parts:
-                    result = p(v)
-                    if not result:
-                        return result
-                return result
-
-            return all_of
-
-        def any_of(v: Mapping[str, Number]) -> Any:
-            result: Any = False
-            for p in parts:
-                result = p(v)
-                if result:
-                    return result
-            return result
-
-        return any_of
+        return _boolean(node, [sub(p) for p in node.values])
     if isinstance(node, ast.Compare):
-        first = sub(node.left)
-        ops: list[tuple[Any, Evaluator]] = []
-        for op_node, right_node in zip(node.ops, node.comparators, strict=True):
-            if isinstance(op_node, ast.In | ast.NotIn):
-                # Kernel Tuner's restrictions say ``block_size_x in [128, 256]``: membership of a list or
-                # tuple written out (its items are expressions), nothing else
-                if not isinstance(right_node, ast.List | ast.Tuple) or len(right_node.elts) > MAX_ITEMS:
-                    raise refuse(f"'in' over anything but a list or tuple of at most {MAX_ITEMS} items")
-                items = [sub(e) for e in right_node.elts]
-                negate = isinstance(op_node, ast.NotIn)
-
-                def members(v: Mapping[str, Number], items: list[Evaluator] = items) -> list[Any]:
-                    return [i(v) for i in items]
-
-                ops.append((("in", negate), members))
-                continue
-            op = _COMPARE.get(type(op_node))
-            if op is None:
-                raise refuse(f"comparison {type(op_node).__name__}")
-            ops.append((op, sub(right_node)))
-
-        def chained(v: Mapping[str, Number]) -> bool:
-            left = first(v)
-            for op, right in ops:
-                value = right(v)
-                if isinstance(op, tuple):  # ("in", negate): value is the list's items
-                    if (left in value) == op[1]:
-                        return False
-                    continue  # Python chains ``a in [..] < b`` on the list; nothing sensible follows it
-                if not op(left, value):
-                    return False
-                left = value
-            return True
-
-        return chained
+        return _comparison(node, sub, refuse)
     if isinstance(node, ast.IfExp):
         test, body, orelse = sub(node.test), sub(node.body), sub(node.orelse)
         return lambda v: body(v) if test(v) else orelse(v)
@@ -343,3 +288,69 @@ def _build(node: ast.AST, known: frozenset[str], used: set[str], text: str, wher
         args = [sub(a) for a in node.args]
         return lambda v: fn(*(a(v) for a in args))
     raise refuse(_describe(node), _allowed(node))
+
+
+def _boolean(node: ast.BoolOp, parts: list[Evaluator]) -> Evaluator:
+    """``and``/``or`` as Python evaluates them: the first operand that decides, else the last."""
+    if isinstance(node.op, ast.And):
+
+        def all_of(v: Mapping[str, Number]) -> Any:
+            result: Any = True
+            for p in parts:
+                result = p(v)
+                if not result:
+                    return result
+            return result
+
+        return all_of
+
+    def any_of(v: Mapping[str, Number]) -> Any:
+        result: Any = False
+        for p in parts:
+            result = p(v)
+            if result:
+                return result
+        return result
+
+    return any_of
+
+
+def _comparison(
+    node: ast.Compare, sub: Callable[[ast.AST], Evaluator], refuse: Callable[..., ExpressionError]
+) -> Evaluator:
+    """A comparison, chained as Python chains it; ``in``/``not in`` only over a list or tuple written out."""
+    first = sub(node.left)
+    ops: list[tuple[Any, Evaluator]] = []
+    for op_node, right_node in zip(node.ops, node.comparators, strict=True):
+        if isinstance(op_node, ast.In | ast.NotIn):
+            # Kernel Tuner's restrictions say ``block_size_x in [128, 256]``: membership of a list or
+            # tuple written out (its items are expressions), nothing else
+            if not isinstance(right_node, ast.List | ast.Tuple) or len(right_node.elts) > MAX_ITEMS:
+                raise refuse(f"'in' over anything but a list or tuple of at most {MAX_ITEMS} items")
+            items = [sub(e) for e in right_node.elts]
+            negate = isinstance(op_node, ast.NotIn)
+
+            def members(v: Mapping[str, Number], items: list[Evaluator] = items) -> list[Any]:
+                return [i(v) for i in items]
+
+            ops.append((("in", negate), members))
+            continue
+        op = _COMPARE.get(type(op_node))
+        if op is None:
+            raise refuse(f"comparison {type(op_node).__name__}")
+        ops.append((op, sub(right_node)))
+
+    def chained(v: Mapping[str, Number]) -> bool:
+        left = first(v)
+        for op, right in ops:
+            value = right(v)
+            if isinstance(op, tuple):  # ("in", negate): value is the list's items
+                if (left in value) == op[1]:
+                    return False
+                continue  # Python chains ``a in [..] < b`` on the list; nothing sensible follows it
+            if not op(left, value):
+                return False
+            left = value
+        return True
+
+    return chained

@@ -384,78 +384,21 @@ def spec_from_mapping(
     ``autotune(source=...)``); ``need_arguments`` False where the arguments come from the caller instead;
     ``spec_bytes``, the file's bytes as read, enter the spec's digest."""
     f = f"{path}: "
-    if not isinstance(data, Mapping):
-        raise SpecError(f"{f}expected a mapping of keys to values")
-    unknown = sorted(set(data) - set(_REQUIRED) - set(_OPTIONAL))
-    if unknown:
-        raise SpecError(
-            f"{f}unknown key {unknown[0]!r} (allowed: {', '.join(sorted(_REQUIRED + _OPTIONAL))})"
-        )
-    missing = [k for k in _REQUIRED if k not in data]
-    if missing:
-        raise SpecError(f"{f}missing key {missing[0]!r}")
-
+    _check_keys(data, f)
     source_files, code, raw_code = read_sources(data["source"], path, code)
     source = source_files[0]
-    kernel_name = data["kernel_name"]
-    match = TEMPLATED.fullmatch(kernel_name) if isinstance(kernel_name, str) else None
-    if match is None or len(kernel_name) > 500:
-        raise SpecError(
-            f"{f}kernel_name: expected the kernel's name (an identifier, or a template like "
-            f"'k<float, block_size_x>'), got {kernel_name!r}"
-        )
-    base = match["base"]
-    if not kernel_defined(code, base):
-        raise SpecError(f"{f}kernel_name: no '__global__ ... {base}(' in {source.name}")
-
+    kernel_name = _kernel_name(data["kernel_name"], code, source, f)
     params, labels = read_params(data["tune_params"], f)
     names = [p.name for p in params]
     expr_names = names + list(PROBLEM_NAMES)
-
     block_names = read_block_names(data.get("block_size_names"), labels, f)
-
-    restrictions_raw = data.get("restrictions") or []
-    if isinstance(restrictions_raw, str):
-        restrictions_raw = [restrictions_raw]
-    if not isinstance(restrictions_raw, list) or len(restrictions_raw) > MAX_RESTRICTIONS:
-        raise SpecError(f"{f}restrictions: expected a list of at most {MAX_RESTRICTIONS} expressions")
-    try:
-        restrictions = tuple(
-            parse(r, expr_names, f"{f}restrictions[{i}]") for i, r in enumerate(restrictions_raw)
-        )
-        grid_div = tuple(_grid_div(data.get(f"grid_div_{d}"), expr_names, f"{f}grid_div_{d}") for d in "xyz")
-    except ExpressionError as exc:
-        raise SpecError(str(exc)) from None
-
+    restrictions, grid_div = _launch_expressions(data, expr_names, f)
     fixed_names = [p.name for p in params if len(p.values) == 1] + list(PROBLEM_NAMES)
-    arguments: tuple[ArgumentSpec, ...] = ()
-    if "arguments" in data:
-        try:
-            arguments = parse_arguments(data["arguments"], f"{f}arguments", fixed_names, path.parent)
-        except ExpressionError as exc:
-            raise SpecError(
-                f"{exc} (argument shapes and values may name the problem size and parameters with one value)"
-            ) from None
-    factory = _code_target(data.get("arguments_factory"), f"{f}arguments_factory")
-    if not arguments and factory is None and need_arguments:
-        raise SpecError(f"{f}arguments: give the kernel's arguments (or an arguments_factory)")
-    if arguments and factory is not None:
-        raise SpecError(f"{f}arguments_factory: give either arguments or arguments_factory, not both")
-
+    arguments, factory = _arguments_of(data, fixed_names, path, need_arguments, f)
     options = read_compiler_options(data.get("compiler_options"), f)
     passed, include_dirs = resolve_includes(options, path.parent, source.parent)
-
     problem_size, problem_exprs = read_problem_size(data, names, f)
-
-    shared = None
-    if data.get("shared_memory") is not None:
-        try:
-            shared = parse(data["shared_memory"], expr_names, f"{f}shared_memory")
-        except ExpressionError as exc:
-            raise SpecError(
-                f"{exc} (bytes of dynamic shared memory, over the parameters and problem size)"
-            ) from None
-
+    shared = _shared_memory(data.get("shared_memory"), expr_names, f)
     default = read_default(data.get("default"), params, labels, f)
 
     metrics, objective = metrics_and_objective(data, names, f)
@@ -468,7 +411,7 @@ def spec_from_mapping(
         params=tuple(params),
         default=default,
         restrictions=restrictions,
-        grid_div=grid_div,  # type: ignore[arg-type]
+        grid_div=grid_div,
         block_size_names=(block_names[0], block_names[1], block_names[2]),
         arguments=arguments,
         arguments_factory=factory,
@@ -492,6 +435,87 @@ def spec_from_mapping(
         base_options=tuple(options),
     )
     return spec
+
+
+def _check_keys(data: Any, f: str) -> None:
+    """A mapping, of the spec's keys only, with every required one."""
+    if not isinstance(data, Mapping):
+        raise SpecError(f"{f}expected a mapping of keys to values")
+    unknown = sorted(set(data) - set(_REQUIRED) - set(_OPTIONAL))
+    if unknown:
+        raise SpecError(
+            f"{f}unknown key {unknown[0]!r} (allowed: {', '.join(sorted(_REQUIRED + _OPTIONAL))})"
+        )
+    missing = [k for k in _REQUIRED if k not in data]
+    if missing:
+        raise SpecError(f"{f}missing key {missing[0]!r}")
+
+
+def _kernel_name(kernel_name: Any, code: str, source: Path, f: str) -> str:
+    """``kernel_name``: an identifier or a template instance whose base the source defines as a kernel."""
+    match = TEMPLATED.fullmatch(kernel_name) if isinstance(kernel_name, str) else None
+    if match is None or len(kernel_name) > 500:
+        raise SpecError(
+            f"{f}kernel_name: expected the kernel's name (an identifier, or a template like "
+            f"'k<float, block_size_x>'), got {kernel_name!r}"
+        )
+    base = match["base"]
+    if not kernel_defined(code, base):
+        raise SpecError(f"{f}kernel_name: no '__global__ ... {base}(' in {source.name}")
+    return kernel_name
+
+
+def _launch_expressions(
+    data: Mapping[str, Any], expr_names: list[str], f: str
+) -> tuple[tuple[Expression, ...], tuple[Any, ...]]:
+    """The restrictions (one expression or a list) and ``grid_div_x/y/z``, parsed over the parameters and
+    the problem size."""
+    restrictions_raw = data.get("restrictions") or []
+    if isinstance(restrictions_raw, str):
+        restrictions_raw = [restrictions_raw]
+    if not isinstance(restrictions_raw, list) or len(restrictions_raw) > MAX_RESTRICTIONS:
+        raise SpecError(f"{f}restrictions: expected a list of at most {MAX_RESTRICTIONS} expressions")
+    try:
+        restrictions = tuple(
+            parse(r, expr_names, f"{f}restrictions[{i}]") for i, r in enumerate(restrictions_raw)
+        )
+        grid_div = tuple(_grid_div(data.get(f"grid_div_{d}"), expr_names, f"{f}grid_div_{d}") for d in "xyz")
+    except ExpressionError as exc:
+        raise SpecError(str(exc)) from None
+    return restrictions, grid_div
+
+
+def _arguments_of(
+    data: Mapping[str, Any], fixed_names: list[str], path: Path, need_arguments: bool, f: str
+) -> tuple[tuple[ArgumentSpec, ...], str | None]:
+    """The kernel's arguments as the spec lists them, or the function that makes them: one of the two
+    (neither only where ``need_arguments`` is False)."""
+    arguments: tuple[ArgumentSpec, ...] = ()
+    if "arguments" in data:
+        try:
+            arguments = parse_arguments(data["arguments"], f"{f}arguments", fixed_names, path.parent)
+        except ExpressionError as exc:
+            raise SpecError(
+                f"{exc} (argument shapes and values may name the problem size and parameters with one value)"
+            ) from None
+    factory = _code_target(data.get("arguments_factory"), f"{f}arguments_factory")
+    if not arguments and factory is None and need_arguments:
+        raise SpecError(f"{f}arguments: give the kernel's arguments (or an arguments_factory)")
+    if arguments and factory is not None:
+        raise SpecError(f"{f}arguments_factory: give either arguments or arguments_factory, not both")
+    return arguments, factory
+
+
+def _shared_memory(value: Any, expr_names: list[str], f: str) -> Expression | None:
+    """``shared_memory``: bytes of dynamic shared memory, an expression of the parameters and problem size."""
+    if value is None:
+        return None
+    try:
+        return parse(value, expr_names, f"{f}shared_memory")
+    except ExpressionError as exc:
+        raise SpecError(
+            f"{exc} (bytes of dynamic shared memory, over the parameters and problem size)"
+        ) from None
 
 
 def check_for_problem(

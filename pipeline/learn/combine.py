@@ -43,7 +43,15 @@ from launchtune.kernels.files import FileRefused, check_input
 from ..errors import UserError
 from ..paths import check_slug
 from ..store.caches import SAMPLER, CacheClass, is_cache_path, read_caches
-from ..store.folder import PLAN_FACTS, SweepFolder, data_hash
+from ..store.folder import (
+    Plan,
+    PlanFacts,
+    SweepFolder,
+    SweepMeta,
+    Validation,
+    data_hash,
+    plan_facts,
+)
 from ..store.ownership import claim
 from ..store.schema import objective_of, plan_schema
 from ..store.shards import load_merged, write_merged
@@ -63,11 +71,11 @@ PLAN_KEYS = ("params", "values", "kernels")
 class Source:
     path: Path  # as given on the command line (recorded so)
     spec: SweepSpec
-    meta: dict[str, Any]  # sweep.json
+    meta: SweepMeta  # sweep.json
     frame: pd.DataFrame
     classes: list[str]
-    plans: dict[str, dict[str, Any]]
-    validation: dict[str, Any] | None
+    plans: dict[str, Plan]
+    validation: Validation | None
 
 
 def read_source(path: Path) -> Source:
@@ -79,6 +87,8 @@ def read_source(path: Path) -> Source:
     spec, _ = folder.read_spec()
     folder.planning_key()  # a user error where there is none
     meta = folder.read_meta()
+    if meta is None:  # (read_spec said so already)
+        raise UserError(f"{path}: not a sweep folder (no sweep.json)")
     frame = load_merged(path)
     classes = sorted(frame["gpu_class"].unique())
     plans = {c: folder.read_plan(c) for c in classes}
@@ -213,7 +223,8 @@ def _fill_measured_bandwidth(s: Source, log: Log) -> tuple[pd.DataFrame, dict[st
         rows = frame["gpu_class"] == c
         if not frame.loc[rows, "measured_bandwidth_gbs"].isna().any():
             continue
-        value = (s.plans.get(c) or {}).get("device", {}).get("measured_bandwidth_gbs")
+        plan = s.plans.get(c)
+        value = (plan.get("device") or {}).get("measured_bandwidth_gbs") if plan else None
         if value is not None:
             frame.loc[rows & frame["measured_bandwidth_gbs"].isna(), "measured_bandwidth_gbs"] = float(value)
             notes[c] = f"measured_bandwidth_gbs filled from {s.path}/plan/{c}.json ({value} GB/s)"
@@ -323,99 +334,26 @@ def combine(
     command passes ``results.report.build_report``) is called after training as ``report(out, log, frame=,
     models=)``: reports sit above the learning layer, so this one is handed in."""
     paths = [Path(p) for p in paths]
-    for p in paths:  # a symlink loop (RuntimeError in resolve), a FIFO, a device: one line naming it
-        try:
-            check_input(p, "sweep folder")  # (or a Kernel Tuner cache: a file is fine here)
-        except FileRefused as exc:
-            raise UserError(str(exc)) from None
-    if len({p.resolve() for p in paths}) < len(paths):
-        raise UserError("combine: a source folder is named twice")
-    sources: list[Source] = []
-    caches: list[CacheClass] = []
-    for p in paths:
-        if is_cache_path(p):
-            caches += read_caches(p)
-        else:
-            sources.append(read_source(p))
+    sources, caches = _read_inputs(paths)
     check_sources(sources, caches)
     params = cache_params(sources, caches) if caches else list(sources[0].meta["plan"]["params"])
     _prepare_out(out, paths)
     folder = SweepFolder(out)
-    name = out.resolve().name
-    try:
-        name = check_slug(name, "OUT")
-    except UserError:
-        name = "combined"
-    if sources:
-        base_spec = sources[0].spec
-        plan = {k: v for k, v in sources[0].meta["plan"].items() if k in PLAN_FACTS}
-    else:
-        base_spec = _cache_spec(caches, name)
-        plan = {"params": params, "values": {}, "default": None, "kernels": [], "inactive": []}
-    if caches:  # the values any source recorded
-        values = {p: set(plan.get("values", {}).get(p, [])) for p in params}
-        for c in caches:
-            for p in params:
-                values[p].update(c.params[p])
-        plan["values"] = {p: sorted(int(v) for v in values[p]) for p in params}
+    name = _folder_name(out)
+    base_spec, plan = _launch_space(sources, caches, params, name)
     schema = plan_schema(plan, search=False)
-    classes = sorted([c for s in sources for c in s.classes] + [c.gpu_class for c in caches])
-    notes: list[str] = _cache_notes(sources, caches)
-    tables, records, validation = [], [], {}
-    for s in sources:
-        frame, filled = _fill_measured_bandwidth(s, log)
-        notes += [f"{c}: {n}" for c, n in filled.items()]
-        tables.append(_table(frame, schema))
-        counts = s.frame["status"].value_counts()
-        records.append(
-            {
-                "path": str(s.path),
-                "classes": s.classes,
-                "sweep_id": s.spec.name,
-                "planning_key": s.meta["planning_key"],
-                "spec_source": s.spec.source,
-                "rows": int(len(s.frame)),
-                "ok": int(counts.get("ok", 0)),
-                "data_hash": data_hash(s.frame),
-                "devices": {c: _device_of(s, c) for c in s.classes},
-                "validation": sorted((s.validation or {}).keys()),
-                "timing": SweepFolder(s.path).read_timing(),
-            }
-        )
-        for c in s.classes:
-            if c in (s.validation or {}):
-                validation[c] = {**s.validation[c], "source": str(s.path)}
-            else:
-                notes.append(f"{c}: no re-measurement in {s.path}/validation.json")
-                log(f"combine: {c}: {s.path} has no validation.json entry; its report rows stay empty")
-            if c in s.plans:
-                slim = {k: v for k, v in s.plans[c].items() if k != "configs"}
-                slim.update(n_configs=len(s.plans[c].get("configs", [])), source=str(s.path))
-                folder.write_plan(c, slim)
-        for k in ("test_fraction", "train"):
-            if getattr(s.spec, k) != getattr(base_spec, k):
-                notes.append(
-                    f"{s.path}: spec {k} differs from {sources[0].path}; {sources[0].path}'s is used"
-                )
+    tables, records, validation, notes = _source_tables(sources, base_spec, schema, folder, log)
     cache_tables, cache_records = _cache_tables(caches, schema, folder, log)
     tables += cache_tables
     records += cache_records
     merged = write_merged(out, pa.concat_tables(tables))
-    backends = sorted({s.meta["planning_key"]["backend"] for s in sources} | ({SAMPLER} if caches else set()))
-    spec = replace(
-        base_spec,
-        name=name,
-        backend=backends[0] if len(backends) == 1 else "mixed",
-        gpu_classes=tuple(classes),
-        description="combined: " + "; ".join(f"{', '.join(r['classes'])} from {r['path']}" for r in records),
-        output=None,
-        source="launchtune combine",
-    )
+    classes = sorted([c for s in sources for c in s.classes] + [c.gpu_class for c in caches])
+    spec = _combined_spec(base_spec, name, sources, caches, classes, records)
     block = {
         "command": " ".join(["launchtune combine", str(out), *map(str, paths)]),
         "policy": {"must_agree": list(MUST_AGREE) + list(PLAN_KEYS), "may_differ": list(MAY_DIFFER)},
         "sources": records,
-        "notes": notes,
+        "notes": _cache_notes(sources, caches) + notes,
     }
     folder.write_meta(
         {"spec": spec.to_dict(), "planning_key": spec.planning_key(), "plan": plan, "combined": block}
@@ -429,3 +367,123 @@ def combine(
             report(out, log, frame=frame, models=trained["models"])
             log(f"report: {folder.report_md}")
     return block
+
+
+def _read_inputs(paths: Sequence[Path]) -> tuple[list[Source], list[CacheClass]]:
+    """Each path read as a sweep folder or as Kernel Tuner caches, after refusing what is no input (a symlink
+    loop, a FIFO, a device: one line naming it) and a path named twice."""
+    for path in paths:
+        try:
+            check_input(path, "sweep folder")  # (or a Kernel Tuner cache: a file is fine here)
+        except FileRefused as exc:
+            raise UserError(str(exc)) from None
+    if len({p.resolve() for p in paths}) < len(paths):
+        raise UserError("combine: a source folder is named twice")
+    sources: list[Source] = []
+    caches: list[CacheClass] = []
+    for path in paths:
+        if is_cache_path(path):
+            caches += read_caches(path)
+        else:
+            sources.append(read_source(path))
+    return sources, caches
+
+
+def _folder_name(out: Path) -> str:
+    """The combined folder's sweep name: its own name where that is a valid one, else ``combined``."""
+    try:
+        return check_slug(out.resolve().name, "OUT")
+    except UserError:
+        return "combined"
+
+
+def _launch_space(
+    sources: Sequence[Source], caches: Sequence[CacheClass], params: list[str], name: str
+) -> tuple[SweepSpec, PlanFacts]:
+    """The spec the folder starts from (the first sweep's, else one made up for caches alone) and its plan
+    facts: the first sweep's, each parameter's values widened to those any cache recorded."""
+    if sources:
+        base_spec = sources[0].spec
+        plan = plan_facts(sources[0].meta["plan"])
+    else:
+        base_spec = _cache_spec(caches, name)
+        plan = PlanFacts(params=params, values={}, default=None, kernels=[], inactive=[])
+    if caches:  # the values any source recorded
+        values = {p: set((plan.get("values") or {}).get(p, [])) for p in params}
+        for cache in caches:
+            for p in params:
+                values[p].update(cache.params[p])
+        plan["values"] = {p: sorted(int(v) for v in values[p]) for p in params}
+    return base_spec, plan
+
+
+def _source_tables(
+    sources: Sequence[Source], base_spec: SweepSpec, schema: pa.Schema, folder: SweepFolder, log: Log
+) -> tuple[list[pa.Table], list[dict[str, Any]], Validation, list[str]]:
+    """Each sweep folder's rows in the merged schema, its source record, its classes' re-measurements (each
+    marked with its source) and plans written into the folder (slimmed to their facts), and notes on what
+    it lacked or where its spec differs from the one used."""
+    tables: list[pa.Table] = []
+    records: list[dict[str, Any]] = []
+    validation: Validation = {}
+    notes: list[str] = []
+    for s in sources:
+        frame, filled = _fill_measured_bandwidth(s, log)
+        notes += [f"{c}: {n}" for c, n in filled.items()]
+        tables.append(_table(frame, schema))
+        counts = s.frame["status"].value_counts()
+        found = s.validation or {}
+        records.append(
+            {
+                "path": str(s.path),
+                "classes": s.classes,
+                "sweep_id": s.spec.name,
+                "planning_key": s.meta["planning_key"],
+                "spec_source": s.spec.source,
+                "rows": int(len(s.frame)),
+                "ok": int(counts.get("ok", 0)),
+                "data_hash": data_hash(s.frame),
+                "devices": {c: _device_of(s, c) for c in s.classes},
+                "validation": sorted(found.keys()),
+                "timing": SweepFolder(s.path).read_timing(),
+            }
+        )
+        for c in s.classes:
+            if c in found:
+                validation[c] = {**found[c], "source": str(s.path)}
+            else:
+                notes.append(f"{c}: no re-measurement in {s.path}/validation.json")
+                log(f"combine: {c}: {s.path} has no validation.json entry; its report rows stay empty")
+            if c in s.plans:
+                slim = s.plans[c].copy()
+                slim["n_configs"] = len(slim.pop("configs", []))
+                slim["source"] = str(s.path)
+                folder.write_plan(c, slim)
+        for k in ("test_fraction", "train"):
+            if getattr(s.spec, k) != getattr(base_spec, k):
+                notes.append(
+                    f"{s.path}: spec {k} differs from {sources[0].path}; {sources[0].path}'s is used"
+                )
+    return tables, records, validation, notes
+
+
+def _combined_spec(
+    base_spec: SweepSpec,
+    name: str,
+    sources: Sequence[Source],
+    caches: Sequence[CacheClass],
+    classes: list[str],
+    records: Sequence[dict[str, Any]],
+) -> SweepSpec:
+    """The folder's spec: ``base_spec`` under the folder's name, over every class, its backend the sources'
+    one (``mixed`` where they differ), described by where each class came from."""
+    backends = sorted({s.meta["planning_key"]["backend"] for s in sources} | ({SAMPLER} if caches else set()))
+    return replace(
+        base_spec,
+        name=name,
+        backend=backends[0] if len(backends) == 1 else "mixed",
+        gpu_classes=tuple(classes),
+        description="combined: " + "; ".join(f"{', '.join(r['classes'])} from {r['path']}" for r in records),
+        output=None,
+        source="launchtune combine",
+    )

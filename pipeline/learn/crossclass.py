@@ -35,7 +35,7 @@ from sklearn.metrics import mean_squared_error, r2_score
 
 from launchtune.kernels.device import CLASS_FEATURES, DEVICE_FEATURES
 
-from ..store.folder import ok_rows
+from ..store.folder import Metrics, ok_rows
 from ..store.schema import cost_column
 from ..store.spec import SweepSpec
 from .design import MIN_ROWS, capped, design, model_makers, split
@@ -296,7 +296,7 @@ def why_not(rows: pd.DataFrame, held: str, entry: dict[str, Any], pairs: dict[st
     return "; ".join(reasons)
 
 
-def markdown(metrics: dict[str, Any]) -> list[str]:
+def markdown(metrics: Metrics) -> list[str]:
     """The report's sections on the comparison and on leave-one-class-out (empty where there is neither)."""
 
     def f(x: Any, digits: int = 3) -> str:

@@ -9,7 +9,7 @@ registry by class (:data:`launchtune.kernels.device.CLASS_FEATURES`: FP32 peak, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -75,7 +75,7 @@ def split(frame: pd.DataFrame, test_fraction: float, seed: int) -> tuple[np.ndar
     return train_test_split(np.arange(len(frame)), test_size=test_fraction, random_state=seed)
 
 
-def features_for(plan: dict[str, Any], combined: bool) -> list[str]:
+def features_for(plan: Mapping[str, Any], combined: bool) -> list[str]:
     """Every feature a group may use; ``device_features`` says which of the device facts the data has."""
     return list(plan["params"]) + (list(DEVICE_FEATURES) + list(CLASS_FEATURES) if combined else [])
 

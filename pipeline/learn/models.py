@@ -63,10 +63,11 @@ class AdditiveKernelModel(RegressorMixin, BaseEstimator):
         if kernel_times is None:
             raise ValueError("AdditiveKernelModel.fit needs kernel_times (one column per kernel)")
         kt = np.asarray(kernel_times, dtype=float)
-        self.kernels_ = list(self.groups)
+        groups = self._groups()
+        self.kernels_ = list(groups)
         self.keys_, self.values_, self.scale_ = {}, {}, {}
         for j, kernel in enumerate(self.kernels_):
-            cols = self.groups[kernel]
+            cols = groups[kernel]
             sub = X[:, cols]
             keys, inverse = np.unique(sub, axis=0, return_inverse=True)
             inverse = inverse.ravel()
@@ -78,6 +79,12 @@ class AdditiveKernelModel(RegressorMixin, BaseEstimator):
         self.rest_ = float(np.median(y - kt.sum(axis=1)))
         self.n_features_in_ = X.shape[1]
         return self
+
+    def _groups(self) -> dict[str, list[int]]:
+        """``groups``, which scikit-learn's convention lets default to None; the model cannot do without."""
+        if self.groups is None:
+            raise ValueError("AdditiveKernelModel needs groups (each kernel's parameter columns in X)")
+        return self.groups
 
     def predict_kernel(self, kernel: str, sub: Any) -> np.ndarray:
         """Predicted time of one kernel for rows of its own parameters."""
@@ -94,15 +101,17 @@ class AdditiveKernelModel(RegressorMixin, BaseEstimator):
     def predict(self, X: Any) -> np.ndarray:
         X = np.asarray(X, dtype=float)
         total = np.full(len(X), self.rest_)
+        groups = self._groups()
         for kernel in self.kernels_:
-            total += self.predict_kernel(kernel, X[:, self.groups[kernel]])
+            total += self.predict_kernel(kernel, X[:, groups[kernel]])
         return total
 
     def best_per_kernel(self, features: Sequence[str], values: dict[str, list[int]]) -> dict[str, int]:
         """The predicted optimum, kernel by kernel over each kernel's own value grid."""
         best: dict[str, int] = {}
+        groups = self._groups()
         for kernel in self.kernels_:
-            names = [features[i] for i in self.groups[kernel]]
+            names = [features[i] for i in groups[kernel]]
             grids = np.meshgrid(*[values[n] for n in names], indexing="ij")
             grid = np.stack([g.ravel() for g in grids], axis=1)
             i = int(np.argmin(self.predict_kernel(kernel, grid)))
@@ -236,7 +245,7 @@ class ZeroInactive(TransformerMixin, BaseEstimator):
         for when, values, params in self.rules:
             if when in index:
                 rows = np.isin(out[:, index[when]], np.asarray(values, dtype=float))
-                cols = [index[p] for p in params if p in index]
+                cols = np.array([index[p] for p in params if p in index], dtype=np.intp)
                 out[np.ix_(rows, cols)] = 0.0
         return out
 

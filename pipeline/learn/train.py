@@ -23,7 +23,7 @@ import sklearn
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import mean_squared_error, r2_score
 
-from ..store.folder import SweepFolder, data_hash, ok_rows, rows_by_class
+from ..store.folder import PlanFacts, SweepFolder, data_hash, ok_rows, rows_by_class
 from ..store.schema import cost_column, kernel_column, kernel_params
 from ..store.shards import load_merged
 from ..store.spec import SweepSpec
@@ -69,7 +69,7 @@ def _score(model: Any, X: np.ndarray, y: np.ndarray, tr: np.ndarray, te: np.ndar
 
 def fit_models(
     rows: pd.DataFrame,
-    plan: dict[str, Any],
+    plan: PlanFacts,
     spec: SweepSpec,
     combined: bool,
     features: list[str] | None = None,
@@ -143,7 +143,7 @@ def train_sweep(
 
 
 def _fit_in_worker(
-    rows: pd.DataFrame, plan: dict[str, Any], spec: SweepSpec, combined: bool, features: list[str]
+    rows: pd.DataFrame, plan: PlanFacts, spec: SweepSpec, combined: bool, features: list[str]
 ) -> dict[str, Any]:
     """``fit_models`` in a worker process, single-threaded (the numbers of a serial run)."""
     with one_thread(), warnings.catch_warnings():
@@ -155,7 +155,7 @@ def _fit_groups(
     folder: SweepFolder,
     ok: pd.DataFrame,
     by_class: dict[str, pd.DataFrame],
-    plan: dict[str, Any],
+    plan: PlanFacts,
     spec: SweepSpec,
     groups: dict[str, str | None],
     metrics: dict[str, Any],

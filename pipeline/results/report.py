@@ -21,7 +21,7 @@ from launchtune.kernels.compare import Comparison
 from launchtune.kernels.objective import from_dict
 
 from ..errors import UserError
-from ..store.folder import SweepFolder, data_hash, ok_rows, rows_by_class
+from ..store.folder import Metrics, PlanFacts, SweepFolder, data_hash, ok_rows, rows_by_class
 from ..store.schema import cost_column, kernel_column, kernel_params
 from ..store.shards import load_merged
 from . import Sweep, search_traces, time_label
@@ -171,8 +171,8 @@ def _agreement(
 def class_summary(
     frame: pd.DataFrame,
     cls: str,
-    plan: dict[str, Any],
-    metrics: dict[str, Any],
+    plan: PlanFacts,
+    metrics: Metrics,
     validation: dict[str, Any] | None,
     ok: pd.DataFrame | None = None,
     remeasured: bool = True,
@@ -216,31 +216,7 @@ def class_summary(
     v = (validation or {}).get(cls)
     top = first_runnable(v)
     if v and top is not None:
-        default = v["default"]
-        out["predicted_best_config"] = top["config"]
-        out["predicted_best_predicted_ms"] = top["predicted_ms"]
-        out["predicted_best_measured_ms"] = _cost(top) if top["status"] == "ok" else None
-        out["predicted_best_status"] = top["status"]
-        out["predicted_best_skipped"] = _skipped(v)
-        out["default_config"] = default["config"]
-        out["default_measured_ms"] = _cost(default) if default["status"] == "ok" else None
-        # each one's time beside its objective's cost (the same number where the objective is time)
-        out["predicted_best_time_ms"] = top.get("total_ms") if top["status"] == "ok" else None
-        out["default_time_ms"] = default.get("total_ms") if default["status"] == "ok" else None
-        measured = [c for c in v["candidates"] if c["status"] == "ok"]
-        out["best_remeasured_ms"] = min((_cost(c) for c in measured), default=None)
-        out.update(_agreement(ok, params, measured, default))
-        a, b = out["default_measured_ms"], out["predicted_best_measured_ms"]
-        out["speedup_over_default"] = a / b if a and b else None
-        out["remeasure_repeats"] = v.get("repeats")
-        out["backend"] = v.get("backend") or (v.get("device") or {}).get("backend") or out["backend"]
-        out["comparison"] = v.get("comparison")
-        out["pick_is_default"] = top["config"] == default["config"]
-        out["speedup_text"] = speedup_text(
-            out["comparison"], out["backend"], out["pick_is_default"], objective
-        )
-        if v.get("search"):
-            out["search"] = v["search"]
+        out.update(_remeasured(v, top, ok, params, out["backend"], objective))
     else:
         out.update(
             predicted_best_config=None,
@@ -257,11 +233,49 @@ def class_summary(
     return out
 
 
+def _remeasured(
+    v: dict[str, Any],
+    top: dict[str, Any],
+    ok: pd.DataFrame,
+    params: list[str],
+    backend: str | None,
+    objective: dict[str, str],
+) -> dict[str, Any]:
+    """A class's report lines on its re-measurement ``v`` (``validation.json``'s entry): the pick ``top``
+    against the default, each one's cost and time, whether the recorded and re-measured times agree, and
+    the comparison in words."""
+    out: dict[str, Any] = {}
+    default = v["default"]
+    out["predicted_best_config"] = top["config"]
+    out["predicted_best_predicted_ms"] = top["predicted_ms"]
+    out["predicted_best_measured_ms"] = _cost(top) if top["status"] == "ok" else None
+    out["predicted_best_status"] = top["status"]
+    out["predicted_best_skipped"] = _skipped(v)
+    out["default_config"] = default["config"]
+    out["default_measured_ms"] = _cost(default) if default["status"] == "ok" else None
+    # each one's time beside its objective's cost (the same number where the objective is time)
+    out["predicted_best_time_ms"] = top.get("total_ms") if top["status"] == "ok" else None
+    out["default_time_ms"] = default.get("total_ms") if default["status"] == "ok" else None
+    measured = [c for c in v["candidates"] if c["status"] == "ok"]
+    out["best_remeasured_ms"] = min((x for x in map(_cost, measured) if x is not None), default=None)
+    out.update(_agreement(ok, params, measured, default))
+    a, b = out["default_measured_ms"], out["predicted_best_measured_ms"]
+    out["speedup_over_default"] = a / b if a and b else None
+    out["remeasure_repeats"] = v.get("repeats")
+    out["backend"] = v.get("backend") or (v.get("device") or {}).get("backend") or backend
+    out["comparison"] = v.get("comparison")
+    out["pick_is_default"] = top["config"] == default["config"]
+    out["speedup_text"] = speedup_text(out["comparison"], out["backend"], out["pick_is_default"], objective)
+    if v.get("search"):
+        out["search"] = v["search"]
+    return out
+
+
 def tuning_entry(
     frame: pd.DataFrame,
     cls: str,
     spec,
-    plan: dict[str, Any],
+    plan: PlanFacts,
     validation: dict | None,
     ok: pd.DataFrame | None = None,
 ) -> tuning_table.TableEntry:
@@ -282,7 +296,7 @@ def tuning_entry(
     # Where the two sets of times disagree beyond their spread (``_agreement``), they do not rank against each
     # other: the re-measured candidates come first, by their own times, then the sampled rows.
     measured = [c for c in (v or {}).get("candidates", []) if c["status"] == "ok"]
-    apart = bool(v) and _agreement(ok, params, measured, v["default"])["times_disagree"]
+    apart = bool(v and _agreement(ok, params, measured, v["default"])["times_disagree"])
     seen, unique = set(), []
     for c in sorted(candidates, key=lambda c: (apart and c["source"] != "remeasured", c["ms"])):
         key = tuple(sorted(c["config"].items()))
@@ -332,9 +346,9 @@ def tuning_entry(
 def _figures(
     sweep_dir: Path,
     frame: pd.DataFrame,
-    plan: dict[str, Any],
+    plan: PlanFacts,
     spec,
-    metrics: dict,
+    metrics: Metrics,
     log,
     models: dict[str, dict[str, Any]] | None = None,
 ) -> list[str]:
@@ -418,7 +432,7 @@ def build_report(
     if metrics is None and spec.trains():
         raise UserError(f"{sweep_dir}: no trained models (run `launchtune train {sweep_dir}` first)")
     if metrics is None:  # a sweep that trains no models (``train_models``): its report is its rows' pick
-        metrics = {"groups": {}, "data_hash": data_hash(frame)}
+        metrics = Metrics(groups={}, data_hash=data_hash(frame))
     validation = folder.read_validation()
     timing = folder.read_timing()
     classes = sorted(frame["gpu_class"].unique())

@@ -6,6 +6,7 @@ its models' scores only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import UserError
-from ..store.folder import Metrics, SweepFolder, ok_rows
+from ..store.folder import Metrics, PlanFacts, SweepFolder, ok_rows
 from ..store.schema import cost_column, kernel_column, kernel_params
 from ..store.shards import load_merged
 from ..store.spec import SweepSpec
@@ -29,7 +30,7 @@ class Sweep:
 
     path: Path
     spec: SweepSpec
-    plan: dict[str, Any]  # the folder's PlanFacts, as the plain dict its readers (features, grids) take
+    plan: PlanFacts
     frame: pd.DataFrame
     metrics: Metrics | None = None
     report: dict[str, Any] | None = None
@@ -87,7 +88,7 @@ def load_sweep(path: str | Path) -> Sweep:
     return Sweep(
         path=folder.path,
         spec=spec,
-        plan=dict(plan),
+        plan=plan,
         # no merged/: an empty frame, so a notebook can still show the folder's model scores
         frame=load_merged(folder.path) if folder.merged_dir.is_dir() else pd.DataFrame(columns=NO_ROWS),
         metrics=folder.read_metrics(),
@@ -205,7 +206,7 @@ THREAD_BLOCK = ("block_size_x", "block_size_y")  # a kernel spec's thread block,
 
 
 def kernel_grid(
-    rows: pd.DataFrame, plan: dict[str, Any], kernel: str, axes: tuple[str, str] | None = None
+    rows: pd.DataFrame, plan: Mapping[str, Any], kernel: str, axes: tuple[str, str] | None = None
 ) -> pd.DataFrame:
     """Median time of one kernel per launch shape (Fig. 2 of the CFD seed): by default per (threads, blocks)
     of its own launch (rows index threads per block, columns blocks); with ``axes`` (column parameter, row

@@ -27,6 +27,7 @@ from launchtune.kernels.objective import Objective
 
 from ..errors import UserError
 from .datasets import STATUS, TIME, load_kernel_tuner_cache
+from .folder import Plan
 
 SAMPLER = "kernel_tuner_cache"
 FAILED_REASON = "Kernel Tuner recorded no time (the configuration failed to compile or run on this GPU)"
@@ -45,19 +46,19 @@ class CacheClass:
     frame: pd.DataFrame
     objective: Objective = TIME_OBJECTIVE  # what its ``total_ms`` column is the cost of
 
-    def plan(self) -> dict[str, Any]:
+    def plan(self) -> Plan:
         """The slim ``plan/<class>.json`` of a combined folder: the cache's own facts."""
-        return {
-            "params": list(self.params),
-            "values": self.params,
-            "default": None,
-            "kernels": [],
-            "n_configs": int(len(self.frame)),
-            "device": device_facts(self.gpu_class, self.device_name),
-            "source": str(self.path),
-            "kernel_name": self.kernel_name,
-            "problem_size": self.problem_size,
-        }
+        return Plan(
+            params=list(self.params),
+            values=self.params,
+            default=None,
+            kernels=[],
+            n_configs=int(len(self.frame)),
+            device=device_facts(self.gpu_class, self.device_name),
+            source=str(self.path),
+            kernel_name=self.kernel_name,
+            problem_size=self.problem_size,
+        )
 
 
 def is_cache_path(path: Path) -> bool:

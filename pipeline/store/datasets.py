@@ -178,49 +178,14 @@ def load_kernel_tuner_cache(path: str | Path, objective: Objective | None = None
     in its direction (:func:`cache_objective`; ``objective`` overrides it); the repeated ``times`` are kept
     only where the objective is time, since they are times."""
     path = Path(path)
-    # a FIFO or a device is one line, not a hang; a file past the cap, or one that inflates past it, too
-    data = read_regular_bytes(path, "Kernel Tuner cache", max_bytes=cache_json.MAX_CACHE_BYTES)
-    assert data is not None
-    try:
-        raw = cache_json.parse(cache_json.gunzip(data, path) if path.name.endswith(".gz") else data.decode())
-    except DuplicateKey as exc:
-        raise UserError(f"{path}: Kernel Tuner cache: {exc}"[:300]) from None
-    except (OSError, EOFError, ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise UserError(
-            f"{path}: not a readable Kernel Tuner cache ({exc.__class__.__name__}: {exc})"
-        ) from None
-    if not isinstance(raw, dict) or "cache" not in raw or "tune_params_keys" not in raw:
-        raise UserError(f"{path}: not a Kernel Tuner cache (expected keys 'tune_params_keys' and 'cache')")
-    check_record(raw, "Kernel Tuner cache", path)
+    raw = _read_cache_file(path)
     keys = list(dict.fromkeys(raw["tune_params_keys"]))  # a key listed twice is one parameter
     goal = cache_objective(raw, path, objective)
     rows, times = [], []
     for key, entry in raw["cache"].items():
-        missing = [k for k in keys if k not in entry]
-        if missing:
-            raise UserError(f"{path}: cache entry {key!r} lacks parameter {missing[0]!r}"[:300])
-        bad = [k for k in keys if isinstance(entry[k], list | dict)]
-        if bad:
-            raise UserError(
-                f"{path}: cache entry {key!r}: parameter {bad[0]!r} is {entry[bad[0]]!r}, not one value"[:300]
-            )
-        huge = [k for k in keys if type(entry[k]) is int and not -(2**63) <= entry[k] < 2**63]
-        if huge:
-            raise UserError(
-                f"{path}: cache entry {key!r}: parameter {huge[0]!r} is past a 64-bit integer"[:300]
-            )
-        value = entry.get(goal.name)
-        cost = goal.cost(value) if cache_json.finite(value) else np.nan
-        ok = bool(np.isfinite(cost))
-        row = {k: entry[k] for k in keys}
-        row[TIME] = cost if ok else np.nan
-        row[STATUS] = "ok" if ok else "failed"
-        if not goal.is_time:  # the entry's time kept beside the objective (an export writes it back)
-            measured = entry.get("time")
-            row[_MEASURED_TIME] = float(measured) if ok and cache_json.finite(measured) else np.nan
+        row, repeats = _cache_row(path, key, entry, keys, goal)
         rows.append(row)
-        rep = entry.get("times") if ok and goal.is_time else None
-        times.append(cache_json.repeats(rep, f"{path}: cache entry {key!r}: times"))
+        times.append(repeats)
     if not rows:
         raise UserError(f"{path}: the cache holds no configurations")
     frame = pd.DataFrame(rows)
@@ -257,6 +222,54 @@ def load_kernel_tuner_cache(path: str | Path, objective: Objective | None = None
         objective=goal,
         measures={"time": _MEASURED_TIME} if kept else {},
     )
+
+
+def _read_cache_file(path: Path) -> dict[str, Any]:
+    """A Kernel Tuner cache file's JSON (gzipped where its name says so), checked for the keys we read."""
+    # a FIFO or a device is one line, not a hang; a file past the cap, or one that inflates past it, too
+    data = read_regular_bytes(path, "Kernel Tuner cache", max_bytes=cache_json.MAX_CACHE_BYTES)
+    assert data is not None
+    try:
+        raw = cache_json.parse(cache_json.gunzip(data, path) if path.name.endswith(".gz") else data.decode())
+    except DuplicateKey as exc:
+        raise UserError(f"{path}: Kernel Tuner cache: {exc}"[:300]) from None
+    except (OSError, EOFError, ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise UserError(
+            f"{path}: not a readable Kernel Tuner cache ({exc.__class__.__name__}: {exc})"
+        ) from None
+    if not isinstance(raw, dict) or "cache" not in raw or "tune_params_keys" not in raw:
+        raise UserError(f"{path}: not a Kernel Tuner cache (expected keys 'tune_params_keys' and 'cache')")
+    check_record(raw, "Kernel Tuner cache", path)
+    return raw
+
+
+def _cache_row(
+    path: Path, key: str, entry: dict[str, Any], keys: list[str], goal: Objective
+) -> tuple[dict[str, Any], np.ndarray]:
+    """One cache entry as a row (each parameter one value within 64 bits; its cost under ``goal``, failed
+    where that is not a number) and its repeated times (none unless the objective is time)."""
+    missing = [k for k in keys if k not in entry]
+    if missing:
+        raise UserError(f"{path}: cache entry {key!r} lacks parameter {missing[0]!r}"[:300])
+    bad = [k for k in keys if isinstance(entry[k], list | dict)]
+    if bad:
+        raise UserError(
+            f"{path}: cache entry {key!r}: parameter {bad[0]!r} is {entry[bad[0]]!r}, not one value"[:300]
+        )
+    huge = [k for k in keys if type(entry[k]) is int and not -(2**63) <= entry[k] < 2**63]
+    if huge:
+        raise UserError(f"{path}: cache entry {key!r}: parameter {huge[0]!r} is past a 64-bit integer"[:300])
+    value = entry.get(goal.name)
+    cost = goal.cost(value) if cache_json.finite(value) else np.nan
+    ok = bool(np.isfinite(cost))
+    row = {k: entry[k] for k in keys}
+    row[TIME] = cost if ok else np.nan
+    row[STATUS] = "ok" if ok else "failed"
+    if not goal.is_time:  # the entry's time kept beside the objective (an export writes it back)
+        measured: Any = entry.get("time")  # a number, or text where it failed
+        row[_MEASURED_TIME] = float(measured) if ok and cache_json.finite(measured) else np.nan
+    rep = entry.get("times") if ok and goal.is_time else None
+    return row, cache_json.repeats(rep, f"{path}: cache entry {key!r}: times")
 
 
 _MEASURED_TIME = "measure.time"  # a Kernel Tuner cache's time where its objective is another quantity
@@ -329,20 +342,7 @@ def _from_sweep_frame(
     else:
         work["_times"] = [np.empty(0)] * len(df)
     frame = _one_row_per_config(work, params, [*kernel_times.values(), *measures.values()])
-    default = None
-    if "sampler" in df and (df["sampler"] == "default").any():
-        default = {p: int(df.loc[df["sampler"] == "default", p].iloc[0]) for p in params}
-    elif "sampler" in df and (df["sampler"] == "per_kernel_exhaustive").any():
-        # per-kernel sweeps hold every other kernel at the default, so a parameter's default is the value
-        # most of those rows share; where no value holds half of them (only that kernel was swept), the
-        # first working row's value stands in
-        sweep = df.loc[df["sampler"] == "per_kernel_exhaustive", params]
-        ok_rows = df[status == "ok"]
-        first = ok_rows.iloc[0] if len(ok_rows) else df.iloc[0]
-        default = {}
-        for p in params:
-            counts = sweep[p].value_counts()
-            default[p] = int(counts.index[0]) if counts.iloc[0] >= len(sweep) / 2 else int(first[p])
+    default = _default_of(df, params, status)
     device_name = str(df["device_name"].iloc[0]) if "device_name" in df else name
     feats = device_features(device_name) or device_features(name)
     return Dataset(
@@ -357,6 +357,26 @@ def _from_sweep_frame(
         objective=objective,
         measures=measures,
     )
+
+
+def _default_of(df: pd.DataFrame, params: list[str], status: pd.Series) -> dict[str, int] | None:
+    """The sweep's default configuration: its ``default`` row's, else read off its per-kernel sweeps; None
+    where it has neither."""
+    if "sampler" in df and (df["sampler"] == "default").any():
+        return {p: int(df.loc[df["sampler"] == "default", p].iloc[0]) for p in params}
+    if "sampler" in df and (df["sampler"] == "per_kernel_exhaustive").any():
+        # per-kernel sweeps hold every other kernel at the default, so a parameter's default is the value
+        # most of those rows share; where no value holds half of them (only that kernel was swept), the
+        # first working row's value stands in
+        sweep = df.loc[df["sampler"] == "per_kernel_exhaustive", params]
+        ok_rows = df[status == "ok"]
+        first = ok_rows.iloc[0] if len(ok_rows) else df.iloc[0]
+        default = {}
+        for p in params:
+            counts = sweep[p].value_counts()
+            default[p] = int(counts.index[0]) if counts.iloc[0] >= len(sweep) / 2 else int(first[p])
+        return default
+    return None
 
 
 def _one_row_per_config(work: pd.DataFrame, params: list[str], kernel_cols: list[str]) -> pd.DataFrame:

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -61,7 +62,7 @@ class PlanFacts(TypedDict):
 
     params: list[str]
     values: dict[str, list[int]]
-    default: dict[str, int]
+    default: dict[str, int] | None  # None: a Kernel Tuner cache's (it records no default launch)
     kernels: list[str]
     inactive: NotRequired[list[Any]]  # [parameter, values, parameters unused there]: space.Inactive
     # a workload that states its objective (a kernel spec's): its measures' columns and the objective
@@ -93,6 +94,26 @@ class Plan(PlanFacts, total=False):
     planned_with: dict[str, Any]  # the spec fields that decided the configurations (PLANNED_WITH)
     checksums: dict[str, str]  # launchtune.pipeline.store.checksums.plan_checksums; absent in older folders
     search: dict[str, Any]  # a live search's plan: the spec's search section (strategy, budget, prior)
+    # a combined folder's (pipeline.learn.combine): the sweep folder or cache file the class came from, and a
+    # Kernel Tuner cache's kernel and problem size
+    source: str
+    kernel_name: str
+    problem_size: str
+
+
+def plan_facts(source: Mapping[str, Any]) -> PlanFacts:
+    """The plan facts of a plan, a worker's answer or another folder's ``sweep.json`` (its ``PLAN_FACTS``, in
+    that order): what ``sweep.json``'s plan block keeps."""
+    return cast(PlanFacts, {k: source[k] for k in PLAN_FACTS if k in source})  # PlanFacts' keys alone
+
+
+_PLAN_KEYS = Plan.__required_keys__ | Plan.__optional_keys__
+
+
+def as_plan(source: Mapping[str, Any]) -> Plan:
+    """What a plan file records of ``source`` (a worker's answer): the keys a :class:`Plan` has, in
+    ``source``'s order (a search's pool, kept in memory, is left out)."""
+    return cast(Plan, {k: v for k, v in source.items() if k in _PLAN_KEYS})  # Plan's keys alone
 
 
 # The spec fields that decide a plan's configurations, recorded in it: a plan is reused only by a sweep that
@@ -115,9 +136,14 @@ class Metrics(TypedDict, total=False):
     """``models/metrics.json``: per group (class or ``combined``) its features, rows and model scores."""
 
     data_hash: str
+    training_rows: dict[str, Any]  # how many ok rows each class had and how many training used
+    seed: int
+    test_fraction: float
+    versions: dict[str, str]  # scikit-learn's, skops' and numpy's that fitted the models
     groups: dict[str, dict[str, Any]]
     comparison: dict[str, Any]
     loco: dict[str, Any]
+    pairs: dict[str, Any]
 
 
 # validation.json: per class, the re-measured candidates (``candidates``, best predicted first), the default,

@@ -329,36 +329,16 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
             shard_of[expected].append(np.full(len(sample_ids), index))
             index_of[expected].append(index)
     for cls in ids_of:
-        ids_cls, shard_cls = np.concatenate(ids_of[cls]), np.concatenate(shard_of[cls])
-        order = np.argsort(ids_cls, kind="stable")
-        ids_cls, shard_cls = ids_cls[order], shard_cls[order]
-        repeated = ids_cls[1:] == ids_cls[:-1]
-        if repeated.any():
-            doubled = np.unique(ids_cls[1:][repeated])
-            i = int(doubled[0])
-            names = [shards[j].name for j in shard_cls[ids_cls == i]]
-            more = f" (and {len(doubled) - 1} more samples)" if len(doubled) > 1 else ""
-            raise UserError(
-                f"{sweep_dir}: sample {i} of class {cls} appears in two shards ({', '.join(names)}){more}"
-            )
-        n_planned, home = _planned_ids(folder, cls)
-        outside = (ids_cls < 0) | (ids_cls >= n_planned)
-        if outside.any():
-            extra = ids_cls[outside].tolist()
-            raise UserError(f"{sweep_dir}: class {cls} has samples {_ids(extra)} that its plan does not have")
-        if len(ids_cls) < n_planned:
-            present = np.zeros(n_planned, dtype=bool)
-            present[ids_cls] = True
-            missing = np.flatnonzero(~present)
-            batches = sorted({home(int(i)) for i in missing})
-            text = (
-                f"class {cls}: {len(missing)} of {n_planned} planned samples missing "
-                f"({_ids(missing.tolist())}; in {_ids_names(batches)})"
-            )
-            if not allow_missing:
-                raise UserError(f"{sweep_dir}: {text}; rerun the sweep to measure them")
-            if log is not None:
-                log(f"{text}; merged what is there")
+        _check_class_ids(
+            sweep_dir,
+            folder,
+            cls,
+            np.concatenate(ids_of[cls]),
+            np.concatenate(shard_of[cls]),
+            shards,
+            allow_missing,
+            log,
+        )
         if not _is_search(folder, cls):  # a search plans no configurations: its journal and shards agree
             _check_configs(
                 folder, cls, [(shards[i], schemas[i], ids_of[cls][k]) for k, i in enumerate(index_of[cls])]
@@ -371,6 +351,49 @@ def merge(sweep_dir: Path, allow_missing: bool = False, log: Callable[[str], Non
     _check_no_fewer(folder, {cls: sum(len(a) for a in ids_of[cls]) for cls in ids_of}, allow_missing, log)
     parts = {cls: _shards_in_id_order([shards[i] for i in index_of[cls]], ids_of[cls]) for cls in ids_of}
     return _write_streamed(sweep_dir, schema, parts)
+
+
+def _check_class_ids(
+    sweep_dir: Path,
+    folder: SweepFolder,
+    cls: str,
+    ids: np.ndarray,
+    shard_index: np.ndarray,
+    shards: list[Path],
+    allow_missing: bool,
+    log: Callable[[str], None] | None,
+) -> None:
+    """One class's sample ids (``ids``, each from shard ``shards[shard_index]``) against its plan: none in two
+    shards, none the plan lacks, none missing (``allow_missing``: said, not refused)."""
+    order = np.argsort(ids, kind="stable")
+    ids, shard_index = ids[order], shard_index[order]
+    repeated = ids[1:] == ids[:-1]
+    if repeated.any():
+        doubled = np.unique(ids[1:][repeated])
+        i = int(doubled[0])
+        names = [shards[j].name for j in shard_index[ids == i]]
+        more = f" (and {len(doubled) - 1} more samples)" if len(doubled) > 1 else ""
+        raise UserError(
+            f"{sweep_dir}: sample {i} of class {cls} appears in two shards ({', '.join(names)}){more}"
+        )
+    n_planned, home = _planned_ids(folder, cls)
+    outside = (ids < 0) | (ids >= n_planned)
+    if outside.any():
+        extra = ids[outside].tolist()
+        raise UserError(f"{sweep_dir}: class {cls} has samples {_ids(extra)} that its plan does not have")
+    if len(ids) < n_planned:
+        present = np.zeros(n_planned, dtype=bool)
+        present[ids] = True
+        missing = np.flatnonzero(~present)
+        batches = sorted({home(int(i)) for i in missing})
+        text = (
+            f"class {cls}: {len(missing)} of {n_planned} planned samples missing "
+            f"({_ids(missing.tolist())}; in {_ids_names(batches)})"
+        )
+        if not allow_missing:
+            raise UserError(f"{sweep_dir}: {text}; rerun the sweep to measure them")
+        if log is not None:
+            log(f"{text}; merged what is there")
 
 
 def _is_search(folder: SweepFolder, cls: str) -> bool:

@@ -320,11 +320,7 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
     options = _resolve_paths(caps.path_options, options, source)
     if caps.gpu_only and backend == "numpy":
         raise UserError(f"{f}backend: the {workload} workload runs CUDA only; use backend cupy or auto")
-    samplers = data.get("samplers", ["random"])
-    if isinstance(samplers, str):
-        samplers = [samplers]
-    if not isinstance(samplers, list) or not samplers or any(s not in SAMPLERS for s in samplers):
-        raise UserError(f"{f}samplers: must list one or more of {', '.join(SAMPLERS)} (got {samplers!r})")
+    samplers = _samplers(data.get("samplers", ["random"]), f)
     test_fraction = data.get("test_fraction", 0.25)
     if not isinstance(test_fraction, int | float) or not 0.05 <= test_fraction <= 0.5:
         raise UserError(f"{f}test_fraction: must be a number between 0.05 and 0.5 (got {test_fraction!r})")
@@ -332,44 +328,9 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
     if not isinstance(check, bool):
         raise UserError(f"{f}check: must be true or false (got {check!r})")
 
-    validate = _mapping(data, "validate", f + "validate", ", ".join(_VALIDATE_KEYS))
-    check_keys(validate, f + "validate", optional=_VALIDATE_KEYS)
-    vdef = ValidateSpec()
-    vspec = ValidateSpec(
-        top_k=limited(validate.get("top_k", vdef.top_k), "validate.top_k", f + "validate.top_k", 1),
-        pool=limited(validate.get("pool", vdef.pool), "validate.pool", f + "validate.pool", 1),
-        repeats=limited(validate.get("repeats", vdef.repeats), "validate.repeats", f + "validate.repeats", 1),
-        rounds=limited(validate.get("rounds", vdef.rounds), "validate.rounds", f + "validate.rounds", 1),
-        incumbents=limited(
-            validate.get("incumbents", vdef.incumbents), "validate.incumbents", f + "validate.incumbents", 0
-        ),
-    )
-    train = _mapping(data, "train", f + "train", ", ".join(_TRAIN_KEYS))
-    check_keys(train, f + "train", optional=_TRAIN_KEYS)
-    layers = train.get("hidden_layers", list(TrainSpec().hidden_layers))
-    if not isinstance(layers, list) or not layers or len(layers) > MAX_LAYERS:
-        raise UserError(
-            f"{f}train.hidden_layers: must be a list of 1 to {MAX_LAYERS} layer widths (got {layers!r})"[:300]
-        )
-    tspec = TrainSpec(
-        hidden_layers=tuple(
-            limited(w, "train.hidden_layers", f"{f}train.hidden_layers[{i}]", 1) for i, w in enumerate(layers)
-        ),
-        max_epochs=limited(
-            train.get("max_epochs", TrainSpec().max_epochs), "train.max_epochs", f + "train.max_epochs", 1
-        ),
-        max_rows=None
-        if train.get("max_rows", TrainSpec().max_rows) is None
-        else _int(train.get("max_rows", TrainSpec().max_rows), f + "train.max_rows", 100),
-        loco_rows=None
-        if train.get("loco_rows", TrainSpec().loco_rows) is None
-        else _int(train.get("loco_rows", TrainSpec().loco_rows), f + "train.loco_rows", 100),
-    )
-    output = data.get("output")
-    if output is not None:
-        output = _str(output, f + "output")
-        if inside(results_root(), output, f + "output") == results_root():
-            raise UserError(f"{f}output: {output!r} is the results folder itself; name a folder inside it")
+    vspec = _validate_section(_mapping(data, "validate", f + "validate", ", ".join(_VALIDATE_KEYS)), f)
+    tspec = _train_section(_mapping(data, "train", f + "train", ", ".join(_TRAIN_KEYS)), f)
+    output = _output(data.get("output"), f)
 
     search = parse_search(data.get("search"), f + "search")
     case, size = _str(data["case"], f + "case"), _size(data["size"], f + "size")
@@ -400,6 +361,65 @@ def parse_spec(data: dict[str, Any], source: str) -> SweepSpec:
         train_models=_optional_bool(data.get("train_models"), f + "train_models"),
         remeasure=_optional_bool(data.get("remeasure"), f + "remeasure"),
     )
+
+
+def _samplers(samplers: Any, f: str) -> list[str]:
+    """``samplers``: one name or a list of them, each one of ``SAMPLERS``."""
+    if isinstance(samplers, str):
+        samplers = [samplers]
+    if not isinstance(samplers, list) or not samplers or any(s not in SAMPLERS for s in samplers):
+        raise UserError(f"{f}samplers: must list one or more of {', '.join(SAMPLERS)} (got {samplers!r})")
+    return samplers
+
+
+def _validate_section(validate: dict[str, Any], f: str) -> ValidateSpec:
+    """The ``validate`` section: how the picks are re-measured, each count within its bounds."""
+    check_keys(validate, f + "validate", optional=_VALIDATE_KEYS)
+    vdef = ValidateSpec()
+    return ValidateSpec(
+        top_k=limited(validate.get("top_k", vdef.top_k), "validate.top_k", f + "validate.top_k", 1),
+        pool=limited(validate.get("pool", vdef.pool), "validate.pool", f + "validate.pool", 1),
+        repeats=limited(validate.get("repeats", vdef.repeats), "validate.repeats", f + "validate.repeats", 1),
+        rounds=limited(validate.get("rounds", vdef.rounds), "validate.rounds", f + "validate.rounds", 1),
+        incumbents=limited(
+            validate.get("incumbents", vdef.incumbents), "validate.incumbents", f + "validate.incumbents", 0
+        ),
+    )
+
+
+def _train_section(train: dict[str, Any], f: str) -> TrainSpec:
+    """The ``train`` section: the network's layers and epochs, the rows training and leave-one-class-out
+    may use (null: all)."""
+    check_keys(train, f + "train", optional=_TRAIN_KEYS)
+    layers = train.get("hidden_layers", list(TrainSpec().hidden_layers))
+    if not isinstance(layers, list) or not layers or len(layers) > MAX_LAYERS:
+        raise UserError(
+            f"{f}train.hidden_layers: must be a list of 1 to {MAX_LAYERS} layer widths (got {layers!r})"[:300]
+        )
+    return TrainSpec(
+        hidden_layers=tuple(
+            limited(w, "train.hidden_layers", f"{f}train.hidden_layers[{i}]", 1) for i, w in enumerate(layers)
+        ),
+        max_epochs=limited(
+            train.get("max_epochs", TrainSpec().max_epochs), "train.max_epochs", f + "train.max_epochs", 1
+        ),
+        max_rows=None
+        if train.get("max_rows", TrainSpec().max_rows) is None
+        else _int(train.get("max_rows", TrainSpec().max_rows), f + "train.max_rows", 100),
+        loco_rows=None
+        if train.get("loco_rows", TrainSpec().loco_rows) is None
+        else _int(train.get("loco_rows", TrainSpec().loco_rows), f + "train.loco_rows", 100),
+    )
+
+
+def _output(output: Any, f: str) -> str | None:
+    """``output``: a folder inside the results folder (not the results folder itself), or None."""
+    if output is None:
+        return None
+    output = _str(output, f + "output")
+    if inside(results_root(), output, f + "output") == results_root():
+        raise UserError(f"{f}output: {output!r} is the results folder itself; name a folder inside it")
+    return output
 
 
 def _optional_bool(value: Any, where: str) -> bool | None:

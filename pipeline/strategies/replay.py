@@ -134,6 +134,18 @@ class NoiseModel:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class _Additive:
+    """A separable dataset's additive model: per kernel its parameters' columns in a configuration's key and
+    its median recorded time under each of their settings, the overhead outside the kernels, and the recorded
+    repeats' spread (each repeat over its row's mean) that an estimate's noise is drawn from."""
+
+    cols: dict[str, list[int]]
+    tables: dict[str, dict[tuple[int, ...], float]]
+    overhead: float
+    spread: np.ndarray
+
+
 class ReplayWorkload(Workload):
     """Answers ``run(config)`` from ``dataset``; ``seed`` fixes the noise drawn from the recorded repeats (and
     ``noise``'s draws, if given: live noise on recorded rows; additive estimates answer without it)."""
@@ -184,7 +196,7 @@ class ReplayWorkload(Workload):
         )
 
     # -------------------------------------------------------------------------------------- additive model
-    def _build_additive(self) -> dict[str, Any] | None:
+    def _build_additive(self) -> _Additive | None:
         """Per kernel: its median recorded time under each of its own parameter settings, and the overhead."""
         ok = self._ok
         if not ok.any():
@@ -207,12 +219,12 @@ class ReplayWorkload(Workload):
             t / m for t, m in zip(self._times, self._time, strict=True) if len(t) and np.isfinite(m) and m > 0
         ]
         spread = np.concatenate(rel) if rel else np.ones(1)
-        return {
-            "cols": {k: [index[n] for n in v] for k, v in self.dataset.kernels.items()},
-            "tables": tables,
-            "overhead": overhead,
-            "spread": spread,
-        }
+        return _Additive(
+            cols={k: [index[n] for n in v] for k, v in self.dataset.kernels.items()},
+            tables=tables,
+            overhead=overhead,
+            spread=spread,
+        )
 
     def _estimate(self, key: tuple[int, ...]) -> tuple[float, dict[str, float]] | None:
         # A sweep row asks for one configuration's estimate four times (space check, validity, check, run):
@@ -229,12 +241,12 @@ class ReplayWorkload(Workload):
         if add is None:
             return None
         parts = {}
-        for kernel, cols in add["cols"].items():
-            t = add["tables"][kernel].get(tuple(key[c] for c in cols))
+        for kernel, cols in add.cols.items():
+            t = add.tables[kernel].get(tuple(key[c] for c in cols))
             if t is None:
                 return None
             parts[kernel] = t
-        return sum(parts.values()) + add["overhead"], parts
+        return sum(parts.values()) + add.overhead, parts
 
     # -------------------------------------------------------------------------------------------- interface
     def _key(self, config: Mapping[str, int]) -> tuple[int, ...]:
@@ -271,12 +283,12 @@ class ReplayWorkload(Workload):
         row = self._row.get(key)
         if row is None:
             est = self._estimate(key)
-            if est is None:
+            if est is None or self._additive is None:  # (an estimate comes only from the additive model)
                 raise ReplayError(
                     f"{self.dataset.name}: no record of {dict(config)} and no way to estimate it"
                 )
             total, parts = est
-            noise = float(np.mean(self._rng.choice(self._additive["spread"], size=max(1, repeats))))
+            noise = float(np.mean(self._rng.choice(self._additive.spread, size=max(1, repeats))))
             return Timing(
                 {k: v * noise for k, v in parts.items()},
                 total * noise,
@@ -334,9 +346,9 @@ class ReplayWorkload(Workload):
         if self._additive is not None:
             composed = dict(config)
             for kernel, names in self.dataset.kernels.items():
-                table = self._additive["tables"][kernel]
+                table = self._additive.tables[kernel]
                 if table:
-                    key = min(table, key=table.get)
+                    key = min(table, key=table.__getitem__)
                     composed.update(zip(names, key, strict=True))
             t, _ = self.recorded_time(composed)
             if t < time:

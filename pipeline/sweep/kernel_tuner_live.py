@@ -92,21 +92,61 @@ def kernel_tuner_task(
             verbose=False,
         )
     seconds = time.perf_counter() - t0
-    order, seen = [], set()
+    order = _evaluations(results, workload, names)[:budget]
+    kernel = str(plan["kernels"][0]) if plan.get("kernels") else ""
+    fixed = fixed_columns(spec, gpu_class, SHARD, facts)
+    records = _shard_rows(order, plan, kernel, fixed, names, strategy)
+    schema = plan_schema(plan, search=True)
+    rows = [(k, "search", config) for k, (config, *_) in enumerate(order)]
+    schema = schema.with_metadata({**schema.metadata, **shard_metadata(rows, names, spec["seed"])})
+    path = assert_inside(Path(sweep_dir), Path(shard_path))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.Table.from_pylist(records, schema=schema), tmp, compression="zstd")
+    return {
+        "answers": [{"config": c, "total_ms": t, "cost": cost} for c, t, _, cost, _ in order],
+        "objective": objective.as_dict(),
+        "cached": min(cached, len(order)),
+        "seconds": seconds,
+        "kernel": kernel,
+    }
+
+
+# One evaluation of Kernel Tuner's: (configuration as our indices, time in ms or None where it failed, why it
+# failed, the objective's cost or None, the metrics)
+Evaluation = tuple[dict[str, int], float | None, str, float | None, dict[str, Any]]
+
+
+def _evaluations(results: list[dict[str, Any]], workload: Any, names: list[str]) -> list[Evaluation]:
+    """Kernel Tuner's results in its order, each configuration once (its first evaluation), with the
+    objective's cost as our kernel spec computes it; a time that is not a finite number, or a cost that is
+    not, a failure."""
+    order: list[Evaluation] = []
+    seen = set()
     for r in results:
         config = {n: workload.spec.index_of(n, r[n]) for n in names}
         key = tuple(config.values())
         if key in seen:
             continue
         seen.add(key)
-        t = r.get("time")
+        t: Any = r.get("time")  # a number, or why Kernel Tuner has none
         ok = isinstance(t, int | float) and np.isfinite(t)
         metrics, cost = workload.spec.evaluate(config, workload.problem, {"time": float(t) if ok else None})
         ok = ok and np.isfinite(cost)
         order.append((config, float(t) if ok else None, "" if ok else str(t), cost if ok else None, metrics))
-    order = order[:budget]
-    kernel = str(plan["kernels"][0]) if plan.get("kernels") else ""
-    fixed = fixed_columns(spec, gpu_class, SHARD, facts)
+    return order
+
+
+def _shard_rows(
+    order: list[Evaluation],
+    plan: Mapping[str, Any],
+    kernel: str,
+    fixed: Mapping[str, Any],
+    names: list[str],
+    strategy: str,
+) -> list[dict[str, Any]]:
+    """The evaluations as the shard's rows: one proposal per round, the time as ``kernel``'s (the other
+    kernels' columns null), the objective's cost and measures where the plan states them."""
     records = []
     measures = plan.get("measures")
     for k, (config, t, reason, cost, metrics) in enumerate(order):
@@ -131,20 +171,7 @@ def kernel_tuner_task(
             rec[OBJECTIVE_COLUMN] = cost
             rec.update({m: metrics.get(m.removeprefix("metric.")) for m in measures})
         records.append(rec)
-    schema = plan_schema(plan, search=True)
-    rows = [(k, "search", config) for k, (config, *_) in enumerate(order)]
-    schema = schema.with_metadata({**schema.metadata, **shard_metadata(rows, names, spec["seed"])})
-    path = assert_inside(Path(sweep_dir), Path(shard_path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        pq.write_table(pa.Table.from_pylist(records, schema=schema), tmp, compression="zstd")
-    return {
-        "answers": [{"config": c, "total_ms": t, "cost": cost} for c, t, _, cost, _ in order],
-        "objective": objective.as_dict(),
-        "cached": min(cached, len(order)),
-        "seconds": seconds,
-        "kernel": kernel,
-    }
+    return records
 
 
 def _objective_arguments(workload: Any) -> dict[str, Any]:

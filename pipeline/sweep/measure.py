@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ def warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeout
 
 
 def _queues(
-    spec: SweepSpec, batch_size: int, plans: dict[str, dict], out: Path, log: Log
+    spec: SweepSpec, batch_size: int, plans: Mapping[str, Mapping[str, Any]], out: Path, log: Log
 ) -> tuple[dict[str, deque], int]:
     """Each class's unfinished batches in measuring order, each with its priority; and how many are done."""
     queues: dict[str, deque] = {}
@@ -130,7 +131,7 @@ class _Feeder:
         self,
         client: Any,
         spec_d: dict,
-        plans: dict[str, dict],
+        plans: Mapping[str, Mapping[str, Any]],
         out: Path,
         queues: dict[str, deque],
         n_workers: dict[str, int] | None,
@@ -269,7 +270,7 @@ def workers_by_class(client, classes: Sequence[str]) -> dict[str, int]:
 def measure_batches(
     client,
     spec: SweepSpec,
-    plans: dict[str, dict],
+    plans: Mapping[str, Mapping[str, Any]],
     out: Path,
     log: Log,
     max_minutes: float | None = None,
@@ -305,10 +306,7 @@ def measure_batches(
     wall0 = time.time()
     fatal = None
     stopped_early = False
-    rows = counts_ok = 0
-    errors = []
-    results = []
-    done = 0
+    tally = _Tally()
     deadline = t0 + max_minutes * 60 if max_minutes else None
     # A bar on a terminal; in a log file (a batch job, CI) a plain line every tenth of the way instead, and at
     # least every 10 s while batches finish, with an estimate of the time left.
@@ -327,7 +325,7 @@ def measure_batches(
                 client.cancel(list(pending))
                 stopped_early = True
                 log(
-                    f"time limit of {max_minutes} min reached: {done} of {total} batches measured; "
+                    f"time limit of {max_minutes} min reached: {tally.done} of {total} batches measured; "
                     "the same command again measures the rest"
                 )
                 break
@@ -345,31 +343,58 @@ def measure_batches(
             last_progress = time.perf_counter()
             gone_since.clear()
             for future in finished:
-                try:
-                    result = future.result()
-                    if "fatal" in result:  # not writable, read-only, full: every later batch fails alike
-                        fatal = result["fatal"]
-                        break
-                    if result.get("note"):
-                        log(result["note"])
-                    rows += result["rows"]
-                    counts_ok += result["ok"]
-                    results.append(result)
-                except Exception as exc:
-                    first = (str(exc).splitlines() or [""])[0]
-                    errors.append(f"{future.key}: {type(exc).__name__}: {first}")
+                fatal = tally.take(future, log)
+                if fatal is not None:  # not writable, read-only, full: every later batch fails alike
+                    break
                 cls = class_of[future.key]
                 in_flight[cls] -= 1
                 pending.update(feed(cls))
-                done += 1
                 bar.update(1)
                 if not tty:
+                    done = tally.done
                     meter.update(done / total, f"measure: {done}/{total} batches", force=done % step == 0)
     seconds = time.perf_counter() - t0
-    _raise_failures(fatal, errors, feeder, f"{done} of {total}")
-    counts = {"rows": rows, "ok": counts_ok, "batches": done, "planned": total + skipped, "to_measure": total}
+    done = tally.done
+    _raise_failures(fatal, tally.errors, feeder, f"{done} of {total}")
+    counts = {
+        "rows": tally.rows,
+        "ok": tally.ok,
+        "batches": done,
+        "planned": total + skipped,
+        "to_measure": total,
+    }
     workers_n = len(client.scheduler_info()["workers"])
-    return _timing(counts, seconds, workers_n, _per_worker(results, wall0, workers), stopped_early)
+    return _timing(counts, seconds, workers_n, _per_worker(tally.results, wall0, workers), stopped_early)
+
+
+@dataclass
+class _Tally:
+    """What the finished batches answered: their rows and ok rows, each batch's result (its worker's use),
+    each failed task as one line, how many finished."""
+
+    rows: int = 0
+    ok: int = 0
+    done: int = 0
+    results: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def take(self, future: Any, log: Log) -> str | None:
+        """One finished batch counted (its note logged, a task's error kept as one line); the fatal error it
+        reports instead, if any (then it is not counted)."""
+        try:
+            result = future.result()
+            if "fatal" in result:
+                return result["fatal"]
+            if result.get("note"):
+                log(result["note"])
+            self.rows += result["rows"]
+            self.ok += result["ok"]
+            self.results.append(result)
+        except Exception as exc:
+            first = (str(exc).splitlines() or [""])[0]
+            self.errors.append(f"{future.key}: {type(exc).__name__}: {first}")
+        self.done += 1
+        return None
 
 
 def _timing(
@@ -414,7 +439,11 @@ def _compile_ahead(spec_d: dict[str, Any], upcoming: list[Any], queued: int) -> 
 
 
 def measure_in_process(
-    spec: SweepSpec, plans: dict[str, dict], out: Path, log: Log, max_minutes: float | None = None
+    spec: SweepSpec,
+    plans: Mapping[str, Mapping[str, Any]],
+    out: Path,
+    log: Log,
+    max_minutes: float | None = None,
 ) -> dict[str, Any]:
     """The unfinished batches measured one after the other in this process (one local device,
     ``cluster.inline``), in measuring order; returns ``timing.json``'s record as :func:`measure_batches` does.

@@ -112,23 +112,7 @@ def plan_sweep(
         loaded = _load_prior(spec, source, prior is not None)
     limited(workers_per_class, "workers_per_class", "--workers-per-class", 1)
     named_cluster = isinstance(cluster, str | Path)
-    if named_cluster:
-        wait_limit(str(cluster))  # a bad $LAUNCHTUNE_WAIT_S is one line before anything starts
-        gone_limit()  # and a bad $LAUNCHTUNE_GONE_S
-    # a user's own Dask cluster serves whichever classes its workers name: nothing to check them against here
-    classes = [c.strip() for c in gpu_classes] if gpu_classes else None
-    if named_cluster:
-        known = known_gpu_classes(str(cluster))
-        for c in spec.gpu_classes or ():
-            check_gpu_class(c, f"{source}: gpu_classes", known)
-        for c in classes or ():
-            check_gpu_class(c, "--gpu-class", known)
-    if cluster == "local":
-        _check_this_machine(spec, source, classes)
-    if named_cluster:  # SLURM's classes, sbatch and partitions, before any folder is made
-        check_cluster(
-            str(cluster), classes or spec.gpu_classes, "--gpu-class" if classes else f"{source}: gpu_classes"
-        )
+    classes = _gpu_classes(cluster, spec, source, gpu_classes)
     return SweepPlan(
         spec=spec,
         out=out_folder(out) if out else spec.default_out(),
@@ -139,6 +123,33 @@ def plan_sweep(
         max_minutes=max_minutes,
         prior=loaded,
     )
+
+
+def _gpu_classes(
+    cluster: Any, spec: SweepSpec, source: Path | str, gpu_classes: Sequence[str] | None
+) -> list[str] | None:
+    """``--gpu-class``'s classes (None: the spec's); where the project names the cluster (``local``,
+    ``slurm``, a config file), first its wait settings, then the spec's and these classes against what it
+    serves, before any folder is made."""
+    named_cluster = isinstance(cluster, str | Path)
+    if named_cluster:
+        wait_limit(str(cluster))  # a bad $LAUNCHTUNE_WAIT_S is one line before anything starts
+        gone_limit()  # and a bad $LAUNCHTUNE_GONE_S
+    classes = [c.strip() for c in gpu_classes] if gpu_classes else None
+    if not named_cluster:  # a user's own Dask cluster serves whichever classes its workers name
+        return classes
+    known = known_gpu_classes(str(cluster))
+    for c in spec.gpu_classes or ():
+        check_gpu_class(c, f"{source}: gpu_classes", known)
+    for c in classes or ():
+        check_gpu_class(c, "--gpu-class", known)
+    if cluster == "local":
+        _check_this_machine(spec, source, classes)
+    # SLURM's classes, sbatch and partitions
+    check_cluster(
+        str(cluster), classes or spec.gpu_classes, "--gpu-class" if classes else f"{source}: gpu_classes"
+    )
+    return classes
 
 
 def _search_spec(

@@ -15,7 +15,7 @@ import json
 import logging
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -33,7 +33,7 @@ from ..learn.pick import incumbents, known_failures
 from ..results.report import build_report, remeasure_line
 from ..store.batching import auto_batch_size
 from ..store.checksums import EditedFile
-from ..store.folder import PLAN_FACTS, PLANNED_WITH, SweepFolder, data_hash
+from ..store.folder import PLANNED_WITH, Plan, SweepFolder, as_plan, data_hash, plan_facts
 from ..store.lock import sweep_lock
 from ..store.ownership import claim
 from ..store.shards import load_merged, merge
@@ -50,6 +50,8 @@ from .worker import plan_task
 
 logger = logging.getLogger(__name__)
 
+# Each class's plan: a random sweep's Plan, a search's plan with its pool (search.search_pool_plan)
+Plans = Mapping[str, Mapping[str, Any]]
 Log = Callable[[str], None]
 
 
@@ -100,7 +102,7 @@ def keep_batch_size(spec: SweepSpec, previous: dict[str, Any] | None, fresh: boo
 
 def plan_class(
     client, spec: SweepSpec, cls: str, out: Path, replan: bool, limit: float | None = None
-) -> dict[str, Any]:
+) -> Plan:
     """Class ``cls``'s plan (its configurations, space and device facts), drawn on a worker of that class and
     written to ``out``'s ``plan/``; the folder's plan as it is unless ``replan``. The answer is waited for at
     most ``limit`` seconds (``launchtune.pipeline.cluster.waits``; None: the local cluster's default)."""
@@ -131,16 +133,16 @@ def plan_class(
         pure=False,
         key=f"plan-{cls}-{time.time_ns()}",
     )
-    plan = result(future, f"the plan of class {cls}", limit)
-    plan["planned_with"] = wanted
-    folder.write_plan(cls, plan)
-    return plan
+    drawn: Plan = result(future, f"the plan of class {cls}", limit)  # (worker.plan_task)
+    drawn["planned_with"] = wanted
+    folder.write_plan(cls, drawn)
+    return drawn
 
 
 def remeasure_picks(
     client,
     spec: SweepSpec,
-    plans: dict[str, dict],
+    plans: Plans,
     trained: dict,
     metrics: dict,
     out: Path,
@@ -205,7 +207,7 @@ def remeasure_picks(
     return validation
 
 
-def _follow_up(spec: SweepSpec, out: Path, plans: dict[str, dict]) -> tuple[bool, bool]:
+def _follow_up(spec: SweepSpec, out: Path, plans: Plans) -> tuple[bool, bool]:
     """What follows the measuring this time: (train, re-measure). Each only where the spec asks for it
     (``SweepSpec.trains``, ``remeasures``), and only where the merged data changed since it was last done or a
     class was never re-measured; models are trained again whenever the picks their ranking chose are."""
@@ -298,7 +300,7 @@ class _Sampled:
     """A random sweep: each class's seeded sample (and grids) planned on a worker of the class, measured in
     batches (``sweep.measure``), the models' predicted best re-measured against the default."""
 
-    def plans(self, run: _Run) -> dict[str, dict]:
+    def plans(self, run: _Run) -> Plans:
         plans = {}
         for cls in run.chosen:
             redo = run.plan.force and (not run.plan.classes or cls in run.plan.classes)
@@ -317,7 +319,7 @@ class _Sampled:
             run.log(f"batch_size auto: {size} (kept for this folder's reruns)")
         return plans
 
-    def measure(self, run: _Run, plans: dict[str, dict]) -> dict[str, Any] | None:
+    def measure(self, run: _Run, plans: Plans) -> dict[str, Any] | None:
         """``timing.json``'s record of the measuring; None where nothing was left to measure."""
         local = run.handle.kind == "local"
         if run.handle.kind == "inline":
@@ -336,7 +338,7 @@ class _Sampled:
             )
         return _measured(run, timing)
 
-    def remeasure(self, run: _Run, plans: dict[str, dict], trained: dict | None) -> dict[str, Any]:
+    def remeasure(self, run: _Run, plans: Plans, trained: dict | None) -> dict[str, Any]:
         if trained is None:  # no models: the fastest rows measured are the pick and its runners-up
             return _remeasure_rows(run, plans)
         return remeasure_picks(
@@ -368,7 +370,7 @@ class _Searched:
     def __init__(self) -> None:
         self.found: dict[str, Any] = {}
 
-    def plans(self, run: _Run) -> dict[str, dict]:
+    def plans(self, run: _Run) -> Plans:
         from .priors import check_params, constants_of
         from .search import search_pool_plan
 
@@ -382,17 +384,17 @@ class _Searched:
             plan = search_pool_plan(run.handle.client, spec, cls, run.limit)
             check_params(run.plan.prior, plan["params"], "--prior", constants_of(plan["values"]))
             plans[cls] = plan
-            facts = {k: v for k, v in plan.items() if k != "pool"}
-            folder.write_plan(
-                cls, {**facts, "n_configs": len(plan["pool"]), "search": spec.to_dict()["search"]}
-            )
+            record = as_plan(plan)  # the pool stays in memory
+            record["n_configs"] = len(plan["pool"])
+            record["search"] = spec.to_dict()["search"]
+            folder.write_plan(cls, record)
             run.log(
                 f"search {cls}: {spec.search.strategy}, {spec.search.budget} measurements among "
                 f"{len(plan['pool'])} configurations on {plan['device']['device_name']}"
             )
         return plans
 
-    def measure(self, run: _Run, plans: dict[str, dict]) -> dict[str, Any] | None:
+    def measure(self, run: _Run, plans: Plans) -> dict[str, Any] | None:
         from .search import run_searches
 
         client = run.handle.client
@@ -424,7 +426,7 @@ class _Searched:
             "at": datetime.now(UTC).isoformat(timespec="seconds"),
         }
 
-    def remeasure(self, run: _Run, plans: dict[str, dict], trained: dict | None) -> dict[str, Any]:
+    def remeasure(self, run: _Run, plans: Plans, trained: dict | None) -> dict[str, Any]:
         from .search import remeasure_search_pick
 
         answers = {}
@@ -448,7 +450,7 @@ class _Searched:
         return answers
 
 
-def _remeasure_rows(run: _Run, plans: dict[str, dict]) -> dict[str, Any]:
+def _remeasure_rows(run: _Run, plans: Plans) -> dict[str, Any]:
     """A sweep without models: each class's ``validate.top_k`` fastest rows against the default, as a
     search's pick is (``remeasure.pick_task``)."""
     from .remeasure import pick_task
@@ -479,7 +481,7 @@ def _remeasure_rows(run: _Run, plans: dict[str, dict]) -> dict[str, Any]:
     return answers
 
 
-def _models_and_picks(run: _Run, proposer: _Sampled | _Searched, plans: dict[str, dict]) -> None:
+def _models_and_picks(run: _Run, proposer: _Sampled | _Searched, plans: Plans) -> None:
     """What follows the measuring, where the spec asks for it and the data changed: models trained, the pick
     re-measured (``_follow_up``)."""
     spec, out, log = run.spec, run.plan.out, run.log
@@ -534,13 +536,13 @@ def _prepare(plan: SweepPlan, log: Log) -> SweepPlan:
     return replace(plan, spec=spec)
 
 
-def _write_meta(folder: SweepFolder, spec: SweepSpec, plans: dict[str, dict]) -> None:
+def _write_meta(folder: SweepFolder, spec: SweepSpec, plans: Plans) -> None:
     first = next(iter(plans.values()))
     folder.write_meta(
         {
             "spec": spec.to_dict(),
             "planning_key": spec.planning_key(),
-            "plan": {k: first[k] for k in PLAN_FACTS if k in first},
+            "plan": plan_facts(first),
             "updated": datetime.now(UTC).isoformat(timespec="seconds"),
         },
     )
@@ -550,7 +552,7 @@ def _run(plan: SweepPlan, log: Log) -> dict[str, Any]:
     plan = _prepare(plan, log)
     folder = SweepFolder(plan.out)
     wanted = list(plan.classes or plan.spec.gpu_classes or []) or None
-    clock = {"started": time.perf_counter(), "wall": datetime.now(UTC)}
+    clock = _Clock(time.perf_counter(), datetime.now(UTC))
     with _cluster(plan, wanted, log) as handle:
         chosen = wanted or list(handle.gpu_classes)
         for cls in chosen:
@@ -563,14 +565,14 @@ def _run(plan: SweepPlan, log: Log) -> dict[str, Any]:
         proposer: _Sampled | _Searched = _Searched() if plan.spec.search is not None else _Sampled()
         t0 = time.perf_counter()
         plans = proposer.plans(run)
-        clock["planning"] = time.perf_counter() - t0
+        clock.planning = time.perf_counter() - t0
         _write_meta(folder, run.spec, plans)
         t0 = time.perf_counter()
         timing = proposer.measure(run, plans)
-        clock["measuring"] = time.perf_counter() - t0
+        clock.measuring = time.perf_counter() - t0
         merged = merge(plan.out, allow_missing=bool(timing and timing.get("stopped_early")), log=log)
         log(f"merged {merged.num_rows} rows from {len(folder.shards())} shards into {folder.merged_dir}")
-        clock["compiling"] = _compile_seconds(plan.out, clock["wall"])
+        clock.compiling = _compile_seconds(plan.out, clock.wall)
         _models_and_picks(run, proposer, plans)
     stages = _stages(clock)
     if timing is not None:  # a rerun with nothing left keeps the last run's timing
@@ -589,17 +591,29 @@ def _compile_seconds(out: Path, since: datetime) -> float:
     return float(rows.loc[rows["timestamp"] >= since, "compile_ms"].fillna(0).sum()) / 1000
 
 
-def _stages(clock: dict[str, Any]) -> dict[str, float]:
+@dataclass
+class _Clock:
+    """A run's clock: when it started (``time.perf_counter``, and the wall time its rows' timestamps are
+    compared with) and the seconds of each stage, as they end."""
+
+    started: float
+    wall: datetime
+    planning: float = 0.0
+    measuring: float = 0.0
+    compiling: float = 0.0
+
+
+def _stages(clock: _Clock) -> dict[str, float]:
     """Where this run's time went (``timing.json``'s ``stages``): planning (the plan or a search's pool, on
     a worker), compiling and measuring (the measuring less its rows' compile time), and the rest (the
     cluster's start and end, waiting, merge, models, re-measuring, the report); ``command_s`` from the
     process's start, its imports included."""
     import psutil
 
-    total = time.perf_counter() - clock["started"]
-    measuring = clock.get("measuring", 0.0)
-    compiling = min(clock.get("compiling", 0.0), measuring)
-    planning = clock.get("planning", 0.0)
+    total = time.perf_counter() - clock.started
+    measuring = clock.measuring
+    compiling = min(clock.compiling, measuring)
+    planning = clock.planning
     stages = {
         "planning_s": planning,
         "compiling_s": compiling,

@@ -12,7 +12,7 @@ from launchtune.pipeline.errors import UserError
 from launchtune.pipeline.learn.models import AdditiveKernelModel, load_model, save_model
 from launchtune.pipeline.paths import assert_inside
 from launchtune.pipeline.store.batching import batches
-from launchtune.pipeline.store.folder import SweepFolder
+from launchtune.pipeline.store.folder import SweepFolder, as_plan, plan_facts
 from launchtune.pipeline.store.schema import FIXED_FIELDS, kernel_params, shard_schema
 from launchtune.pipeline.store.shards import is_finished, merge
 from launchtune.pipeline.store.spec import parse_spec
@@ -122,6 +122,26 @@ def test_additive_model_is_exact_on_additive_data_and_finds_each_kernels_best():
     assert np.allclose(model.predict(X), y)
     best = model.best_per_kernel(["p", "q", "r", "s"], {n: [1, 2, 4, 8] for n in "pqrs"})
     assert best == {"p": 4, "q": 1, "r": 2, "s": 1}
+
+
+def test_additive_model_without_groups_says_what_it_needs():
+    X = np.ones((4, 2))
+    with pytest.raises(ValueError, match="needs groups"):
+        AdditiveKernelModel().fit(X, X.sum(1), kernel_times=X)
+
+
+def test_a_workers_plan_is_recorded_without_its_pool_and_its_facts_in_one_order():
+    answer = {
+        "params": ["a"],
+        "values": {"a": [1, 2]},
+        "default": {"a": 1},
+        "kernels": ["k"],
+        "device": {"device_name": "x"},
+        "pool": np.zeros((2, 1)),
+        "inactive": [],
+    }
+    assert list(as_plan(answer)) == ["params", "values", "default", "kernels", "device", "inactive"]
+    assert list(plan_facts(answer)) == ["params", "values", "default", "kernels", "inactive"]
 
 
 def test_models_round_trip_through_skops(tmp_path):
