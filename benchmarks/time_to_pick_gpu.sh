@@ -6,7 +6,7 @@
 # the call to the pick), then re-measures every pick in one process in interleaved rounds.
 # Run from the repository root with the wheels in .whl (kernel_tuner, dask, ...). Everything lands in $OUT:
 # time_to_pick.json (settings, runs, re-measure, examples, the card), table.md (printed last), run.log,
-# nvidia-smi.txt, device.json, runs.tar.gz (each run's log, record and Kernel Tuner cache; no arrays).
+# nvidia-smi.txt, device.json, runs.tar.gz (each run's log, record, Kernel Tuner cache and, for ours, timing.json; no arrays).
 #   CASES (heat@100,heat@400,convolution@100)  SEEDS (0)  EXAMPLES (vector_add,stencil; '' none)
 #   KERNEL_LANG (cupy: lang="cupy" in every call of both tools; script: the calls as written, Kernel Tuner then
 #   compiles with nvcc through PyCUDA)  RUN_TIMEOUT (240 s a run)  KT_CAP (2.5: Kernel Tuner's run is killed past
@@ -36,6 +36,11 @@ timeout "${LIMIT_S:-490}" python3 -m benchmarks.time_to_pick --out "$DIR" \
 status=$?
 date -u +"end %Y-%m-%dT%H:%M:%SZ rc=$status" >> "$OUT/run.log"
 cp "$DIR"/time_to_pick.json "$DIR"/table.md "$OUT"/ 2>/dev/null
+# each launchtune run's timing.json (planning, compiling, measuring, the rest) beside its record: the results
+# folders themselves hold arrays and stay out of the archive
+for f in "$DIR"/runs/*/results/*/timing.json; do
+  [ -f "$f" ] && cp "$f" "${f%/results/*}/timing.json"
+done
 tar -C "$DIR" -czf "$OUT/runs.tar.gz" --exclude cupy-cache --exclude cupy --exclude tmp --exclude results \
   --exclude caches --exclude '*.cu' --exclude '*-caches' runs 2>/dev/null
 tail -40 "$OUT/run.log"
