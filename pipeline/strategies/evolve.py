@@ -104,7 +104,11 @@ FLIPS = 0.5
 # half of the search's (issue 53); replayed on the fused CFD sweeps at 400, seeds 0-39, the worst seed stayed
 # 1.000 on the H100 and the H200 (benchmarks/search_worst_seed.py, variant ``trees20``)
 TREES = 20
-MAX_FEATURES: float | str = 1.0
+# the share of the features each split of those trees draws from: half of the fused CFD space's ~379 grows
+# them in about half the time (a split's cost is linear in them); replayed on the fused CFD sweeps at 400,
+# seeds 0-39, the worst seed stayed 1.000 on the H100 and the H200, where sqrt(features) left 19 of 40 H200
+# seeds over 5% off (benchmarks/search_worst_seed.py, variants ``half_features`` and ``sqrt``; issue 53)
+MAX_FEATURES: float | str = 0.5
 MARGIN = 1.05  # ``p_faster``: the chance that a configuration this much faster than the pick is unmeasured
 # what ``tune`` (and ``transfer`` after its prior's best) adds to ``search``: see the module's docstring
 OPTIONS: dict[str, Any] = {"explore": EXPLORE, "thompson": True, "flips": FLIPS}
