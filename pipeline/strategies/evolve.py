@@ -170,11 +170,16 @@ class _Breeder:
         dist = np.zeros((kids.shape[1], self._codes.shape[1]), self._dist_dtype)
         for row, kid in zip(self._codes, kids, strict=True):
             dist += row != kid[:, None]
-        child, row = np.nonzero(dist == dist.min(axis=1, keepdims=True))  # by child, then row
-        count = np.bincount(child, minlength=len(dist))
+        nearest = dist == dist.min(axis=1, keepdims=True)
+        count = nearest.sum(axis=1)
         # each child's r-th nearest, r uniform below their count
         r = (self.rng.random(len(dist)) * count).astype(np.int64)
-        return row[np.cumsum(count) - count + r]
+        picked = np.argmax(nearest, axis=1)  # the first nearest: the one where it is alone (9 in 10)
+        tied = np.flatnonzero(count > 1)
+        # where several are nearest, their positions: listing them for every child was half of the repair
+        _, row = np.nonzero(nearest[tied])
+        picked[tied] = row[np.cumsum(count[tied]) - count[tied] + r[tied]]
+        return picked
 
 
 def _parents(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
