@@ -64,6 +64,12 @@ VARIANTS["cap60"] = {"reserve_cap": 60}
 # kept (``final`` is now this); ``trees40`` is the forest before
 VARIANTS["trees20"] = {"_trees": 20}
 VARIANTS["trees40"] = {"_trees": 40}
+# issue 53, third pass: each split of the generation's forest draws from sqrt(features) (scikit-learn's
+# ``max_features``), not all ~379; or from half of them (kept: ``final`` is now this), or 30%
+VARIANTS["sqrt"] = {"_max_features": "sqrt"}
+VARIANTS["half_features"] = {"_max_features": 0.5}
+VARIANTS["features30"] = {"_max_features": 0.3}
+VARIANTS["all_features"] = {"_max_features": 1.0}
 # issue 53: the initial design split between the fusion levels (``evolve.tune``'s ``cover_levels``),
 # screened under the live noise of ``noisy_replay/`` (data/combined/search_worst_seed/noisy_replay/README.md)
 VARIANTS["cover_levels"] = {"cover_levels": True}
@@ -116,6 +122,7 @@ GLOBALS = {
     "_within": ("iterative", "FLOOR_WITHIN", 2.0),
     "_kappa": ("evolve", "KAPPA", 0.5),
     "_trees": ("evolve", "TREES", 20),
+    "_max_features": ("evolve", "MAX_FEATURES", 0.5),
 }
 
 

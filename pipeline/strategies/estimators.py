@@ -6,12 +6,14 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from sklearn import config_context
 from sklearn.ensemble import ExtraTreesRegressor
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 from sklearn.linear_model import RidgeCV
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import OneHotEncoder, PolynomialFeatures, StandardScaler
+from sklearn.tree import ExtraTreeRegressor
 from sklearn.utils import check_array
 
 from launchtune.kernels.workload import SEED_MAX
@@ -53,28 +55,57 @@ def library_seed(seed: int) -> int:
     return int(seed) % (SEED_MAX + 1)
 
 
-def forest(seed: int, n_estimators: int = 100, bootstrap: bool = False) -> ExtraTreesRegressor:
+def forest(
+    seed: int, n_estimators: int = 100, bootstrap: bool = False, max_features: float | str = 1.0
+) -> ExtraTreesRegressor:
     """Randomised trees: the spread of their predictions is the uncertainty an iterative search explores.
     ``bootstrap``: each tree learns from its own resample of the measurements, so trees also disagree on what
-    was measured and one tree is a draw from a posterior, not only a smoother (Thompson sampling)."""
+    was measured and one tree is a draw from a posterior, not only a smoother (Thompson sampling).
+    ``max_features``: the features each split draws from (scikit-learn's; all by default)."""
     return ExtraTreesRegressor(
         n_estimators=n_estimators,
         min_samples_leaf=1,
         bootstrap=bootstrap,
+        max_features=max_features,
         random_state=library_seed(seed),
         n_jobs=FOREST_THREADS,
     )
 
 
-def forest_predictions(model: ExtraTreesRegressor, X: np.ndarray) -> np.ndarray:
+def fitted_trees(
+    seed: int, X: np.ndarray, y: np.ndarray, n_estimators: int, max_features: float | str = 1.0
+) -> list[ExtraTreeRegressor]:
+    """The trees of ``forest(seed, n_estimators, max_features=max_features).fit(X, y)``, the same numbers
+    (each tree's seed drawn in turn from ``seed`` as the forest draws it), grown without the forest's set-up
+    per tree: its clone and ``get_params`` (signature inspection) took 0.7 ms a tree, more than growing one
+    on a search's few hundred rows (issue 53: a sixth of an ``evolve`` search's host time). The inputs are
+    checked once here, so each tree skips its checks."""
+    draw = np.random.RandomState(library_seed(seed))
+    seeds = [draw.randint(np.iinfo(np.int32).max) for _ in range(n_estimators)]
+    X32 = check_array(X, dtype=np.float32)
+    y64 = np.ascontiguousarray(y, dtype=np.float64)
+    trees = [ExtraTreeRegressor(max_features=max_features, random_state=s) for s in seeds]
+
+    def grow(tree: ExtraTreeRegressor) -> ExtraTreeRegressor:
+        with config_context(skip_parameter_validation=True):  # per thread: scikit-learn's config is
+            return tree.fit(X32, y64, check_input=False)
+
+    if FOREST_THREADS == 1 or n_estimators == 1:
+        return [grow(t) for t in trees]
+    with ThreadPoolExecutor(FOREST_THREADS) as pool:  # trees grow with the GIL released
+        return list(pool.map(grow, trees))
+
+
+def forest_predictions(model: ExtraTreesRegressor | list[ExtraTreeRegressor], X: np.ndarray) -> np.ndarray:
     """Every tree's prediction for every row of ``X`` (trees x rows): their mean is the forest's, their spread
-    its uncertainty, and one tree's row is a draw for Thompson sampling.
+    its uncertainty, and one tree's row is a draw for Thompson sampling. ``model``: a fitted forest, or its
+    trees (:func:`fitted_trees`).
 
     ``X`` is checked and converted to the trees' float32 once, then each tree predicts without checking again,
     as the forest's own ``predict`` does: checking a 50,000-candidate pool per tree was three quarters of an
     ``iterative`` search's host time (22 of 29 s at 100 measurements; the same numbers either way)."""
     X32 = check_array(X, dtype=np.float32, order="C")
-    trees = model.estimators_
+    trees = model if isinstance(model, list) else model.estimators_
     if FOREST_THREADS == 1 or len(trees) == 1:
         return np.stack([t.predict(X32, check_input=False) for t in trees])
     with ThreadPoolExecutor(FOREST_THREADS) as pool:  # trees predict with the GIL released

@@ -88,7 +88,7 @@ from typing import Any
 import numpy as np
 
 from .base import Session
-from .estimators import forest, forest_predictions, product_features
+from .estimators import fitted_trees, forest_predictions, product_features
 from .iterative import live_levels, measure_thompson
 
 CLIP = 10.0
@@ -104,6 +104,11 @@ FLIPS = 0.5
 # half of the search's (issue 53); replayed on the fused CFD sweeps at 400, seeds 0-39, the worst seed stayed
 # 1.000 on the H100 and the H200 (benchmarks/search_worst_seed.py, variant ``trees20``)
 TREES = 20
+# the share of the features each split of those trees draws from: half of the fused CFD space's ~379 grows
+# them in about half the time (a split's cost is linear in them); replayed on the fused CFD sweeps at 400,
+# seeds 0-39, the worst seed stayed 1.000 on the H100 and the H200, where sqrt(features) left 19 of 40 H200
+# seeds over 5% off (benchmarks/search_worst_seed.py, variants ``half_features`` and ``sqrt``; issue 53)
+MAX_FEATURES: float | str = 0.5
 MARGIN = 1.05  # ``p_faster``: the chance that a configuration this much faster than the pick is unmeasured
 # what ``tune`` (and ``transfer`` after its prior's best) adds to ``search``: see the module's docstring
 OPTIONS: dict[str, Any] = {"explore": EXPLORE, "thompson": True, "flips": FLIPS}
@@ -128,47 +133,58 @@ WORST_CASE: dict[str, Any] = {
 
 
 class _Breeder:
-    """Crossover, mutation and repair over a finite pool of valid configurations ``X`` (rows)."""
+    """Crossover, mutation and repair over a finite pool of valid configurations ``X`` (rows), a batch of
+    children at a time: per child in Python, breeding and repairing was a third of an ``evolve`` search's
+    host time (issue 53: 12,000-17,000 children a search at 200 measurements, none valid as bred)."""
+
+    # children repaired at once: their distances to every configuration, one byte each, stay under 4 MB
+    CHUNK_BYTES = 4 << 20
 
     def __init__(self, X: np.ndarray, rng: np.random.Generator, mutation: float = 0.3) -> None:
-        self.X = X.astype(np.int64)
         self.rng = rng
         self.mutation = mutation
-        self.values = [np.unique(self.X[:, j]) for j in range(X.shape[1])]
-        self.index = {tuple(r): i for i, r in enumerate(self.X.tolist())}
-        # Each column's values as their position in ``values`` (uint8 where they fit), one row per parameter:
-        # ``repair``'s Hamming distance over a 50,000-candidate pool is then one byte compare per value,
-        # summed down the columns (a sum along 23-long rows was nearly half of an evolve search's host time).
-        codes = np.stack([np.searchsorted(v, self.X[:, j]) for j, v in enumerate(self.values)])
+        # Each column's values as their position among its distinct values (uint8 where they fit), one row
+        # per parameter: breeding and repair work on these codes, and the Hamming distance of a batch of
+        # children to every configuration is one byte compare per parameter, summed as bytes.
+        columns = [np.unique(X[:, j], return_inverse=True)[1] for j in range(X.shape[1])]
+        codes = np.stack(columns) if columns else np.zeros((0, len(X)), np.int64)
         self._codes = codes.astype(np.uint8 if codes.max(initial=0) < 256 else np.int64)
-        # a value's position by dict: a child's values come from its parents or ``values``, and one
-        # ``searchsorted`` per parameter per child was a fifth of a search's host time
-        self._code_of = [{x: k for k, x in enumerate(v.tolist())} for v in self.values]
+        self._n_values = self._codes.max(axis=1).astype(np.int64) + 1 if len(X) else np.ones(0, np.int64)
         self._dist_dtype = np.uint8 if X.shape[1] < 256 else np.int32
 
-    def repair(self, child: np.ndarray) -> int:
-        i = self.index.get(tuple(child.tolist()))
-        if i is not None:
-            return i
-        code = np.array([c[x] for c, x in zip(self._code_of, child.tolist(), strict=True)], self._codes.dtype)
-        # summed as bytes (fewer than 256 parameters): three times faster than an int32 sum
-        dist = np.add.reduce(self._codes != code[:, None], axis=0, dtype=self._dist_dtype)
-        nearest = np.flatnonzero(dist == dist.min())
-        return int(self.rng.choice(nearest))
+    def children(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """One child of each pair of rows ``a[k]``, ``b[k]``: each parameter from either parent (uniform
+        crossover), in ``mutation`` of the children one parameter redrawn from its values, then repaired to
+        the nearest configuration (fewest parameters changed, ties at random). Returns their row numbers."""
+        m, p = len(a), len(self._codes)
+        take = self.rng.random((p, m)) < 0.5
+        kids = np.where(take, self._codes[:, a], self._codes[:, b])
+        mutate = np.flatnonzero(self.rng.random(m) < self.mutation)
+        j = self.rng.integers(p, size=len(mutate))
+        kids[j, mutate] = (self.rng.random(len(mutate)) * self._n_values[j]).astype(kids.dtype)
+        step = max(1, self.CHUNK_BYTES // max(1, self._codes.shape[1]))
+        return np.concatenate([self._repair(kids[:, k : k + step]) for k in range(0, m, step)] or [a[:0]])
 
-    def child(self, a: int, b: int) -> int:
-        pa, pb = self.X[a], self.X[b]
-        take = self.rng.random(len(pa)) < 0.5
-        c = np.where(take, pa, pb)
-        if self.rng.random() < self.mutation:
-            j = int(self.rng.integers(len(c)))
-            c[j] = self.rng.choice(self.values[j])
-        return self.repair(c)
+    def _repair(self, kids: np.ndarray) -> np.ndarray:
+        """The nearest configuration to each column of ``kids`` (codes), ties drawn at random."""
+        dist = np.zeros((kids.shape[1], self._codes.shape[1]), self._dist_dtype)
+        for row, kid in zip(self._codes, kids, strict=True):
+            dist += row != kid[:, None]
+        nearest = dist == dist.min(axis=1, keepdims=True)
+        count = nearest.sum(axis=1)
+        # each child's r-th nearest, r uniform below their count
+        r = (self.rng.random(len(dist)) * count).astype(np.int64)
+        picked = np.argmax(nearest, axis=1)  # the first nearest: the one where it is alone (9 in 10)
+        tied = np.flatnonzero(count > 1)
+        # where several are nearest, their positions: listing them for every child was half of the repair
+        _, row = np.nonzero(nearest[tied])
+        picked[tied] = row[np.cumsum(count[tied]) - count[tied] + r[tied]]
+        return picked
 
 
-def _parent(rng: np.random.Generator, n: int) -> int:
+def _parents(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
     """Rank-based selection: index 0 (the best) most likely (a Beta(1, 2.5) draw, as Kernel Tuner's GA)."""
-    return min(n - 1, int(rng.beta(1.0, 2.5) * n))
+    return np.minimum(n - 1, (rng.beta(1.0, 2.5, size) * n).astype(np.int64))
 
 
 def maximin(session: Session, features: np.ndarray, n: int, pool: np.ndarray | None = None) -> None:
@@ -176,7 +192,10 @@ def maximin(session: Session, features: np.ndarray, n: int, pool: np.ndarray | N
     farthest from all chosen (standardised features), so the first few measurements already cover both sides
     of every step a launch feature can show (a power of two or not, the smallest and largest sizes).
     ``pool``: only these candidates (default: every unmeasured one)."""
-    z = (features - features.mean(axis=0)) / np.maximum(features.std(axis=0), 1e-12)
+    # a column equal on every row adds 0 to every distance: without them (a third of the fused CFD space's
+    # features) the same distances cost a third less
+    varying = features[:, np.ptp(features, axis=0) > 0]
+    z = (varying - varying.mean(axis=0)) / np.maximum(varying.std(axis=0), 1e-12)
     outside = None if pool is None else np.setdiff1d(np.arange(len(features)), pool)
     pool = session.unmeasured() if pool is None else pool
     first = int(session.rng.choice(pool))
@@ -240,19 +259,23 @@ def _confirm(session: Session, top: int = 3) -> None:
         session.measure_index(min(contenders, key=lambda i: (counts.get(i, 0), session.measured[i])))
 
 
-def _breed(session, breeder, parents, n_children, seen) -> set[int]:
+def _breed(
+    session: Session, breeder: _Breeder, parents: np.ndarray, n_children: int, seen: set[int]
+) -> set[int]:
+    """Up to ``n_children`` distinct children of ``parents`` (best first) not in ``seen``, bred in batches
+    of twice the number missing, from at most ``20 * n_children`` pairs."""
     children: set[int] = set()
-    if len(parents) < 2:
-        return children
-    for _ in range(n_children * 20):
-        a = _parent(session.rng, len(parents))
-        b = _parent(session.rng, len(parents))
-        if a != b:
-            c = breeder.child(int(parents[a]), int(parents[b]))
+    tries = 0
+    while len(parents) >= 2 and len(children) < n_children and tries < 20 * n_children:
+        size = min(2 * (n_children - len(children)), 20 * n_children - tries)
+        tries += size
+        a, b = _parents(session.rng, len(parents), size), _parents(session.rng, len(parents), size)
+        pairs = a != b
+        for c in breeder.children(parents[a[pairs]], parents[b[pairs]]).tolist():
             if c not in seen:
                 children.add(c)
-            if len(children) >= n_children:
-                break
+                if len(children) >= n_children:
+                    break
     return children
 
 
@@ -352,8 +375,8 @@ class _Search:
         session = self.session
         _, y = session.training_data(clip=self.k.clip)
         idx = np.array(list(session.measured))
-        model = forest(session.seed + self.g, n_estimators=TREES).fit(self.features[idx], y)
-        per_tree = forest_predictions(model, self.features)
+        trees = fitted_trees(session.seed + self.g, self.features[idx], y, TREES, MAX_FEATURES)
+        per_tree = forest_predictions(trees, self.features)
         return _Model(idx, y, per_tree, per_tree.mean(axis=0), per_tree.std(axis=0))
 
     def _islands_of_new(self, before: set[int], island: Any) -> None:
@@ -575,7 +598,7 @@ def sureness(
         return {}
     _, y = session.training_data(clip=clip)
     idx = np.array(list(session.measured))
-    model = forest(session.seed + 7919, n_estimators=TREES).fit(features[idx], y)
-    per_tree = forest_predictions(model, features)
+    trees = fitted_trees(session.seed + 7919, features[idx], y, TREES, MAX_FEATURES)
+    per_tree = forest_predictions(trees, features)
     chance = _chance_each(session, per_tree.mean(axis=0), per_tree.std(axis=0), predicted, y)
     return {"p_faster": round(float(chance.max(initial=0.0)), 4)}

@@ -190,9 +190,10 @@ def test_a_batch_whose_shard_exists_is_reported_not_measured_again(tmp_path):
     assert (path.stat().st_mtime_ns, pq.read_table(path).column("total_ms").to_pylist()) == written
 
 
-def test_a_one_row_shard_is_written_uncompressed_and_a_batch_compressed(tmp_path):
-    """A search writes one shard per proposal: one row compresses to nothing, and zstd's per-column set-up
-    was half of the shard's host time (issue 53); a batch of rows keeps zstd. Both read back the same."""
+def test_a_one_row_shard_is_written_plain_and_a_batch_compressed(tmp_path):
+    """A search writes one shard per proposal: one row compresses to nothing, and zstd's per-column set-up,
+    dictionary pages and statistics were most of the shard's host time (issue 53); a batch of rows keeps
+    zstd, dictionaries and statistics. Both read back the same."""
     from launchtune.pipeline.store.spec import parse_spec
     from launchtune.pipeline.sweep.worker import measure_batch
     from tests.pipeline.conftest import base_spec
@@ -201,12 +202,16 @@ def test_a_one_row_shard_is_written_uncompressed_and_a_batch_compressed(tmp_path
     plan = {"params": ["a.blocks", "a.threads", "b.blocks", "b.threads"], "kernels": ["a", "b"]}
     one = {"a.blocks": 2, "a.threads": 64, "b.blocks": 2, "b.threads": 32}
     two = {"a.blocks": 4, "a.threads": 32, "b.blocks": 2, "b.threads": 32}
-    codecs = {}
+    codecs, dictionaries, statistics = {}, {}, {}
     batches = {"one": [(0, "search", one)], "batch": [(0, "random", one), (1, "random", two)]}
     for name, rows in batches.items():
         path = tmp_path / "shards" / "gpu_class=cpu" / f"shard-{name}.parquet"
         assert measure_batch(spec, plan, "cpu", name, rows, str(path), str(tmp_path))["ok"] == len(rows)
         meta = pq.ParquetFile(path).metadata
-        codecs[name] = {meta.row_group(0).column(j).compression for j in range(meta.num_columns)}
+        columns = [meta.row_group(0).column(j) for j in range(meta.num_columns)]
+        codecs[name] = {c.compression for c in columns}
+        dictionaries[name] = any(c.has_dictionary_page for c in columns)
+        statistics[name] = any(c.is_stats_set for c in columns)
         assert pq.read_table(path).column("a.blocks").to_pylist() == [r[2]["a.blocks"] for r in rows]
     assert codecs == {"one": {"UNCOMPRESSED"}, "batch": {"ZSTD"}}
+    assert dictionaries == statistics == {"one": False, "batch": True}

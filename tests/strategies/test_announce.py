@@ -60,3 +60,23 @@ def test_trees_on_threads_give_the_numbers_of_one_thread(monkeypatch):
         assert model.n_jobs == threads
         out.append(estimators.forest_predictions(model, pool))
     assert np.array_equal(out[0], out[1])
+
+
+def test_trees_grown_without_the_forest_are_the_forests_trees(monkeypatch):
+    """``fitted_trees`` skips the forest's per-tree set-up (issue 53), not its numbers: every tree predicts
+    what the same forest's tree predicts, with all features and with a share of them per split, grown on
+    one thread or several."""
+    import numpy as np
+
+    from launchtune.pipeline.strategies import estimators
+
+    rng = np.random.default_rng(1)
+    X, y = rng.random((150, 60)), rng.random(150)
+    pool = rng.random((2000, 60))
+    for max_features, threads in ((1.0, 1), (1.0, 4), ("sqrt", 1)):
+        monkeypatch.setattr(estimators, "FOREST_THREADS", threads)
+        model = estimators.forest(7, n_estimators=12, max_features=max_features).fit(X, y)
+        trees = estimators.fitted_trees(7, X, y, 12, max_features)
+        assert np.array_equal(
+            estimators.forest_predictions(model, pool), estimators.forest_predictions(trees, pool)
+        )
