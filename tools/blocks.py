@@ -611,16 +611,17 @@ def _summary(root: Path) -> str:
         f"the pick takes {conv['pick']} the default's time | [docs/kernel.md](docs/kernel.md) |",
         _live_search_row(root),
         _live_default_row(root),
+        _time_to_pick_row(root),
     ]
     return "\n".join(lines) + "\n"
 
 
 def _live_default_row(root: Path) -> str:
     """The summary's row for the default search at its default budget, live on one H100 (fused CFD space;
-    ``data/combined/search_worst_seed/live_h100_400``: seeds 0-3 in one call, seed 4 in the next, each against
-    the sweep's fastest rows re-measured in its call): each seed's pick over the sweep's fastest row, and the
-    wall time's range against the 6,000-sample sweep's."""
-    folder = root / "data/combined/search_worst_seed/live_h100_400"
+    the newest such check, ``data/combined/search_worst_seed/live_h100_400_second``: seeds 0-3 in one call,
+    seed 4 in the next, each against the sweep's fastest rows re-measured in its call): each seed's pick over
+    the sweep's fastest row, and the wall time's range against the 6,000-sample sweep's."""
+    folder = root / "data/combined/search_worst_seed/live_h100_400_second"
     calls = [_load(folder / part / "remeasure.json") for part in ("cfd", "cfd_seed4")]
     runs = sorted(
         (r["seed"], r["against_best_row"]["ratio"], r["wall_s"] / call["reference_sweep_seconds"])
