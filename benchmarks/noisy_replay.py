@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         "--runs", type=Path, action="append", default=[], help="table: replays' records (repeatable)"
     )
     p.add_argument("--variant", default="final", help="table: the replays' variant (default final)")
-    a = p.parse_args(argv)
+    a = p.parse_intermixed_args(argv)  # the files before or after the options, as the README writes them
     if a.what == "fit":
         found = fit(a.files, a.reference)
         text = json.dumps(found, indent=1) + "\n"

@@ -299,3 +299,16 @@ def test_noisy_replay_fits_live_records_and_replays_with_them(tmp_path):
     assert lines.splitlines()[2].startswith("| live evolve | 20 | 1 | 1.000 | 1.000 | 0 | 1.000 | nan |")
     assert lines.splitlines()[3].startswith("| noisy replay final, sweep | 20 | 1 |")
     assert worst_of([1.0, 1.1, 1.2], k=2) == pytest.approx((1.1 + 1.2 + 1.2) / 3)
+    # the command as data/combined/search_worst_seed/noisy_replay/README.md writes it: the files last
+    (tmp_path / "live.json").write_text(json.dumps(call(1.0, [1.0])))
+    told = run(
+        "benchmarks.noisy_replay",
+        "table",
+        "--reference",
+        "data/sweep",
+        "--runs",
+        str(out),
+        str(tmp_path / "live.json"),
+    )
+    assert told.returncode == 0, told.stderr
+    assert "| live evolve | 20 | 1 |" in told.stdout
