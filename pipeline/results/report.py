@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -345,39 +343,6 @@ def tuning_entry(
     }
 
 
-# The figures' libraries imported beside a search (``import_figures_ahead``), joined before drawing.
-_AHEAD: list[threading.Thread] = []
-
-
-def _import_figures() -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401
-
-    from . import figures  # noqa: F401
-
-
-def import_figures_ahead() -> None:
-    """Start importing matplotlib and the figure module (about a second on a loaded 2-core host) in a
-    background thread, for a caller that spends the next seconds waiting on measurements (a live search):
-    the report then draws without paying the import after the search. Where the import fails, the report's
-    own import says so."""
-
-    if _AHEAD or "launchtune.pipeline.results.figures" in sys.modules:
-        return  # begun by another class's search, or imported already
-
-    def run() -> None:
-        try:
-            _import_figures()
-        except Exception:  # reported by ``_figures``'s own import, in the caller's thread
-            pass
-
-    thread = threading.Thread(target=run, name="launchtune-figures-import", daemon=True)
-    _AHEAD.append(thread)
-    thread.start()
-
-
 def _figures(
     sweep_dir: Path,
     frame: pd.DataFrame,
@@ -395,8 +360,6 @@ def _figures(
     traces = search_traces(sweep_dir, frame)
     if not (groups or measured or traces):
         return []  # nothing to draw: matplotlib (a third of a second) is not even imported
-    while _AHEAD:  # an import begun beside the search ends before this one
-        _AHEAD.pop().join()
     try:
         import matplotlib
 

@@ -33,7 +33,6 @@ from launchtune.kernels.workload import Check, Timing, Workload
 from ..cluster.waits import timed_out
 from ..errors import UserError
 from ..learn.models import one_thread
-from ..results.report import import_figures_ahead
 from ..store.datasets import Dataset, device_features
 from ..store.folder import SweepFolder
 from ..store.journal import Journal
@@ -412,9 +411,7 @@ def search_class(
         log(f"search {cls}: {len(entries)} answers recorded, replayed to the strategy from the shards")
     t0 = time.perf_counter()
     try:
-        strategy = get_strategy(spec.search.strategy)  # its modules imported before the figures' begin
-        import_figures_ahead()  # the report draws this search's trace: its imports overlap the measurements
-        strategy(session)
+        get_strategy(spec.search.strategy)(session)
         session.settle()
     except StrategyError as exc:
         raise UserError(f"--strategy {spec.search.strategy}: {exc}") from None
