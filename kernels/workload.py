@@ -48,6 +48,9 @@ class Capabilities:
     # the Python it names (``kernels.kernel.options``), Kernel Tuner can run its source live (``kt:``
     # strategies), and its tuning table exports as a C header
     kernel_spec: bool = False
+    # its answers are recorded, not measured on the device it runs on (the ``replay`` workload): the host's
+    # copy bandwidth is not measured for it (a quarter of a second on the CPU), its rows' is null
+    recorded: bool = False
 
 
 class Workload(ABC):

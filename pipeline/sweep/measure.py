@@ -70,8 +70,10 @@ def warm_workers(client, spec_d: dict, classes: Sequence[str], log: Log, timeout
         w = f.result()
         facts[w["worker"]] = w
         gpu = f", pci {w['pci_bus_id']}" if w["pci_bus_id"] else ""
+        copy = w["measured_bandwidth_gbs"]  # None for recorded answers (replay): nothing was measured
         log(
-            f"worker {w['worker']}: {w['device_name']}{gpu}, copy {w['measured_bandwidth_gbs']} GB/s"
+            f"worker {w['worker']}: {w['device_name']}{gpu}"
+            + (f", copy {copy} GB/s" if copy is not None else "")
             + (f", but it sees {w['visible_gpus']} GPUs" if w["visible_gpus"] > 1 else "")
         )
     return facts

@@ -36,6 +36,7 @@ from typing import Any
 from launchtune.kernels.space import Space
 from launchtune.kernels.workload import (
     SEED_MAX,
+    Capabilities,
     Check,
     Timing,
     Workload,
@@ -124,6 +125,7 @@ class RehearsalWorkload(Workload):
         check_arguments(case, size, **options)
 
     name = "replay"
+    capabilities = Capabilities(recorded=True)  # no device measured: the host's copy bandwidth is not probed
     keeps_state_on_failure = True  # an injected failure poisons nothing: the worker need not rebuild it
 
     def __init__(

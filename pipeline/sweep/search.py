@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
-from distributed import as_completed
 
 from launchtune.kernels.space import Config, Inactive, Param, Space
 from launchtune.kernels.workload import Check, Timing, Workload
@@ -184,6 +183,8 @@ class ClusterAnswers:
             key=f"search-{self.cls}-{order}-{time.time_ns()}",
         )
         if self.completed is None:
+            from distributed import as_completed  # Dask's path only: one local device searches without it
+
             self.completed = as_completed()
         self.completed.add(future)
 
