@@ -87,7 +87,8 @@ def fitted_trees(
     trees = [ExtraTreeRegressor(max_features=max_features, random_state=s) for s in seeds]
 
     def grow(tree: ExtraTreeRegressor) -> ExtraTreeRegressor:
-        with config_context(skip_parameter_validation=True):  # per thread: scikit-learn's config is
+        # inside the thread that grows the tree: scikit-learn's config is thread-local
+        with config_context(skip_parameter_validation=True):
             return tree.fit(X32, y64, check_input=False)
 
     if FOREST_THREADS == 1 or n_estimators == 1:
